@@ -1,0 +1,52 @@
+//! Threading capabilities the driver reports (`D3D11DDI_THREADING_CAPS`), R-F1.
+
+use bitflags::bitflags;
+
+use crate::error::{Error, Result};
+
+bitflags! {
+    /// The driver's threading caps. Values from outside are taken with
+    /// [`ThreadingCaps::from_bits_retain`] so that unknown bits survive a round trip;
+    /// [`ThreadingCaps::validate`] checks the documented dependency.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct ThreadingCaps: u32 {
+        /// `D3D11DDICAPS_FREETHREADED`: Create*, Open*, Destroy*, CalcPrivate* and Check*
+        /// entry points may be entered by several threads at once, and are fixed (R-F1).
+        const FREETHREADED = 0x1;
+        /// `D3D11DDICAPS_COMMANDLISTS`: the driver records deferred contexts itself.
+        const COMMANDLISTS = 0x2;
+        /// `D3D11DDICAPS_COMMANDLISTS_BUILD_2`: the driver supports the recycle hooks
+        /// (R-R1..R-R7); requires [`ThreadingCaps::COMMANDLISTS`].
+        const COMMANDLISTS_BUILD_2 = 0x4;
+    }
+}
+
+impl ThreadingCaps {
+    /// Checks that `COMMANDLISTS_BUILD_2` comes with `COMMANDLISTS`; otherwise the driver's
+    /// answer is [`Error::InvalidArg`]. Unknown bits are kept, not rejected.
+    pub fn validate(self) -> Result<Self> {
+        if self.contains(Self::COMMANDLISTS_BUILD_2) && !self.contains(Self::COMMANDLISTS) {
+            Err(Error::InvalidArg)
+        } else {
+            Ok(self)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r_f1_caps_keep_documented_values_and_dependency() {
+        assert_eq!(ThreadingCaps::FREETHREADED.bits(), 0x1);
+        assert_eq!(ThreadingCaps::COMMANDLISTS.bits(), 0x2);
+        assert_eq!(ThreadingCaps::COMMANDLISTS_BUILD_2.bits(), 0x4);
+        assert_eq!(
+            ThreadingCaps::from_bits_retain(0x4).validate(),
+            Err(Error::InvalidArg)
+        );
+        let with_unknown = ThreadingCaps::from_bits_retain(0x6 | 0x100);
+        assert_eq!(with_unknown.validate().unwrap().bits(), 0x106);
+    }
+}

@@ -1,0 +1,75 @@
+//! One error type for the whole engine, keeping R-E1's split: whose fault is it?
+//!
+//! - [`Error::Application`]: the application broke the API contract (a stale handle, a
+//!   double destroy, a command list executed after its destroy...). The debug layer would
+//!   blame the application (`D3DDDIERR_APPLICATIONERROR`).
+//! - [`Error::InvalidArg`]: the driver broke the protocol (a context-local handle size it did
+//!   not list, a malformed table). The debug layer would blame the driver (`E_INVALIDARG`).
+//! - [`Error::OutOfMemory`] and [`Error::DeviceRemoved`]: resource exhaustion and device loss.
+
+use core::fmt;
+
+/// What the application did wrong (R-E1's application error), for diagnostics and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum AppError {
+    /// The handle names no live object: it was destroyed, or never existed.
+    StaleHandle,
+    /// The handle was made by another device.
+    WrongDevice,
+    /// The handle names an object of another type.
+    WrongType,
+    /// The object was already destroyed.
+    DoubleDestroy,
+    /// A view was created on a resource that is not live.
+    MissingDependency,
+    /// A primary was destroyed through the free-threaded path, or an ordinary object through
+    /// the primary path (R-P1).
+    PrimaryMismatch,
+    /// The command list is not executable: it was destroyed, or came from another device
+    /// (R-R8).
+    CommandListNotExecutable,
+    /// The command list maps a resource the executing context has mapped (R-C4).
+    MapConflict,
+    /// The command list begins or ends a query that the executing context began (R-C4).
+    QueryConflict,
+    /// The call does not fit the object's state (e.g. unmapping what is not mapped).
+    InvalidState,
+    /// An argument is out of range (an offset past a resource's end, an empty payload...).
+    OutOfRange,
+}
+
+/// An engine error. See the module docs for whose fault each variant is (R-E1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// Memory (a context's budget, a kernel allocation, a pool) ran out (R-E3, R-R3).
+    OutOfMemory,
+    /// The driver broke the protocol: `E_INVALIDARG` (R-E1).
+    InvalidArg,
+    /// The application broke the API contract: `D3DDDIERR_APPLICATIONERROR` (R-E1).
+    Application(AppError),
+    /// The device was removed or destroyed.
+    DeviceRemoved,
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::OutOfMemory => f.write_str("out of memory"),
+            Error::InvalidArg => f.write_str("invalid argument (driver error)"),
+            Error::Application(kind) => write!(f, "application error: {kind:?}"),
+            Error::DeviceRemoved => f.write_str("device removed"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<AppError> for Error {
+    fn from(kind: AppError) -> Self {
+        Error::Application(kind)
+    }
+}

@@ -1,0 +1,18 @@
+//! # cmdlist
+//!
+//! The runtime side of D3D11-style deferred contexts and command lists, for user-mode drivers
+//! and translation layers to embed. See `ARCHITECTURE.md` for the layers and the threading
+//! contract, and `../shared/spec/SEMANTICS.md` for the rules (`R-..`) cited throughout.
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub(crate) mod primitive;
+
+pub mod bucket;
+pub mod caps;
+pub mod error;
+pub mod handle;
+
+pub use caps::ThreadingCaps;
+pub use error::{AppError, Error, Result};
+pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};

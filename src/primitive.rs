@@ -1,0 +1,8 @@
+//! Atomics and cells, from loom under `cfg(loom)` and from `core` otherwise: every
+//! lock-free module imports through here, so its loom model checks the real code.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
