@@ -16,3 +16,23 @@ pub mod handle;
 pub use caps::ThreadingCaps;
 pub use error::{AppError, Error, Result};
 pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};
+pub(crate) mod index_stack;
+pub(crate) mod tag;
+
+pub mod bind;
+pub mod desc;
+pub mod device;
+pub mod driver;
+pub mod immediate;
+pub mod kernel;
+pub mod registry;
+pub mod retire;
+
+pub use bind::{BindClass, BindPoint, Stage};
+pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};
+pub use device::{Device, DeviceConfig};
+pub use driver::{Command, Driver, Op};
+pub use immediate::ImmediateContext;
+pub use kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+pub use registry::{ObjectRef, ObjectView, Resolver};
+pub use retire::{Clock, RetireStats};

@@ -1,0 +1,269 @@
+//! The device: the free-threaded half of the engine (R-F1). A [`Device`] is a cheap clone
+//! of a shared core; create and destroy are callable from any thread at once, lookups are
+//! lock-free. Device destruction is [`crate::ImmediateContext::destroy_device`] (R-D3).
+
+use std::sync::Arc;
+
+use crossbeam_epoch as epoch;
+use crossbeam_utils::CachePadded;
+
+use crate::caps::ThreadingCaps;
+use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ViewDesc};
+use crate::driver::Driver;
+use crate::error::{AppError, Error, Result};
+use crate::handle::{AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View};
+use crate::immediate::ImmediateContext;
+use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel};
+use crate::primitive::{AtomicU64, Ordering};
+use crate::registry::{NewEntry, ObjectRef, Registry};
+use crate::retire::Clock;
+use crate::tag::DeviceTag;
+
+/// Device-wide settings, fixed at creation.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceConfig {
+    /// When destroyed objects' kernel memory is deallocated (R-D1, R-D4).
+    pub retire_clock: Clock,
+}
+
+/// The state every context and every thread shares.
+pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
+    pub(crate) driver: D,
+    pub(crate) kernel: K,
+    pub(crate) registry: Registry<D>,
+    /// The immediate context's open command-buffer number: the tag of a destroy (R-D1).
+    /// Written by the IC at each flush, read by destroying threads.
+    pub(crate) open_buffer: CachePadded<AtomicU64>,
+    pub(crate) caps: ThreadingCaps,
+    pub(crate) handle_sizes: HandleSizeTable,
+    pub(crate) config: DeviceConfig,
+    _tag: DeviceTag,
+}
+
+/// A device: `Send + Sync` and cheap to clone; every clone is the same device.
+///
+/// Free-threaded entry points (any thread, several at once, R-F1): [`Device::create`] and its
+/// typed forms, [`Device::destroy`], [`Device::object`]. Primaries are created and destroyed
+/// on the immediate context instead (R-P1).
+pub struct Device<D: Driver, K: Kernel> {
+    pub(crate) shared: Arc<DeviceShared<D, K>>,
+}
+
+impl<D: Driver, K: Kernel> Clone for Device<D, K> {
+    fn clone(&self) -> Self {
+        Device {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<D: Driver, K: Kernel> Device<D, K> {
+    /// Creates a device and its immediate context, on the thread that will drive the
+    /// immediate context. Asks the driver's threading caps (checked: `COMMANDLISTS_BUILD_2`
+    /// needs `COMMANDLISTS`) and its handle-size table in two polls (R-H4).
+    pub fn new(driver: D, kernel: K, config: DeviceConfig) -> Result<(Self, ImmediateContext<D, K>)> {
+        let caps = driver.threading_caps().validate()?;
+        let handle_sizes =
+            HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?;
+        let tag = DeviceTag::acquire()?;
+        let imm = driver.create_immediate()?;
+        let registry = Registry::new(tag.tag(), tag.first_generation());
+        let device = Device {
+            shared: Arc::new(DeviceShared {
+                driver,
+                kernel,
+                registry,
+                open_buffer: CachePadded::new(AtomicU64::new(1)),
+                caps,
+                handle_sizes,
+                config,
+                _tag: tag,
+            }),
+        };
+        let ic = ImmediateContext::new(device.clone(), imm);
+        Ok((device, ic))
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &D {
+        &self.shared.driver
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &K {
+        &self.shared.kernel
+    }
+
+    /// The driver's threading caps, as validated at creation.
+    pub fn caps(&self) -> ThreadingCaps {
+        self.shared.caps
+    }
+
+    /// The handle-size table the driver answered at creation (R-H4).
+    pub fn handle_sizes(&self) -> &HandleSizeTable {
+        &self.shared.handle_sizes
+    }
+
+    /// The device's settings.
+    pub fn config(&self) -> &DeviceConfig {
+        &self.shared.config
+    }
+
+    /// Whether the device was destroyed (every call then fails with
+    /// [`Error::DeviceRemoved`]).
+    pub fn is_removed(&self) -> bool {
+        self.shared.registry.is_removed()
+    }
+
+    /// Reports `error` on `context` through the kernel's set-error callback (R-E2) and
+    /// returns it.
+    pub(crate) fn report<T>(&self, context: ContextId, result: Result<T>) -> Result<T> {
+        if let Err(error) = result {
+            self.shared.kernel.set_error(context, error);
+        }
+        result
+    }
+
+    /// Creates an object (free-threaded, R-F1). Primaries go through
+    /// [`ImmediateContext::create_primary`] instead (R-P1). Errors are returned and reported
+    /// on the immediate context's sink (R-E2).
+    pub fn create(&self, desc: &ObjectDesc<'_>) -> Result<AnyHandle> {
+        let result = if desc.is_primary() {
+            Err(AppError::PrimaryMismatch.into())
+        } else {
+            self.create_object(desc)
+        };
+        self.report(ContextId::Immediate, result)
+    }
+
+    /// Creates a resource (free-threaded, R-F1).
+    pub fn create_resource(&self, desc: ResourceDesc) -> Result<Handle<Resource>> {
+        self.create(&ObjectDesc::Resource(desc)).map(|h| h.cast())
+    }
+
+    /// Creates a view of type `ty` (free-threaded, R-F1); it holds its resource until it is
+    /// destroyed itself (R-H3).
+    pub fn create_view(&self, ty: HandleType, desc: ViewDesc) -> Result<Handle<View>> {
+        self.create(&ObjectDesc::View { ty, desc }).map(|h| h.cast())
+    }
+
+    /// Creates a query (free-threaded, R-F1).
+    pub fn create_query(&self, kind: QueryKind) -> Result<Handle<Query>> {
+        self.create(&ObjectDesc::Query(kind)).map(|h| h.cast())
+    }
+
+    /// The creation steps shared by free-threaded objects and primaries.
+    pub(crate) fn create_object(&self, desc: &ObjectDesc<'_>) -> Result<AnyHandle> {
+        let s = &*self.shared;
+        if s.registry.is_removed() {
+            return Err(Error::DeviceRemoved);
+        }
+        if !desc.is_well_formed() {
+            return Err(AppError::OutOfRange.into());
+        }
+        let guard = epoch::pin();
+        let dependency = match desc.dependency() {
+            Some(dep) => Some(
+                s.registry
+                    .live(dep, &guard)
+                    .map_err(|_| Error::from(AppError::MissingDependency))?,
+            ),
+            None => None,
+        };
+        let size = s.driver.calc_private_size(desc);
+        let allocation = if size > 0 {
+            Some(s.kernel.allocate(&AllocationDesc {
+                size: size as u64,
+                shared: desc.is_shared(),
+                primary: desc.is_primary(),
+            })?)
+        } else {
+            None
+        };
+        let (object, ic_data) =
+            match s.driver.create_object(desc, allocation, dependency.map(|d| d.object())) {
+                Ok(created) => created,
+                Err(e) => {
+                    self.release_unused(allocation);
+                    return Err(e);
+                }
+            };
+        let ty = desc.handle_type();
+        let new = NewEntry {
+            ty,
+            primary: desc.is_primary(),
+            allocation,
+            dependency: desc.dependency().map(Handle::any),
+            object,
+            ic_data,
+        };
+        let handle = match s.registry.insert(new) {
+            Ok(handle) => handle,
+            Err((e, mut new)) => {
+                s.driver.destroy_object(ty, &new.object, &mut new.ic_data);
+                self.release_unused(allocation);
+                return Err(e);
+            }
+        };
+        // A device destroyed while this create ran: whoever marks the object destroyed first
+        // (this thread or the draining immediate context) destroys it.
+        if s.registry.is_removed() {
+            if let Ok(entry) = s.registry.find_linked(handle, &guard) {
+                if entry.mark_destroyed() {
+                    // SAFETY: the device is destroyed, so no immediate context exists any
+                    // more, and winning `mark_destroyed` makes this thread the only one that
+                    // touches the entry's IC side.
+                    let ic = unsafe { entry.ic_side() };
+                    s.driver.destroy_object(ty, entry.object(), &mut ic.data);
+                    self.release_unused(allocation);
+                }
+            }
+            return Err(Error::DeviceRemoved);
+        }
+        Ok(handle)
+    }
+
+    /// Deallocates memory no command buffer ever referenced (a create that failed).
+    fn release_unused(&self, allocation: Option<AllocationHandle>) {
+        if let Some(allocation) = allocation {
+            self.shared.kernel.deallocate(allocation);
+        }
+    }
+
+    /// Destroys an object (free-threaded, R-F1, R-D1): marks it destroyed, tags it with the
+    /// immediate context's open buffer and queues it; the real destruction happens in a
+    /// later [`ImmediateContext::flush`] (R-D2). No lock, no allocation. With a valid handle
+    /// it cannot fail but for [`Error::DeviceRemoved`]; a stale, forged, other-device or
+    /// already-destroyed handle is an application error (R-E1), as is a primary (R-P1).
+    pub fn destroy<T: ObjectKind>(&self, handle: Handle<T>) -> Result<()> {
+        let result = self.destroy_object(handle);
+        self.report(ContextId::Immediate, result)
+    }
+
+    fn destroy_object<T: ObjectKind>(&self, handle: Handle<T>) -> Result<()> {
+        let s = &*self.shared;
+        let guard = epoch::pin();
+        let entry = s.registry.find(handle, &guard)?;
+        if entry.is_primary() {
+            return Err(AppError::PrimaryMismatch.into());
+        }
+        if !entry.mark_destroyed() {
+            return Err(AppError::DoubleDestroy.into());
+        }
+        // SeqCst, after the SeqCst mark: pairs with the IC's bump of its open buffer.
+        let tag = s.open_buffer.load(Ordering::SeqCst);
+        let index = handle.slot();
+        let slot = s.registry.slot(index).expect("a found entry has a slot");
+        slot.retire_tag.store(tag, Ordering::Relaxed);
+        s.registry
+            .retired
+            .push(index, |i| &s.registry.slot(i).expect("slot exists").next_retired);
+        Ok(())
+    }
+
+    /// The live object `handle` names, from any thread, lock-free. The returned reference
+    /// keeps the CPU epoch pinned: hold it briefly.
+    pub fn object<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectRef<D>> {
+        self.shared.registry.get(handle)
+    }
+}

@@ -1,0 +1,434 @@
+//! The immediate context: the one thread that builds and submits command buffers (R-T1),
+//! performs deferred destructions (R-D1..R-D3) and owns primaries (R-P1).
+//!
+//! `Send` but not `Sync`: one thread drives it at a time. Every operation resolves its
+//! handles first (a stale or destroyed one is an application error and nothing runs), stamps
+//! each object with the open buffer's number (the last buffer that references it, which
+//! decides when its memory may be deallocated), and then calls [`Driver::execute`].
+
+use core::cell::Cell;
+use core::marker::PhantomData;
+
+use crossbeam_epoch::{self as epoch, Guard};
+
+use crate::bind::{BindPoint, Bindings};
+use crate::desc::{ObjectDesc, ResourceDesc};
+use crate::device::Device;
+use crate::driver::{Command, Driver, Op};
+use crate::error::{AppError, Error, Result};
+use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
+use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
+use crate::primitive::Ordering;
+use crate::registry::{ObjectView, Resolver};
+use crate::retire::{Clocks, RetireQueue, RetireStats};
+
+/// The open command buffer's bookkeeping.
+#[derive(Debug)]
+struct OpenBuffer {
+    number: u64,
+    operations: u32,
+    allocations: Vec<AllocationHandle>,
+}
+
+/// The immediate context. See the module docs.
+pub struct ImmediateContext<D: Driver, K: Kernel> {
+    device: Device<D, K>,
+    imm: D::Immediate,
+    bindings: Bindings,
+    buffer: OpenBuffer,
+    /// The newest buffer that was really submitted (0: none).
+    last_submitted: u64,
+    retire: RetireQueue,
+    destroyed: bool,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
+    pub(crate) fn new(device: Device<D, K>, imm: D::Immediate) -> Self {
+        ImmediateContext {
+            device,
+            imm,
+            bindings: Bindings::default(),
+            buffer: OpenBuffer {
+                number: 1,
+                operations: 0,
+                allocations: Vec::new(),
+            },
+            last_submitted: 0,
+            retire: RetireQueue::default(),
+            destroyed: false,
+            _not_sync: PhantomData,
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device<D, K> {
+        &self.device
+    }
+
+    /// The driver's immediate-context state.
+    pub fn driver_state(&self) -> &D::Immediate {
+        &self.imm
+    }
+
+    /// The number of the open (not yet submitted) command buffer.
+    pub fn open_buffer(&self) -> u64 {
+        self.buffer.number
+    }
+
+    /// The fence value of the newest submitted buffer (0: none yet).
+    pub fn last_submitted(&self) -> u64 {
+        self.last_submitted
+    }
+
+    /// Counters of the deferred-destruction queue.
+    pub fn retire_stats(&self) -> RetireStats {
+        self.retire.stats()
+    }
+
+    /// The state-refresh query: what is bound at `point` (R-C3).
+    pub fn binding(&self, point: BindPoint) -> Option<AnyHandle> {
+        self.bindings.get(point)
+    }
+
+    /// Every binding, sorted by point.
+    pub fn bindings(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + '_ {
+        self.bindings.iter()
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.destroyed || self.device.is_removed() {
+            Err(Error::DeviceRemoved)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn report<T>(&self, result: Result<T>) -> Result<T> {
+        self.device.report(ContextId::Immediate, result)
+    }
+
+    /// Records that the open buffer references `view`'s object.
+    fn reference(buffer: &mut OpenBuffer, view: ObjectView<'_, D>) {
+        // SAFETY: on the immediate context's thread (`&mut self` is held by every caller),
+        // and the reference does not outlive this statement.
+        let ic = unsafe { view.entry().ic_side() };
+        if ic.last_buffer != buffer.number {
+            ic.last_buffer = buffer.number;
+            if let Some(allocation) = view.allocation() {
+                buffer.allocations.push(allocation);
+            }
+        }
+    }
+
+    /// Runs one operation whose handles are resolved: stamps `objects` with the open
+    /// buffer, then the driver executes it.
+    fn run<'g>(
+        &mut self,
+        guard: &'g Guard,
+        objects: &[ObjectView<'g, D>],
+        op: Op<'_, D>,
+    ) -> Result<()> {
+        for view in objects {
+            Self::reference(&mut self.buffer, *view);
+        }
+        let s = &*self.device.shared;
+        let resolver = Resolver::new(&s.registry, guard);
+        s.driver.execute(&mut self.imm, &resolver, op)?;
+        self.buffer.operations += 1;
+        Ok(())
+    }
+
+    /// Performs a driver-defined command. Every object it names must be live.
+    pub fn command(&mut self, command: &D::Command) -> Result<()> {
+        let result = self.command_inner(command);
+        self.report(result)
+    }
+
+    fn command_inner(&mut self, command: &D::Command) -> Result<()> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        let registry = &self.device.shared.registry;
+        // Two passes, so that nothing is stamped unless every handle is good and no list of
+        // views is allocated: validate, then stamp.
+        let mut failed = None;
+        command.for_each_object(&mut |h| {
+            if let Err(e) = registry.live(h, &guard) {
+                failed = failed.or(Some(e));
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let buffer = &mut self.buffer;
+        command.for_each_object(&mut |h| {
+            if let Ok(view) = registry.live(h, &guard) {
+                Self::reference(buffer, view);
+            }
+        });
+        self.run(&guard, &[], Op::Command(command))
+    }
+
+    /// UpdateSubresource: writes `data` at byte `offset` of `resource`.
+    pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
+        let result = self.update_inner(resource, offset, data);
+        self.report(result)
+    }
+
+    fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        let view = self.device.shared.registry.live(resource, &guard)?;
+        self.run(&guard, &[view], Op::Update { resource: view, offset, data })
+    }
+
+    /// Binds `object` at `point`, or unbinds with `None`.
+    pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
+        let result = self.bind_inner(point, object);
+        self.report(result)
+    }
+
+    fn bind_inner(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        let view = match object {
+            Some(h) => Some(self.device.shared.registry.live(h, &guard)?),
+            None => None,
+        };
+        let objects: &[ObjectView<'_, D>] = match &view {
+            Some(v) => core::slice::from_ref(v),
+            None => &[],
+        };
+        self.run(&guard, objects, Op::Bind { point, object: view })?;
+        self.bindings.set(point, object);
+        Ok(())
+    }
+
+    /// ClearState: unbinds everything (R-C3; the first step of R-D4's patterns).
+    pub fn clear_state(&mut self) -> Result<()> {
+        let result = self.clear_state_inner();
+        self.report(result)
+    }
+
+    pub(crate) fn clear_state_inner(&mut self) -> Result<()> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        self.run(&guard, &[], Op::ClearState)?;
+        self.bindings.clear();
+        Ok(())
+    }
+
+    /// Begins a query.
+    pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
+        let result = self.query_op(query, true);
+        self.report(result)
+    }
+
+    /// Ends a query; an event query is signalled once the GPU has finished this buffer.
+    pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
+        let result = self.query_op(query, false);
+        self.report(result)
+    }
+
+    fn query_op(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        let view = self.device.shared.registry.live(query, &guard)?;
+        let op = if begin { Op::BeginQuery(view) } else { Op::EndQuery(view) };
+        self.run(&guard, &[view], op)?;
+        if !begin {
+            // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
+            unsafe { view.entry().ic_side() }.query_end = self.buffer.number;
+        }
+        Ok(())
+    }
+
+    /// GetData of an event query: `true` once the GPU has finished the buffer its End was
+    /// recorded in. Like D3D's GetData without DONOTFLUSH, it flushes when that buffer is still
+    /// open. A query never ended is an application error.
+    pub fn query_signaled(&mut self, query: Handle<Query>) -> Result<bool> {
+        let result = self.query_signaled_inner(query);
+        self.report(result)
+    }
+
+    fn query_signaled_inner(&mut self, query: Handle<Query>) -> Result<bool> {
+        self.check_alive()?;
+        let end = {
+            let guard = epoch::pin();
+            let view = self.device.shared.registry.live(query, &guard)?;
+            // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
+            unsafe { view.entry().ic_side() }.query_end
+        };
+        if end == 0 {
+            return Err(AppError::InvalidState.into());
+        }
+        if end >= self.buffer.number {
+            self.flush_inner()?;
+        }
+        Ok(self.device.shared.kernel.completed_fence() >= end)
+    }
+
+    /// Flush: submits the open command buffer if it holds anything, then runs every deferred
+    /// destruction and deallocation the clocks allow, *even when the buffer was empty* (R-D2).
+    pub fn flush(&mut self) -> Result<()> {
+        let result = self.flush_inner();
+        self.report(result)
+    }
+
+    fn flush_inner(&mut self) -> Result<()> {
+        self.check_alive()?;
+        let s = &*self.device.shared;
+        let number = self.buffer.number;
+        let mut submitted = Ok(());
+        if self.buffer.operations > 0 {
+            s.driver.flush(&mut self.imm);
+            submitted = s.kernel.submit(&Submission {
+                fence: number,
+                allocations: &self.buffer.allocations,
+                operations: self.buffer.operations,
+            });
+            self.last_submitted = number;
+        }
+        self.buffer.number = number + 1;
+        self.buffer.operations = 0;
+        self.buffer.allocations.clear();
+        // SeqCst: pairs with a destroy's SeqCst mark-then-read (see `Device::destroy`).
+        s.open_buffer.store(number + 1, Ordering::SeqCst);
+        let clocks = Clocks {
+            submitted_through: number,
+            completed: s.kernel.completed_fence(),
+            drain: false,
+        };
+        let guard = epoch::pin();
+        self.retire
+            .process(&s.registry, &s.driver, &s.kernel, s.config.retire_clock, clocks, &guard);
+        submitted
+    }
+
+    /// The driver's IC data of a live object (R-L3: only this thread touches it).
+    pub fn ic_data_mut<T: ObjectKind>(&mut self, handle: Handle<T>) -> Result<&mut D::IcData> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        let view = self.device.shared.registry.live(handle, &guard)?;
+        let entry: *const crate::registry::Entry<D> = view.entry();
+        drop(guard);
+        // SAFETY: only this context frees entries, and it cannot while `&mut self` is
+        // borrowed by the result, so the entry outlives the result even unpinned; the IC side
+        // is only ever touched on this thread, and the `&mut self` borrow keeps this the only
+        // reference to it.
+        Ok(&mut unsafe { (*entry).ic_side() }.data)
+    }
+
+    /// Creates a primary on the immediate context's thread (R-P1).
+    pub fn create_primary(&mut self, desc: ResourceDesc) -> Result<Handle<Resource>> {
+        let result = self.create_primary_inner(desc);
+        self.report(result)
+    }
+
+    fn create_primary_inner(&mut self, mut desc: ResourceDesc) -> Result<Handle<Resource>> {
+        self.check_alive()?;
+        desc.flags |= crate::desc::ResourceFlags::PRIMARY;
+        self.device
+            .create_object(&ObjectDesc::Resource(desc))
+            .map(|h| h.cast())
+    }
+
+    /// Destroys a primary synchronously (R-P1): if the open buffer references it, that buffer
+    /// is submitted first (R-D1), then the driver's destroy hook runs and the kernel memory is
+    /// deallocated inside this call.
+    pub fn destroy_primary(&mut self, primary: Handle<Resource>) -> Result<()> {
+        let result = self.destroy_primary_inner(primary);
+        self.report(result)
+    }
+
+    fn destroy_primary_inner(&mut self, primary: Handle<Resource>) -> Result<()> {
+        self.check_alive()?;
+        let referenced = {
+            let guard = epoch::pin();
+            let entry = self.device.shared.registry.find(primary, &guard)?;
+            if !entry.is_primary() {
+                return Err(AppError::PrimaryMismatch.into());
+            }
+            if !entry.is_live() {
+                return Err(AppError::DoubleDestroy.into());
+            }
+            // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
+            unsafe { entry.ic_side() }.last_buffer == self.buffer.number
+        };
+        if referenced {
+            self.flush_inner()?;
+        }
+        let s = &*self.device.shared;
+        let guard = epoch::pin();
+        let entry = s.registry.find(primary, &guard)?;
+        if !entry.mark_destroyed() {
+            return Err(AppError::DoubleDestroy.into());
+        }
+        if !entry.try_seal() {
+            // Views of a primary keep it: it goes through the queue like any object.
+            let slot = s.registry.slot(primary.slot()).expect("found entries have slots");
+            slot.retire_tag.store(self.buffer.number, Ordering::Relaxed);
+            s.registry
+                .retired
+                .push(primary.slot(), |i| &s.registry.slot(i).expect("slot").next_retired);
+            return Ok(());
+        }
+        // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
+        let ic = unsafe { entry.ic_side() };
+        s.driver.destroy_object(HandleType::Resource, entry.object(), &mut ic.data);
+        if let Some(allocation) = entry.allocation() {
+            s.kernel.deallocate(allocation);
+        }
+        s.registry.free(primary.slot(), &guard);
+        Ok(())
+    }
+
+    /// DestroyDevice (R-D3): submits what is open, waits for the GPU to finish the last
+    /// buffer, then destroys every object still pending or alive (dependents first) and
+    /// deallocates all kernel memory before returning. Afterwards every call on the device,
+    /// from any thread, fails with [`Error::DeviceRemoved`]. Dropping the immediate context
+    /// does the same.
+    pub fn destroy_device(mut self) -> Result<()> {
+        self.destroy_device_inner()
+    }
+
+    fn destroy_device_inner(&mut self) -> Result<()> {
+        if self.destroyed {
+            return Ok(());
+        }
+        let flushed = self.flush_inner();
+        let s = &*self.device.shared;
+        let waited = if self.last_submitted > 0 {
+            s.kernel.wait_for_fence(self.last_submitted)
+        } else {
+            Ok(())
+        };
+        self.destroyed = true;
+        s.registry.mark_removed();
+        let guard = epoch::pin();
+        // Objects still alive are destroyed as if by the application, then everything drains.
+        let retire = &mut self.retire;
+        s.registry.for_each_linked(&guard, |index, entry| {
+            if entry.mark_destroyed() {
+                retire.push_now(index);
+            }
+        });
+        let clocks = Clocks {
+            submitted_through: u64::MAX,
+            completed: u64::MAX,
+            drain: true,
+        };
+        self.retire
+            .process(&s.registry, &s.driver, &s.kernel, s.config.retire_clock, clocks, &guard);
+        flushed.and(waited)
+    }
+}
+
+impl<D: Driver, K: Kernel> Drop for ImmediateContext<D, K> {
+    fn drop(&mut self) {
+        let result = self.destroy_device_inner();
+        if let Err(error) = result {
+            self.device.shared.kernel.set_error(ContextId::Immediate, error);
+        }
+    }
+}

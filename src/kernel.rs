@@ -1,0 +1,82 @@
+//! The kernel services the engine calls (the WDDM callbacks of a real driver): memory,
+//! submission, fence progress, error reporting and amortised processing.
+//!
+//! Static dispatch: the device is generic over its `Kernel`, so calls are monomorphised.
+//! Each method's doc says from which thread the engine calls it and which rule says so.
+
+use core::num::NonZeroU64;
+
+use crate::error::{Error, Result};
+
+/// A kernel allocation (the memory behind an object that the GPU may read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AllocationHandle(pub NonZeroU64);
+
+/// What to allocate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AllocationDesc {
+    /// Size in bytes (the driver's CalcPrivate* answer, R-F2).
+    pub size: u64,
+    /// Shared with other devices: allocated only on the thread inside create (R-T2).
+    pub shared: bool,
+    /// Backs a primary (R-P1).
+    pub primary: bool,
+}
+
+/// A closed command buffer handed to [`Kernel::submit`] (the render callback).
+#[derive(Clone, Copy, Debug)]
+pub struct Submission<'a> {
+    /// The buffer's number on the immediate context's submission clock; also the fence value
+    /// that [`Kernel::completed_fence`] reports once the GPU has finished it. Numbers grow by
+    /// one per buffer, but buffers that held nothing are never submitted, so submitted
+    /// numbers may skip.
+    pub fence: u64,
+    /// Every allocation the buffer references (the allocation list of the render callback).
+    pub allocations: &'a [AllocationHandle],
+    /// How many operations the buffer holds.
+    pub operations: u32,
+}
+
+/// Which context an error or a callback belongs to (R-E2, R-A2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ContextId {
+    /// The immediate context (and the device's free-threaded entry points).
+    Immediate,
+    /// A deferred context, by its device-unique number.
+    Deferred(u32),
+}
+
+/// Kernel services. Implementations must be `Send + Sync`: several are free-threaded.
+pub trait Kernel: Send + Sync + 'static {
+    /// Allocates kernel memory. Called from the thread inside the create entry point, which
+    /// for ordinary objects is any thread (free-threaded create, R-F1) and for shared or
+    /// primary resources is the creating thread itself (R-T2, R-P1).
+    fn allocate(&self, desc: &AllocationDesc) -> Result<AllocationHandle>;
+
+    /// Frees kernel memory. Called on the immediate context's thread: during a flush, never
+    /// before the submit of the last buffer that could reference the allocation (R-D1, R-D2);
+    /// inside the destroy of a primary (R-P1); or during device destruction (R-D3).
+    fn deallocate(&self, allocation: AllocationHandle);
+
+    /// Submits a closed command buffer (the render callback). Called on the immediate
+    /// context's thread during a flush (R-T1, R-T2).
+    fn submit(&self, submission: &Submission<'_>) -> Result<()>;
+
+    /// The fence value of the newest buffer the GPU has finished (0 before any). Called on
+    /// the immediate context's thread.
+    fn completed_fence(&self) -> u64;
+
+    /// Blocks until the GPU has finished the buffer with fence value `fence`. Called on the
+    /// immediate context's thread, during device destruction (R-D3).
+    fn wait_for_fence(&self, fence: u64) -> Result<()>;
+
+    /// Reports an error on the context it happened on (the set-error callback, R-E2). Called
+    /// on that context's thread (for free-threaded create and destroy: the calling thread,
+    /// reported on [`ContextId::Immediate`]). Never called for the return values of the
+    /// recycle-create hooks (R-R3).
+    fn set_error(&self, context: ContextId, error: Error);
+
+    /// The perform-amortized-processing callback (R-A1, R-A2): on the immediate context's
+    /// thread after some submits, on a deferred context's thread when it ran out of space.
+    fn perform_amortized_processing(&self, context: ContextId);
+}

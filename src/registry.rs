@@ -1,0 +1,572 @@
+//! The device's object table: free-threaded create and destroy (R-F1), lock-free lookups
+//! from any thread that turn stale, forged, double-destroyed and other-device handles into
+//! application errors (R-E1), and the cache-line split of each object's data (R-L3).
+//!
+//! # Layout
+//! Slots live in pages that never move: page `k` holds `PAGE_BASE << k` slots and is
+//! allocated on first use with one CAS (a thread that loses the race frees its page). A slot
+//! holds an epoch-managed pointer to the current [`Entry`], the links of the free-slot and
+//! retire stacks, the retire tag, and the generation its next life will get.
+//!
+//! An [`Entry`] puts the data every thread reads (type, generation, the driver's
+//! [`Driver::Object`], the lifecycle atomics) first, then, on cache lines of its own, the
+//! data only the immediate context's thread touches (the driver's [`Driver::IcData`] and the
+//! engine's last-referenced-buffer stamp), so IC writes never invalidate lines that deferred
+//! contexts read (R-L3).
+//!
+//! # Invariant
+//! A reader that finds an entry through a slot while pinned may use it until it unpins:
+//! entries are unlinked only by the immediate context's thread (the single reclaimer) and
+//! reclaimed through crossbeam-epoch (the CPU clock). The generation stored in an entry never
+//! changes, so comparing it with the handle's identifies the life exactly; a slot whose
+//! generation would wrap is retired, never reused.
+
+use core::cell::UnsafeCell;
+use core::marker::PhantomData;
+use core::num::NonZeroU32;
+use core::ptr::NonNull;
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use crossbeam_utils::CachePadded;
+
+use crate::driver::Driver;
+use crate::error::{AppError, Error, Result};
+use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
+use crate::index_stack::{IndexStack, TakeAllStack, NIL};
+use crate::kernel::AllocationHandle;
+use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+
+/// Slots in the first page; page `k` holds `PAGE_BASE << k`. 32 keeps a device with a few
+/// objects small while 20 pages reach past [`MAX_SLOTS`].
+const PAGE_BASE: u32 = 32;
+const PAGE_BASE_LOG2: u32 = PAGE_BASE.trailing_zeros();
+const PAGES: usize = 20;
+const _: () = assert!((PAGE_BASE as u64) * ((1u64 << PAGES) - 1) >= MAX_SLOTS as u64);
+
+/// `Entry::state`: the object is live.
+const LIVE: u32 = 0;
+/// `Entry::state`: destroyed by the application, waiting for its real destruction.
+const DESTROYED: u32 = 1;
+/// `Entry::holders`: set once an object is really destroyed, so nothing can attach.
+const FREED: u32 = 1 << 31;
+
+/// One slot of the registry.
+pub(crate) struct Slot<D: Driver> {
+    entry: Atomic<Entry<D>>,
+    /// Link in the free-slot stack.
+    pub(crate) next_free: AtomicU32,
+    /// Link in the device's retire stack.
+    pub(crate) next_retired: AtomicU32,
+    /// The submission-clock tag of the pending destruction (R-D1).
+    pub(crate) retire_tag: AtomicU64,
+    /// The generation the slot's next life gets; 0 before its first.
+    next_generation: AtomicU32,
+}
+
+impl<D: Driver> Slot<D> {
+    fn new() -> Self {
+        Slot {
+            entry: Atomic::null(),
+            next_free: AtomicU32::new(NIL),
+            next_retired: AtomicU32::new(NIL),
+            retire_tag: AtomicU64::new(0),
+            next_generation: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The engine's immediate-context-only data of an object.
+pub(crate) struct IcSide<D: Driver> {
+    /// The newest IC command buffer that referenced the object (0: none).
+    pub(crate) last_buffer: u64,
+    /// For queries: the buffer in which the newest End was recorded (0: never ended).
+    pub(crate) query_end: u64,
+    /// The driver's IC data.
+    pub(crate) data: D::IcData,
+}
+
+/// One life of an object.
+pub(crate) struct Entry<D: Driver> {
+    generation: NonZeroU32,
+    ty: HandleType,
+    primary: bool,
+    allocation: Option<AllocationHandle>,
+    dependency: Option<AnyHandle>,
+    /// [`LIVE`] or [`DESTROYED`].
+    state: AtomicU32,
+    /// What keeps the object from its real destruction besides the submission clock: live
+    /// views of a resource (R-H3), command lists that reference it; plus [`FREED`] once
+    /// really destroyed.
+    holders: AtomicU32,
+    object: D::Object,
+    /// R-L3: on cache lines of its own.
+    ic: CachePadded<UnsafeCell<IcSide<D>>>,
+}
+
+// SAFETY: `ic` is only accessed through `Entry::ic_side`, whose contract gives the immediate
+// context's thread exclusive access (it holds `&mut ImmediateContext`), so sharing an `Entry`
+// across threads never shares `IcData` (which only needs `Send`, like the value in a Mutex).
+// Every other field is `Sync`.
+unsafe impl<D: Driver> Sync for Entry<D> {}
+
+impl<D: Driver> Entry<D> {
+    pub(crate) fn ty(&self) -> HandleType {
+        self.ty
+    }
+
+    pub(crate) fn object(&self) -> &D::Object {
+        &self.object
+    }
+
+    pub(crate) fn allocation(&self) -> Option<AllocationHandle> {
+        self.allocation
+    }
+
+    pub(crate) fn dependency(&self) -> Option<AnyHandle> {
+        self.dependency
+    }
+
+    pub(crate) fn is_primary(&self) -> bool {
+        self.primary
+    }
+
+    pub(crate) fn is_live(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == LIVE
+    }
+
+    /// Marks the entry destroyed; false if it already was (a double destroy).
+    pub(crate) fn mark_destroyed(&self) -> bool {
+        // SeqCst pairs with the immediate context's SeqCst bump of its open buffer number:
+        // either a lookup there sees DESTROYED, or this destroy reads the newer number.
+        self.state
+            .compare_exchange(LIVE, DESTROYED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Adds a holder; fails once the object is really destroyed.
+    pub(crate) fn hold(&self) -> bool {
+        self.holders
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n & FREED == 0).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Drops a holder added by [`Entry::hold`].
+    pub(crate) fn release(&self) {
+        self.holders.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// For the reclaimer: marks an object nothing holds as freed; false while held.
+    pub(crate) fn try_seal(&self) -> bool {
+        self.holders
+            .compare_exchange(0, FREED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The immediate-context side.
+    ///
+    /// # Safety
+    /// Only the immediate context's thread may call this (or the thread that owns the device
+    /// exclusively), and it must not hold two results for the same entry at once.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn ic_side(&self) -> &mut IcSide<D> {
+        // SAFETY: the caller guarantees exclusive, IC-thread-only access (see the contract).
+        unsafe { &mut *self.ic.get() }
+    }
+}
+
+/// A looked-up object, valid while the epoch guard it was found under is pinned.
+pub struct ObjectView<'a, D: Driver> {
+    handle: AnyHandle,
+    entry: &'a Entry<D>,
+}
+
+impl<D: Driver> Clone for ObjectView<'_, D> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<D: Driver> Copy for ObjectView<'_, D> {}
+
+impl<'a, D: Driver> ObjectView<'a, D> {
+    /// The object's handle.
+    pub fn handle(&self) -> AnyHandle {
+        self.handle
+    }
+    /// The object's type.
+    pub fn ty(&self) -> HandleType {
+        self.entry.ty
+    }
+    /// The driver's shared, read-only data of the object.
+    pub fn object(&self) -> &'a D::Object {
+        &self.entry.object
+    }
+    /// The object's kernel allocation, if it has one.
+    pub fn allocation(&self) -> Option<AllocationHandle> {
+        self.entry.allocation
+    }
+    /// The object this one depends on (R-H3).
+    pub fn dependency(&self) -> Option<AnyHandle> {
+        self.entry.dependency
+    }
+    pub(crate) fn entry(&self) -> &'a Entry<D> {
+        self.entry
+    }
+}
+
+/// Resolves handles to live objects during one driver call (the objects stay valid for the
+/// whole call).
+pub struct Resolver<'a, D: Driver> {
+    registry: &'a Registry<D>,
+    guard: &'a Guard,
+}
+
+impl<'a, D: Driver> Resolver<'a, D> {
+    pub(crate) fn new(registry: &'a Registry<D>, guard: &'a Guard) -> Self {
+        Resolver { registry, guard }
+    }
+
+    /// The live object `handle` names, or the application error that explains why not.
+    pub fn get<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectView<'a, D>> {
+        self.registry.live(handle, self.guard)
+    }
+}
+
+/// A looked-up object that keeps the CPU epoch pinned while held (so keep it briefly).
+/// Dereferences to the driver's [`Driver::Object`]. Not `Send`: the pin belongs to the
+/// thread.
+pub struct ObjectRef<D: Driver> {
+    _guard: Guard,
+    entry: NonNull<Entry<D>>,
+    handle: AnyHandle,
+    _entry: PhantomData<Entry<D>>,
+}
+
+impl<D: Driver> ObjectRef<D> {
+    fn entry(&self) -> &Entry<D> {
+        // SAFETY: the entry was reachable from its slot while `_guard` was pinned, and the
+        // guard stays pinned as long as `self` lives, so the entry is not reclaimed.
+        unsafe { self.entry.as_ref() }
+    }
+    /// The object's handle.
+    pub fn handle(&self) -> AnyHandle {
+        self.handle
+    }
+    /// The object's type.
+    pub fn ty(&self) -> HandleType {
+        self.entry().ty
+    }
+    /// The object's kernel allocation, if any.
+    pub fn allocation(&self) -> Option<AllocationHandle> {
+        self.entry().allocation
+    }
+}
+
+impl<D: Driver> core::ops::Deref for ObjectRef<D> {
+    type Target = D::Object;
+    fn deref(&self) -> &D::Object {
+        &self.entry().object
+    }
+}
+
+/// What a new entry is made of.
+pub(crate) struct NewEntry<D: Driver> {
+    pub(crate) ty: HandleType,
+    pub(crate) primary: bool,
+    pub(crate) allocation: Option<AllocationHandle>,
+    pub(crate) dependency: Option<AnyHandle>,
+    pub(crate) object: D::Object,
+    pub(crate) ic_data: D::IcData,
+}
+
+/// The object table. See the module docs.
+pub(crate) struct Registry<D: Driver> {
+    tag: u8,
+    first_generation: u32,
+    pages: [AtomicPtr<Slot<D>>; PAGES],
+    /// Slots handed out at least once (the bump pointer of never-used slots).
+    reserved: AtomicU32,
+    free: IndexStack,
+    /// Destroyed objects waiting for the immediate context (R-D1).
+    pub(crate) retired: TakeAllStack,
+    removed: AtomicBool,
+}
+
+fn page_of(index: u32) -> (usize, usize) {
+    let v = index + PAGE_BASE;
+    let page = (31 - v.leading_zeros()) - PAGE_BASE_LOG2;
+    (page as usize, (v - (PAGE_BASE << page)) as usize)
+}
+
+impl<D: Driver> Registry<D> {
+    /// A registry whose handles carry `tag` and whose slots start at `first_generation`
+    /// (salted per device, so a stale handle of a dropped device that had the same tag only
+    /// aliases when its 32-bit generation matches by chance).
+    pub(crate) fn new(tag: u8, first_generation: NonZeroU32) -> Self {
+        Registry {
+            tag,
+            first_generation: first_generation.get(),
+            pages: core::array::from_fn(|_| AtomicPtr::new(core::ptr::null_mut())),
+            reserved: AtomicU32::new(0),
+            free: IndexStack::new(),
+            retired: TakeAllStack::new(),
+            removed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn tag(&self) -> u8 {
+        self.tag
+    }
+
+    /// The slot at `index`, if its page exists.
+    pub(crate) fn slot(&self, index: u32) -> Option<&Slot<D>> {
+        if index >= MAX_SLOTS {
+            return None;
+        }
+        let (page, offset) = page_of(index);
+        let base = self.pages[page].load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null page pointer was published (Release) after the page of
+        // `PAGE_BASE << page` initialised slots was written, pages are freed only in `Drop`
+        // (which has `&mut self`), and `offset < PAGE_BASE << page` by `page_of`.
+        Some(unsafe { &*base.add(offset) })
+    }
+
+    fn slot_or_alloc(&self, index: u32) -> Result<&Slot<D>> {
+        if let Some(slot) = self.slot(index) {
+            return Ok(slot);
+        }
+        let (page, _) = page_of(index);
+        let len = (PAGE_BASE as usize) << page;
+        let mut slots: Vec<Slot<D>> = Vec::new();
+        slots.try_reserve_exact(len).map_err(|_| Error::OutOfMemory)?;
+        slots.extend((0..len).map(|_| Slot::new()));
+        let fresh = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<D>;
+        if let Err(_winner) = self.pages[page].compare_exchange(
+            core::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: `fresh` came from `Box::into_raw` of a boxed slice of `len` slots just
+            // above and was never published, so this thread still owns it.
+            drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(fresh, len)) });
+        }
+        Ok(self.slot(index).expect("page published above"))
+    }
+
+    /// Inserts a new object (any thread). Allocates the entry; the slot comes from the free
+    /// stack, else from never-used slots.
+    /// On failure the parts come back, for the caller to undo the driver's create.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn insert(&self, new: NewEntry<D>) -> Result<AnyHandle, (Error, NewEntry<D>)> {
+        let popped = self.free.pop(|i| &self.slot(i).expect("freed slots exist").next_free);
+        let index = match popped {
+            Some(index) => index,
+            None => match self.reserved.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < MAX_SLOTS).then_some(n + 1)
+            }) {
+                Ok(index) => index,
+                Err(_) => return Err((Error::OutOfMemory, new)),
+            },
+        };
+        let slot = match self.slot_or_alloc(index) {
+            Ok(slot) => slot,
+            // The index is lost for this device; running out of memory for pages is terminal.
+            Err(e) => return Err((e, new)),
+        };
+        let generation = match slot.next_generation.load(Ordering::Relaxed) {
+            0 => self.first_generation,
+            g => g,
+        };
+        let generation = NonZeroU32::new(generation).expect("generations start at 1");
+        if let Some(dep) = new.dependency {
+            let guard = epoch::pin();
+            let attached = self
+                .find(dep, &guard)
+                .ok()
+                .filter(|e| e.is_live() && e.hold())
+                .is_some();
+            if !attached {
+                self.free.push(index, |i| &self.slot(i).expect("slot exists").next_free);
+                return Err((AppError::MissingDependency.into(), new));
+            }
+        }
+        let entry = Entry {
+            generation,
+            ty: new.ty,
+            primary: new.primary,
+            allocation: new.allocation,
+            dependency: new.dependency,
+            state: AtomicU32::new(LIVE),
+            holders: AtomicU32::new(0),
+            object: new.object,
+            ic: CachePadded::new(UnsafeCell::new(IcSide {
+                last_buffer: 0,
+                query_end: 0,
+                data: new.ic_data,
+            })),
+        };
+        slot.entry.store(Owned::new(entry), Ordering::Release);
+        Ok(Handle::new(self.tag, index, generation))
+    }
+
+    /// The entry `handle` names (live or destroyed-but-pending), checking device and
+    /// generation.
+    pub(crate) fn find<'g, T: ObjectKind>(
+        &self,
+        handle: Handle<T>,
+        guard: &'g Guard,
+    ) -> Result<&'g Entry<D>> {
+        if self.removed.load(Ordering::Acquire) {
+            return Err(Error::DeviceRemoved);
+        }
+        self.find_linked(handle, guard)
+    }
+
+    /// [`Registry::find`] without the device-removed check (for the reclaimer).
+    pub(crate) fn find_linked<'g, T: ObjectKind>(
+        &self,
+        handle: Handle<T>,
+        guard: &'g Guard,
+    ) -> Result<&'g Entry<D>> {
+        if handle.device_tag() != self.tag {
+            return Err(AppError::WrongDevice.into());
+        }
+        let slot = self.slot(handle.slot()).ok_or(AppError::StaleHandle)?;
+        let entry = slot.entry.load(Ordering::Acquire, guard);
+        // SAFETY: the pointer was loaded under `guard` from a slot; entries are unlinked
+        // before they are deferred for destruction, so it is valid while `guard` is pinned.
+        let entry = unsafe { entry.as_ref() }.ok_or(AppError::StaleHandle)?;
+        if entry.generation != handle.generation() {
+            return Err(AppError::StaleHandle.into());
+        }
+        if !T::accepts(entry.ty) {
+            return Err(AppError::WrongType.into());
+        }
+        Ok(entry)
+    }
+
+    /// The live object `handle` names.
+    pub(crate) fn live<'g, T: ObjectKind>(
+        &self,
+        handle: Handle<T>,
+        guard: &'g Guard,
+    ) -> Result<ObjectView<'g, D>> {
+        let entry = self.find(handle, guard)?;
+        if !entry.is_live() {
+            return Err(AppError::StaleHandle.into());
+        }
+        Ok(ObjectView {
+            handle: handle.any(),
+            entry,
+        })
+    }
+
+    /// A pinned reference to the live object `handle` names.
+    pub(crate) fn get<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectRef<D>> {
+        let guard = epoch::pin();
+        let entry = NonNull::from(self.live(handle, &guard)?.entry);
+        Ok(ObjectRef {
+            _guard: guard,
+            entry,
+            handle: handle.any(),
+            _entry: PhantomData,
+        })
+    }
+
+    /// Unlinks and reclaims the entry in slot `index` (immediate context's thread only, the
+    /// single reclaimer), and frees the slot unless its generation is exhausted.
+    pub(crate) fn free(&self, index: u32, guard: &Guard) {
+        let Some(slot) = self.slot(index) else { return };
+        let old = slot.entry.swap(Shared::null(), Ordering::AcqRel, guard);
+        // SAFETY: `old` was just unlinked from the only place readers find it, so no new
+        // reader can reach it; readers that found it earlier are pinned, and the epoch
+        // defers the drop until they unpin. Only the immediate context unlinks entries, so
+        // this is the one and only destruction of `old`.
+        let generation = match unsafe { old.as_ref() } {
+            Some(entry) => entry.generation.get(),
+            None => return,
+        };
+        // SAFETY: see above: unlinked, single reclaimer, readers protected by the epoch.
+        unsafe { guard.defer_destroy(old) };
+        if generation == u32::MAX {
+            return; // retired for good: the generation would wrap
+        }
+        slot.next_generation.store(generation + 1, Ordering::Relaxed);
+        self.free.push(index, |i| &self.slot(i).expect("slot exists").next_free);
+    }
+
+    /// The entry linked in slot `index`, if any (for the reclaimer).
+    pub(crate) fn linked<'g>(&self, index: u32, guard: &'g Guard) -> Option<&'g Entry<D>> {
+        let entry = self.slot(index)?.entry.load(Ordering::Acquire, guard);
+        // SAFETY: loaded under `guard` from its slot (see `find`).
+        unsafe { entry.as_ref() }
+    }
+
+    /// Calls `each` with every entry still linked (device destruction), with its slot index.
+    pub(crate) fn for_each_linked(&self, guard: &Guard, mut each: impl FnMut(u32, &Entry<D>)) {
+        let reserved = self.reserved.load(Ordering::Acquire);
+        for index in 0..reserved {
+            let Some(slot) = self.slot(index) else { continue };
+            let entry = slot.entry.load(Ordering::Acquire, guard);
+            // SAFETY: loaded under `guard` from its slot (see `find`).
+            if let Some(entry) = unsafe { entry.as_ref() } {
+                each(index, entry);
+            }
+        }
+    }
+
+    /// From now on every lookup is [`Error::DeviceRemoved`].
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::SeqCst)
+    }
+}
+
+impl<D: Driver> Drop for Registry<D> {
+    fn drop(&mut self) {
+        for (page, ptr) in self.pages.iter().enumerate() {
+            let base = ptr.load(Ordering::Acquire);
+            if base.is_null() {
+                continue;
+            }
+            let len = (PAGE_BASE as usize) << page;
+            // SAFETY: `&mut self`: no other thread can reach the registry, so entries still
+            // linked are owned here (readers are gone), and the page came from
+            // `Box::into_raw` of `len` slots in `slot_or_alloc`.
+            unsafe {
+                let guard = epoch::unprotected();
+                for i in 0..len {
+                    let entry = (*base.add(i)).entry.load(Ordering::Relaxed, guard);
+                    if !entry.is_null() {
+                        drop(entry.into_owned());
+                    }
+                }
+                drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(base, len)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_cover_every_slot_without_overlap() {
+        assert_eq!(page_of(0), (0, 0));
+        assert_eq!(page_of(PAGE_BASE - 1), (0, PAGE_BASE as usize - 1));
+        assert_eq!(page_of(PAGE_BASE), (1, 0));
+        assert_eq!(page_of(3 * PAGE_BASE - 1), (1, 2 * PAGE_BASE as usize - 1));
+        assert_eq!(page_of(3 * PAGE_BASE), (2, 0));
+        let (last, _) = page_of(MAX_SLOTS - 1);
+        assert!(last < PAGES);
+    }
+}

@@ -1,0 +1,200 @@
+//! Deferred destruction on the submission clock (R-D1..R-D4), the immediate context's half.
+//!
+//! A destroy from any thread marks the object destroyed, tags it with the immediate
+//! context's *open* command-buffer number (one atomic read, no lock) and pushes its slot onto
+//! the device's lock-free retire stack (no allocation: the link lives in the slot). Nothing
+//! else happens on that thread.
+//!
+//! The immediate context's thread runs the rest in [`RetireQueue::process`], which every
+//! flush calls after submitting, *even when the buffer was empty* (R-D2):
+//!
+//! 1. It takes the whole retire stack at once.
+//! 2. **Destruction** (R-D1): an object whose tag is at or before the newest submitted buffer
+//!    can no longer be referenced by the immediate context, so the driver's destroy hook runs
+//!    and the slot is freed (the handle is dead for good). Objects something still holds
+//!    (a resource with live views, R-H3) wait; dependents go before what they depend on.
+//! 3. **Deallocation**: the object's kernel memory is deallocated at once under
+//!    [`Clock::Submitted`] (a kernel that tracks GPU use itself), or once the completed fence
+//!    has passed the last buffer that referenced it under [`Clock::Completed`] (the GPU may
+//!    still read it until then), so R-D4's heavy pattern (flush, wait for an event query,
+//!    flush) leaves it fully destroyed.
+//!
+//! Device destruction (R-D3) waits for the last fence and runs all of it unconditionally.
+
+use crossbeam_epoch::Guard;
+
+use crate::driver::Driver;
+use crate::handle::HandleType;
+use crate::kernel::{AllocationHandle, Kernel};
+use crate::primitive::Ordering;
+use crate::registry::Registry;
+
+/// When an object's kernel memory may be deallocated after its destruction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Clock {
+    /// Once the buffer that could reference it was submitted (R-D1's minimum): for kernels
+    /// that keep an allocation alive while the GPU uses it.
+    Submitted,
+    /// Once the GPU has completed the last buffer that referenced it (R-D4's full
+    /// destruction).
+    #[default]
+    Completed,
+}
+
+/// Counters of the deferred-destruction queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RetireStats {
+    /// Objects whose real destruction has run (driver hook called, handle dead).
+    pub destroyed: u64,
+    /// Kernel allocations deallocated.
+    pub deallocated: u64,
+    /// Destroyed objects waiting for their buffer's submit or for their holders.
+    pub waiting_destruction: usize,
+    /// Allocations waiting for the completed fence.
+    pub waiting_deallocation: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    index: u32,
+    tag: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Deallocation {
+    allocation: AllocationHandle,
+    fence: u64,
+}
+
+/// Where the clocks stand when the queue is processed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clocks {
+    /// Every buffer numbered at or below this was submitted (or was empty).
+    pub(crate) submitted_through: u64,
+    /// The kernel's completed fence.
+    pub(crate) completed: u64,
+    /// Device destruction: the GPU is idle, destroy everything.
+    pub(crate) drain: bool,
+}
+
+/// The immediate context's queue of pending destructions and deallocations. Its vectors keep
+/// their capacity, so steady state allocates nothing; [`RetireQueue::trim`] gives it back.
+#[derive(Debug, Default)]
+pub(crate) struct RetireQueue {
+    waiting: Vec<Waiting>,
+    deallocations: Vec<Deallocation>,
+    destroyed: u64,
+    deallocated: u64,
+}
+
+impl RetireQueue {
+    pub(crate) fn stats(&self) -> RetireStats {
+        RetireStats {
+            destroyed: self.destroyed,
+            deallocated: self.deallocated,
+            waiting_destruction: self.waiting.len(),
+            waiting_deallocation: self.deallocations.len(),
+        }
+    }
+
+    /// Queues slot `index` for destruction at tag 0 (device destruction).
+    pub(crate) fn push_now(&mut self, index: u32) {
+        self.waiting.push(Waiting { index, tag: 0 });
+    }
+
+    /// Takes the device's retire stack into the queue.
+    pub(crate) fn collect<D: Driver>(&mut self, registry: &Registry<D>) {
+        let next_of = |i| &registry.slot(i).expect("retired slots exist").next_retired;
+        registry.retired.take_all(next_of, |index| {
+            let slot = registry.slot(index).expect("retired slots exist");
+            let tag = slot.retire_tag.load(Ordering::Relaxed);
+            self.waiting.push(Waiting { index, tag });
+        });
+    }
+
+    /// Runs every destruction and deallocation the clocks allow. Immediate context's thread.
+    pub(crate) fn process<D: Driver, K: Kernel>(
+        &mut self,
+        registry: &Registry<D>,
+        driver: &D,
+        kernel: &K,
+        clock: Clock,
+        clocks: Clocks,
+        guard: &Guard,
+    ) {
+        self.collect(registry);
+        // Dependents (views) before what they depend on (resources), R-H3.
+        for resources in [false, true] {
+            let mut i = 0;
+            while i < self.waiting.len() {
+                let w = self.waiting[i];
+                if (clocks.drain || w.tag <= clocks.submitted_through)
+                    && self.destroy(registry, driver, kernel, clock, clocks, guard, w.index, resources)
+                {
+                    self.waiting.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        let mut deallocated = 0;
+        self.deallocations.retain(|d| {
+            let due = clocks.drain || d.fence <= clocks.completed;
+            if due {
+                kernel.deallocate(d.allocation);
+                deallocated += 1;
+            }
+            !due
+        });
+        self.deallocated += deallocated;
+    }
+
+    /// Really destroys the object in slot `index` if it is of the pass's kind and nothing
+    /// holds it; returns whether it did.
+    #[allow(clippy::too_many_arguments)]
+    fn destroy<D: Driver, K: Kernel>(
+        &mut self,
+        registry: &Registry<D>,
+        driver: &D,
+        kernel: &K,
+        clock: Clock,
+        clocks: Clocks,
+        guard: &Guard,
+        index: u32,
+        resources: bool,
+    ) -> bool {
+        let Some(entry) = registry.linked(index, guard) else {
+            return true; // already reclaimed (cannot happen: each destroy is queued once)
+        };
+        if (entry.ty() == HandleType::Resource) != resources || !entry.try_seal() {
+            return false;
+        }
+        // SAFETY: this runs on the immediate context's thread (the queue is the IC's), and no
+        // other reference to this entry's IC side is alive during the call.
+        let ic = unsafe { entry.ic_side() };
+        driver.destroy_object(entry.ty(), entry.object(), &mut ic.data);
+        if let Some(dep) = entry.dependency() {
+            if let Ok(dep) = registry.find_linked(dep, guard) {
+                dep.release();
+            }
+        }
+        if let Some(allocation) = entry.allocation() {
+            let fence = ic.last_buffer;
+            if clock == Clock::Submitted || clocks.drain || fence <= clocks.completed {
+                kernel.deallocate(allocation);
+                self.deallocated += 1;
+            } else {
+                self.deallocations.push(Deallocation { allocation, fence });
+            }
+        }
+        registry.free(index, guard);
+        self.destroyed += 1;
+        true
+    }
+
+    /// Gives back the capacity of the queue's vectors beyond what they hold (R-A1).
+    pub(crate) fn trim(&mut self) {
+        self.waiting.shrink_to_fit();
+        self.deallocations.shrink_to_fit();
+    }
+}
