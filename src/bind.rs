@@ -105,9 +105,4 @@ impl Bindings {
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
     }
-
-    /// Whether nothing is bound.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }

@@ -1,1 +1,1034 @@
-//! placeholder
+//! The CLS-size bucket allocator: the memory behind a deferred context's context-local
+//! handles.
+//!
+//! # Design
+//!
+//! ## Size classes (R-H4)
+//!
+//! At device creation the driver lists every context-local handle size it will ever ask for
+//! (CheckDeferredContextHandleSizes, kept in a [`HandleSizeTable`]). A [`BucketAllocator`] is
+//! built once from that table with one *size class* per distinct size, so a block is always
+//! exactly the size the driver asked for and a class never mixes sizes. A size that is not in
+//! the table is the driver's error ([`Error::InvalidArg`]), never a fallback allocation.
+//!
+//! ## Pages
+//!
+//! Blocks are carved from pages obtained from the global allocator, [`PAGE_SIZE`]-aligned so
+//! that the page of any block is `addr & !(PAGE_SIZE - 1)`. Pages never move and are never
+//! resized: a block's address is stable for its whole life. The first cache line of a page
+//! is its header (the owner's id, the class index, the page's colour and a scratch counter
+//! used by [`BucketAllocator::trim`]); blocks follow it. A page belongs to one class.
+//!
+//! A page is at most [`PAGE_SIZE`] bytes. A class whose blocks do not fit a [`PAGE_SIZE`] page
+//! after the header (sizes above `PAGE_SIZE - LINE_SIZE`, up to
+//! [`HandleSizeTable::MAX_HANDLE_SIZE`]) gets *oversized pages* instead: one block per page,
+//! the page sized to fit it (still [`PAGE_SIZE`]-aligned, so the block, which starts in the
+//! page's first [`PAGE_SIZE`] bytes, still finds its header the same way).
+//!
+//! ## Layout in a page (R-L1)
+//!
+//! A block never straddles a cache line it need not:
+//!
+//! - A class of fewer than [`LINE_SIZE`] bytes is rounded up to a multiple of 8 (at least 8:
+//!   a free block holds the free-list link) and packed `floor(64 / unit)` per line; a line's
+//!   tail that cannot hold a whole block stays unused, so no block crosses a line boundary.
+//! - A class of [`LINE_SIZE`] bytes or more is rounded up to whole lines and every block
+//!   starts on a line: a 96-byte block takes exactly two lines, never three.
+//!
+//! ```text
+//!  page (PAGE_SIZE-aligned)
+//!  +--------+--------------+------+------+------+--   --+------+-------+
+//!  | header | colour lines | grp0 | grp1 | grp2 |  ...  | grpN | slack |
+//!  +--------+--------------+------+------+------+--   --+------+-------+
+//!   1 line    0..colours-1   a group is one line of packed small blocks,
+//!                            or one large block of whole lines
+//! ```
+//!
+//! R-L1 also asks to avoid cache thrashing, many hot objects landing on the same cache set.
+//! Blocks inside a page are dense, so they walk through consecutive sets; but the same
+//! block index of every page would land on the same set, because pages are
+//! [`PAGE_SIZE`]-aligned. So each new page of a class starts its blocks a rotating number of
+//! lines (its *colour*) after the header, using the slack the page has anyway (at most
+//! [`MAX_COLOURS`] colours, one L1 set period). Oversized pages have no slack; they get
+//! [`OVERSIZED_COLOURS`] colours at the cost of a few lines each.
+//!
+//! ## Free lists
+//!
+//! Each class keeps an intrusive LIFO free list: a free block stores the address of the next
+//! free block in its first 8 bytes. A new page links all its blocks at once, lowest address
+//! first. [`BucketAllocator::alloc`] pops the head and zeroes the block's bytes;
+//! [`BucketAllocator::free`] pushes it back, so the most recently freed (cache-warm) block is
+//! the next one handed out. Neither touches the page header or any atomic: the allocator
+//! lives inside one context and is used through `&mut self`.
+//!
+//! ## Trimming (R-A1, R-A2)
+//!
+//! Each class counts its live blocks and the peak of that count since the last trim.
+//! [`BucketAllocator::trim`], called from the amortised-processing point (after IC submits,
+//! R-A1, or when a deferred context runs out of space, R-A2), keeps per class enough pages to
+//! hold that peak (the high watermark), releases the other pages that hold no live block
+//! (taking their blocks off the free list first), then resets the peak to the current live
+//! count. A context whose load dropped thus gives its pages back after two trims, and a
+//! context at steady load keeps its pages and allocates nothing.
+//!
+//! ## Ownership
+//!
+//! A [`Block`] is a move-only token: not `Clone`, consumed by [`BucketAllocator::free`]. It
+//! carries the address, the class index and the id of the allocator that made it (ids come
+//! from a process-wide counter and are never reused). Every method that takes a block checks
+//! that id against its own before it touches memory, so a block from another allocator, live
+//! or already dropped, is refused (`free` answers [`Error::InvalidArg`]) without reading the
+//! other allocator's memory. The page header repeats the owner id and class, checked by debug
+//! assertions.
+//!
+//! Dropping the allocator releases every page, including blocks still live: the owning
+//! context closes its context-local handles first (R-C1, R-C2), and any [`Block`] that
+//! outlives its allocator is refused by every other allocator.
+//!
+//! # Invariant
+//!
+//! Every block of every page of class `c` is, at every moment between two calls, exactly
+//! one of: *live*, named by exactly one [`Block`] whose tag is `(self.id, c)`; or *free*, on
+//! class `c`'s free list exactly once. A page is released only when none of its blocks is
+//! live (by `trim`) or when the allocator drops. So a [`Block`] that passes the owner check
+//! names live memory of the exact class size that nothing else reads or writes.
+//!
+//! # Threading
+//!
+//! [`BucketAllocator`] is `Send` (it moves with its context) and not `Sync` (one owner).
+//! [`Block`] is `Send`: it is only a name, usable through its allocator.
+//!
+//! [`HandleSizeTable`]: crate::handle::HandleSizeTable
+//! [`HandleSizeTable::MAX_HANDLE_SIZE`]: crate::handle::HandleSizeTable::MAX_HANDLE_SIZE
+
+use core::alloc::Layout;
+use core::fmt;
+use core::mem::size_of;
+use core::ptr::{self, NonNull};
+// A process-wide id counter, not part of a lock-free protocol a loom model would check; it
+// comes from `core` rather than `crate::primitive` because loom atomics cannot be statics.
+use core::sync::atomic::{AtomicU64, Ordering};
+use std::alloc;
+
+use crate::error::{Error, Result};
+use crate::handle::HandleSizeTable;
+
+/// Bytes in an ordinary page, and the alignment of every page. 16 KiB: big enough that the
+/// one-line header costs 0.4 % and a page holds dozens of typical CLS blocks (48..256
+/// bytes), small enough that a context using one handle of a class pins little memory
+/// (R-L2), and a power of two so the page of a block is found by masking its address.
+pub const PAGE_SIZE: usize = 16 * 1024;
+
+/// Bytes in a cache line: 64 on every x86-64 and most ARM64 cores the D3D11 DDI runs on.
+/// Block placement (R-L1) is computed against it.
+pub const LINE_SIZE: usize = 64;
+
+/// The page header takes one whole line, so that no block shares a line with it.
+const HEADER_SIZE: usize = LINE_SIZE;
+
+/// Smallest block unit and block alignment: a free block holds the free-list link.
+const MIN_UNIT: usize = 8;
+
+/// The most colours (line offsets of a page's first block) an ordinary class rotates
+/// through: 64 lines is 4 KiB, the set period of a 32 KiB 8-way or 48 KiB 12-way L1, so more
+/// colours would map to the same sets again.
+pub const MAX_COLOURS: usize = 64;
+
+/// Colours of an oversized class (one block per page). Each colour costs a line per page;
+/// 8 colours cost at most 448 bytes on a page of more than 16 KiB (< 3 %).
+pub const OVERSIZED_COLOURS: usize = 8;
+
+/// Bits of a [`Block`]'s tag that hold the class index; the owner id takes the others.
+const CLASS_BITS: u32 = 16;
+const CLASS_MASK: u64 = (1 << CLASS_BITS) - 1;
+/// Owner ids are below this (2^48: at a million allocators a second, nine years).
+const OWNER_LIMIT: u64 = 1 << (64 - CLASS_BITS);
+
+/// `PageHeader::free_seen` of a page that `trim` is releasing.
+const RELEASING: u32 = u32::MAX;
+
+const _: () = assert!(PAGE_SIZE.is_power_of_two() && LINE_SIZE.is_power_of_two());
+const _: () = assert!(size_of::<*mut u8>() <= MIN_UNIT);
+const _: () = assert!(size_of::<PageHeader>() <= HEADER_SIZE);
+const _: () = assert!(core::mem::align_of::<PageHeader>() <= PAGE_SIZE);
+// Every colour keeps the first block inside the page's first PAGE_SIZE bytes.
+const _: () = assert!(HEADER_SIZE + (MAX_COLOURS - 1) * LINE_SIZE < PAGE_SIZE);
+const _: () = assert!(HEADER_SIZE + (OVERSIZED_COLOURS - 1) * LINE_SIZE < PAGE_SIZE);
+
+/// Source of allocator ids; 0 is never handed out.
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// The first line of every page.
+#[repr(C)]
+struct PageHeader {
+    /// The id of the allocator that owns the page.
+    owner: u64,
+    /// The page's class index.
+    class: u32,
+    /// How many lines after the header the first block starts.
+    colour: u32,
+    /// Scratch for `trim`: free blocks found in the page, or [`RELEASING`].
+    free_seen: u32,
+}
+
+/// The header of the page holding `block`.
+fn page_of(block: NonNull<u8>) -> *mut PageHeader {
+    // Every block starts in the first PAGE_SIZE bytes of its PAGE_SIZE-aligned page, so
+    // masking the address yields the page base; `map_addr` keeps the page's provenance.
+    block
+        .as_ptr()
+        .map_addr(|addr| addr & !(PAGE_SIZE - 1))
+        .cast::<PageHeader>()
+}
+
+/// The header at the start of `page`.
+fn header(page: NonNull<u8>) -> *mut PageHeader {
+    page.cast::<PageHeader>().as_ptr()
+}
+
+/// Reads the free-list link stored in a free block.
+///
+/// # Safety
+///
+/// `block` is on a free list of a live allocator: 8-aligned, in a live page, its first
+/// bytes hold the link written by `write_link`.
+unsafe fn read_link(block: NonNull<u8>) -> Option<NonNull<u8>> {
+    // SAFETY: by the caller's contract the block is 8-aligned, readable, and holds a link.
+    NonNull::new(unsafe { block.as_ptr().cast::<*mut u8>().read() })
+}
+
+/// Stores a free-list link in a block.
+///
+/// # Safety
+///
+/// `block` is a block of a live page (8-aligned, at least 8 bytes) that no reference names.
+unsafe fn write_link(block: NonNull<u8>, next: Option<NonNull<u8>>) {
+    let next = next.map_or(ptr::null_mut(), NonNull::as_ptr);
+    // SAFETY: by the caller's contract the block is 8-aligned, writable and unaliased.
+    unsafe { block.as_ptr().cast::<*mut u8>().write(next) }
+}
+
+/// One size class: its geometry, its free list, its pages and its counters.
+struct Class {
+    /// Head of the intrusive free list.
+    free: Option<NonNull<u8>>,
+    /// Blocks handed out and not yet freed.
+    live: usize,
+    /// Highest `live` since the last trim.
+    peak: usize,
+    /// The exact block size the driver asked for.
+    size: usize,
+    /// Bytes between consecutive blocks of a group.
+    unit: usize,
+    /// Blocks per group: `LINE_SIZE / unit` for small classes, 1 for the others.
+    per_group: usize,
+    /// Bytes per group: one line for small classes, `unit` (whole lines) for the others.
+    group: usize,
+    /// Groups per page.
+    groups: usize,
+    /// Colours pages rotate through, and the colour of the next page.
+    colours: usize,
+    next_colour: usize,
+    /// Every page's layout: header, the most colour lines, then the groups.
+    layout: Layout,
+    /// The class's pages, oldest first.
+    pages: Vec<NonNull<u8>>,
+}
+
+impl Class {
+    fn new(size: usize) -> Result<Class> {
+        let small = size.max(MIN_UNIT).next_multiple_of(MIN_UNIT);
+        let (unit, per_group, group) = if small < LINE_SIZE {
+            (small, LINE_SIZE / small, LINE_SIZE)
+        } else {
+            let lines = size.next_multiple_of(LINE_SIZE);
+            (lines, 1, lines)
+        };
+        let budget = PAGE_SIZE - HEADER_SIZE;
+        let (groups, colours) = if group <= budget {
+            let groups = budget / group;
+            let slack_lines = (budget - groups * group) / LINE_SIZE;
+            (groups, (slack_lines + 1).min(MAX_COLOURS))
+        } else {
+            (1, OVERSIZED_COLOURS)
+        };
+        let bytes = HEADER_SIZE + (colours - 1) * LINE_SIZE + groups * group;
+        let layout = Layout::from_size_align(bytes, PAGE_SIZE).map_err(|_| Error::InvalidArg)?;
+        debug_assert!(group > budget || layout.size() <= PAGE_SIZE);
+        Ok(Class {
+            free: None,
+            live: 0,
+            peak: 0,
+            size,
+            unit,
+            per_group,
+            group,
+            groups,
+            colours,
+            next_colour: 0,
+            layout,
+            pages: Vec::new(),
+        })
+    }
+
+    fn blocks_per_page(&self) -> usize {
+        self.groups * self.per_group
+    }
+
+    /// Byte offset of block `k` in a page of colour `colour`.
+    fn offset(&self, colour: usize, k: usize) -> usize {
+        HEADER_SIZE
+            + colour * LINE_SIZE
+            + (k / self.per_group) * self.group
+            + (k % self.per_group) * self.unit
+    }
+
+    /// Adds a page and puts all its blocks on the (empty) free list.
+    fn grow(&mut self, owner: u64, index: usize) -> Result<()> {
+        debug_assert!(self.free.is_none());
+        self.pages.try_reserve(1).map_err(|_| Error::OutOfMemory)?;
+        // SAFETY: the layout's size is at least a header line plus one group, never zero.
+        let base = unsafe { alloc::alloc(self.layout) };
+        let base = NonNull::new(base).ok_or(Error::OutOfMemory)?;
+        let colour = self.next_colour;
+        self.next_colour = (colour + 1) % self.colours;
+        let header = PageHeader {
+            owner,
+            class: index as u32,
+            colour: colour as u32,
+            free_seen: 0,
+        };
+        // SAFETY: `base` is a fresh allocation of at least HEADER_SIZE bytes, aligned to
+        // PAGE_SIZE, which is at least the header's alignment (checked at compile time).
+        unsafe { base.cast::<PageHeader>().write(header) };
+        // Link last to first so that the lowest address is handed out first.
+        let mut next = None;
+        for k in (0..self.blocks_per_page()).rev() {
+            let offset = self.offset(colour, k);
+            debug_assert!(offset + self.unit <= self.layout.size() && offset < PAGE_SIZE);
+            // SAFETY: `offset + unit` is within the page (layout built in `Class::new` for
+            // the most colours and every group), so the pointer stays in the allocation.
+            let block = unsafe { base.add(offset) };
+            // SAFETY: the block lies in the fresh page, is 8-aligned (the offset is a line
+            // plus a multiple of the 8-aligned unit) and nothing else names it yet.
+            unsafe { write_link(block, next) };
+            next = Some(block);
+        }
+        self.free = next;
+        self.pages.push(base);
+        Ok(())
+    }
+
+    /// See [`BucketAllocator::trim`]. Returns the bytes released.
+    fn trim(&mut self) -> usize {
+        let mut released = 0;
+        if !self.pages.is_empty() {
+            let per_page = self.blocks_per_page();
+            for &page in &self.pages {
+                // SAFETY: every page in `pages` is live and starts with its header; no
+                // reference to it exists (`&mut self`).
+                unsafe { (*header(page)).free_seen = 0 };
+            }
+            let mut cursor = self.free;
+            while let Some(block) = cursor {
+                // SAFETY: `block` is on this class's free list (invariant), so it is in one
+                // of our live pages, whose header `page_of` finds, and it holds a link.
+                unsafe {
+                    (*page_of(block)).free_seen += 1;
+                    cursor = read_link(block);
+                }
+            }
+            // Pages with a live block stay; keep enough empty ones to reach the watermark.
+            let mut busy = 0;
+            for &page in &self.pages {
+                // SAFETY: as above, a live page's header, read through the page pointer.
+                if (unsafe { (*header(page)).free_seen } as usize) < per_page {
+                    busy += 1;
+                }
+            }
+            let mut keep_empty = self.peak.div_ceil(per_page).saturating_sub(busy);
+            let mut any = false;
+            for &page in &self.pages {
+                let hdr = header(page);
+                // SAFETY: as above, a live page's header, read through the page pointer.
+                unsafe {
+                    if (*hdr).free_seen as usize == per_page {
+                        if keep_empty > 0 {
+                            keep_empty -= 1;
+                        } else {
+                            (*hdr).free_seen = RELEASING;
+                            any = true;
+                        }
+                    }
+                }
+            }
+            if any {
+                self.unlink_releasing();
+                let layout = self.layout;
+                self.pages.retain(|&page| {
+                    // SAFETY: a live page's header, read through the page pointer.
+                    if unsafe { (*header(page)).free_seen } != RELEASING {
+                        return true;
+                    }
+                    // SAFETY: the page was allocated with `layout` by `grow`; it holds no
+                    // live block (all its blocks were free) and `unlink_releasing` took its
+                    // blocks off the free list, so nothing names it any more.
+                    unsafe { alloc::dealloc(page.as_ptr(), layout) };
+                    released += layout.size();
+                    false
+                });
+            }
+        }
+        self.peak = self.live;
+        released
+    }
+
+    /// Takes every block of a page marked [`RELEASING`] off the free list, keeping the order
+    /// of the others.
+    fn unlink_releasing(&mut self) {
+        let mut head = None;
+        let mut tail: Option<NonNull<u8>> = None;
+        let mut cursor = self.free;
+        while let Some(block) = cursor {
+            // SAFETY: `block` is on the free list (invariant): in a live page (none is
+            // released yet) and holding a link, read before any link is rewritten.
+            let releasing = unsafe {
+                cursor = read_link(block);
+                (*page_of(block)).free_seen == RELEASING
+            };
+            if releasing {
+                continue;
+            }
+            match tail {
+                // SAFETY: `prev` is a free block of a live page, already read past.
+                Some(prev) => unsafe { write_link(prev, Some(block)) },
+                None => head = Some(block),
+            }
+            tail = Some(block);
+        }
+        if let Some(last) = tail {
+            // SAFETY: `last` is a free block of a live page, already read past.
+            unsafe { write_link(last, None) };
+        }
+        self.free = head;
+    }
+}
+
+/// A block handed out by a [`BucketAllocator`]: a move-only name for its memory.
+///
+/// Not `Clone` or `Copy`: [`BucketAllocator::free`] consumes it, so a block cannot be freed
+/// twice or used after its free. Its bytes are reached through the allocator that made it
+/// ([`BucketAllocator::bytes`], [`BucketAllocator::bytes_mut`]). Dropping a `Block` without
+/// freeing it keeps its memory allocated until the allocator itself drops.
+///
+/// 16 bytes: the address and a tag holding the owner's id and the class index.
+#[must_use = "a block that is not given back with `free` stays allocated until its allocator drops"]
+pub struct Block {
+    ptr: NonNull<u8>,
+    /// `owner << CLASS_BITS | class`.
+    tag: u64,
+}
+
+const _: () = assert!(size_of::<Block>() == 16);
+
+// SAFETY: a `Block` is only a name: its memory is read or written solely through the
+// allocator that made it (`bytes`/`bytes_mut`, which check the owner id), under that
+// allocator's borrow. Moving the name to another thread therefore shares nothing; the
+// pointer is never dereferenced through the `Block` alone.
+unsafe impl Send for Block {}
+
+impl Block {
+    fn owner(&self) -> u64 {
+        self.tag >> CLASS_BITS
+    }
+
+    fn class(&self) -> usize {
+        (self.tag & CLASS_MASK) as usize
+    }
+
+    /// The block's address, e.g. to hand to a driver over FFI. It stays valid until the block
+    /// is freed or its allocator drops; access it only while no `&`/`&mut` slice from
+    /// [`BucketAllocator::bytes`]/[`BucketAllocator::bytes_mut`] conflicts with the access.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+}
+
+impl fmt::Debug for Block {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Block")
+            .field("ptr", &self.ptr)
+            .field("owner", &self.owner())
+            .field("class", &self.class())
+            .finish()
+    }
+}
+
+/// What a [`BucketAllocator`] holds, from [`BucketAllocator::stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BucketStats {
+    /// Size classes (distinct sizes of the handle-size table).
+    pub classes: usize,
+    /// Pages held, over all classes.
+    pub pages: usize,
+    /// Bytes of those pages (headers, colour lines and padding included).
+    pub bytes_reserved: usize,
+    /// Blocks handed out and not freed.
+    pub live_blocks: usize,
+    /// Sum over classes of the most blocks live at once since the last trim: the high
+    /// watermark the next [`BucketAllocator::trim`] keeps pages for.
+    pub peak_blocks: usize,
+    /// Blocks on the free lists, ready to be handed out without a page allocation.
+    pub free_blocks: usize,
+    /// Bytes the live blocks were asked for (their exact sizes, without rounding).
+    pub live_bytes: usize,
+}
+
+/// The CLS-size bucket allocator of one context: see the [module docs](self) for the design.
+///
+/// `Send` (it moves with its context) and not `Sync`: one owner, every method that changes
+/// it takes `&mut self`, and no atomic is touched after [`BucketAllocator::new`].
+///
+/// # Example
+///
+/// ```
+/// use cmdlist::bucket::BucketAllocator;
+/// use cmdlist::{HandleSize, HandleSizeTable, HandleType};
+///
+/// let table = HandleSizeTable::new([
+///     HandleSize { ty: HandleType::Resource, size: 96 },
+///     HandleSize { ty: HandleType::ShaderResourceView, size: 48 },
+/// ])?;
+/// let mut cls = BucketAllocator::new(&table)?;
+/// let mut block = cls.alloc(96)?;
+/// assert_eq!(cls.bytes(&block), &[0u8; 96][..]); // zeroed
+/// cls.bytes_mut(&mut block)[0] = 7;
+/// assert_eq!(cls.stats().live_blocks, 1);
+/// cls.free(block)?;
+/// assert_eq!(cls.trim(), 0); // the peak since the last trim (1 block) keeps its page
+/// assert_eq!(cls.trim(), 16 * 1024); // the new peak is 0: the page goes
+/// assert_eq!(cls.stats().pages, 0);
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
+pub struct BucketAllocator {
+    /// This allocator's id, in every block's tag and every page's header.
+    id: u64,
+    /// The class sizes, ascending: class `i` serves `sizes[i]` bytes.
+    sizes: Box<[usize]>,
+    classes: Box<[Class]>,
+}
+
+// SAFETY: the allocator exclusively owns its pages (raw pointers from the global allocator,
+// which may be freed on any thread) and shares no state with other allocators except the
+// atomic id counter used in `new`. Moving it to another thread moves that ownership whole;
+// blocks it handed out are only names (see `Block`), usable solely through `&`/`&mut` of it.
+unsafe impl Send for BucketAllocator {}
+
+impl BucketAllocator {
+    /// An allocator with one size class per distinct size of `table` (R-H4). No page is
+    /// allocated yet.
+    ///
+    /// More than 65 536 distinct sizes is [`Error::InvalidArg`] (the driver's table is
+    /// absurd); running out of allocator ids (2^48 of them) is [`Error::OutOfMemory`].
+    pub fn new(table: &HandleSizeTable) -> Result<Self> {
+        let sizes = table.distinct_sizes();
+        if sizes.len() > 1 << CLASS_BITS {
+            return Err(Error::InvalidArg);
+        }
+        let classes = sizes
+            .iter()
+            .map(|&size| Class::new(size))
+            .collect::<Result<Box<[Class]>>>()?;
+        let id = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+        if id >= OWNER_LIMIT {
+            return Err(Error::OutOfMemory);
+        }
+        Ok(BucketAllocator {
+            id,
+            sizes: sizes.into_boxed_slice(),
+            classes,
+        })
+    }
+
+    /// The class sizes, ascending: the sizes [`BucketAllocator::alloc`] accepts.
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+
+    /// A zeroed block of exactly `size` bytes, aligned to 8 bytes (to [`LINE_SIZE`] when
+    /// `size >= LINE_SIZE`), that never straddles a cache line it need not (R-L1).
+    ///
+    /// A size that is not in the table is [`Error::InvalidArg`] (R-H4: the driver's fault); a
+    /// page allocation that fails is [`Error::OutOfMemory`] and changes nothing.
+    pub fn alloc(&mut self, size: usize) -> Result<Block> {
+        let index = self
+            .sizes
+            .binary_search(&size)
+            .map_err(|_| Error::InvalidArg)?;
+        let class = &mut self.classes[index];
+        let block = match class.free {
+            Some(block) => block,
+            None => {
+                class.grow(self.id, index)?;
+                class.free.ok_or(Error::OutOfMemory)?
+            }
+        };
+        // SAFETY: `block` heads this class's free list (invariant), so it is a free block of
+        // at least `size` bytes, 8-aligned, in a live page, holding a link; popping it makes
+        // it live, named only by the `Block` returned below.
+        unsafe {
+            class.free = read_link(block);
+            ptr::write_bytes(block.as_ptr(), 0, size);
+        }
+        class.live += 1;
+        class.peak = class.peak.max(class.live);
+        Ok(Block {
+            ptr: block,
+            tag: (self.id << CLASS_BITS) | index as u64,
+        })
+    }
+
+    /// Gives a block back; it goes to the head of its class's free list and is the next one
+    /// handed out for that size.
+    ///
+    /// A block made by another allocator (live or dropped) is [`Error::InvalidArg`], found
+    /// without touching the other allocator's memory; that block stays allocated in its own
+    /// allocator.
+    pub fn free(&mut self, block: Block) -> Result<()> {
+        let index = self.class_of(&block).ok_or(Error::InvalidArg)?;
+        let class = &mut self.classes[index];
+        // SAFETY: the block is ours (owner check), hence live (invariant): in a live page,
+        // 8-aligned, at least 8 bytes; consuming its only name leaves it unaliased.
+        unsafe { write_link(block.ptr, class.free) };
+        class.free = Some(block.ptr);
+        class.live -= 1;
+        Ok(())
+    }
+
+    /// Whether `block` was made by this allocator (and so may be passed to its methods).
+    pub fn owns(&self, block: &Block) -> bool {
+        self.class_of(block).is_some()
+    }
+
+    /// The size `block` was allocated with.
+    ///
+    /// # Panics
+    ///
+    /// If `block` was made by another allocator (see [`BucketAllocator::owns`]).
+    pub fn size_of(&self, block: &Block) -> usize {
+        self.classes[self.expect_class(block)].size
+    }
+
+    /// The block's bytes, exactly the size it was allocated with.
+    ///
+    /// # Panics
+    ///
+    /// If `block` was made by another allocator (see [`BucketAllocator::owns`]).
+    pub fn bytes(&self, block: &Block) -> &[u8] {
+        let size = self.classes[self.expect_class(block)].size;
+        // SAFETY: the block is ours, hence live (invariant): `size` initialised bytes in a
+        // live page that stays allocated while `self` is borrowed (trim and drop need
+        // `&mut self`); the only way to write them is `bytes_mut`, which needs `&mut self`.
+        unsafe { core::slice::from_raw_parts(block.ptr.as_ptr(), size) }
+    }
+
+    /// The block's bytes, mutable, exactly the size it was allocated with.
+    ///
+    /// # Panics
+    ///
+    /// If `block` was made by another allocator (see [`BucketAllocator::owns`]).
+    pub fn bytes_mut(&mut self, block: &mut Block) -> &mut [u8] {
+        let size = self.classes[self.expect_class(block)].size;
+        // SAFETY: as in `bytes`, and the `&mut self` borrow excludes every other slice of
+        // this allocator's blocks while the returned one lives; blocks never overlap.
+        unsafe { core::slice::from_raw_parts_mut(block.ptr.as_ptr(), size) }
+    }
+
+    /// Gives wholly-free pages back down to the high watermark (R-A1, R-A2): per class, keeps
+    /// enough pages to hold the most blocks live at once since the previous trim, releases
+    /// the other pages that hold no live block, then resets that peak to the blocks live now.
+    /// Returns the bytes released.
+    ///
+    /// Costs a walk of the free lists; call it at the amortised-processing points, not on a
+    /// hot path.
+    pub fn trim(&mut self) -> usize {
+        self.classes.iter_mut().map(Class::trim).sum()
+    }
+
+    /// What the allocator holds now.
+    pub fn stats(&self) -> BucketStats {
+        let mut stats = BucketStats {
+            classes: self.classes.len(),
+            ..BucketStats::default()
+        };
+        for class in self.classes.iter() {
+            stats.pages += class.pages.len();
+            stats.bytes_reserved += class.pages.len() * class.layout.size();
+            stats.live_blocks += class.live;
+            stats.peak_blocks += class.peak;
+            stats.free_blocks += class.pages.len() * class.blocks_per_page() - class.live;
+            stats.live_bytes += class.live * class.size;
+        }
+        stats
+    }
+
+    fn class_of(&self, block: &Block) -> Option<usize> {
+        if block.owner() != self.id {
+            return None;
+        }
+        let index = block.class();
+        debug_assert!(index < self.classes.len());
+        // SAFETY: the block is ours, hence live in a live page whose header `page_of` finds.
+        debug_assert!(unsafe {
+            let header = page_of(block.ptr);
+            (*header).owner == self.id && (*header).class as usize == index
+        });
+        Some(index)
+    }
+
+    fn expect_class(&self, block: &Block) -> usize {
+        match self.class_of(block) {
+            Some(index) => index,
+            None => panic!("bucket: a block of another allocator"),
+        }
+    }
+}
+
+impl Drop for BucketAllocator {
+    fn drop(&mut self) {
+        for class in self.classes.iter_mut() {
+            for page in class.pages.drain(..) {
+                // SAFETY: every page in `pages` was allocated with the class layout by
+                // `grow` and is released once, here; blocks still live are released with it
+                // (documented), and no `Block` can reach it again: every other allocator
+                // refuses this allocator's id.
+                unsafe { alloc::dealloc(page.as_ptr(), class.layout) };
+            }
+        }
+    }
+}
+
+impl fmt::Debug for BucketAllocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BucketAllocator")
+            .field("id", &self.id)
+            .field("sizes", &self.sizes)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handle::{HandleSize, HandleType};
+
+    fn allocator(sizes: &[usize]) -> BucketAllocator {
+        let table = HandleSizeTable::new(sizes.iter().map(|&size| HandleSize {
+            ty: HandleType::Resource,
+            size,
+        }))
+        .unwrap();
+        BucketAllocator::new(&table).unwrap()
+    }
+
+    fn addr(block: &Block) -> usize {
+        block.as_ptr().addr()
+    }
+
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn block_and_allocator_are_send() {
+        assert_send::<Block>();
+        assert_send::<BucketAllocator>();
+    }
+
+    #[test]
+    fn r_h4_size_not_in_table_is_invalid_arg() {
+        let mut a = allocator(&[48, 96]);
+        assert_eq!(a.sizes(), &[48, 96]);
+        assert_eq!(a.alloc(64).unwrap_err(), Error::InvalidArg);
+        assert_eq!(a.alloc(0).unwrap_err(), Error::InvalidArg);
+        assert_eq!(a.alloc(97).unwrap_err(), Error::InvalidArg);
+        assert_eq!(a.stats().pages, 0);
+        let b = a.alloc(48).unwrap();
+        assert_eq!(a.size_of(&b), 48);
+        assert_eq!(a.bytes(&b).len(), 48);
+        a.free(b).unwrap();
+
+        let mut empty = allocator(&[]);
+        assert_eq!(empty.alloc(8).unwrap_err(), Error::InvalidArg);
+    }
+
+    #[test]
+    fn r_l1_small_blocks_never_straddle_a_cache_line() {
+        for size in [1usize, 8, 12, 24, 40, 48, 56, 63] {
+            let unit = size.max(8).next_multiple_of(8);
+            let per_line = LINE_SIZE / unit;
+            let mut a = allocator(&[size]);
+            let blocks: Vec<Block> = (0..per_line * 8).map(|_| a.alloc(size).unwrap()).collect();
+            for b in &blocks {
+                let start = addr(b);
+                assert_eq!(start % 8, 0, "size {size}");
+                assert_eq!(
+                    start / LINE_SIZE,
+                    (start + size - 1) / LINE_SIZE,
+                    "size {size}"
+                );
+            }
+            // A fresh page is packed floor(64 / unit) blocks per line.
+            let mut lines: Vec<usize> = blocks.iter().map(|b| addr(b) / LINE_SIZE).collect();
+            lines.dedup();
+            assert_eq!(lines.len(), 8, "size {size}");
+            for b in blocks {
+                a.free(b).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn r_l1_large_blocks_start_on_a_cache_line() {
+        for size in [64usize, 65, 96, 160, 1000, 20_000] {
+            let lines = size.div_ceil(LINE_SIZE);
+            let mut a = allocator(&[size]);
+            let blocks: Vec<Block> = (0..3).map(|_| a.alloc(size).unwrap()).collect();
+            for b in &blocks {
+                assert_eq!(addr(b) % LINE_SIZE, 0, "size {size}");
+                assert_eq!(a.bytes(b).len(), size);
+            }
+            if size < PAGE_SIZE {
+                // Same page: consecutive blocks are exactly `lines` lines apart.
+                assert_eq!(addr(&blocks[1]) - addr(&blocks[0]), lines * LINE_SIZE);
+            }
+            for b in blocks {
+                a.free(b).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn r_l1_oversized_pages_are_sized_to_fit_and_coloured() {
+        let size = 20_000;
+        let mut a = allocator(&[size]);
+        let mut blocks: Vec<Block> = (0..3).map(|_| a.alloc(size).unwrap()).collect();
+        for (i, b) in blocks.iter_mut().enumerate() {
+            a.bytes_mut(b).fill(i as u8 + 1);
+        }
+        for (i, b) in blocks.iter().enumerate() {
+            assert!(a.bytes(b).iter().all(|&x| x == i as u8 + 1));
+            // One block per page, starting after the header and the page's colour lines.
+            assert_eq!(addr(b) % PAGE_SIZE, HEADER_SIZE + i * LINE_SIZE);
+        }
+        let stats = a.stats();
+        assert_eq!(stats.pages, 3);
+        assert!(stats.bytes_reserved >= 3 * size);
+        assert!(stats.bytes_reserved < 3 * (size + PAGE_SIZE / 16));
+        for b in blocks {
+            a.free(b).unwrap();
+        }
+    }
+
+    #[test]
+    fn r_l1_pages_of_a_class_rotate_colours() {
+        // 1024-byte blocks: 15 per page and 15 lines of slack, so 16 colours.
+        let mut a = allocator(&[1024]);
+        let blocks: Vec<Block> = (0..30).map(|_| a.alloc(1024).unwrap()).collect();
+        assert_eq!(a.stats().pages, 2);
+        assert_eq!(addr(&blocks[0]) % PAGE_SIZE, HEADER_SIZE);
+        assert_eq!(addr(&blocks[15]) % PAGE_SIZE, HEADER_SIZE + LINE_SIZE);
+        for b in blocks {
+            a.free(b).unwrap();
+        }
+    }
+
+    #[test]
+    fn r_a1_trim_releases_pages_down_to_the_high_watermark() {
+        // 1024-byte blocks, 15 per page.
+        let mut a = allocator(&[48, 1024]);
+        let mut blocks: Vec<Block> = (0..45).map(|_| a.alloc(1024).unwrap()).collect();
+        let small = a.alloc(48).unwrap();
+        let stats = a.stats();
+        assert_eq!(
+            (stats.pages, stats.live_blocks, stats.peak_blocks),
+            (4, 46, 46)
+        );
+        let page_bytes = (stats.bytes_reserved - PAGE_SIZE) / 3;
+
+        // Keep blocks 0..10 (first page) and 20 (second page) live.
+        let mut kept: Vec<Block> = Vec::new();
+        for (i, b) in blocks.drain(..).enumerate() {
+            if i < 10 || i == 20 {
+                kept.push(b);
+            } else {
+                a.free(b).unwrap();
+            }
+        }
+        assert_eq!(a.stats().live_blocks, 12);
+        // The peak since the last trim (45) needs all three pages: nothing goes.
+        assert_eq!(a.trim(), 0);
+        let stats = a.stats();
+        assert_eq!((stats.pages, stats.peak_blocks), (4, 12));
+        // Now the peak is 11 blocks of 1024: one page would do, but two hold live blocks;
+        // the empty third page goes.
+        assert_eq!(a.trim(), page_bytes);
+        assert_eq!(a.stats().pages, 3);
+        // 2 pages of 15 with 11 live, 1 page of 255 with 1 live.
+        assert_eq!(a.stats().free_blocks, (2 * 15 - 11) + (255 - 1));
+
+        // The free list no longer names the released page: allocating reuses kept pages
+        // (miri would flag a released one), then grows.
+        let more: Vec<Block> = (0..25).map(|_| a.alloc(1024).unwrap()).collect();
+        assert_eq!(a.stats().pages, 4);
+        for b in more.into_iter().chain(kept) {
+            a.free(b).unwrap();
+        }
+        a.free(small).unwrap();
+        // The peaks (36 blocks of 1024, 1 of 48) keep every page once, then all go.
+        assert_eq!(a.trim(), 0);
+        assert_eq!(a.trim(), 3 * page_bytes + PAGE_SIZE);
+        let stats = a.stats();
+        assert_eq!(
+            (stats.pages, stats.bytes_reserved, stats.free_blocks),
+            (0, 0, 0)
+        );
+        // And the allocator still works.
+        let b = a.alloc(1024).unwrap();
+        a.free(b).unwrap();
+    }
+
+    #[test]
+    fn r_a2_trim_keeps_pages_at_steady_load() {
+        let mut a = allocator(&[96]);
+        for _ in 0..3 {
+            let blocks: Vec<Block> = (0..200).map(|_| a.alloc(96).unwrap()).collect();
+            for b in blocks {
+                a.free(b).unwrap();
+            }
+            // 200 blocks of 96 (127 per page) keep their two pages from trim to trim.
+            assert_eq!(a.trim(), 0);
+            assert_eq!(a.stats().pages, 2);
+        }
+    }
+
+    #[test]
+    fn foreign_block_is_invalid_arg() {
+        let mut a = allocator(&[48, 96]);
+        let mut b = allocator(&[48, 96]);
+        let x = a.alloc(48).unwrap();
+        assert!(a.owns(&x));
+        assert!(!b.owns(&x));
+        assert_eq!(b.free(x), Err(Error::InvalidArg));
+        assert_eq!(a.stats().live_blocks, 1);
+        assert_eq!(b.stats().live_blocks, 0);
+
+        // A block that outlived its allocator is refused too, without touching its memory.
+        let mut c = allocator(&[48, 96]);
+        let orphan = c.alloc(96).unwrap();
+        drop(c);
+        assert!(!a.owns(&orphan));
+        assert_eq!(a.free(orphan), Err(Error::InvalidArg));
+        let y = a.alloc(96).unwrap();
+        a.free(y).unwrap();
+    }
+
+    #[test]
+    #[should_panic(expected = "another allocator")]
+    fn foreign_block_bytes_panics() {
+        let mut a = allocator(&[48]);
+        let b = allocator(&[48]);
+        let x = a.alloc(48).unwrap();
+        let _ = b.bytes(&x);
+    }
+
+    #[test]
+    fn alloc_free_reuses_the_last_freed_block() {
+        let mut a = allocator(&[160]);
+        let x = a.alloc(160).unwrap();
+        let at = addr(&x);
+        a.free(x).unwrap();
+        let x = a.alloc(160).unwrap();
+        assert_eq!(addr(&x), at);
+
+        let y = a.alloc(160).unwrap();
+        let (ax, ay) = (addr(&x), addr(&y));
+        a.free(x).unwrap();
+        a.free(y).unwrap();
+        let first = a.alloc(160).unwrap();
+        let second = a.alloc(160).unwrap();
+        assert_eq!((addr(&first), addr(&second)), (ay, ax));
+        a.free(first).unwrap();
+        a.free(second).unwrap();
+    }
+
+    #[test]
+    fn blocks_are_zeroed_when_handed_out() {
+        let mut a = allocator(&[4, 48, 200]);
+        for size in [4, 48, 200] {
+            let mut x = a.alloc(size).unwrap();
+            assert!(a.bytes(&x).iter().all(|&b| b == 0));
+            a.bytes_mut(&mut x).fill(0xAB);
+            let at = addr(&x);
+            a.free(x).unwrap();
+            let x = a.alloc(size).unwrap();
+            assert_eq!(addr(&x), at);
+            assert_eq!(a.bytes(&x).len(), size);
+            assert!(a.bytes(&x).iter().all(|&b| b == 0), "size {size}");
+            a.free(x).unwrap();
+        }
+    }
+
+    #[test]
+    fn many_allocations_across_pages_do_not_overlap() {
+        let per_class = if cfg!(miri) { 300 } else { 2000 };
+        let sizes = [48, 96, 160];
+        let mut a = allocator(&sizes);
+        let mut blocks: Vec<Block> = Vec::new();
+        for _ in 0..per_class {
+            for size in sizes {
+                let mut b = a.alloc(size).unwrap();
+                let pattern = (blocks.len() % 251) as u8 + 1;
+                a.bytes_mut(&mut b).fill(pattern);
+                blocks.push(b);
+            }
+        }
+        // 48: 255 per page, 96: 127, 160: 85: several pages each.
+        assert!(a.stats().pages >= 6);
+        for (n, b) in blocks.iter().enumerate() {
+            let pattern = (n % 251) as u8 + 1;
+            let bytes = a.bytes(b);
+            assert_eq!(bytes.len(), a.size_of(b));
+            assert!(bytes.first() == Some(&pattern) && bytes.last() == Some(&pattern));
+            if !cfg!(miri) {
+                assert!(bytes.iter().all(|&x| x == pattern));
+            }
+        }
+        let mut ranges: Vec<(usize, usize)> = blocks
+            .iter()
+            .map(|b| (addr(b), addr(b) + a.size_of(b)))
+            .collect();
+        ranges.sort_unstable();
+        for pair in ranges.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "overlap: {pair:?}");
+        }
+        let stats = a.stats();
+        assert_eq!(stats.live_blocks, 3 * per_class);
+        assert_eq!(stats.live_bytes, per_class * (48 + 96 + 160));
+        for b in blocks {
+            a.free(b).unwrap();
+        }
+        assert_eq!(a.stats().live_blocks, 0);
+    }
+
+    #[test]
+    fn drop_releases_pages_with_live_blocks() {
+        let mut a = allocator(&[48, 20_000]);
+        let x = a.alloc(48).unwrap();
+        let y = a.alloc(20_000).unwrap();
+        assert_eq!(a.stats().pages, 2);
+        drop(a);
+        // The blocks are dangling names now; dropping them is harmless (miri checks leaks).
+        drop((x, y));
+    }
+}

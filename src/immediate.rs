@@ -19,7 +19,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::primitive::Ordering;
-use crate::registry::{ObjectView, Resolver};
+use crate::registry::{Entry, ObjectView, Registry, Resolver};
 use crate::retire::{Clocks, RetireQueue, RetireStats};
 
 /// The open command buffer's bookkeeping.
@@ -108,14 +108,24 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.device.report(ContextId::Immediate, result)
     }
 
-    /// Records that the open buffer references `view`'s object.
-    fn reference(buffer: &mut OpenBuffer, view: ObjectView<'_, D>) {
+    /// Records that the open buffer references `view`'s object, and through a view its
+    /// resource (the GPU reaches the resource's memory through the view).
+    fn reference(buffer: &mut OpenBuffer, registry: &Registry<D>, guard: &Guard, view: ObjectView<'_, D>) {
+        Self::stamp(buffer, view.entry());
+        if let Some(dep) = view.dependency() {
+            if let Ok(resource) = registry.find_linked(dep, guard) {
+                Self::stamp(buffer, resource);
+            }
+        }
+    }
+
+    fn stamp(buffer: &mut OpenBuffer, entry: &Entry<D>) {
         // SAFETY: on the immediate context's thread (`&mut self` is held by every caller),
         // and the reference does not outlive this statement.
-        let ic = unsafe { view.entry().ic_side() };
+        let ic = unsafe { entry.ic_side() };
         if ic.last_buffer != buffer.number {
             ic.last_buffer = buffer.number;
-            if let Some(allocation) = view.allocation() {
+            if let Some(allocation) = entry.allocation() {
                 buffer.allocations.push(allocation);
             }
         }
@@ -129,10 +139,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         objects: &[ObjectView<'g, D>],
         op: Op<'_, D>,
     ) -> Result<()> {
-        for view in objects {
-            Self::reference(&mut self.buffer, *view);
-        }
         let s = &*self.device.shared;
+        for view in objects {
+            Self::reference(&mut self.buffer, &s.registry, guard, *view);
+        }
         let resolver = Resolver::new(&s.registry, guard);
         s.driver.execute(&mut self.imm, &resolver, op)?;
         self.buffer.operations += 1;
@@ -163,7 +173,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let buffer = &mut self.buffer;
         command.for_each_object(&mut |h| {
             if let Ok(view) = registry.live(h, &guard) {
-                Self::reference(buffer, view);
+                Self::reference(buffer, registry, &guard, view);
             }
         });
         self.run(&guard, &[], Op::Command(command))
@@ -305,12 +315,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         submitted
     }
 
+    /// Gives back memory the context keeps beyond what it holds now: the capacity of its
+    /// deferred-destruction queue (R-A1's high-watermark trimming).
+    pub fn trim(&mut self) {
+        self.retire.trim();
+    }
+
     /// The driver's IC data of a live object (R-L3: only this thread touches it).
     pub fn ic_data_mut<T: ObjectKind>(&mut self, handle: Handle<T>) -> Result<&mut D::IcData> {
         self.check_alive()?;
         let guard = epoch::pin();
         let view = self.device.shared.registry.live(handle, &guard)?;
-        let entry: *const crate::registry::Entry<D> = view.entry();
+        let entry: *const Entry<D> = view.entry();
         drop(guard);
         // SAFETY: only this context frees entries, and it cannot while `&mut self` is
         // borrowed by the result, so the entry outlives the result even unpinned; the IC side

@@ -36,3 +36,6 @@ pub use immediate::ImmediateContext;
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
 pub use registry::{ObjectRef, ObjectView, Resolver};
 pub use retire::{Clock, RetireStats};
+
+#[cfg(feature = "soft")]
+pub mod soft;

@@ -315,10 +315,6 @@ impl<D: Driver> Registry<D> {
         }
     }
 
-    pub(crate) fn tag(&self) -> u8 {
-        self.tag
-    }
-
     /// The slot at `index`, if its page exists.
     pub(crate) fn slot(&self, index: u32) -> Option<&Slot<D>> {
         if index >= MAX_SLOTS {

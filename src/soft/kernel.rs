@@ -1,0 +1,164 @@
+//! The soft kernel: CPU memory, a fence timeline and the protocol checks.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use super::world::{Allocation, Gpu, Hook, SoftWorld};
+use crate::error::{Error, Result};
+use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+
+/// The soft kernel. See the module docs of [`crate::soft`].
+#[derive(Debug, Clone)]
+pub struct SoftKernel {
+    world: Arc<SoftWorld>,
+}
+
+impl SoftKernel {
+    pub(crate) fn new(world: Arc<SoftWorld>) -> Self {
+        SoftKernel { world }
+    }
+
+    /// The shared world.
+    pub fn world(&self) -> &Arc<SoftWorld> {
+        &self.world
+    }
+}
+
+/// The most bytes one soft allocation may hold (a larger request is out of memory).
+const MAX_ALLOCATION: u64 = 1 << 30;
+
+impl Kernel for SoftKernel {
+    fn allocate(&self, desc: &AllocationDesc) -> Result<AllocationHandle> {
+        if desc.size > MAX_ALLOCATION {
+            return Err(Error::OutOfMemory);
+        }
+        let mut s = self.world.lock();
+        s.next_allocation += 1;
+        let id = s.next_allocation;
+        s.allocations.insert(
+            id,
+            Allocation {
+                bytes: vec![0; desc.size as usize],
+                in_open_buffer: false,
+                last_submitted: 0,
+                ever_referenced: false,
+            },
+        );
+        self.world.record(&mut s, Hook::Allocate, 0, None, id, 0);
+        Ok(AllocationHandle(NonZeroU64::new(id).expect("ids start at 1")))
+    }
+
+    fn deallocate(&self, allocation: AllocationHandle) {
+        let id = allocation.0.get();
+        let mut s = self.world.lock();
+        self.world.record(&mut s, Hook::Deallocate, 0, None, id, 0);
+        let thread = std::thread::current().id();
+        let completed = s.completed;
+        let ic_thread = s.ic_thread;
+        match s.allocations.remove(&id) {
+            None if s.freed.contains(&id) => {
+                SoftWorld::violate(&mut s, "double-free", format!("allocation {id} deallocated twice"));
+            }
+            None => SoftWorld::violate(&mut s, "unknown-free", format!("allocation {id} never allocated")),
+            Some(a) => {
+                s.freed.insert(id);
+                if a.in_open_buffer {
+                    SoftWorld::violate(
+                        &mut s,
+                        "R-D1",
+                        format!("allocation {id} deallocated while the open command buffer references it"),
+                    );
+                }
+                if self.world.config.strict_gpu && a.last_submitted > completed {
+                    SoftWorld::violate(
+                        &mut s,
+                        "R-D4",
+                        format!(
+                            "allocation {id} deallocated while buffer {} that references it runs (completed {completed})",
+                            a.last_submitted
+                        ),
+                    );
+                }
+                if a.ever_referenced && ic_thread.is_some() && ic_thread != Some(thread) {
+                    SoftWorld::violate(
+                        &mut s,
+                        "R-D1",
+                        format!("allocation {id} deallocated off the immediate context's thread"),
+                    );
+                }
+            }
+        }
+    }
+
+    fn submit(&self, submission: &Submission<'_>) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world.record(&mut s, Hook::Submit, 0, None, 0, submission.fence);
+        if s.ic_thread.is_some() && s.ic_thread != Some(std::thread::current().id()) {
+            SoftWorld::violate(&mut s, "R-T2", "submit off the immediate context's thread".into());
+        }
+        if submission.fence <= s.last_submitted {
+            let what = format!("fence {} submitted after {}", submission.fence, s.last_submitted);
+            SoftWorld::violate(&mut s, "R-T1", what);
+        }
+        // The engine's allocation list must cover what the driver's commands referenced.
+        let refs = std::mem::take(&mut s.open_refs);
+        for id in &refs {
+            if !submission.allocations.iter().any(|a| a.0.get() == *id) {
+                SoftWorld::violate(
+                    &mut s,
+                    "R-D1",
+                    format!("allocation {id} referenced by buffer {} but not in its allocation list", submission.fence),
+                );
+            }
+            if let Some(a) = s.allocations.get_mut(id) {
+                a.in_open_buffer = false;
+                a.last_submitted = submission.fence;
+            }
+        }
+        s.open_refs = refs;
+        s.open_refs.clear();
+        s.submitted.push_back((submission.fence, 0));
+        s.last_submitted = submission.fence;
+        s.submits += 1;
+        if self.world.config.gpu == Gpu::Immediate {
+            SoftWorld::complete(&mut s, submission.fence);
+        }
+        Ok(())
+    }
+
+    fn completed_fence(&self) -> u64 {
+        let mut s = self.world.lock();
+        if let Gpu::PollLag(lag) = self.world.config.gpu {
+            for (_, polls) in s.submitted.iter_mut() {
+                *polls += 1;
+            }
+            while let Some(&(fence, polls)) = s.submitted.front() {
+                if polls < lag {
+                    break;
+                }
+                s.submitted.pop_front();
+                s.completed = fence;
+            }
+        }
+        s.completed
+    }
+
+    fn wait_for_fence(&self, fence: u64) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world.record(&mut s, Hook::WaitForFence, 0, None, 0, fence);
+        SoftWorld::complete(&mut s, fence);
+        Ok(())
+    }
+
+    fn set_error(&self, context: ContextId, error: Error) {
+        let mut s = self.world.lock();
+        self.world.record(&mut s, Hook::SetError, 0, None, 0, 0);
+        s.errors.push((context, error));
+    }
+
+    fn perform_amortized_processing(&self, _context: ContextId) {
+        let mut s = self.world.lock();
+        self.world.record(&mut s, Hook::AmortizedProcessing, 0, None, 0, 0);
+        s.amortized += 1;
+    }
+}

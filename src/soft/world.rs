@@ -1,0 +1,283 @@
+//! The soft world: kernel memory, the fence timeline, the protocol checks and the trace.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::ThreadId;
+
+use crate::error::Error;
+use crate::handle::HandleType;
+use crate::kernel::{AllocationHandle, ContextId};
+
+/// How the simulated GPU completes submitted buffers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Gpu {
+    /// Only when told ([`SoftWorld::complete_through`], [`SoftWorld::complete_all`]) or when
+    /// the engine waits on a fence.
+    #[default]
+    Manual,
+    /// At submit.
+    Immediate,
+    /// A buffer completes after this many polls of the completed fence since its submit.
+    PollLag(u32),
+}
+
+/// Settings of a soft world.
+#[derive(Clone, Debug)]
+pub struct SoftConfig {
+    /// The fence timeline.
+    pub gpu: Gpu,
+    /// Whether deallocating while a submitted, unfinished buffer references the allocation is
+    /// a violation (true for [`crate::Clock::Completed`] devices).
+    pub strict_gpu: bool,
+    /// Record every hook in the trace.
+    pub trace: bool,
+    /// The driver answers this size, not listed in its table, for this handle type (R-H4
+    /// tests).
+    pub unlisted_cls_size: Option<HandleType>,
+}
+
+impl Default for SoftConfig {
+    fn default() -> Self {
+        SoftConfig {
+            gpu: Gpu::Manual,
+            strict_gpu: true,
+            trace: true,
+            unlisted_cls_size: None,
+        }
+    }
+}
+
+/// A hook or callback, as recorded in the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Hook {
+    /// Driver: CalcPrivate*Size.
+    CalcPrivateSize,
+    /// Driver: CalcDeferredContextHandleSize.
+    CalcDeferredContextHandleSize,
+    /// Driver: Create* of an object (IC handle).
+    CreateObject,
+    /// Driver: Destroy* of an object (its real destruction).
+    DestroyObject,
+    /// Driver: one operation executed on the immediate context.
+    Execute,
+    /// Driver: the IC's buffer closed before submit.
+    Flush,
+    /// Kernel: allocate.
+    Allocate,
+    /// Kernel: deallocate.
+    Deallocate,
+    /// Kernel: submit (render callback).
+    Submit,
+    /// Kernel: wait for a fence.
+    WaitForFence,
+    /// Kernel: set-error.
+    SetError,
+    /// Kernel: perform-amortized-processing.
+    AmortizedProcessing,
+}
+
+/// One recorded hook call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// Which hook.
+    pub hook: Hook,
+    /// The calling thread.
+    pub thread: ThreadId,
+    /// The soft object id involved (0: none).
+    pub object: u64,
+    /// The handle type involved, if any.
+    pub ty: Option<HandleType>,
+    /// The allocation involved (0: none).
+    pub allocation: u64,
+    /// The fence involved (0: none).
+    pub fence: u64,
+}
+
+/// A broken rule, as the soft kernel saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule id (`R-D1`, ...) or a short name (`double-free`, `leak`).
+    pub rule: &'static str,
+    /// What happened.
+    pub what: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct Allocation {
+    pub(crate) bytes: Vec<u8>,
+    /// Referenced by the open (unsubmitted) IC buffer.
+    pub(crate) in_open_buffer: bool,
+    /// The newest submitted fence that referenced it.
+    pub(crate) last_submitted: u64,
+    pub(crate) ever_referenced: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct State {
+    pub(crate) next_allocation: u64,
+    pub(crate) next_object: u64,
+    pub(crate) allocations: HashMap<u64, Allocation>,
+    pub(crate) freed: HashSet<u64>,
+    pub(crate) open_refs: Vec<u64>,
+    pub(crate) submitted: VecDeque<(u64, u32)>,
+    pub(crate) last_submitted: u64,
+    pub(crate) completed: u64,
+    pub(crate) ic_thread: Option<ThreadId>,
+    pub(crate) violations: Vec<Violation>,
+    pub(crate) errors: Vec<(ContextId, Error)>,
+    pub(crate) trace: Vec<TraceEvent>,
+    pub(crate) submits: u64,
+    pub(crate) amortized: u64,
+}
+
+/// The state a soft driver and kernel share.
+#[derive(Debug)]
+pub struct SoftWorld {
+    pub(crate) config: SoftConfig,
+    state: Mutex<State>,
+}
+
+impl SoftWorld {
+    pub(crate) fn new(config: SoftConfig) -> Self {
+        SoftWorld {
+            config,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock already failed; keep its state readable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn record(&self, state: &mut State, hook: Hook, object: u64, ty: Option<HandleType>, allocation: u64, fence: u64) {
+        if self.config.trace {
+            state.trace.push(TraceEvent {
+                hook,
+                thread: std::thread::current().id(),
+                object,
+                ty,
+                allocation,
+                fence,
+            });
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SoftConfig {
+        &self.config
+    }
+
+    /// Every violation seen so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.lock().violations.clone()
+    }
+
+    /// Every error reported through set-error, with its context.
+    pub fn errors(&self) -> Vec<(ContextId, Error)> {
+        self.lock().errors.clone()
+    }
+
+    /// The call trace so far.
+    pub fn trace(&self) -> Vec<TraceEvent> {
+        self.lock().trace.clone()
+    }
+
+    /// Forgets the trace recorded so far.
+    pub fn clear_trace(&self) {
+        self.lock().trace.clear();
+    }
+
+    /// Live allocations (allocated, not yet deallocated).
+    pub fn live_allocations(&self) -> usize {
+        self.lock().allocations.len()
+    }
+
+    /// Whether an allocation is live.
+    pub fn is_allocated(&self, allocation: AllocationHandle) -> bool {
+        self.lock().allocations.contains_key(&allocation.0.get())
+    }
+
+    /// A copy of an allocation's bytes.
+    pub fn read(&self, allocation: AllocationHandle) -> Option<Vec<u8>> {
+        self.lock()
+            .allocations
+            .get(&allocation.0.get())
+            .map(|a| a.bytes.clone())
+    }
+
+    /// Buffers submitted so far.
+    pub fn submits(&self) -> u64 {
+        self.lock().submits
+    }
+
+    /// Calls of the amortized-processing callback so far.
+    pub fn amortized_calls(&self) -> u64 {
+        self.lock().amortized
+    }
+
+    /// The completed fence.
+    pub fn completed(&self) -> u64 {
+        self.lock().completed
+    }
+
+    /// The newest submitted fence.
+    pub fn last_submitted(&self) -> u64 {
+        self.lock().last_submitted
+    }
+
+    /// Completes every submitted buffer with a fence at or below `fence`.
+    pub fn complete_through(&self, fence: u64) {
+        let mut s = self.lock();
+        Self::complete(&mut s, fence);
+    }
+
+    /// Completes every submitted buffer.
+    pub fn complete_all(&self) {
+        let mut s = self.lock();
+        let last = s.last_submitted;
+        Self::complete(&mut s, last);
+    }
+
+    pub(crate) fn complete(s: &mut State, fence: u64) {
+        while let Some(&(f, _)) = s.submitted.front() {
+            if f > fence {
+                break;
+            }
+            s.submitted.pop_front();
+            s.completed = f;
+        }
+    }
+
+    /// Records a violation.
+    pub(crate) fn violate(s: &mut State, rule: &'static str, what: String) {
+        s.violations.push(Violation { rule, what });
+    }
+
+    /// The violations plus one `leak` per allocation still live: call after the device is
+    /// destroyed (R-D3).
+    pub fn check_after_device_destroyed(&self) -> Vec<Violation> {
+        let s = self.lock();
+        let mut v = s.violations.clone();
+        let mut leaked: Vec<u64> = s.allocations.keys().copied().collect();
+        leaked.sort_unstable();
+        for id in leaked {
+            v.push(Violation {
+                rule: "R-D3",
+                what: format!("allocation {id} still live after device destruction (leak)"),
+            });
+        }
+        v
+    }
+
+    /// Panics with every violation (and, after device destruction, every leak): the
+    /// assertion that makes a test fail on an early deallocation, a double free or a leak.
+    pub fn assert_clean(&self, device_destroyed: bool) {
+        let v = if device_destroyed {
+            self.check_after_device_destroyed()
+        } else {
+            self.violations()
+        };
+        assert!(v.is_empty(), "the soft kernel saw rules broken: {v:#?}");
+    }
+}

@@ -1,0 +1,3 @@
+//! All integration tests in one binary (fast to link).
+
+mod smoke;
