@@ -106,3 +106,43 @@ impl Bindings {
         self.entries.clear();
     }
 }
+
+/// A context's bindings as a state-refresh query answers them (R-C1, R-C3), handed to the
+/// driver's hooks.
+#[derive(Clone, Copy, Debug)]
+pub struct StateView<'a> {
+    bindings: Option<&'a Bindings>,
+}
+
+impl<'a> StateView<'a> {
+    pub(crate) fn of(bindings: &'a Bindings) -> Self {
+        StateView {
+            bindings: Some(bindings),
+        }
+    }
+
+    /// Nothing bound.
+    pub const fn empty() -> Self {
+        StateView { bindings: None }
+    }
+
+    /// What is bound at `point`.
+    pub fn get(&self, point: BindPoint) -> Option<AnyHandle> {
+        self.bindings.and_then(|b| b.get(point))
+    }
+
+    /// How many points have something bound.
+    pub fn len(&self) -> usize {
+        self.bindings.map_or(0, |b| b.entries.len())
+    }
+
+    /// Whether nothing is bound.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every binding, sorted by point.
+    pub fn iter(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + 'a {
+        self.bindings.into_iter().flat_map(|b| b.entries.iter().copied())
+    }
+}

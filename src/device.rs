@@ -14,16 +14,33 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View};
 use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel};
-use crate::primitive::{AtomicU64, Ordering};
+use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::registry::{NewEntry, ObjectRef, Registry};
 use crate::retire::Clock;
 use crate::tag::DeviceTag;
 
 /// Device-wide settings, fixed at creation.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct DeviceConfig {
     /// When destroyed objects' kernel memory is deallocated (R-D1, R-D4).
     pub retire_clock: Clock,
+    /// Use the driver's recycle hooks (R-R1..R-R7) when its caps include
+    /// `COMMANDLISTS_BUILD_2`. Off: a runtime without them, which destroys and creates
+    /// command lists and deferred-context state every time.
+    pub recycle: bool,
+    /// Bytes a deferred context's recording may hold (operations and payloads) before it
+    /// runs out of memory and is removed locally (R-E3).
+    pub deferred_budget: usize,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            retire_clock: Clock::default(),
+            recycle: true,
+            deferred_budget: 64 << 20,
+        }
+    }
 }
 
 /// The state every context and every thread shares.
@@ -37,7 +54,16 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     pub(crate) caps: ThreadingCaps,
     pub(crate) handle_sizes: HandleSizeTable,
     pub(crate) config: DeviceConfig,
+    /// The next deferred context's id.
+    pub(crate) next_deferred_id: AtomicU32,
     _tag: DeviceTag,
+}
+
+impl<D: Driver, K: Kernel> DeviceShared<D, K> {
+    /// Whether the recycle hooks are in use (R-R7).
+    pub(crate) fn recycles(&self) -> bool {
+        self.config.recycle && self.caps.contains(ThreadingCaps::COMMANDLISTS_BUILD_2)
+    }
 }
 
 /// A device: `Send + Sync` and cheap to clone; every clone is the same device.
@@ -77,6 +103,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 caps,
                 handle_sizes,
                 config,
+                next_deferred_id: AtomicU32::new(0),
                 _tag: tag,
             }),
         };
@@ -194,6 +221,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             primary: desc.is_primary(),
             allocation,
             dependency: desc.dependency().map(Handle::any),
+            byte_size: match desc {
+                ObjectDesc::Resource(r) => r.byte_size,
+                _ => 0,
+            },
             object,
             ic_data,
         };

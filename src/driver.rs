@@ -11,16 +11,41 @@
 //!   [`Driver::calc_deferred_context_handle_size`], [`Driver::create_object`] (except for
 //!   primaries).
 //! - The immediate context's thread (R-T1, R-T2, R-D1, R-P1): [`Driver::create_immediate`],
-//!   [`Driver::execute`], [`Driver::flush`], [`Driver::destroy_object`], and
-//!   [`Driver::create_object`] for primaries.
+//!   [`Driver::execute`], [`Driver::execute_command_list`], [`Driver::flush`],
+//!   [`Driver::destroy_object`], and [`Driver::create_object`] for primaries.
+//! - A deferred context's thread (R-T1, R-R5, R-R7): [`Driver::open_local`],
+//!   [`Driver::use_local`], [`Driver::close_local`], [`Driver::create_command_list`],
+//!   [`Driver::abandon_command_list`], [`Driver::recycle_command_list`],
+//!   [`Driver::recycle_create_command_list`], [`Driver::recycle_create_deferred_context`],
+//!   [`Driver::destroy_deferred_context`].
+//! - Any thread (free-threaded destroys, R-R4): [`Driver::destroy_command_list`],
+//!   [`Driver::recycle_destroy_command_list`]; [`Driver::create_deferred_context`] runs on
+//!   the thread creating the context.
+//!
+//! # Memory the driver lays out itself
+//! Context-local handles (R-H4) and command-list handles (R-R2) are raw, zeroed byte blocks
+//! of the sizes the driver answered, as in the C DDI: the driver decides their layout (plain
+//! `#[repr(C)]` data through `bytemuck` or by hand). The engine owns, places and recycles the
+//! blocks; their sizes never change for the life of a handle (R-R2).
 
-use crate::bind::BindPoint;
+use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
 use crate::error::Result;
 use crate::handle::{AnyHandle, HandleSize, HandleType};
 use crate::kernel::AllocationHandle;
 use crate::registry::{ObjectView, Resolver};
+
+/// The memory behind a command list's handles (R-R2): the immediate-context handle
+/// (CalcPrivateCommandListSize bytes) and the deferred context's context-local handle
+/// (CalcDeferredContextHandleSize(COMMANDLIST) bytes). Both keep their size across
+/// recycling.
+pub struct ListMemory<'a> {
+    /// The immediate-context command-list handle's memory.
+    pub private: &'a mut [u8],
+    /// The deferred context's context-local command-list handle's memory.
+    pub local: &'a mut [u8],
+}
 
 /// A driver-defined command: a plain value that names objects by handle.
 pub trait Command: Send + Sync + 'static {
@@ -42,6 +67,13 @@ pub enum Op<'a, D: Driver> {
         /// Byte offset of the write.
         offset: u64,
         /// The bytes.
+        data: &'a [u8],
+    },
+    /// The new contents of a resource written through Map(DISCARD) and Unmap, from byte 0.
+    WriteDiscard {
+        /// The resource written.
+        resource: ObjectView<'a, D>,
+        /// Its new contents.
         data: &'a [u8],
     },
     /// Bind (or with `None` unbind) an object.
@@ -73,6 +105,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     type Immediate: Send + 'static;
     /// The driver's own command type.
     type Command: Command;
+    /// The driver's state of one deferred context.
+    type Deferred: Send + 'static;
 
     /// The threading caps (a Check* entry point: free-threaded, R-F1).
     fn threading_caps(&self) -> ThreadingCaps;
@@ -88,9 +122,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize;
 
     /// CalcDeferredContextHandleSize (R-F2, R-H4, free-threaded): the size of the
-    /// context-local handle of `object` in a deferred context. Must be a size the handle-size
-    /// table listed for `ty`; any other answer is the driver's error (`InvalidArg`).
-    fn calc_deferred_context_handle_size(&self, ty: HandleType, object: &Self::Object) -> usize;
+    /// context-local handle of `object` (`None` for [`HandleType::CommandList`]) in a
+    /// deferred context. Must be a size the handle-size table listed for `ty`; any other
+    /// answer is the driver's error (`InvalidArg`).
+    fn calc_deferred_context_handle_size(&self, ty: HandleType, object: Option<&Self::Object>) -> usize;
+
+    /// CalcPrivateCommandListSize (R-F2, R-R2): bytes of a command list's immediate-context
+    /// handle. Asked once per created list; a recycled list keeps its memory.
+    fn calc_private_command_list_size(&self) -> usize;
 
     /// Create* (R-F1: free-threaded; for primaries, on the immediate context's thread, R-P1).
     /// `memory` is the kernel allocation of [`Driver::calc_private_size`] bytes, `dependency`
@@ -117,4 +156,108 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Closes the open command buffer before the engine submits it (on the immediate
     /// context's thread, R-T2).
     fn flush(&self, imm: &mut Self::Immediate);
+
+    /// CommandListExecute's start (R-C3), on the immediate context's thread, before the
+    /// list's operations are replayed through [`Driver::execute`]; afterwards the engine
+    /// sends [`Op::ClearState`]. `objects.state()` answers the context's bindings from before
+    /// the call. A real driver chains the list's own buffer here.
+    fn execute_command_list(
+        &self,
+        imm: &mut Self::Immediate,
+        list: &[u8],
+        objects: &Resolver<'_, Self>,
+    ) -> Result<()> {
+        let _ = (imm, list, objects);
+        Ok(())
+    }
+
+    /// Creates the driver's state of a deferred context (CreateDeferredContext), on the
+    /// thread creating it.
+    fn create_deferred_context(&self, id: u32) -> Result<Self::Deferred>;
+
+    /// Destroys a deferred context's state: on the context's thread when it is dropped, and
+    /// after every Finish or Abandon when recycling is off (R-C1, R-C2).
+    fn destroy_deferred_context(&self, dc: Self::Deferred);
+
+    /// Abandon's second step (R-C2), on the deferred context's thread: the binding at
+    /// `point` was undone (as the runtime calling the context's Set* with nothing); `state`
+    /// answers the bindings left.
+    fn abandon_unbind(&self, dc: &mut Self::Deferred, point: BindPoint, state: StateView<'_>) {
+        let _ = (dc, point, state);
+    }
+
+    /// Opens a context-local handle (R-H1, R-H2, R-H5), on the deferred context's thread, on
+    /// the first use of `object` in a recording: the deferred context's Create* entry point
+    /// with the immediate-context object in place of the runtime handle, and, for a view,
+    /// only the context-local data of what it depends on (R-H3, opened before it). `local`
+    /// is a zeroed block of the size the driver answered (R-H4).
+    fn open_local(
+        &self,
+        dc: &mut Self::Deferred,
+        ty: HandleType,
+        object: &Self::Object,
+        dependency: Option<&[u8]>,
+        local: &mut [u8],
+    ) -> Result<()>;
+
+    /// Every later use of an open context-local handle in the same recording (a bind, a
+    /// command naming it), on the deferred context's thread. Found in O(1), no hashing.
+    fn use_local(&self, dc: &mut Self::Deferred, ty: HandleType, object: &Self::Object, local: &mut [u8]) {
+        let _ = (dc, ty, object, local);
+    }
+
+    /// Closes a context-local handle (R-C1, R-C2): on the deferred context's thread, at
+    /// Finish or Abandon, dependents before dependencies (R-H3). `state` reports nothing
+    /// bound (R-C1).
+    fn close_local(
+        &self,
+        dc: &mut Self::Deferred,
+        ty: HandleType,
+        object: &Self::Object,
+        local: &mut [u8],
+        state: StateView<'_>,
+    );
+
+    /// CreateCommandList, at Finish on the deferred context's thread (R-R7), when no recycled
+    /// list is available. `state` still reports the context's bindings (R-C1).
+    fn create_command_list(&self, dc: &mut Self::Deferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()>;
+
+    /// DestroyCommandList (free-threaded, any thread): the list's memory is released after.
+    fn destroy_command_list(&self, list: ListMemory<'_>);
+
+    /// AbandonCommandList (R-C2), on the deferred context's thread, before the context's
+    /// bindings are undone one by one and its handles closed.
+    fn abandon_command_list(&self, dc: &mut Self::Deferred);
+
+    /// RecycleCommandList (R-R5), on the deferred context's thread at Finish: a destroyed
+    /// list's handles go into the context's cache; the driver puts its memory there too.
+    fn recycle_command_list(&self, dc: &mut Self::Deferred, list: ListMemory<'_>) {
+        let _ = (dc, list);
+    }
+
+    /// RecycleCreateCommandList (R-R6), on the deferred context's thread at Finish: makes a
+    /// recycled list valid again. Out of memory is the return value, never the error sink
+    /// (R-R3); on failure the engine falls back to [`Driver::create_command_list`].
+    fn recycle_create_command_list(
+        &self,
+        dc: &mut Self::Deferred,
+        list: ListMemory<'_>,
+        state: StateView<'_>,
+    ) -> Result<()> {
+        self.create_command_list(dc, list, state)
+    }
+
+    /// RecycleDestroyCommandList (R-R4): a light, free-threaded destroy that keeps the
+    /// list's memory (any thread).
+    fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
+        let _ = list;
+    }
+
+    /// RecycleCreateDeferredContext (R-R7), on the deferred context's thread at the end of
+    /// Finish and Abandon when recycling is on: makes the context ready to record again.
+    /// Out of memory is the return value, never the error sink (R-R3).
+    fn recycle_create_deferred_context(&self, dc: &mut Self::Deferred) -> Result<()> {
+        let _ = dc;
+        Ok(())
+    }
 }

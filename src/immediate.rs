@@ -8,10 +8,13 @@
 
 use core::cell::Cell;
 use core::marker::PhantomData;
+use std::sync::Arc;
 
 use crossbeam_epoch::{self as epoch, Guard};
 
-use crate::bind::{BindPoint, Bindings};
+use crate::bind::{BindPoint, Bindings, StateView};
+use crate::command_list::{CommandList, ListBody};
+use crate::record::Recorded;
 use crate::desc::{ObjectDesc, ResourceDesc};
 use crate::device::Device;
 use crate::driver::{Command, Driver, Op};
@@ -39,6 +42,10 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// The newest buffer that was really submitted (0: none).
     last_submitted: u64,
     retire: RetireQueue,
+    /// Resources mapped on this context (R-C4).
+    mapped: Vec<Handle<Resource>>,
+    /// Queries begun on this context and not yet ended (R-C4).
+    begun: Vec<Handle<Query>>,
     destroyed: bool,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -56,6 +63,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             },
             last_submitted: 0,
             retire: RetireQueue::default(),
+            mapped: Vec::new(),
+            begun: Vec::new(),
             destroyed: false,
             _not_sync: PhantomData,
         }
@@ -143,7 +152,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         for view in objects {
             Self::reference(&mut self.buffer, &s.registry, guard, *view);
         }
-        let resolver = Resolver::new(&s.registry, guard);
+        let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), false);
         s.driver.execute(&mut self.imm, &resolver, op)?;
         self.buffer.operations += 1;
         Ok(())
@@ -244,11 +253,156 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let guard = epoch::pin();
         let view = self.device.shared.registry.live(query, &guard)?;
+        let begun = self.begun.iter().position(|q| *q == query);
+        if begin && begun.is_some() {
+            return Err(AppError::InvalidState.into());
+        }
         let op = if begin { Op::BeginQuery(view) } else { Op::EndQuery(view) };
         self.run(&guard, &[view], op)?;
+        match (begin, begun) {
+            (true, _) => self.begun.push(query),
+            (false, Some(i)) => {
+                self.begun.swap_remove(i);
+            }
+            (false, None) => {}
+        }
         if !begin {
             // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
             unsafe { view.entry().ic_side() }.query_end = self.buffer.number;
+        }
+        Ok(())
+    }
+
+    /// Map(DISCARD) of a dynamic resource on this context; [`ImmediateContext::unmap`] gives
+    /// its new contents. While mapped, executing a command list that recorded a Map of it is
+    /// an application error (R-C4).
+    pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<()> {
+        let result = self.map_inner(resource);
+        self.report(result)
+    }
+
+    fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
+        self.check_alive()?;
+        let guard = epoch::pin();
+        self.device.shared.registry.live(resource, &guard)?;
+        if self.mapped.contains(&resource) {
+            return Err(AppError::InvalidState.into());
+        }
+        self.mapped.push(resource);
+        Ok(())
+    }
+
+    /// Unmap after [`ImmediateContext::map_discard`]: `data` becomes the resource's contents
+    /// from byte 0.
+    pub fn unmap(&mut self, resource: Handle<Resource>, data: &[u8]) -> Result<()> {
+        let result = self.unmap_inner(resource, data);
+        self.report(result)
+    }
+
+    fn unmap_inner(&mut self, resource: Handle<Resource>, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        let i = self
+            .mapped
+            .iter()
+            .position(|r| *r == resource)
+            .ok_or(AppError::InvalidState)?;
+        let guard = epoch::pin();
+        let view = self.device.shared.registry.live(resource, &guard)?;
+        if data.len() as u64 > view.byte_size() {
+            return Err(AppError::OutOfRange.into());
+        }
+        self.run(&guard, &[view], Op::WriteDiscard { resource: view, data })?;
+        self.mapped.swap_remove(i);
+        Ok(())
+    }
+
+    /// CommandListExecute (R-C3): replays the list's operations through the driver, then
+    /// clears this context's state as at device creation. During the call, state-refresh
+    /// queries answer the bindings from before it; afterwards, nothing is bound. A list may
+    /// be executed any number of times.
+    ///
+    /// Checked first, changing nothing when they fail (R-C4, R-R8): the list belongs to this
+    /// device; it recorded no Map of a resource this context has mapped; it begins or ends
+    /// no query this context began.
+    pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        let result = self.execute_list_inner(list);
+        self.report(result)
+    }
+
+    fn execute_list_inner(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        self.check_alive()?;
+        if !Arc::ptr_eq(&list.device.shared, &self.device.shared) {
+            return Err(AppError::CommandListNotExecutable.into());
+        }
+        let body = &list.body;
+        if body.rec.maps.iter().any(|r| self.mapped.contains(r)) {
+            return Err(AppError::MapConflict.into());
+        }
+        if body.rec.queries.iter().any(|q| self.begun.contains(q)) {
+            return Err(AppError::QueryConflict.into());
+        }
+        let s = &*self.device.shared;
+        let guard = epoch::pin();
+        for handle in &body.held {
+            let view = s.registry.held(*handle, &guard)?;
+            Self::reference(&mut self.buffer, &s.registry, &guard, view);
+        }
+        let resolver = Resolver::new(&s.registry, &guard, StateView::of(&self.bindings), true);
+        s.driver.execute_command_list(&mut self.imm, &body.private, &resolver)?;
+        let result = Self::replay(&s.driver, &mut self.imm, &resolver, body, &mut self.buffer);
+        // Clear-state after the list, whatever happened in it (R-C3).
+        let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
+        self.buffer.operations += 1;
+        self.bindings.clear();
+        result.and(cleared)
+    }
+
+    /// Replays a list's operations (objects resolved through the list's holds).
+    fn replay(
+        driver: &D,
+        imm: &mut D::Immediate,
+        resolver: &Resolver<'_, D>,
+        body: &ListBody<D>,
+        buffer: &mut OpenBuffer,
+    ) -> Result<()> {
+        for recorded in &body.rec.ops {
+            let op = match recorded {
+                Recorded::Command(command) => Op::Command(command),
+                Recorded::Update {
+                    resource,
+                    offset,
+                    payload,
+                } => Op::Update {
+                    resource: resolver.get(*resource)?,
+                    offset: *offset,
+                    // SAFETY: the payload was allocated in this list's arena, which is only
+                    // reset when the list is recycled or dropped, never while `&list` is
+                    // borrowed here.
+                    data: unsafe { body.rec.payloads.bytes(*payload) },
+                },
+                Recorded::WriteDiscard { resource, payload } => Op::WriteDiscard {
+                    resource: resolver.get(*resource)?,
+                    // SAFETY: as above.
+                    data: unsafe { body.rec.payloads.bytes(*payload) },
+                },
+                Recorded::Bind { point, object } => Op::Bind {
+                    point: *point,
+                    object: match object {
+                        Some(h) => Some(resolver.get(*h)?),
+                        None => None,
+                    },
+                },
+                Recorded::BeginQuery(q) => Op::BeginQuery(resolver.get(*q)?),
+                Recorded::EndQuery(q) => {
+                    let view = resolver.get(*q)?;
+                    // SAFETY: IC thread (the caller holds `&mut ImmediateContext`), no other
+                    // IC-side reference alive.
+                    unsafe { view.entry().ic_side() }.query_end = buffer.number;
+                    Op::EndQuery(view)
+                }
+            };
+            driver.execute(imm, resolver, op)?;
+            buffer.operations += 1;
         }
         Ok(())
     }

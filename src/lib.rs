@@ -20,6 +20,10 @@ pub(crate) mod index_stack;
 pub(crate) mod tag;
 
 pub mod bind;
+pub(crate) mod cls;
+pub mod command_list;
+pub mod deferred;
+pub(crate) mod record;
 pub mod desc;
 pub mod device;
 pub mod driver;
@@ -28,10 +32,12 @@ pub mod kernel;
 pub mod registry;
 pub mod retire;
 
-pub use bind::{BindClass, BindPoint, Stage};
+pub use bind::{BindClass, BindPoint, Stage, StateView};
+pub use command_list::{CommandList, ListStats};
+pub use deferred::{DeferredContext, DeferredStats};
 pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};
 pub use device::{Device, DeviceConfig};
-pub use driver::{Command, Driver, Op};
+pub use driver::{Command, Driver, ListMemory, Op};
 pub use immediate::ImmediateContext;
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
 pub use registry::{ObjectRef, ObjectView, Resolver};

@@ -29,6 +29,7 @@ use core::ptr::NonNull;
 use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
 use crossbeam_utils::CachePadded;
 
+use crate::bind::StateView;
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
@@ -92,6 +93,7 @@ pub(crate) struct Entry<D: Driver> {
     primary: bool,
     allocation: Option<AllocationHandle>,
     dependency: Option<AnyHandle>,
+    byte_size: u64,
     /// [`LIVE`] or [`DESTROYED`].
     state: AtomicU32,
     /// What keeps the object from its real destruction besides the submission clock: live
@@ -157,6 +159,12 @@ impl<D: Driver> Entry<D> {
         self.holders.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// For device destruction: marks the object freed whatever holds it (the holders can no
+    /// longer use it: every call on the device fails from now on).
+    pub(crate) fn seal(&self) {
+        self.holders.fetch_or(FREED, Ordering::AcqRel);
+    }
+
     /// For the reclaimer: marks an object nothing holds as freed; false while held.
     pub(crate) fn try_seal(&self) -> bool {
         self.holders
@@ -210,26 +218,49 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     pub fn dependency(&self) -> Option<AnyHandle> {
         self.entry.dependency
     }
+    /// A resource's size in bytes (0 for other objects).
+    pub fn byte_size(&self) -> u64 {
+        self.entry.byte_size
+    }
     pub(crate) fn entry(&self) -> &'a Entry<D> {
         self.entry
     }
 }
 
-/// Resolves handles to live objects during one driver call (the objects stay valid for the
-/// whole call).
+/// Resolves handles to objects during one driver call (the objects stay valid for the whole
+/// call), and answers state-refresh queries (R-C3).
 pub struct Resolver<'a, D: Driver> {
     registry: &'a Registry<D>,
     guard: &'a Guard,
+    state: StateView<'a>,
+    /// Replaying a command list: objects the list holds may be destroyed by the application
+    /// already and still be used (the list keeps them, as D3D's references do).
+    held: bool,
 }
 
 impl<'a, D: Driver> Resolver<'a, D> {
-    pub(crate) fn new(registry: &'a Registry<D>, guard: &'a Guard) -> Self {
-        Resolver { registry, guard }
+    pub(crate) fn new(registry: &'a Registry<D>, guard: &'a Guard, state: StateView<'a>, held: bool) -> Self {
+        Resolver {
+            registry,
+            guard,
+            state,
+            held,
+        }
     }
 
-    /// The live object `handle` names, or the application error that explains why not.
+    /// The object `handle` names, or the application error that explains why not.
     pub fn get<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectView<'a, D>> {
-        self.registry.live(handle, self.guard)
+        if self.held {
+            self.registry.held(handle, self.guard)
+        } else {
+            self.registry.live(handle, self.guard)
+        }
+    }
+
+    /// The state-refresh query: the executing context's bindings as the protocol says they
+    /// look during this call (R-C1, R-C3).
+    pub fn state(&self) -> StateView<'a> {
+        self.state
     }
 }
 
@@ -276,6 +307,7 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) primary: bool,
     pub(crate) allocation: Option<AllocationHandle>,
     pub(crate) dependency: Option<AnyHandle>,
+    pub(crate) byte_size: u64,
     pub(crate) object: D::Object,
     pub(crate) ic_data: D::IcData,
 }
@@ -397,6 +429,7 @@ impl<D: Driver> Registry<D> {
             primary: new.primary,
             allocation: new.allocation,
             dependency: new.dependency,
+            byte_size: new.byte_size,
             state: AtomicU32::new(LIVE),
             holders: AtomicU32::new(0),
             object: new.object,
@@ -456,6 +489,20 @@ impl<D: Driver> Registry<D> {
         if !entry.is_live() {
             return Err(AppError::StaleHandle.into());
         }
+        Ok(ObjectView {
+            handle: handle.any(),
+            entry,
+        })
+    }
+
+    /// The object `handle` names while something holds it (a command list being replayed):
+    /// live, or destroyed by the application but not yet really destroyed.
+    pub(crate) fn held<'g, T: ObjectKind>(
+        &self,
+        handle: Handle<T>,
+        guard: &'g Guard,
+    ) -> Result<ObjectView<'g, D>> {
+        let entry = self.find(handle, guard)?;
         Ok(ObjectView {
             handle: handle.any(),
             entry,

@@ -166,8 +166,13 @@ impl RetireQueue {
         let Some(entry) = registry.linked(index, guard) else {
             return true; // already reclaimed (cannot happen: each destroy is queued once)
         };
-        if (entry.ty() == HandleType::Resource) != resources || !entry.try_seal() {
+        if (entry.ty() == HandleType::Resource) != resources {
             return false;
+        }
+        if clocks.drain {
+            entry.seal();
+        } else if !entry.try_seal() {
+            return false; // held by views (R-H3), context-local handles or command lists
         }
         // SAFETY: this runs on the immediate context's thread (the queue is the IC's), and no
         // other reference to this entry's IC side is alive during the call.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use super::world::{Hook, SoftWorld, State};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
-use crate::driver::{Command, Driver, Op};
+use crate::bind::{BindPoint, StateView};
+use crate::driver::{Command, Driver, ListMemory, Op};
 use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
 use crate::kernel::AllocationHandle;
@@ -77,6 +78,26 @@ pub struct SoftObject {
     pub byte_size: u64,
     /// Views: the viewed resource's memory, first byte and length.
     pub view: Option<(AllocationHandle, u64, u64)>,
+    /// Views: the viewed resource's id.
+    pub resource_id: u64,
+}
+
+/// The soft driver's state of a deferred context.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SoftDeferred {
+    /// The context's id.
+    pub id: u32,
+    /// Context-local handles open now.
+    pub open_handles: u64,
+    /// Times the state was made ready again (recycle-create).
+    pub renewals: u64,
+}
+
+/// Soft context-local handle layout: the object's id, then its dependency's id (R-H2, R-H5).
+fn cls_ids(local: &[u8]) -> (u64, u64) {
+    let id = u64::from_le_bytes(local[0..8].try_into().expect("soft CLS blocks hold 16 bytes"));
+    let dep = u64::from_le_bytes(local[8..16].try_into().expect("soft CLS blocks hold 16 bytes"));
+    (id, dep)
 }
 
 /// The soft driver. See the module docs of [`crate::soft`].
@@ -89,9 +110,9 @@ pub struct SoftDriver {
 /// The context-local handle size of a resource up to this many bytes is the small one.
 const SMALL_RESOURCE: u64 = 4096;
 
-fn cls_size(ty: HandleType, object: &SoftObject) -> usize {
+fn cls_size(ty: HandleType, object: Option<&SoftObject>) -> usize {
     match ty {
-        HandleType::Resource if object.byte_size <= SMALL_RESOURCE => 64,
+        HandleType::Resource if object.is_none_or(|o| o.byte_size <= SMALL_RESOURCE) => 64,
         HandleType::Resource => 192,
         t if t.is_view() => 48,
         HandleType::Shader => 32,
@@ -105,14 +126,7 @@ impl SoftDriver {
     pub(crate) fn new(world: Arc<SoftWorld>) -> Self {
         let mut entries = Vec::new();
         for ty in HandleType::ALL {
-            let sample = SoftObject {
-                id: 0,
-                ty,
-                allocation: None,
-                byte_size: 0,
-                view: None,
-            };
-            entries.push(HandleSize { ty, size: cls_size(ty, &sample) });
+            entries.push(HandleSize { ty, size: cls_size(ty, None) });
         }
         entries.push(HandleSize {
             ty: HandleType::Resource,
@@ -201,6 +215,7 @@ impl Driver for SoftDriver {
     type IcData = u64;
     type Immediate = ();
     type Command = SoftCommand;
+    type Deferred = SoftDeferred;
 
     fn threading_caps(&self) -> ThreadingCaps {
         ThreadingCaps::FREETHREADED | ThreadingCaps::COMMANDLISTS | ThreadingCaps::COMMANDLISTS_BUILD_2
@@ -223,10 +238,11 @@ impl Driver for SoftDriver {
         }
     }
 
-    fn calc_deferred_context_handle_size(&self, ty: HandleType, object: &SoftObject) -> usize {
+    fn calc_deferred_context_handle_size(&self, ty: HandleType, object: Option<&SoftObject>) -> usize {
         let mut s = self.world.lock();
+        let id = object.map_or(0, |o| o.id);
         self.world
-            .record(&mut s, Hook::CalcDeferredContextHandleSize, object.id, Some(ty), 0, 0);
+            .record(&mut s, Hook::CalcDeferredContextHandleSize, id, Some(ty), 0, 0);
         if self.world.config.unlisted_cls_size == Some(ty) {
             return 100; // listed nowhere: the engine must refuse it (R-H4)
         }
@@ -251,6 +267,7 @@ impl Driver for SoftDriver {
             memory.map_or(0, |m| m.0.get()),
             0,
         );
+        let resource_id = dependency.map_or(0, |d| d.id);
         let view = match (desc, dependency) {
             (ObjectDesc::View { desc: v, .. }, Some(resource)) => {
                 let end = v.first_byte.checked_add(v.byte_len).ok_or(AppError::OutOfRange)?;
@@ -272,6 +289,7 @@ impl Driver for SoftDriver {
                 allocation: memory,
                 byte_size,
                 view,
+                resource_id,
             },
             0,
         ))
@@ -317,6 +335,16 @@ impl Driver for SoftDriver {
                 Self::touch(&mut s, r.allocation.expect("checked above"));
                 Ok(())
             }
+            Op::WriteDiscard { resource, data } => {
+                let r = resource.object();
+                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                bytes
+                    .get_mut(..data.len())
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Ok(())
+            }
             Op::Bind { object: Some(o), .. } => {
                 if let Some(a) = o.object().allocation {
                     Self::touch(&mut s, a);
@@ -339,5 +367,167 @@ impl Driver for SoftDriver {
     fn flush(&self, _imm: &mut ()) {
         let mut s = self.world.lock();
         self.world.record(&mut s, Hook::Flush, 0, None, 0, 0);
+    }
+
+    fn calc_private_command_list_size(&self) -> usize {
+        let mut s = self.world.lock();
+        self.world.record(&mut s, Hook::CalcPrivateCommandListSize, 0, None, 0, 0);
+        64
+    }
+
+    fn execute_command_list(&self, _imm: &mut (), list: &[u8], objects: &Resolver<'_, Self>) -> Result<()> {
+        let mut s = self.world.lock();
+        let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
+        let state = objects.state().len();
+        self.world
+            .record_event(&mut s, Hook::ExecuteCommandList, id, None, 0, 0, state, None);
+        Ok(())
+    }
+
+    fn create_deferred_context(&self, id: u32) -> Result<SoftDeferred> {
+        let mut s = self.world.lock();
+        self.world
+            .record_event(&mut s, Hook::CreateDeferredContext, 0, None, 0, 0, 0, Some(id));
+        Ok(SoftDeferred {
+            id,
+            ..SoftDeferred::default()
+        })
+    }
+
+    fn destroy_deferred_context(&self, dc: SoftDeferred) {
+        let mut s = self.world.lock();
+        self.world
+            .record_event(&mut s, Hook::DestroyDeferredContext, 0, None, 0, 0, 0, Some(dc.id));
+        if dc.open_handles != 0 {
+            let what = format!("context {} destroyed with {} handles open", dc.id, dc.open_handles);
+            SoftWorld::violate(&mut s, "R-C1", what);
+        }
+    }
+
+    fn open_local(
+        &self,
+        dc: &mut SoftDeferred,
+        ty: HandleType,
+        object: &SoftObject,
+        dependency: Option<&[u8]>,
+        local: &mut [u8],
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world
+            .record_event(&mut s, Hook::OpenLocal, object.id, Some(ty), 0, 0, 0, Some(dc.id));
+        if local.iter().any(|b| *b != 0) {
+            SoftWorld::violate(&mut s, "R-H4", format!("context-local block of object {} not zeroed", object.id));
+        }
+        let dep_id = match (ty.is_view(), dependency) {
+            (true, Some(dep)) => {
+                let (dep_id, _) = cls_ids(dep);
+                if dep_id != object.resource_id {
+                    let what = format!("view {} opened with the CLS of object {dep_id}, not of its resource", object.id);
+                    SoftWorld::violate(&mut s, "R-H5", what);
+                }
+                dep_id
+            }
+            (false, None) => 0,
+            _ => {
+                let what = format!("object {} opened with a wrong dependency", object.id);
+                SoftWorld::violate(&mut s, "R-H3", what);
+                0
+            }
+        };
+        local[0..8].copy_from_slice(&object.id.to_le_bytes());
+        local[8..16].copy_from_slice(&dep_id.to_le_bytes());
+        dc.open_handles += 1;
+        Ok(())
+    }
+
+    fn use_local(&self, dc: &mut SoftDeferred, ty: HandleType, object: &SoftObject, local: &mut [u8]) {
+        let mut s = self.world.lock();
+        self.world
+            .record_event(&mut s, Hook::UseLocal, object.id, Some(ty), 0, 0, 0, Some(dc.id));
+        if cls_ids(local).0 != object.id {
+            let what = format!("object {} used through the CLS of object {}", object.id, cls_ids(local).0);
+            SoftWorld::violate(&mut s, "R-H2", what);
+        }
+    }
+
+    fn close_local(&self, dc: &mut SoftDeferred, ty: HandleType, object: &SoftObject, local: &mut [u8], state: StateView<'_>) {
+        let mut s = self.world.lock();
+        self.world.record_event(
+            &mut s,
+            Hook::CloseLocal,
+            object.id,
+            Some(ty),
+            0,
+            0,
+            state.len(),
+            Some(dc.id),
+        );
+        if cls_ids(local).0 != object.id {
+            let what = format!("object {} closed through the CLS of object {}", object.id, cls_ids(local).0);
+            SoftWorld::violate(&mut s, "R-H2", what);
+        }
+        if !state.is_empty() {
+            SoftWorld::violate(&mut s, "R-C1", format!("state-refresh reports {} bindings while closing", state.len()));
+        }
+        local.fill(0);
+        dc.open_handles -= 1;
+    }
+
+    fn create_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()> {
+        let mut s = self.world.lock();
+        s.next_object += 1;
+        let id = s.next_object;
+        self.world.record_event(
+            &mut s,
+            Hook::CreateCommandList,
+            id,
+            Some(HandleType::CommandList),
+            0,
+            0,
+            state.len(),
+            Some(dc.id),
+        );
+        list.private[0..8].copy_from_slice(&id.to_le_bytes());
+        list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
+        Ok(())
+    }
+
+    fn destroy_command_list(&self, list: ListMemory<'_>) {
+        let mut s = self.world.lock();
+        let id = u64::from_le_bytes(list.private[0..8].try_into().expect("64-byte list handles"));
+        self.world
+            .record(&mut s, Hook::DestroyCommandList, id, Some(HandleType::CommandList), 0, 0);
+    }
+
+    fn abandon_command_list(&self, dc: &mut SoftDeferred) {
+        let mut s = self.world.lock();
+        self.world
+            .record_event(&mut s, Hook::AbandonCommandList, 0, None, 0, 0, 0, Some(dc.id));
+    }
+
+    fn abandon_unbind(&self, dc: &mut SoftDeferred, _point: BindPoint, state: StateView<'_>) {
+        let mut s = self.world.lock();
+        self.world
+            .record_event(&mut s, Hook::AbandonUnbind, 0, None, 0, 0, state.len(), Some(dc.id));
+    }
+
+    fn recycle_create_deferred_context(&self, dc: &mut SoftDeferred) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world.record_event(
+            &mut s,
+            Hook::RecycleCreateDeferredContext,
+            0,
+            None,
+            0,
+            0,
+            0,
+            Some(dc.id),
+        );
+        if dc.open_handles != 0 {
+            let what = format!("context {} recycled with {} handles open", dc.id, dc.open_handles);
+            SoftWorld::violate(&mut s, "R-C1", what);
+        }
+        dc.renewals += 1;
+        Ok(())
     }
 }

@@ -16,7 +16,7 @@ mod world;
 #[cfg(feature = "arbitrary")]
 pub mod fuzz;
 
-pub use driver::{SoftCommand, SoftDriver, SoftObject};
+pub use driver::{SoftCommand, SoftDeferred, SoftDriver, SoftObject};
 pub use kernel::SoftKernel;
 pub use world::{Gpu, Hook, SoftConfig, SoftWorld, TraceEvent, Violation};
 

@@ -74,6 +74,36 @@ pub enum Hook {
     SetError,
     /// Kernel: perform-amortized-processing.
     AmortizedProcessing,
+    /// Driver: CreateDeferredContext.
+    CreateDeferredContext,
+    /// Driver: DestroyDeferredContext.
+    DestroyDeferredContext,
+    /// Driver: a context-local handle opened (the DC's Create*).
+    OpenLocal,
+    /// Driver: an open context-local handle used again.
+    UseLocal,
+    /// Driver: a context-local handle closed (the DC's Destroy*).
+    CloseLocal,
+    /// Driver: CalcPrivateCommandListSize.
+    CalcPrivateCommandListSize,
+    /// Driver: CreateCommandList.
+    CreateCommandList,
+    /// Driver: DestroyCommandList.
+    DestroyCommandList,
+    /// Driver: AbandonCommandList.
+    AbandonCommandList,
+    /// Driver: a binding undone during Abandon.
+    AbandonUnbind,
+    /// Driver: RecycleCommandList.
+    RecycleCommandList,
+    /// Driver: RecycleCreateCommandList.
+    RecycleCreateCommandList,
+    /// Driver: RecycleDestroyCommandList.
+    RecycleDestroyCommandList,
+    /// Driver: RecycleCreateDeferredContext.
+    RecycleCreateDeferredContext,
+    /// Driver: CommandListExecute's start.
+    ExecuteCommandList,
 }
 
 /// One recorded hook call.
@@ -91,6 +121,10 @@ pub struct TraceEvent {
     pub allocation: u64,
     /// The fence involved (0: none).
     pub fence: u64,
+    /// How many bindings the state-refresh query answered during the hook (R-C1, R-C3).
+    pub state: usize,
+    /// The deferred context involved, for deferred-context hooks.
+    pub context: Option<u32>,
 }
 
 /// A broken rule, as the soft kernel saw it.
@@ -151,6 +185,21 @@ impl SoftWorld {
     }
 
     pub(crate) fn record(&self, state: &mut State, hook: Hook, object: u64, ty: Option<HandleType>, allocation: u64, fence: u64) {
+        self.record_event(state, hook, object, ty, allocation, fence, 0, None);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn record_event(
+        &self,
+        state: &mut State,
+        hook: Hook,
+        object: u64,
+        ty: Option<HandleType>,
+        allocation: u64,
+        fence: u64,
+        bound: usize,
+        context: Option<u32>,
+    ) {
         if self.config.trace {
             state.trace.push(TraceEvent {
                 hook,
@@ -159,6 +208,8 @@ impl SoftWorld {
                 ty,
                 allocation,
                 fence,
+                state: bound,
+                context,
             });
         }
     }

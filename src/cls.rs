@@ -1,0 +1,175 @@
+//! A deferred context's context-local handles (R-H1..R-H5).
+//!
+//! On the first use of an object in a recording its context-local handle is opened: the
+//! dependency's handle first (a view's resource, R-H3), then the size the driver answers for
+//! it is checked against the handle-size table (R-H4: any other size is `InvalidArg`), a
+//! zeroed block of that size comes from the context's bucket allocator, and the driver's
+//! open hook gets the immediate-context object and the dependency's context-local data only
+//! (R-H5). The open handle *holds* its immediate-context object, so the IC handle is the
+//! first created and the last destroyed (R-H2).
+//!
+//! Later uses find the handle in O(1) without hashing: a two-level table indexed by the
+//! object's registry slot gives a key into a slab of open handles. Closing (Finish, Abandon)
+//! walks the handles in reverse order of opening, so dependents close before their
+//! dependencies (R-H3), and clears only the table entries it set: O(handles opened), not
+//! O(objects).
+
+use crossbeam_epoch::Guard;
+use slab::Slab;
+
+use crate::bind::StateView;
+use crate::bucket::{Block, BucketAllocator};
+use crate::driver::Driver;
+use crate::error::{AppError, Error, Result};
+use crate::handle::{AnyHandle, HandleSizeTable, HandleType};
+use crate::registry::Registry;
+
+/// Entries in one page of the slot-to-key table: 4 KiB of `u32`.
+const TABLE_PAGE: usize = 1024;
+
+struct LocalHandle {
+    handle: AnyHandle,
+    ty: HandleType,
+    block: Block,
+}
+
+/// The open context-local handles of one deferred context.
+pub(crate) struct ClsTable {
+    /// Registry slot -> slab key + 1 (0: not open), in lazily allocated pages.
+    table: Vec<Option<Box<[u32; TABLE_PAGE]>>>,
+    open: Slab<LocalHandle>,
+    /// Slab keys in the order the handles were opened.
+    order: Vec<u32>,
+    bucket: BucketAllocator,
+    /// The dependency's context-local bytes, copied for the open hook (capacity kept).
+    scratch: Vec<u8>,
+}
+
+/// What opening and closing handles needs from the context.
+pub(crate) struct ClsCtx<'a, D: Driver> {
+    pub(crate) driver: &'a D,
+    pub(crate) dc: &'a mut D::Deferred,
+    pub(crate) registry: &'a Registry<D>,
+    pub(crate) sizes: &'a HandleSizeTable,
+    pub(crate) guard: &'a Guard,
+}
+
+impl ClsTable {
+    pub(crate) fn new(sizes: &HandleSizeTable) -> Result<Self> {
+        Ok(ClsTable {
+            table: Vec::new(),
+            open: Slab::new(),
+            order: Vec::new(),
+            bucket: BucketAllocator::new(sizes)?,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// How many handles are open.
+    pub(crate) fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// The bucket allocator behind the handles.
+    pub(crate) fn bucket(&self) -> &BucketAllocator {
+        &self.bucket
+    }
+
+    /// Gives back bucket pages down to the high watermark (R-A2).
+    pub(crate) fn trim(&mut self) -> usize {
+        self.bucket.trim()
+    }
+
+    fn key_of(&self, handle: AnyHandle) -> Option<usize> {
+        let slot = handle.slot() as usize;
+        let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
+        let key = page[slot % TABLE_PAGE].checked_sub(1)? as usize;
+        // The open handle holds its object, so the slot cannot have been reused while open;
+        // the comparison is a cheap guard all the same.
+        (self.open.get(key)?.handle == handle).then_some(key)
+    }
+
+    fn set_key(&mut self, handle: AnyHandle, value: u32) {
+        let slot = handle.slot() as usize;
+        let page = slot / TABLE_PAGE;
+        if self.table.len() <= page {
+            self.table.resize_with(page + 1, || None);
+        }
+        let page = self.table[page].get_or_insert_with(|| Box::new([0; TABLE_PAGE]));
+        page[slot % TABLE_PAGE] = value;
+    }
+
+    /// Uses `handle` in the recording: opens its context-local handle on first use
+    /// (dependency first), else tells the driver of the use.
+    pub(crate) fn use_object<D: Driver>(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
+        if let Some(key) = self.key_of(handle) {
+            let view = ctx.registry.held(handle, ctx.guard)?;
+            let local = &mut self.open[key];
+            let bytes = self.bucket.bytes_mut(&mut local.block);
+            ctx.driver.use_local(ctx.dc, local.ty, view.object(), bytes);
+            return Ok(());
+        }
+        self.open_handle(ctx, handle).map(|_| ())
+    }
+
+    fn open_handle<D: Driver>(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<usize> {
+        if let Some(key) = self.key_of(handle) {
+            return Ok(key);
+        }
+        let view = ctx.registry.live(handle, ctx.guard)?;
+        let dependency = match view.dependency() {
+            Some(dep) => Some(self.open_handle(ctx, dep)?),
+            None => None,
+        };
+        let ty = view.ty();
+        let size = ctx.driver.calc_deferred_context_handle_size(ty, Some(view.object()));
+        if !ctx.sizes.contains(ty, size) {
+            return Err(Error::InvalidArg); // R-H4: a size the driver never listed
+        }
+        let mut block = self.bucket.alloc(size)?;
+        if !view.entry().hold() {
+            let _ = self.bucket.free(block);
+            return Err(AppError::StaleHandle.into());
+        }
+        self.scratch.clear();
+        if let Some(dep) = dependency {
+            self.scratch.extend_from_slice(self.bucket.bytes(&self.open[dep].block));
+        }
+        let dep_bytes = dependency.map(|_| &self.scratch[..]);
+        let local = self.bucket.bytes_mut(&mut block);
+        if let Err(e) = ctx.driver.open_local(ctx.dc, ty, view.object(), dep_bytes, local) {
+            let _ = self.bucket.free(block);
+            view.entry().release();
+            return Err(e);
+        }
+        let key = self.open.insert(LocalHandle { handle, ty, block });
+        self.order.push(key as u32);
+        self.set_key(handle, key as u32 + 1);
+        Ok(key)
+    }
+
+    /// Closes every open handle, dependents first (R-H3, R-C1, R-C2); `state` is what
+    /// state-refresh queries answer meanwhile. Each closed handle's hold on its object is
+    /// passed to `keep` (a command list takes it) or released when `keep` is `None`.
+    pub(crate) fn close_all<D: Driver>(
+        &mut self,
+        ctx: &mut ClsCtx<'_, D>,
+        state: StateView<'_>,
+        mut keep: Option<&mut Vec<AnyHandle>>,
+    ) {
+        while let Some(key) = self.order.pop() {
+            let mut local = self.open.remove(key as usize);
+            self.set_key(local.handle, 0);
+            if let Ok(entry) = ctx.registry.find_linked(local.handle, ctx.guard) {
+                let bytes = self.bucket.bytes_mut(&mut local.block);
+                ctx.driver.close_local(ctx.dc, local.ty, entry.object(), bytes, state);
+                match keep.as_deref_mut() {
+                    Some(held) => held.push(local.handle),
+                    None => entry.release(),
+                }
+            }
+            let freed = self.bucket.free(local.block);
+            debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
+        }
+    }
+}

@@ -1,0 +1,578 @@
+//! A deferred context: records commands on its own thread for the immediate context to
+//! execute later (R-C1..R-C4, R-E2, R-E3, R-H1..R-H5).
+//!
+//! `Send` but not `Sync`: one thread at a time (R-T1). Each entry point opens the
+//! context-local handles of the objects it names on their first use in the recording
+//! ([`crate::cls`]), then appends a plain value to the recording ([`crate::record`]).
+//!
+//! # Errors (R-E2, R-E3)
+//! Errors are returned and reported on this context's sink
+//! ([`crate::ContextId::Deferred`]). When the context runs out of memory (its budget, or an
+//! allocation), it is removed locally: the partial list is dropped, its handles closed, the
+//! amortised-processing callback is pumped (R-A2), later calls are accepted and do nothing,
+//! and [`DeferredContext::finish`] returns [`Error::OutOfMemory`]; after that the context
+//! records normally again. Nothing else is affected.
+//!
+//! # Finish (R-C1, R-C4, R-R7)
+//! Still-begun queries are ended and still-mapped resources unmapped; the command list is
+//! created while state-refresh queries still answer the context's bindings; then the
+//! bindings are cleared, every context-local handle is closed (dependents first) and the
+//! driver's context state is recycled (or destroyed and created again).
+
+use core::cell::Cell;
+use core::marker::PhantomData;
+
+use crossbeam_epoch as epoch;
+
+use crate::bind::{BindPoint, Bindings, StateView};
+use crate::cls::{ClsCtx, ClsTable};
+use crate::command_list::{CommandList, ListBody};
+use crate::device::Device;
+use crate::driver::{Command, Driver, ListMemory};
+use crate::error::{AppError, Error, Result};
+use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
+use crate::kernel::{ContextId, Kernel};
+use crate::record::{Payload, Recorded, Recording};
+
+/// Counters and memory of a deferred context.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeferredStats {
+    /// Context-local handles open in the current recording.
+    pub open_handles: usize,
+    /// Operations in the current recording.
+    pub operations: usize,
+    /// Bytes the current recording counts against the budget.
+    pub recorded_bytes: usize,
+    /// Bytes the context keeps for recording (capacities, arena chunks, bucket pages).
+    pub retained_bytes: usize,
+    /// Command lists finished.
+    pub finished: u64,
+    /// Recordings abandoned.
+    pub abandoned: u64,
+    /// Context-local removals after running out of memory (R-E3).
+    pub removals: u64,
+}
+
+/// A deferred context. See the module docs.
+pub struct DeferredContext<D: Driver, K: Kernel> {
+    device: Device<D, K>,
+    id: u32,
+    dc: Option<D::Deferred>,
+    cls: ClsTable,
+    rec: Recording<D::Command>,
+    bindings: Bindings,
+    /// Resources mapped and not yet unmapped, with their payload.
+    mapped: Vec<(Handle<Resource>, Payload)>,
+    /// Queries begun and not yet ended (R-C4).
+    begun: Vec<Handle<Query>>,
+    /// Removed locally after running out of memory (R-E3).
+    removed: bool,
+    /// Where writes through a Map go while the context is removed.
+    sink: Vec<u8>,
+    stats: DeferredStats,
+    _not_sync: PhantomData<Cell<()>>,
+}
+
+impl<D: Driver, K: Kernel> Device<D, K> {
+    /// Creates a deferred context (free-threaded, R-F1), to be driven by one thread at a
+    /// time. Its memory budget is [`crate::DeviceConfig::deferred_budget`].
+    pub fn create_deferred_context(&self) -> Result<DeferredContext<D, K>> {
+        let result = self.create_deferred_inner();
+        self.report(ContextId::Immediate, result)
+    }
+
+    fn create_deferred_inner(&self) -> Result<DeferredContext<D, K>> {
+        if self.is_removed() {
+            return Err(Error::DeviceRemoved);
+        }
+        let s = &*self.shared;
+        let id = s.next_deferred_id.fetch_add(1, crate::primitive::Ordering::Relaxed);
+        let cls = ClsTable::new(&s.handle_sizes)?;
+        let dc = s.driver.create_deferred_context(id)?;
+        Ok(DeferredContext {
+            device: self.clone(),
+            id,
+            dc: Some(dc),
+            cls,
+            rec: Recording::default(),
+            bindings: Bindings::default(),
+            mapped: Vec::new(),
+            begun: Vec::new(),
+            removed: false,
+            sink: Vec::new(),
+            stats: DeferredStats::default(),
+            _not_sync: PhantomData,
+        })
+    }
+}
+
+/// Splits the context into what opening handles needs and the rest, without borrowing the
+/// whole context.
+macro_rules! cls_ctx {
+    ($self:ident, $guard:expr) => {{
+        let s = &*$self.device.shared;
+        let dc = $self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        ClsCtx {
+            driver: &s.driver,
+            dc,
+            registry: &s.registry,
+            sizes: &s.handle_sizes,
+            guard: $guard,
+        }
+    }};
+}
+
+impl<D: Driver, K: Kernel> DeferredContext<D, K> {
+    /// This context's id, as errors and callbacks name it.
+    pub fn id(&self) -> ContextId {
+        ContextId::Deferred(self.id)
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device<D, K> {
+        &self.device
+    }
+
+    /// The driver's state of this context.
+    pub fn driver_state(&self) -> Option<&D::Deferred> {
+        self.dc.as_ref()
+    }
+
+    /// Whether the context was removed locally after running out of memory (R-E3); it
+    /// records again after the next [`DeferredContext::finish`].
+    pub fn is_removed(&self) -> bool {
+        self.removed
+    }
+
+    /// The state-refresh query: what is bound at `point` in the recording (R-C1).
+    pub fn binding(&self, point: BindPoint) -> Option<AnyHandle> {
+        self.bindings.get(point)
+    }
+
+    /// Counters and memory.
+    pub fn stats(&self) -> DeferredStats {
+        DeferredStats {
+            open_handles: self.cls.len(),
+            operations: self.rec.ops.len(),
+            recorded_bytes: self.rec.bytes(),
+            retained_bytes: self.rec.retained_bytes() + self.cls.bucket().stats().bytes_reserved,
+            ..self.stats
+        }
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.device.is_removed() {
+            Err(Error::DeviceRemoved)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Fails with out-of-memory if `more` bytes would take the recording over budget (R-E3).
+    fn reserve(&self, more: usize) -> Result<()> {
+        let budget = self.device.shared.config.deferred_budget;
+        if self.rec.bytes().saturating_add(more) > budget {
+            Err(Error::OutOfMemory)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn reserve_op(&self) -> Result<()> {
+        self.reserve(core::mem::size_of::<Recorded<D::Command>>())
+    }
+
+    /// Reports a failed call on this context's sink (R-E2); out of memory removes the
+    /// context locally (R-E3).
+    fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
+        if let Err(error) = &result {
+            self.device
+                .shared
+                .kernel
+                .set_error(ContextId::Deferred(self.id), *error);
+            if *error == Error::OutOfMemory {
+                self.remove_locally();
+            }
+        }
+        result
+    }
+
+    /// Context-local removal (R-E3): unloads the partial list, closes its handles, pumps
+    /// amortised processing (R-A2); later calls do nothing until Finish.
+    fn remove_locally(&mut self) {
+        self.unload();
+        self.removed = true;
+        self.stats.removals += 1;
+        let s = &*self.device.shared;
+        s.kernel.perform_amortized_processing(ContextId::Deferred(self.id));
+    }
+
+    /// Drops the recording and closes every handle, releasing what they held.
+    fn unload(&mut self) {
+        self.rec.clear();
+        self.mapped.clear();
+        self.begun.clear();
+        self.bindings.clear();
+        let guard = epoch::pin();
+        let s = &*self.device.shared;
+        if let Some(dc) = self.dc.as_mut() {
+            let mut ctx = ClsCtx {
+                driver: &s.driver,
+                dc,
+                registry: &s.registry,
+                sizes: &s.handle_sizes,
+                guard: &guard,
+            };
+            self.cls.close_all(&mut ctx, StateView::empty(), None);
+        }
+    }
+
+    fn use_object(&mut self, handle: AnyHandle) -> Result<()> {
+        let guard = epoch::pin();
+        let mut ctx = cls_ctx!(self, &guard);
+        self.cls.use_object(&mut ctx, handle)
+    }
+
+    /// Records a driver-defined command; opens the context-local handles of the objects it
+    /// names on their first use (R-H1, R-H3).
+    pub fn command(&mut self, command: D::Command) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let result = self.command_inner(command);
+        self.settle(result)
+    }
+
+    fn command_inner(&mut self, command: D::Command) -> Result<()> {
+        self.check_alive()?;
+        self.reserve_op()?;
+        let guard = epoch::pin();
+        let mut ctx = cls_ctx!(self, &guard);
+        let cls = &mut self.cls;
+        let mut failed = None;
+        command.for_each_object(&mut |h| {
+            if failed.is_none() {
+                failed = cls.use_object(&mut ctx, h).err();
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        self.rec.ops.push(Recorded::Command(command));
+        Ok(())
+    }
+
+    /// Records UpdateSubresource: `data` (copied into the recording's arena) written at byte
+    /// `offset` of `resource`.
+    pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let result = self.update_inner(resource, offset, data);
+        self.settle(result)
+    }
+
+    fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_alive()?;
+        self.reserve(core::mem::size_of::<Recorded<D::Command>>() + data.len())?;
+        self.check_range(resource, offset, data.len() as u64)?;
+        self.use_object(resource.any())?;
+        let payload = self.rec.payloads.copy(data)?;
+        self.rec.payload_bytes += data.len();
+        self.rec.ops.push(Recorded::Update {
+            resource,
+            offset,
+            payload,
+        });
+        Ok(())
+    }
+
+    fn resource_size(&self, resource: Handle<Resource>) -> Result<u64> {
+        let guard = epoch::pin();
+        Ok(self.device.shared.registry.live(resource, &guard)?.byte_size())
+    }
+
+    fn check_range(&self, resource: Handle<Resource>, offset: u64, len: u64) -> Result<()> {
+        let size = self.resource_size(resource)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= size && len > 0 => Ok(()),
+            _ => Err(AppError::OutOfRange.into()),
+        }
+    }
+
+    /// Binds `object` at `point` (or unbinds with `None`).
+    pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let result = self.bind_inner(point, object);
+        self.settle(result)
+    }
+
+    fn bind_inner(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
+        self.check_alive()?;
+        self.reserve_op()?;
+        if let Some(h) = object {
+            self.use_object(h)?;
+        }
+        self.bindings.set(point, object);
+        self.rec.ops.push(Recorded::Bind { point, object });
+        Ok(())
+    }
+
+    /// Records the Begin of a query.
+    pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let result = self.query_inner(query, true);
+        self.settle(result)
+    }
+
+    /// Records the End of a query.
+    pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let result = self.query_inner(query, false);
+        self.settle(result)
+    }
+
+    fn query_inner(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
+        self.check_alive()?;
+        self.reserve_op()?;
+        let begun = self.begun.iter().position(|q| *q == query);
+        if begin && begun.is_some() {
+            return Err(AppError::InvalidState.into());
+        }
+        self.use_object(query.any())?;
+        match (begin, begun) {
+            (true, _) => self.begun.push(query),
+            (false, Some(i)) => {
+                self.begun.swap_remove(i);
+            }
+            (false, None) => {}
+        }
+        if !self.rec.queries.contains(&query) {
+            self.rec.queries.push(query);
+        }
+        self.rec.ops.push(if begin {
+            Recorded::BeginQuery(query)
+        } else {
+            Recorded::EndQuery(query)
+        });
+        Ok(())
+    }
+
+    /// Map(DISCARD): the resource's new contents, zeroed, to write until
+    /// [`DeferredContext::unmap`]. The bytes live in the recording's arena and replay with
+    /// the list every time it is executed.
+    pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        if self.removed {
+            let size = self.resource_size(resource).unwrap_or(0) as usize;
+            self.sink.clear();
+            self.sink.resize(size, 0);
+            return Ok(&mut self.sink);
+        }
+        let result = self.map_inner(resource);
+        match self.settle(result) {
+            // SAFETY: the payload was just allocated in this recording's arena, which is not
+            // reset while `&mut self` is borrowed by the result, and nothing else refers to
+            // these bytes until the unmap records them.
+            Ok(payload) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
+            Err(e) if self.removed => {
+                let size = self.resource_size(resource).unwrap_or(0) as usize;
+                self.sink.clear();
+                self.sink.resize(size, 0);
+                let _ = e;
+                Ok(&mut self.sink)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn map_inner(&mut self, resource: Handle<Resource>) -> Result<Payload> {
+        self.check_alive()?;
+        if self.mapped.iter().any(|(r, _)| *r == resource) {
+            return Err(AppError::InvalidState.into());
+        }
+        let size = self.resource_size(resource)? as usize;
+        self.reserve(core::mem::size_of::<Recorded<D::Command>>() + size)?;
+        self.use_object(resource.any())?;
+        let payload = self.rec.payloads.zeroed(size)?;
+        self.rec.payload_bytes += size;
+        self.mapped.push((resource, payload));
+        Ok(payload)
+    }
+
+    /// Unmap: records the contents written since [`DeferredContext::map_discard`].
+    pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
+        if self.removed {
+            return Ok(());
+        }
+        let result = self.unmap_inner(resource);
+        self.settle(result)
+    }
+
+    fn unmap_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
+        self.check_alive()?;
+        let i = self
+            .mapped
+            .iter()
+            .position(|(r, _)| *r == resource)
+            .ok_or(AppError::InvalidState)?;
+        let (resource, payload) = self.mapped.swap_remove(i);
+        self.record_unmap(resource, payload);
+        Ok(())
+    }
+
+    fn record_unmap(&mut self, resource: Handle<Resource>, payload: Payload) {
+        // The map reserved the operation's bytes already.
+        self.rec.ops.push(Recorded::WriteDiscard { resource, payload });
+        if !self.rec.maps.contains(&resource) {
+            self.rec.maps.push(resource);
+        }
+    }
+
+    /// FinishCommandList (R-C1, R-C4, R-R7). On success the context is ready to record the
+    /// next list. After a context-local removal it returns [`Error::OutOfMemory`] once and
+    /// the context records normally again (R-E3).
+    pub fn finish(&mut self) -> Result<CommandList<D, K>> {
+        if self.removed {
+            self.removed = false;
+            return Err(Error::OutOfMemory);
+        }
+        let result = self.finish_inner();
+        if result.is_err() {
+            self.unload();
+        }
+        let result = self.settle(result);
+        self.removed = false;
+        result
+    }
+
+    fn finish_inner(&mut self) -> Result<CommandList<D, K>> {
+        self.check_alive()?;
+        // R-C4: end what is still begun, unmap what is still mapped.
+        while let Some(query) = self.begun.pop() {
+            self.reserve_op()?;
+            self.rec.ops.push(Recorded::EndQuery(query));
+        }
+        while let Some((resource, payload)) = self.mapped.pop() {
+            self.record_unmap(resource, payload);
+        }
+        let s = &*self.device.shared;
+        let private_size = s.driver.calc_private_command_list_size();
+        let local_size = s
+            .driver
+            .calc_deferred_context_handle_size(HandleType::CommandList, None);
+        if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
+            return Err(Error::InvalidArg); // R-H4
+        }
+        let mut private = vec![0u8; private_size].into_boxed_slice();
+        let mut local = vec![0u8; local_size].into_boxed_slice();
+        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        // R-C1: during the create, state-refresh queries answer the context's bindings.
+        s.driver.create_command_list(
+            dc,
+            ListMemory {
+                private: &mut private,
+                local: &mut local,
+            },
+            StateView::of(&self.bindings),
+        )?;
+        // From here on, nothing is bound.
+        self.bindings.clear();
+        let mut held = Vec::with_capacity(self.cls.len());
+        {
+            let guard = epoch::pin();
+            let mut ctx = ClsCtx {
+                driver: &s.driver,
+                dc,
+                registry: &s.registry,
+                sizes: &s.handle_sizes,
+                guard: &guard,
+            };
+            self.cls.close_all(&mut ctx, StateView::empty(), Some(&mut held));
+        }
+        let list = CommandList {
+            device: self.device.clone(),
+            body: ListBody {
+                rec: core::mem::take(&mut self.rec),
+                held,
+                private,
+                local,
+            },
+        };
+        self.renew()?;
+        self.stats.finished += 1;
+        Ok(list)
+    }
+
+    /// Makes the driver's context state ready for the next recording: recycled when the
+    /// device recycles (R-R7, out of memory as a return value, R-R3), else destroyed and
+    /// created again.
+    fn renew(&mut self) -> Result<()> {
+        let s = &*self.device.shared;
+        if s.recycles() {
+            if let Some(dc) = self.dc.as_mut() {
+                if s.driver.recycle_create_deferred_context(dc).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        if let Some(dc) = self.dc.take() {
+            s.driver.destroy_deferred_context(dc);
+        }
+        self.dc = Some(s.driver.create_deferred_context(self.id)?);
+        Ok(())
+    }
+
+    /// Abandons the recording (R-C2): the driver's abandon hook, then the bindings undone one
+    /// by one, every handle closed, and the context recycled (or recreated). Ready to record
+    /// again afterwards.
+    pub fn abandon(&mut self) -> Result<()> {
+        if self.removed {
+            self.removed = false;
+            return Ok(());
+        }
+        let result = self.abandon_inner();
+        self.settle(result)
+    }
+
+    fn abandon_inner(&mut self) -> Result<()> {
+        let s = &*self.device.shared;
+        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        s.driver.abandon_command_list(dc);
+        loop {
+            let Some((point, _)) = self.bindings.iter().next() else {
+                break;
+            };
+            self.bindings.set(point, None);
+            s.driver.abandon_unbind(dc, point, StateView::of(&self.bindings));
+        }
+        self.unload();
+        self.stats.abandoned += 1;
+        self.renew()
+    }
+
+    /// Gives back memory kept beyond the current recording: bucket pages down to the high
+    /// watermark (R-A2) and the recording's spare capacity.
+    pub fn trim(&mut self) -> usize {
+        let before = self.rec.retained_bytes();
+        self.rec.ops.shrink_to_fit();
+        self.rec.maps.shrink_to_fit();
+        self.rec.queries.shrink_to_fit();
+        self.sink = Vec::new();
+        before.saturating_sub(self.rec.retained_bytes()) + self.cls.trim()
+    }
+}
+
+impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
+    fn drop(&mut self) {
+        self.unload();
+        if let Some(dc) = self.dc.take() {
+            self.device.shared.driver.destroy_deferred_context(dc);
+        }
+    }
+}

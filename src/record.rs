@@ -1,0 +1,169 @@
+//! Recording: what a deferred context writes and a command list replays.
+//!
+//! Commands are plain values that name objects by handle ([`Recorded`]); their variable
+//! payloads (UpdateSubresource bytes, the contents written through a recorded Map(DISCARD))
+//! go into a bump arena ([`Payloads`], bumpalo) whose chunks never move, so a mapped pointer
+//! handed to the application stays valid while other calls are recorded, and a whole
+//! recording is released or reset at once. A recording's memory is proportional to what it
+//! holds: an empty arena owns no chunk, and the operation vector grows from empty.
+//!
+//! The recording counts its own bytes against the context's budget; going over it is the
+//! out-of-memory of R-E3 (context-local removal, handled by the deferred context).
+
+use core::ptr::NonNull;
+
+use bumpalo::Bump;
+
+use crate::bind::BindPoint;
+use crate::error::{Error, Result};
+use crate::handle::{AnyHandle, Handle, Query, Resource};
+
+/// Bytes in a recording's arena.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Payload {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Payload` is an address and a length into an arena that the same recording or
+// command list owns; it is only dereferenced through that owner (see `Payloads::bytes`), so
+// moving or sharing the pair across threads shares nothing by itself.
+unsafe impl Send for Payload {}
+// SAFETY: as above: the pair is plain data until dereferenced through its owner.
+unsafe impl Sync for Payload {}
+
+/// One recorded operation.
+#[derive(Debug)]
+pub(crate) enum Recorded<C> {
+    Command(C),
+    Update {
+        resource: Handle<Resource>,
+        offset: u64,
+        payload: Payload,
+    },
+    WriteDiscard {
+        resource: Handle<Resource>,
+        payload: Payload,
+    },
+    Bind {
+        point: BindPoint,
+        object: Option<AnyHandle>,
+    },
+    BeginQuery(Handle<Query>),
+    EndQuery(Handle<Query>),
+}
+
+/// A recording's payload arena.
+#[derive(Debug, Default)]
+pub(crate) struct Payloads {
+    bump: Bump,
+}
+
+// SAFETY: `Bump` is `!Sync` because its allocation methods use `Cell`s; those are only
+// reached through `&mut self` here. Through `&self`, `Payloads` only reads bytes through
+// payload pointers (`bytes`), which needs no interior mutability.
+unsafe impl Sync for Payloads {}
+
+impl Payloads {
+    /// A copy of `data` in the arena.
+    pub(crate) fn copy(&mut self, data: &[u8]) -> Result<Payload> {
+        let bytes = self
+            .bump
+            .try_alloc_slice_copy(data)
+            .map_err(|_| Error::OutOfMemory)?;
+        Ok(Payload {
+            ptr: NonNull::from(&mut bytes[0..]).cast(),
+            len: data.len(),
+        })
+    }
+
+    /// `len` zeroed bytes in the arena.
+    pub(crate) fn zeroed(&mut self, len: usize) -> Result<Payload> {
+        let bytes = self
+            .bump
+            .try_alloc_slice_fill_copy(len, 0u8)
+            .map_err(|_| Error::OutOfMemory)?;
+        Ok(Payload {
+            ptr: NonNull::from(&mut bytes[0..]).cast(),
+            len,
+        })
+    }
+
+    /// The bytes of `payload`.
+    ///
+    /// # Safety
+    /// `payload` came from this arena and the arena was not reset since.
+    pub(crate) unsafe fn bytes(&self, payload: Payload) -> &[u8] {
+        // SAFETY: by the contract the pointer addresses `len` initialised bytes of a live
+        // chunk of this arena; chunks never move, and `&self` keeps them alive and unreset.
+        unsafe { core::slice::from_raw_parts(payload.ptr.as_ptr(), payload.len) }
+    }
+
+    /// The bytes of `payload`, writable.
+    ///
+    /// # Safety
+    /// As [`Payloads::bytes`], and no other reference to these bytes is alive.
+    pub(crate) unsafe fn bytes_mut(&mut self, payload: Payload) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` and the contract make this the only reference.
+        unsafe { core::slice::from_raw_parts_mut(payload.ptr.as_ptr(), payload.len) }
+    }
+
+    /// Bytes the arena has taken from the system (its chunks).
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.bump.allocated_bytes()
+    }
+
+    /// Frees every payload at once; keeps the largest chunk for reuse (bumpalo's reset).
+    pub(crate) fn reset(&mut self) {
+        self.bump.reset();
+    }
+}
+
+/// A recording in progress or finished: operations, payloads and what R-C4 needs to know.
+#[derive(Debug)]
+pub(crate) struct Recording<C> {
+    pub(crate) ops: Vec<Recorded<C>>,
+    pub(crate) payloads: Payloads,
+    /// Bytes of payload recorded (what the budget counts, besides the operations).
+    pub(crate) payload_bytes: usize,
+    /// Resources whose Map(DISCARD) the recording holds (R-C4).
+    pub(crate) maps: Vec<Handle<Resource>>,
+    /// Queries the recording begins or ends (R-C4).
+    pub(crate) queries: Vec<Handle<Query>>,
+}
+
+impl<C> Default for Recording<C> {
+    fn default() -> Self {
+        Recording {
+            ops: Vec::new(),
+            payloads: Payloads::default(),
+            payload_bytes: 0,
+            maps: Vec::new(),
+            queries: Vec::new(),
+        }
+    }
+}
+
+impl<C> Recording<C> {
+    /// Bytes the recording counts against its context's budget (R-E3).
+    pub(crate) fn bytes(&self) -> usize {
+        self.ops.len() * core::mem::size_of::<Recorded<C>>() + self.payload_bytes
+    }
+
+    /// Memory the recording keeps (capacity, not content).
+    pub(crate) fn retained_bytes(&self) -> usize {
+        self.ops.capacity() * core::mem::size_of::<Recorded<C>>()
+            + self.payloads.allocated_bytes()
+            + self.maps.capacity() * core::mem::size_of::<Handle<Resource>>()
+            + self.queries.capacity() * core::mem::size_of::<Handle<Query>>()
+    }
+
+    /// Empties the recording, keeping its capacity.
+    pub(crate) fn clear(&mut self) {
+        self.ops.clear();
+        self.payloads.reset();
+        self.payload_bytes = 0;
+        self.maps.clear();
+        self.queries.clear();
+    }
+}
