@@ -167,3 +167,50 @@ impl<C> Recording<C> {
         self.queries.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_keep_their_bytes_and_addresses_across_growth() {
+        let mut arena = Payloads::default();
+        assert_eq!(arena.allocated_bytes(), 0, "an empty recording owns no chunk");
+        let first = arena.copy(&[1, 2, 3]).unwrap();
+        let mapped = arena.zeroed(100).unwrap();
+        // SAFETY: both payloads come from `arena`, not reset since.
+        let bytes = unsafe { arena.bytes_mut(mapped) };
+        bytes[99] = 7;
+        let many: Vec<Payload> = (0..if cfg!(miri) { 20 } else { 2000 })
+            .map(|i| arena.copy(&[i as u8; 33]).unwrap())
+            .collect();
+        // SAFETY: as above; chunks never move, so earlier payloads survive later growth.
+        unsafe {
+            assert_eq!(arena.bytes(first), &[1, 2, 3]);
+            assert_eq!(arena.bytes(mapped)[99], 7);
+            for (i, p) in many.iter().enumerate() {
+                assert_eq!(arena.bytes(*p), &[i as u8; 33]);
+            }
+        }
+        arena.reset();
+        let after = arena.copy(&[9]).unwrap();
+        // SAFETY: allocated after the reset.
+        assert_eq!(unsafe { arena.bytes(after) }, &[9]);
+    }
+
+    #[test]
+    fn recording_counts_bytes_for_the_budget() {
+        let mut rec: Recording<u8> = Recording::default();
+        assert_eq!(rec.bytes(), 0);
+        rec.ops.push(Recorded::Command(1));
+        let payload = rec.payloads.copy(&[0; 40]).unwrap();
+        rec.payload_bytes += 40;
+        rec.ops.push(Recorded::WriteDiscard {
+            resource: Handle::from_bits(1 << 32).unwrap(),
+            payload,
+        });
+        assert_eq!(rec.bytes(), 2 * core::mem::size_of::<Recorded<u8>>() + 40);
+        rec.clear();
+        assert_eq!(rec.bytes(), 0);
+    }
+}

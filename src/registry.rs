@@ -86,7 +86,9 @@ pub(crate) struct IcSide<D: Driver> {
     pub(crate) data: D::IcData,
 }
 
-/// One life of an object.
+/// One life of an object. `repr(C)` keeps the declared order: shared data first, the IC
+/// side last on lines of its own (R-L3); Rust's default layout may put it first.
+#[repr(C)]
 pub(crate) struct Entry<D: Driver> {
     generation: NonZeroU32,
     ty: HandleType,
@@ -601,6 +603,101 @@ impl<D: Driver> Drop for Registry<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "soft")]
+    mod with_soft {
+        use crate::soft::{self, SoftConfig, SoftDriver};
+        use crate::{AppError, DeviceConfig, Error, HandleType, ObjectDesc, ResourceDesc};
+
+        fn config() -> SoftConfig {
+            SoftConfig {
+                trace: false,
+                ..SoftConfig::default()
+            }
+        }
+
+        /// R-L3: the IC-only side of an entry starts on a cache line of its own, after the
+        /// data every thread reads.
+        #[test]
+        fn r_l3_ic_data_is_cache_line_separated_from_shared_data() {
+            type E = super::Entry<SoftDriver>;
+            let ic = core::mem::offset_of!(E, ic);
+            let object = core::mem::offset_of!(E, object);
+            let state = core::mem::offset_of!(E, state);
+            assert!(core::mem::align_of::<E>() >= 64);
+            assert_eq!(ic % 64, 0, "IC side starts a cache line");
+            for shared in [object, state] {
+                assert!(shared < ic, "shared data comes first");
+                assert_ne!(shared / 64, ic / 64, "shared data never shares the IC side's line");
+            }
+            let object_end = object + core::mem::size_of::<crate::soft::SoftObject>();
+            assert!(object_end <= ic);
+        }
+
+        #[test]
+        fn r_e1_lookups_reject_stale_forged_and_wrong_type_handles() {
+            let (device, mut ic, world) = soft::device(config(), DeviceConfig::default()).unwrap();
+            let r = device
+                .create_resource(ResourceDesc {
+                    byte_size: 8,
+                    ..Default::default()
+                })
+                .unwrap();
+            assert!(device.object(r).is_ok());
+            assert_eq!(
+                device.object(r.cast::<crate::handle::Query>()).err(),
+                Some(Error::Application(AppError::WrongType))
+            );
+            let forged = crate::Handle::<crate::handle::Resource>::from_bits(r.to_bits() ^ (1 << 40)).unwrap();
+            assert_eq!(device.object(forged).err(), Some(Error::Application(AppError::StaleHandle)));
+            device.destroy(r).unwrap();
+            assert_eq!(device.destroy(r), Err(Error::Application(AppError::DoubleDestroy)));
+            ic.flush().unwrap();
+            // The slot is reused by the next object; the old handle stays dead.
+            let again = device
+                .create(&ObjectDesc::State {
+                    ty: HandleType::BlendState,
+                    desc: &[1],
+                })
+                .unwrap();
+            assert_eq!(again.to_bits() as u32, r.to_bits() as u32, "same slot");
+            assert_eq!(device.object(r).err(), Some(Error::Application(AppError::StaleHandle)));
+            assert!(device.object(again).is_ok());
+            ic.destroy_device().unwrap();
+            world.assert_clean(true);
+        }
+
+        /// Lookups on other threads race the immediate context's real destruction: each is
+        /// either the object or a clean application error, never freed memory (miri checks).
+        #[test]
+        fn r_e1_lookup_racing_destruction_is_clean() {
+            let rounds = if cfg!(miri) { 3 } else { 200 };
+            let (device, mut ic, world) = soft::device(config(), DeviceConfig::default()).unwrap();
+            for _ in 0..rounds {
+                let h = device
+                    .create(&ObjectDesc::State {
+                        ty: HandleType::SamplerState,
+                        desc: &[],
+                    })
+                    .unwrap();
+                std::thread::scope(|scope| {
+                    let d = device.clone();
+                    scope.spawn(move || {
+                        for _ in 0..if cfg!(miri) { 4 } else { 50 } {
+                            match d.object(h) {
+                                Ok(o) => assert_eq!(o.ty, HandleType::SamplerState),
+                                Err(e) => assert_eq!(e, Error::Application(AppError::StaleHandle)),
+                            }
+                        }
+                    });
+                    device.destroy(h).unwrap();
+                    ic.flush().unwrap();
+                });
+            }
+            ic.destroy_device().unwrap();
+            world.assert_clean(true);
+        }
+    }
 
     #[test]
     fn pages_cover_every_slot_without_overlap() {
