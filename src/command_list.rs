@@ -3,11 +3,29 @@
 //!
 //! # Lifecycle
 //! recording (on a [`crate::DeferredContext`]) -> closed (Finish returns the list, R-C1) ->
-//! executed any number of times -> destroyed (dropped). A list holds every object it names
-//! (the holds its context-local handles had), so an object the application destroys after
-//! recording it stays usable by the list and is really destroyed after the list is (as
-//! D3D's references keep it); the list's Map(DISCARD) data and update payloads live in its
-//! own arena and replay the same every time.
+//! executed any number of times -> destroyed (dropped) -> recycled (its context's next
+//! Finish reuses its memory, R-R5..R-R7) or freed.
+//!
+//! A list holds every object it names (the holds its context-local handles had), so an
+//! object the application destroys after recording it stays usable by the list and is really
+//! destroyed after the list is (as D3D's references keep it). The list's Map(DISCARD) data
+//! and update payloads live in its own arena and replay the same every time.
+//!
+//! # Destroy and recycle (R-R4, R-R7, R-R8)
+//! Dropping a list releases what it holds, then, while its deferred context is alive and the
+//! device recycles, calls RecycleDestroyCommandList (a light destroy: memory kept) and pushes
+//! the list's node onto the context's lock-free list ([`crate::recycle`]); otherwise it calls
+//! DestroyCommandList and frees the memory. A list is executable only while the Rust value
+//! exists, between its (recycle-)create in Finish and its drop (R-R8); a list of another
+//! device is refused.
+//!
+//! # Memory under the submission clock
+//! Executing a list stamps it with the immediate context's open buffer. The context that
+//! recycles it waits until that buffer was submitted (or completed, per
+//! [`crate::Driver::command_list_clock`]) before reusing its memory, since a real driver's
+//! buffer may still point into it.
+
+use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 
@@ -15,9 +33,11 @@ use crate::device::Device;
 use crate::driver::{Driver, ListMemory};
 use crate::handle::AnyHandle;
 use crate::kernel::Kernel;
+use crate::primitive::{AtomicU64, Ordering};
 use crate::record::Recording;
+use crate::recycle::{DropStack, Node};
 
-/// What a command list is made of.
+/// What a command list is made of; recycled with its node.
 pub(crate) struct ListBody<D: Driver> {
     pub(crate) rec: Recording<D::Command>,
     /// Objects the list holds (R-H2: their immediate-context handles outlive it).
@@ -29,18 +49,87 @@ pub(crate) struct ListBody<D: Driver> {
 }
 
 impl<D: Driver> ListBody<D> {
-    fn memory(&mut self) -> ListMemory<'_> {
+    pub(crate) fn memory(&mut self) -> ListMemory<'_> {
         ListMemory {
             private: &mut self.private,
             local: &mut self.local,
         }
     }
+
+    /// Memory the body keeps.
+    pub(crate) fn retained_bytes(&self) -> usize {
+        self.rec.retained_bytes()
+            + self.held.capacity() * core::mem::size_of::<AnyHandle>()
+            + self.private.len()
+            + self.local.len()
+    }
+
+    /// Gives back capacity above what recent lists needed (R-A1's high watermark).
+    pub(crate) fn shrink_to(&mut self, watermark: &Watermark) {
+        shrink_vec(&mut self.rec.ops, watermark.operations);
+        shrink_vec(&mut self.held, watermark.objects);
+        shrink_vec(&mut self.rec.maps, watermark.maps);
+        shrink_vec(&mut self.rec.queries, watermark.queries);
+        if self.rec.payloads.allocated_bytes() > 2 * watermark.payload_bytes + 1024 {
+            self.rec.payloads = Default::default();
+        }
+    }
 }
 
-/// A command list. See the module docs. Dropping it is DestroyCommandList (free-threaded).
-pub struct CommandList<D: Driver, K: Kernel> {
+/// Shrinks `v` to `keep` when it holds more than twice that: hysteresis, so steady state
+/// never shrinks and regrows.
+fn shrink_vec<T>(v: &mut Vec<T>, keep: usize) {
+    if v.capacity() > 2 * keep.max(1) {
+        v.shrink_to(keep.max(v.len()));
+    }
+}
+
+/// The largest list contents seen since the last trim.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Watermark {
+    pub(crate) operations: usize,
+    pub(crate) objects: usize,
+    pub(crate) maps: usize,
+    pub(crate) queries: usize,
+    pub(crate) payload_bytes: usize,
+}
+
+impl Watermark {
+    pub(crate) fn note<D: Driver>(&mut self, body: &ListBody<D>) {
+        self.operations = self.operations.max(body.rec.ops.len());
+        self.objects = self.objects.max(body.held.len());
+        self.maps = self.maps.max(body.rec.maps.len());
+        self.queries = self.queries.max(body.rec.queries.len());
+        self.payload_bytes = self.payload_bytes.max(body.rec.payload_bytes);
+    }
+}
+
+/// The part of a deferred context that its lists share with it.
+pub(crate) struct Home<D: Driver, K: Kernel> {
+    /// Destroyed lists waiting for the context's next Finish (R-R7).
+    pub(crate) destroyed: DropStack<ListData<D, K>>,
+}
+
+/// A list node's value: allocated once, reused across recycling.
+pub(crate) struct ListData<D: Driver, K: Kernel> {
     pub(crate) device: Device<D, K>,
+    pub(crate) home: Arc<Home<D, K>>,
     pub(crate) body: ListBody<D>,
+    /// The immediate context's buffer that last executed the list (0: never).
+    pub(crate) last_executed: AtomicU64,
+}
+
+pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
+
+/// DestroyCommandList and release of the memory (free-threaded).
+pub(crate) fn destroy_fully<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
+    let data = &mut node.value;
+    data.device.shared.driver.destroy_command_list(data.body.memory());
+}
+
+/// A command list. See the module docs. Dropping it is the free-threaded destroy.
+pub struct CommandList<D: Driver, K: Kernel> {
+    node: Option<Box<ListNode<D, K>>>,
 }
 
 /// What a command list holds, for diagnostics and memory accounting.
@@ -57,36 +146,58 @@ pub struct ListStats {
 }
 
 impl<D: Driver, K: Kernel> CommandList<D, K> {
+    pub(crate) fn new(node: Box<ListNode<D, K>>) -> Self {
+        CommandList { node: Some(node) }
+    }
+
+    pub(crate) fn data(&self) -> &ListData<D, K> {
+        &self.node.as_ref().expect("a list has its node until dropped").value
+    }
+
     /// What the list holds.
     pub fn stats(&self) -> ListStats {
-        let b = &self.body;
+        let b = &self.data().body;
         ListStats {
             operations: b.rec.ops.len(),
             objects: b.held.len(),
             payload_bytes: b.rec.payload_bytes,
-            retained_bytes: b.rec.retained_bytes()
-                + b.held.capacity() * core::mem::size_of::<AnyHandle>()
-                + b.private.len()
-                + b.local.len(),
+            retained_bytes: b.retained_bytes(),
         }
     }
 
     /// The device the list belongs to.
     pub fn device(&self) -> &Device<D, K> {
-        &self.device
+        &self.data().device
+    }
+
+    /// Stamps the list with the immediate context's buffer executing it.
+    pub(crate) fn executed_in(&self, buffer: u64) {
+        self.data().last_executed.store(buffer, Ordering::Relaxed);
     }
 }
 
 impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
     fn drop(&mut self) {
-        let s = &*self.device.shared;
-        s.driver.destroy_command_list(self.body.memory());
+        let Some(mut node) = self.node.take() else { return };
+        let data = &mut node.value;
+        let s = &*data.device.shared;
         let guard = epoch::pin();
-        for handle in self.body.held.drain(..) {
+        for handle in data.body.held.drain(..) {
             // After device destruction the objects are gone already: nothing to release.
             if let Ok(entry) = s.registry.find_linked(handle, &guard) {
                 entry.release();
             }
+        }
+        drop(guard);
+        if !s.recycles() || data.home.destroyed.is_closed() {
+            destroy_fully(node);
+            return;
+        }
+        s.driver.recycle_destroy_command_list(data.body.memory());
+        let home = Arc::clone(&data.home);
+        if let Some(back) = home.destroyed.push(node) {
+            // The context went away meanwhile: nobody will recycle these.
+            back.for_each(destroy_fully);
         }
     }
 }

@@ -26,9 +26,14 @@ use crossbeam_epoch as epoch;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
-use crate::command_list::{CommandList, ListBody};
+use std::sync::Arc;
+
+use crate::command_list::{destroy_fully, CommandList, Home, ListBody, ListData, ListNode, Watermark};
+use crate::primitive::AtomicU64;
+use crate::recycle::{DropStack, Node};
+use crate::retire::Clock;
 use crate::device::Device;
-use crate::driver::{Command, Driver, ListMemory};
+use crate::driver::{Command, Driver};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
@@ -51,6 +56,14 @@ pub struct DeferredStats {
     pub abandoned: u64,
     /// Context-local removals after running out of memory (R-E3).
     pub removals: u64,
+    /// Lists made from recycled memory (RecycleCreateCommandList, R-R6).
+    pub recycled: u64,
+    /// Lists made from fresh memory (CreateCommandList).
+    pub created: u64,
+    /// Destroyed lists recycled and ready for reuse.
+    pub cached_lists: usize,
+    /// Destroyed lists waiting for the buffer that executed them (submission clock).
+    pub waiting_lists: usize,
 }
 
 /// A deferred context. See the module docs.
@@ -69,6 +82,17 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     removed: bool,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
+    /// What the context shares with its lists: the lock-free list of destroyed ones.
+    home: Arc<Home<D, K>>,
+    /// Recycled lists ready for RecycleCreateCommandList.
+    cache: Vec<Box<ListNode<D, K>>>,
+    /// Destroyed lists whose executing buffer has not passed the clock yet.
+    waiting: Vec<Box<ListNode<D, K>>>,
+    /// The device's trim epoch this context last trimmed at (R-A1).
+    trim_seen: u64,
+    /// Lists made since the last trim, and the largest contents among them.
+    made_since_trim: usize,
+    watermark: Watermark,
     stats: DeferredStats,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -100,6 +124,14 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             begun: Vec::new(),
             removed: false,
             sink: Vec::new(),
+            home: Arc::new(Home {
+                destroyed: DropStack::new(),
+            }),
+            cache: Vec::new(),
+            waiting: Vec::new(),
+            trim_seen: s.trim_epoch.load(crate::primitive::Ordering::Relaxed),
+            made_since_trim: 0,
+            watermark: Watermark::default(),
             stats: DeferredStats::default(),
             _not_sync: PhantomData,
         })
@@ -155,7 +187,16 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             open_handles: self.cls.len(),
             operations: self.rec.ops.len(),
             recorded_bytes: self.rec.bytes(),
-            retained_bytes: self.rec.retained_bytes() + self.cls.bucket().stats().bytes_reserved,
+            retained_bytes: self.rec.retained_bytes()
+                + self.cls.bucket().stats().bytes_reserved
+                + self
+                    .cache
+                    .iter()
+                    .chain(self.waiting.iter())
+                    .map(|n| n.value.body.retained_bytes() + core::mem::size_of::<ListNode<D, K>>())
+                    .sum::<usize>(),
+            cached_lists: self.cache.len(),
+            waiting_lists: self.waiting.len(),
             ..self.stats
         }
     }
@@ -203,6 +244,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.unload();
         self.removed = true;
         self.stats.removals += 1;
+        self.trim_pools();
         let s = &*self.device.shared;
         s.kernel.perform_amortized_processing(ContextId::Deferred(self.id));
     }
@@ -461,30 +503,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         while let Some((resource, payload)) = self.mapped.pop() {
             self.record_unmap(resource, payload);
         }
-        let s = &*self.device.shared;
-        let private_size = s.driver.calc_private_command_list_size();
-        let local_size = s
-            .driver
-            .calc_deferred_context_handle_size(HandleType::CommandList, None);
-        if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
-            return Err(Error::InvalidArg); // R-H4
-        }
-        let mut private = vec![0u8; private_size].into_boxed_slice();
-        let mut local = vec![0u8; local_size].into_boxed_slice();
-        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
-        // R-C1: during the create, state-refresh queries answer the context's bindings.
-        s.driver.create_command_list(
-            dc,
-            ListMemory {
-                private: &mut private,
-                local: &mut local,
-            },
-            StateView::of(&self.bindings),
-        )?;
+        // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh
+        // queries still answer the context's bindings (R-C1).
+        self.recycle_destroyed()?;
+        let mut node = self.make_list()?;
         // From here on, nothing is bound.
         self.bindings.clear();
-        let mut held = Vec::with_capacity(self.cls.len());
+        let s = &*self.device.shared;
         {
+            let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+            let body = &mut node.value.body;
+            body.held.clear();
             let guard = epoch::pin();
             let mut ctx = ClsCtx {
                 driver: &s.driver,
@@ -493,20 +522,125 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 sizes: &s.handle_sizes,
                 guard: &guard,
             };
-            self.cls.close_all(&mut ctx, StateView::empty(), Some(&mut held));
+            self.cls.close_all(&mut ctx, StateView::empty(), Some(&mut body.held));
+            // The recording becomes the list's; the list's emptied recording (its capacity
+            // kept) becomes the context's next.
+            body.rec.clear();
+            core::mem::swap(&mut self.rec, &mut body.rec);
+            self.watermark.note(body);
         }
-        let list = CommandList {
-            device: self.device.clone(),
-            body: ListBody {
-                rec: core::mem::take(&mut self.rec),
-                held,
-                private,
-                local,
-            },
-        };
+        node.value.last_executed.store(0, crate::primitive::Ordering::Relaxed);
+        self.made_since_trim += 1;
+        let list = CommandList::new(node);
         self.renew()?;
         self.stats.finished += 1;
+        let epoch = self
+            .device
+            .shared
+            .trim_epoch
+            .load(crate::primitive::Ordering::Relaxed);
+        if epoch != self.trim_seen {
+            self.trim_seen = epoch;
+            self.trim_pools();
+        }
         Ok(list)
+    }
+
+    /// R-R5: takes the context's whole lock-free list of destroyed lists at once and
+    /// recycles each whose executing buffer has passed the clock; the rest wait.
+    fn recycle_destroyed(&mut self) -> Result<()> {
+        let s = &*self.device.shared;
+        if !s.recycles() {
+            return Ok(());
+        }
+        self.waiting.extend(self.home.destroyed.take_all());
+        if self.waiting.is_empty() {
+            return Ok(());
+        }
+        let safe = match s.driver.command_list_clock() {
+            Clock::Submitted => s.submitted_through.load(crate::primitive::Ordering::Acquire),
+            Clock::Completed => s.completed.load(crate::primitive::Ordering::Acquire),
+        };
+        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let mut i = 0;
+        while i < self.waiting.len() {
+            let executed = self.waiting[i]
+                .value
+                .last_executed
+                .load(crate::primitive::Ordering::Relaxed);
+            if executed <= safe {
+                let mut node = self.waiting.swap_remove(i);
+                s.driver.recycle_command_list(dc, node.value.body.memory());
+                node.value.body.rec.clear();
+                self.cache.push(node);
+            } else {
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// A list for this recording: recycled memory through RecycleCreateCommandList when
+    /// some is ready (R-R6; out of memory falls back, R-R3), else CalcPrivateCommandListSize,
+    /// CalcDeferredContextHandleSize(COMMANDLIST) and CreateCommandList.
+    fn make_list(&mut self) -> Result<Box<ListNode<D, K>>> {
+        let s = &*self.device.shared;
+        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let state = StateView::of(&self.bindings);
+        if let Some(mut node) = self.cache.pop() {
+            match s
+                .driver
+                .recycle_create_command_list(dc, node.value.body.memory(), state)
+            {
+                Ok(()) => {
+                    self.stats.recycled += 1;
+                    return Ok(node);
+                }
+                Err(_) => destroy_fully(node), // R-R3: a return value, never the error sink
+            }
+        }
+        let private_size = s.driver.calc_private_command_list_size();
+        let local_size = s
+            .driver
+            .calc_deferred_context_handle_size(HandleType::CommandList, None);
+        if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
+            return Err(Error::InvalidArg); // R-H4
+        }
+        let mut node = Node::new(ListData {
+            device: self.device.clone(),
+            home: Arc::clone(&self.home),
+            body: ListBody {
+                rec: Recording::default(),
+                held: Vec::new(),
+                private: vec![0u8; private_size].into_boxed_slice(),
+                local: vec![0u8; local_size].into_boxed_slice(),
+            },
+            last_executed: AtomicU64::new(0),
+        });
+        s.driver
+            .create_command_list(dc, node.value.body.memory(), state)?;
+        self.stats.created += 1;
+        Ok(node)
+    }
+
+    /// Trims the context's pools down to their high watermarks (R-A1, R-A2): recycled lists
+    /// beyond what was made since the last trim, oversized list memory, bucket pages.
+    fn trim_pools(&mut self) -> usize {
+        let before = self.stats().retained_bytes;
+        let keep = self.made_since_trim.max(1);
+        while self.cache.len() > keep {
+            if let Some(node) = self.cache.pop() {
+                destroy_fully(node);
+            }
+        }
+        let watermark = self.watermark;
+        for node in &mut self.cache {
+            node.value.body.shrink_to(&watermark);
+        }
+        self.cls.trim();
+        self.made_since_trim = 0;
+        self.watermark = Watermark::default();
+        before.saturating_sub(self.stats().retained_bytes)
     }
 
     /// Makes the driver's context state ready for the next recording: recycled when the
@@ -556,21 +690,22 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.renew()
     }
 
-    /// Gives back memory kept beyond the current recording: bucket pages down to the high
-    /// watermark (R-A2) and the recording's spare capacity.
+    /// Trims the context's pools down to their high watermarks now (R-A2); returns the bytes
+    /// given back. The context also does this by itself at the Finish after the immediate
+    /// context performed amortised processing, and when it runs out of memory.
     pub fn trim(&mut self) -> usize {
-        let before = self.rec.retained_bytes();
-        self.rec.ops.shrink_to_fit();
-        self.rec.maps.shrink_to_fit();
-        self.rec.queries.shrink_to_fit();
         self.sink = Vec::new();
-        before.saturating_sub(self.rec.retained_bytes()) + self.cls.trim()
+        self.trim_pools()
     }
 }
 
 impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
     fn drop(&mut self) {
         self.unload();
+        // Lists destroyed from now on free themselves; these are freed here.
+        self.home.destroyed.close().for_each(destroy_fully);
+        self.cache.drain(..).for_each(destroy_fully);
+        self.waiting.drain(..).for_each(destroy_fully);
         if let Some(dc) = self.dc.take() {
             self.device.shared.driver.destroy_deferred_context(dc);
         }

@@ -56,6 +56,14 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     pub(crate) config: DeviceConfig,
     /// The next deferred context's id.
     pub(crate) next_deferred_id: AtomicU32,
+    /// Every IC buffer numbered at or below this was submitted (or was empty): when an
+    /// executed command list may be recycled under [`Clock::Submitted`].
+    pub(crate) submitted_through: CachePadded<AtomicU64>,
+    /// The completed fence the IC saw at its last flush (for [`Clock::Completed`]).
+    pub(crate) completed: CachePadded<AtomicU64>,
+    /// Bumped by the IC each time it performs amortised processing; deferred contexts trim
+    /// their pools when they see it change (R-A1). Read-mostly: a load at each Finish.
+    pub(crate) trim_epoch: CachePadded<AtomicU64>,
     _tag: DeviceTag,
 }
 
@@ -104,6 +112,9 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 handle_sizes,
                 config,
                 next_deferred_id: AtomicU32::new(0),
+                submitted_through: CachePadded::new(AtomicU64::new(0)),
+                completed: CachePadded::new(AtomicU64::new(0)),
+                trim_epoch: CachePadded::new(AtomicU64::new(0)),
                 _tag: tag,
             }),
         };

@@ -9,9 +9,11 @@
 use core::cell::Cell;
 use core::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Guard};
 
+use crate::amortize::Amortizer;
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::command_list::{CommandList, ListBody};
 use crate::record::Recorded;
@@ -46,6 +48,7 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     mapped: Vec<Handle<Resource>>,
     /// Queries begun on this context and not yet ended (R-C4).
     begun: Vec<Handle<Query>>,
+    amortizer: Amortizer,
     destroyed: bool,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -65,6 +68,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             retire: RetireQueue::default(),
             mapped: Vec::new(),
             begun: Vec::new(),
+            amortizer: Amortizer::default(),
             destroyed: false,
             _not_sync: PhantomData,
         }
@@ -155,6 +159,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), false);
         s.driver.execute(&mut self.imm, &resolver, op)?;
         self.buffer.operations += 1;
+        self.amortizer.touch();
         Ok(())
     }
 
@@ -331,10 +336,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn execute_list_inner(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.check_alive()?;
-        if !Arc::ptr_eq(&list.device.shared, &self.device.shared) {
+        if !Arc::ptr_eq(&list.device().shared, &self.device.shared) {
             return Err(AppError::CommandListNotExecutable.into());
         }
-        let body = &list.body;
+        let body = &list.data().body;
         if body.rec.maps.iter().any(|r| self.mapped.contains(r)) {
             return Err(AppError::MapConflict.into());
         }
@@ -348,11 +353,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             Self::reference(&mut self.buffer, &s.registry, &guard, view);
         }
         let resolver = Resolver::new(&s.registry, &guard, StateView::of(&self.bindings), true);
+        list.executed_in(self.buffer.number);
         s.driver.execute_command_list(&mut self.imm, &body.private, &resolver)?;
         let result = Self::replay(&s.driver, &mut self.imm, &resolver, body, &mut self.buffer);
         // Clear-state after the list, whatever happened in it (R-C3).
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
         self.buffer.operations += 1;
+        self.amortizer.touch();
         self.bindings.clear();
         result.and(cleared)
     }
@@ -444,7 +451,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let s = &*self.device.shared;
         let number = self.buffer.number;
         let mut submitted = Ok(());
-        if self.buffer.operations > 0 {
+        let submits = self.buffer.operations > 0;
+        if submits {
             s.driver.flush(&mut self.imm);
             submitted = s.kernel.submit(&Submission {
                 fence: number,
@@ -458,19 +466,52 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.buffer.allocations.clear();
         // SeqCst: pairs with a destroy's SeqCst mark-then-read (see `Device::destroy`).
         s.open_buffer.store(number + 1, Ordering::SeqCst);
+        let completed = s.kernel.completed_fence();
+        // For deferred contexts recycling lists this context executed (their memory clock).
+        s.submitted_through.store(number, Ordering::Release);
+        s.completed.store(completed, Ordering::Release);
         let clocks = Clocks {
             submitted_through: number,
-            completed: s.kernel.completed_fence(),
+            completed,
             drain: false,
         };
         let guard = epoch::pin();
         self.retire
             .process(&s.registry, &s.driver, &s.kernel, s.config.retire_clock, clocks, &guard);
+        drop(guard);
+        if self.amortizer.after_flush(submits, Instant::now()) {
+            self.perform_amortized_processing();
+        }
         submitted
     }
 
-    /// Gives back memory the context keeps beyond what it holds now: the capacity of its
-    /// deferred-destruction queue (R-A1's high-watermark trimming).
+    /// Amortised processing (R-A1): trims this context's pools down to their high
+    /// watermarks, tells every deferred context to trim its own at its next Finish, and calls
+    /// the kernel's callback.
+    fn perform_amortized_processing(&mut self) {
+        self.retire.trim();
+        let s = &*self.device.shared;
+        s.trim_epoch.fetch_add(1, Ordering::Relaxed);
+        s.kernel.perform_amortized_processing(ContextId::Immediate);
+    }
+
+    /// The end of a frame (the Present point): performs amortised processing if the frame
+    /// went by without it while the context was active (R-A1: never starved for a frame).
+    pub fn end_frame(&mut self) -> Result<()> {
+        self.check_alive()?;
+        if self.amortizer.end_frame(Instant::now()) {
+            self.perform_amortized_processing();
+        }
+        Ok(())
+    }
+
+    /// How many times this context performed amortised processing.
+    pub fn amortized_count(&self) -> u64 {
+        self.amortizer.count()
+    }
+
+    /// Gives back memory the context keeps beyond its high watermarks now (R-A1); flushes
+    /// do this by themselves when they perform amortised processing.
     pub fn trim(&mut self) {
         self.retire.trim();
     }

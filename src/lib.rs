@@ -17,6 +17,8 @@ pub use caps::ThreadingCaps;
 pub use error::{AppError, Error, Result};
 pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};
 pub(crate) mod index_stack;
+pub(crate) mod recycle;
+pub mod amortize;
 pub(crate) mod tag;
 
 pub mod bind;

@@ -52,6 +52,8 @@ pub struct RetireStats {
     pub waiting_destruction: usize,
     /// Allocations waiting for the completed fence.
     pub waiting_deallocation: usize,
+    /// Bytes the queue keeps (its capacity).
+    pub retained_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +87,9 @@ pub(crate) struct RetireQueue {
     deallocations: Vec<Deallocation>,
     destroyed: u64,
     deallocated: u64,
+    /// The most entries each vector held since the last trim.
+    peak_waiting: usize,
+    peak_deallocations: usize,
 }
 
 impl RetireQueue {
@@ -94,6 +99,7 @@ impl RetireQueue {
             deallocated: self.deallocated,
             waiting_destruction: self.waiting.len(),
             waiting_deallocation: self.deallocations.len(),
+            retained_bytes: self.retained_bytes(),
         }
     }
 
@@ -123,6 +129,7 @@ impl RetireQueue {
         guard: &Guard,
     ) {
         self.collect(registry);
+        self.peak_waiting = self.peak_waiting.max(self.waiting.len());
         // Dependents (views) before what they depend on (resources), R-H3.
         for resources in [false, true] {
             let mut i = 0;
@@ -137,6 +144,7 @@ impl RetireQueue {
                 }
             }
         }
+        self.peak_deallocations = self.peak_deallocations.max(self.deallocations.len());
         let mut deallocated = 0;
         self.deallocations.retain(|d| {
             let due = clocks.drain || d.fence <= clocks.completed;
@@ -197,9 +205,23 @@ impl RetireQueue {
         true
     }
 
-    /// Gives back the capacity of the queue's vectors beyond what they hold (R-A1).
+    /// Gives back capacity beyond the high watermark since the last trim (R-A1), with
+    /// hysteresis so that a steady load never shrinks and regrows.
     pub(crate) fn trim(&mut self) {
-        self.waiting.shrink_to_fit();
-        self.deallocations.shrink_to_fit();
+        if self.waiting.capacity() > 2 * self.peak_waiting.max(8) {
+            self.waiting.shrink_to(self.peak_waiting.max(self.waiting.len()));
+        }
+        if self.deallocations.capacity() > 2 * self.peak_deallocations.max(8) {
+            self.deallocations
+                .shrink_to(self.peak_deallocations.max(self.deallocations.len()));
+        }
+        self.peak_waiting = self.waiting.len();
+        self.peak_deallocations = self.deallocations.len();
+    }
+
+    /// Memory the queue keeps.
+    pub(crate) fn retained_bytes(&self) -> usize {
+        self.waiting.capacity() * core::mem::size_of::<Waiting>()
+            + self.deallocations.capacity() * core::mem::size_of::<Deallocation>()
     }
 }

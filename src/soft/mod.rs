@@ -32,15 +32,20 @@ pub fn new(config: SoftConfig) -> (SoftDriver, SoftKernel, Arc<SoftWorld>) {
     )
 }
 
+/// A device over the soft driver and kernel.
+pub type SoftDevice = crate::Device<SoftDriver, SoftKernel>;
+/// Its immediate context.
+pub type SoftImmediate = crate::ImmediateContext<SoftDriver, SoftKernel>;
+/// A deferred context of a soft device.
+pub type SoftDeferredContext = crate::DeferredContext<SoftDriver, SoftKernel>;
+/// A command list of a soft device.
+pub type SoftCommandList = crate::CommandList<SoftDriver, SoftKernel>;
+
 /// A device over a fresh soft world: the usual start of a test.
 pub fn device(
     config: SoftConfig,
     device_config: crate::DeviceConfig,
-) -> crate::Result<(
-    crate::Device<SoftDriver, SoftKernel>,
-    crate::ImmediateContext<SoftDriver, SoftKernel>,
-    Arc<SoftWorld>,
-)> {
+) -> crate::Result<(SoftDevice, SoftImmediate, Arc<SoftWorld>)> {
     let (driver, kernel, world) = new(config);
     let (device, ic) = crate::Device::new(driver, kernel, device_config)?;
     Ok((device, ic, world))
