@@ -12,6 +12,7 @@ use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
 use crate::kernel::AllocationHandle;
 use crate::registry::Resolver;
+use crate::retire::Clock;
 
 /// The soft driver's commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -122,7 +123,25 @@ fn cls_size(ty: HandleType, object: Option<&SoftObject>) -> usize {
     }
 }
 
+fn list_id(private: &[u8]) -> u64 {
+    u64::from_le_bytes(private[0..8].try_into().expect("64-byte list handles"))
+}
+
 impl SoftDriver {
+    /// Flags a recycle of list `id` before the buffer that executed it passed the driver's
+    /// list clock (the memory may still be read).
+    fn check_list_reuse(&self, s: &mut State, id: u64) {
+        let Some(&fence) = s.list_refs.get(&id) else { return };
+        let early = match self.world.config.list_clock {
+            Clock::Submitted => fence == 0,
+            Clock::Completed => fence == 0 || fence > s.completed,
+        };
+        if early {
+            let what = format!("list {id} recycled before the buffer that executed it passed the clock");
+            SoftWorld::violate(s, "list-clock", what);
+        }
+    }
+
     pub(crate) fn new(world: Arc<SoftWorld>) -> Self {
         let mut entries = Vec::new();
         for ty in HandleType::ALL {
@@ -158,18 +177,27 @@ impl SoftDriver {
     }
 
     fn copy(state: &mut State, dst: &SoftObject, dst_off: u64, src: &SoftObject, src_off: u64, len: u64) -> Result<()> {
-        let src_bytes = Self::bytes_of(state, src.allocation)?;
-        let end = src_off.checked_add(len).ok_or(AppError::OutOfRange)?;
-        let chunk = src_bytes
-            .get(src_off as usize..end as usize)
-            .ok_or(AppError::OutOfRange)?
-            .to_vec();
-        let dst_bytes = Self::bytes_of(state, dst.allocation)?;
-        let end = dst_off.checked_add(len).ok_or(AppError::OutOfRange)?;
-        dst_bytes
-            .get_mut(dst_off as usize..end as usize)
-            .ok_or(AppError::OutOfRange)?
-            .copy_from_slice(&chunk);
+        // Through a scratch buffer that keeps its capacity: steady state allocates nothing.
+        let mut chunk = std::mem::take(&mut state.scratch);
+        let result = (|| {
+            let src_bytes = Self::bytes_of(state, src.allocation)?;
+            let end = src_off.checked_add(len).ok_or(AppError::OutOfRange)?;
+            chunk.clear();
+            chunk.extend_from_slice(
+                src_bytes
+                    .get(src_off as usize..end as usize)
+                    .ok_or(AppError::OutOfRange)?,
+            );
+            let dst_bytes = Self::bytes_of(state, dst.allocation)?;
+            let end = dst_off.checked_add(len).ok_or(AppError::OutOfRange)?;
+            dst_bytes
+                .get_mut(dst_off as usize..end as usize)
+                .ok_or(AppError::OutOfRange)?
+                .copy_from_slice(&chunk);
+            Ok::<(), crate::Error>(())
+        })();
+        state.scratch = chunk;
+        result?;
         Self::touch(state, src.allocation.expect("checked above"));
         Self::touch(state, dst.allocation.expect("checked above"));
         Ok(())
@@ -381,7 +409,60 @@ impl Driver for SoftDriver {
         let state = objects.state().len();
         self.world
             .record_event(&mut s, Hook::ExecuteCommandList, id, None, 0, 0, state, None);
+        if s.list_refs.insert(id, 0) != Some(0) {
+            s.open_lists.push(id);
+        }
         Ok(())
+    }
+
+    fn command_list_clock(&self) -> Clock {
+        self.world.config.list_clock
+    }
+
+    fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
+        let mut s = self.world.lock();
+        let id = list_id(list.private);
+        self.world.record_event(
+            &mut s,
+            Hook::RecycleCommandList,
+            id,
+            Some(HandleType::CommandList),
+            0,
+            0,
+            0,
+            Some(dc.id),
+        );
+        self.check_list_reuse(&mut s, id);
+    }
+
+    fn recycle_create_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()> {
+        let mut s = self.world.lock();
+        let id = list_id(list.private);
+        self.world.record_event(
+            &mut s,
+            Hook::RecycleCreateCommandList,
+            id,
+            Some(HandleType::CommandList),
+            0,
+            0,
+            state.len(),
+            Some(dc.id),
+        );
+        self.check_list_reuse(&mut s, id);
+        if u64::from_le_bytes(list.local[0..8].try_into().expect("CL handles hold 8 bytes")) != u64::from(dc.id) {
+            SoftWorld::violate(&mut s, "R-R5", format!("list {id} recycled by another context"));
+        }
+        if self.world.config.recycle_create_fails {
+            return Err(crate::Error::OutOfMemory);
+        }
+        Ok(())
+    }
+
+    fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
+        let mut s = self.world.lock();
+        let id = list_id(list.private);
+        self.world
+            .record(&mut s, Hook::RecycleDestroyCommandList, id, Some(HandleType::CommandList), 0, 0);
     }
 
     fn create_deferred_context(&self, id: u32) -> Result<SoftDeferred> {
@@ -526,6 +607,9 @@ impl Driver for SoftDriver {
         if dc.open_handles != 0 {
             let what = format!("context {} recycled with {} handles open", dc.id, dc.open_handles);
             SoftWorld::violate(&mut s, "R-C1", what);
+        }
+        if self.world.config.recycle_create_fails {
+            return Err(crate::Error::OutOfMemory);
         }
         dc.renewals += 1;
         Ok(())

@@ -117,6 +117,12 @@ impl Kernel for SoftKernel {
         }
         s.open_refs = refs;
         s.open_refs.clear();
+        let lists = std::mem::take(&mut s.open_lists);
+        for id in &lists {
+            s.list_refs.insert(*id, submission.fence);
+        }
+        s.open_lists = lists;
+        s.open_lists.clear();
         s.submitted.push_back((submission.fence, 0));
         s.last_submitted = submission.fence;
         s.submits += 1;

@@ -7,6 +7,7 @@ use std::thread::ThreadId;
 use crate::error::Error;
 use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, ContextId};
+use crate::retire::Clock;
 
 /// How the simulated GPU completes submitted buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -34,6 +35,13 @@ pub struct SoftConfig {
     /// The driver answers this size, not listed in its table, for this handle type (R-H4
     /// tests).
     pub unlisted_cls_size: Option<HandleType>,
+    /// When the driver lets a destroyed command list's memory be recycled after the
+    /// immediate context executed it ([`crate::Driver::command_list_clock`]); the soft
+    /// kernel flags a recycle before that point.
+    pub list_clock: Clock,
+    /// RecycleCreateCommandList and RecycleCreateDeferredContext answer out of memory
+    /// (R-R3 tests).
+    pub recycle_create_fails: bool,
 }
 
 impl Default for SoftConfig {
@@ -43,6 +51,8 @@ impl Default for SoftConfig {
             strict_gpu: true,
             trace: true,
             unlisted_cls_size: None,
+            list_clock: Clock::Submitted,
+            recycle_create_fails: false,
         }
     }
 }
@@ -162,6 +172,13 @@ pub(crate) struct State {
     pub(crate) trace: Vec<TraceEvent>,
     pub(crate) submits: u64,
     pub(crate) amortized: u64,
+    /// Command lists executed: list id -> the fence of the buffer that executed it last
+    /// (0 while that buffer is open).
+    pub(crate) list_refs: HashMap<u64, u64>,
+    /// Lists executed in the open buffer.
+    pub(crate) open_lists: Vec<u64>,
+    /// Scratch bytes for copies (capacity kept).
+    pub(crate) scratch: Vec<u8>,
 }
 
 /// The state a soft driver and kernel share.

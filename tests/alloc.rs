@@ -1,0 +1,82 @@
+//! Steady state allocates nothing (DESIGN.md, R-R1): a warm deferred context recording one
+//! copy, Finish, CommandListExecute, dropping the list and Flush, 10,000 times, with a
+//! counting global allocator. Its own test binary, because the allocator is process-wide.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+use cmdlist::{DeviceConfig, ResourceDesc};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards every call to `System` unchanged; only counts calls while enabled.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract for `alloc` is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract for `dealloc` is passed on unchanged.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's contract for `realloc` is passed on unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The one test of this binary, so no other test allocates while counting.
+#[test]
+fn r_r1_warm_one_copy_cycle_allocates_nothing() {
+    let config = SoftConfig {
+        trace: false,
+        gpu: Gpu::Immediate,
+        ..SoftConfig::default()
+    };
+    let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+    let desc = ResourceDesc {
+        byte_size: 256,
+        ..Default::default()
+    };
+    let src = device.create_resource(desc).unwrap();
+    let dst = device.create_resource(desc).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let mut cycle = |ic: &mut soft::SoftImmediate| {
+        dc.command(SoftCommand::Copy { dst, src }).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        drop(list);
+        ic.flush().unwrap();
+    };
+    for _ in 0..1_000 {
+        cycle(&mut ic);
+    }
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    for _ in 0..10_000 {
+        cycle(&mut ic);
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    assert_eq!(allocations, 0, "10,000 warm cycles allocated {allocations} times");
+    let stats = dc.stats();
+    assert!(stats.recycled >= 10_000, "every list came from recycled memory: {stats:?}");
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
