@@ -121,7 +121,9 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
 
 pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
 
-/// DestroyCommandList and release of the memory (free-threaded).
+/// DestroyCommandList and release of the memory (free-threaded). Takes the node's box: it
+/// is freed here.
+#[allow(clippy::boxed_local)]
 pub(crate) fn destroy_fully<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     let data = &mut node.value;
     data.device.shared.driver.destroy_command_list(data.body.memory());

@@ -84,9 +84,12 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     sink: Vec<u8>,
     /// What the context shares with its lists: the lock-free list of destroyed ones.
     home: Arc<Home<D, K>>,
-    /// Recycled lists ready for RecycleCreateCommandList.
+    /// Recycled lists ready for RecycleCreateCommandList. Boxed: nodes move between the
+    /// lock-free list and these vectors by pointer, never copied.
+    #[allow(clippy::vec_box)]
     cache: Vec<Box<ListNode<D, K>>>,
     /// Destroyed lists whose executing buffer has not passed the clock yet.
+    #[allow(clippy::vec_box)]
     waiting: Vec<Box<ListNode<D, K>>>,
     /// The device's trim epoch this context last trimmed at (R-A1).
     trim_seen: u64,
@@ -113,6 +116,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let id = s.next_deferred_id.fetch_add(1, crate::primitive::Ordering::Relaxed);
         let cls = ClsTable::new(&s.handle_sizes)?;
         let dc = s.driver.create_deferred_context(id)?;
+        s.live_deferred.fetch_add(1, crate::primitive::Ordering::SeqCst);
         Ok(DeferredContext {
             device: self.clone(),
             id,
@@ -238,10 +242,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         result
     }
 
-    /// Context-local removal (R-E3): unloads the partial list, closes its handles, pumps
-    /// amortised processing (R-A2); later calls do nothing until Finish.
+    /// Context-local removal (R-E3): the partial list is abandoned as after any error
+    /// (R-C2: abandon hook, bindings undone, handles closed, context recycled), the pools are
+    /// trimmed and amortised processing pumped (R-A2); later calls do nothing until Finish.
     fn remove_locally(&mut self) {
-        self.unload();
+        // The abandon sequence cannot fail but for the context's recycle-create (R-R3), which
+        // leaves the context without driver state; its next call runs out of memory again.
+        let _ = self.abandon_sequence();
         self.removed = true;
         self.stats.removals += 1;
         self.trim_pools();
@@ -485,8 +492,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             return Err(Error::OutOfMemory);
         }
         let result = self.finish_inner();
-        if result.is_err() {
-            self.unload();
+        if let Err(error) = result {
+            if error != Error::OutOfMemory {
+                // R-C2: abandon after an error (out of memory abandons in `settle`).
+                let _ = self.abandon_sequence();
+            }
         }
         let result = self.settle(result);
         self.removed = false;
@@ -599,26 +609,28 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 Err(_) => destroy_fully(node), // R-R3: a return value, never the error sink
             }
         }
-        let private_size = s.driver.calc_private_command_list_size();
+        // R-R7: CalcPrivateCommandListSize, CreateCommandList, then
+        // CalcDeferredContextHandleSize(COMMANDLIST).
+        let mut private = vec![0u8; s.driver.calc_private_command_list_size()].into_boxed_slice();
+        s.driver.create_command_list(dc, &mut private, state)?;
         let local_size = s
             .driver
             .calc_deferred_context_handle_size(HandleType::CommandList, None);
-        if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
-            return Err(Error::InvalidArg); // R-H4
-        }
-        let mut node = Node::new(ListData {
+        let node = Node::new(ListData {
             device: self.device.clone(),
             home: Arc::clone(&self.home),
             body: ListBody {
                 rec: Recording::default(),
                 held: Vec::new(),
-                private: vec![0u8; private_size].into_boxed_slice(),
+                private,
                 local: vec![0u8; local_size].into_boxed_slice(),
             },
             last_executed: AtomicU64::new(0),
         });
-        s.driver
-            .create_command_list(dc, node.value.body.memory(), state)?;
+        if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
+            destroy_fully(node);
+            return Err(Error::InvalidArg); // R-H4
+        }
         self.stats.created += 1;
         Ok(node)
     }
@@ -675,8 +687,19 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     fn abandon_inner(&mut self) -> Result<()> {
+        self.abandon_sequence()?;
+        self.stats.abandoned += 1;
+        Ok(())
+    }
+
+    /// R-C2's sequence: AbandonCommandList, the bindings undone one by one, every handle
+    /// closed, the context recycled (or recreated).
+    fn abandon_sequence(&mut self) -> Result<()> {
         let s = &*self.device.shared;
-        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let Some(dc) = self.dc.as_mut() else {
+            self.unload();
+            return self.renew();
+        };
         s.driver.abandon_command_list(dc);
         loop {
             let Some((point, _)) = self.bindings.iter().next() else {
@@ -686,7 +709,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             s.driver.abandon_unbind(dc, point, StateView::of(&self.bindings));
         }
         self.unload();
-        self.stats.abandoned += 1;
         self.renew()
     }
 
@@ -706,6 +728,10 @@ impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
         self.home.destroyed.close().for_each(destroy_fully);
         self.cache.drain(..).for_each(destroy_fully);
         self.waiting.drain(..).for_each(destroy_fully);
+        self.device
+            .shared
+            .live_deferred
+            .fetch_sub(1, crate::primitive::Ordering::SeqCst);
         if let Some(dc) = self.dc.take() {
             self.device.shared.driver.destroy_deferred_context(dc);
         }

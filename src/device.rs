@@ -14,7 +14,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View};
 use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel};
-use crate::primitive::{AtomicU32, AtomicU64, Ordering};
+use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::registry::{NewEntry, ObjectRef, Registry};
 use crate::retire::Clock;
 use crate::tag::DeviceTag;
@@ -56,6 +56,9 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     pub(crate) config: DeviceConfig,
     /// The next deferred context's id.
     pub(crate) next_deferred_id: AtomicU32,
+    /// Deferred contexts alive: the device cannot be destroyed while one may still close
+    /// context-local handles (R-H2).
+    pub(crate) live_deferred: AtomicUsize,
     /// Every IC buffer numbered at or below this was submitted (or was empty): when an
     /// executed command list may be recycled under [`Clock::Submitted`].
     pub(crate) submitted_through: CachePadded<AtomicU64>,
@@ -112,6 +115,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 handle_sizes,
                 config,
                 next_deferred_id: AtomicU32::new(0),
+                live_deferred: AtomicUsize::new(0),
                 submitted_through: CachePadded::new(AtomicU64::new(0)),
                 completed: CachePadded::new(AtomicU64::new(0)),
                 trim_epoch: CachePadded::new(AtomicU64::new(0)),

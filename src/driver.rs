@@ -220,8 +220,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     );
 
     /// CreateCommandList, at Finish on the deferred context's thread (R-R7), when no recycled
-    /// list is available. `state` still reports the context's bindings (R-C1).
-    fn create_command_list(&self, dc: &mut Self::Deferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()>;
+    /// list is available: `private` is the zeroed immediate-context handle memory
+    /// (CalcPrivateCommandListSize bytes). The context-local handle is sized after this call,
+    /// as R-R7 orders, and reaches the driver in the recycle hooks. `state` still reports the
+    /// context's bindings (R-C1).
+    fn create_command_list(&self, dc: &mut Self::Deferred, private: &mut [u8], state: StateView<'_>) -> Result<()>;
 
     /// DestroyCommandList (free-threaded, any thread): the list's memory is released after.
     fn destroy_command_list(&self, list: ListMemory<'_>);
@@ -252,7 +255,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
         list: ListMemory<'_>,
         state: StateView<'_>,
     ) -> Result<()> {
-        self.create_command_list(dc, list, state)
+        self.create_command_list(dc, list.private, state)
     }
 
     /// RecycleDestroyCommandList (R-R4): a light, free-threaded destroy that keeps the

@@ -25,7 +25,7 @@ use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::primitive::Ordering;
 use crate::registry::{Entry, ObjectView, Registry, Resolver};
-use crate::retire::{Clocks, RetireQueue, RetireStats};
+use crate::retire::{Clock, Clocks, RetireQueue, RetireStats};
 
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]
@@ -459,8 +459,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 allocations: &self.buffer.allocations,
                 operations: self.buffer.operations,
             });
-            self.last_submitted = number;
+            if submitted.is_ok() {
+                self.last_submitted = number;
+            }
         }
+        // A buffer the kernel refused never reached it: what it referenced is not known to be
+        // submitted, so destructions tagged with it wait for the next successful flush.
+        let through = if submitted.is_ok() { number } else { number - 1 };
         self.buffer.number = number + 1;
         self.buffer.operations = 0;
         self.buffer.allocations.clear();
@@ -468,10 +473,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         s.open_buffer.store(number + 1, Ordering::SeqCst);
         let completed = s.kernel.completed_fence();
         // For deferred contexts recycling lists this context executed (their memory clock).
-        s.submitted_through.store(number, Ordering::Release);
+        s.submitted_through.store(through, Ordering::Release);
         s.completed.store(completed, Ordering::Release);
         let clocks = Clocks {
-            submitted_through: number,
+            submitted_through: through,
             completed,
             drain: false,
         };
@@ -554,7 +559,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn destroy_primary_inner(&mut self, primary: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
-        let referenced = {
+        let last_buffer = {
             let guard = epoch::pin();
             let entry = self.device.shared.registry.find(primary, &guard)?;
             if !entry.is_primary() {
@@ -564,12 +569,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 return Err(AppError::DoubleDestroy.into());
             }
             // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
-            unsafe { entry.ic_side() }.last_buffer == self.buffer.number
+            unsafe { entry.ic_side() }.last_buffer
         };
-        if referenced {
-            self.flush_inner()?;
+        if last_buffer == self.buffer.number {
+            self.flush_inner()?; // R-D1: the open buffer references it
         }
         let s = &*self.device.shared;
+        // R-P1 deallocates inside this call; under the completed clock that means waiting
+        // for the GPU to finish the last buffer that used the primary.
+        if s.config.retire_clock == Clock::Completed
+            && last_buffer != 0
+            && s.kernel.completed_fence() < last_buffer
+        {
+            s.kernel.wait_for_fence(last_buffer)?;
+        }
         let guard = epoch::pin();
         let entry = s.registry.find(primary, &guard)?;
         if !entry.mark_destroyed() {
@@ -597,10 +610,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// DestroyDevice (R-D3): submits what is open, waits for the GPU to finish the last
     /// buffer, then destroys every object still pending or alive (dependents first) and
     /// deallocates all kernel memory before returning. Afterwards every call on the device,
-    /// from any thread, fails with [`Error::DeviceRemoved`]. Dropping the immediate context
-    /// does the same.
-    pub fn destroy_device(mut self) -> Result<()> {
-        self.destroy_device_inner()
+    /// from any thread, fails with [`Error::DeviceRemoved`].
+    ///
+    /// While deferred contexts of the device are alive it is an application error and
+    /// changes nothing: their context-local handles must close before the objects behind
+    /// them are destroyed (R-H2). Dropping the immediate context destroys the device
+    /// regardless; live contexts then release their handles without closing them (the
+    /// objects are gone) and every call on them fails.
+    pub fn destroy_device(&mut self) -> Result<()> {
+        let result = if self.device.shared.live_deferred.load(Ordering::SeqCst) > 0 {
+            Err(AppError::InvalidState.into())
+        } else {
+            self.destroy_device_inner()
+        };
+        self.report(result)
     }
 
     fn destroy_device_inner(&mut self) -> Result<()> {

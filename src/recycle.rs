@@ -131,7 +131,12 @@ impl<T> DropStack<T> {
     /// Closes the stack and takes what it holds; later pushes hand their nodes back.
     pub(crate) fn close(&self) -> Taken<T> {
         self.closed.store(true, Ordering::SeqCst);
-        self.take_all()
+        // No relaxed fast path here: the SeqCst swap is what a racing pusher's SeqCst CAS
+        // and flag load are ordered against (the loom model finds the stranded node
+        // otherwise).
+        Taken {
+            top: self.head.swap(ptr::null_mut(), Ordering::SeqCst),
+        }
     }
 }
 

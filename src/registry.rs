@@ -396,7 +396,9 @@ impl<D: Driver> Registry<D> {
         let popped = self.free.pop(|i| &self.slot(i).expect("freed slots exist").next_free);
         let index = match popped {
             Some(index) => index,
-            None => match self.reserved.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            // SeqCst here, on the entry's store and on `removed` lets device destruction and a
+            // racing create see each other (see `Device::create_object`).
+            None => match self.reserved.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < MAX_SLOTS).then_some(n + 1)
             }) {
                 Ok(index) => index,
@@ -441,7 +443,7 @@ impl<D: Driver> Registry<D> {
                 data: new.ic_data,
             })),
         };
-        slot.entry.store(Owned::new(entry), Ordering::Release);
+        slot.entry.store(Owned::new(entry), Ordering::SeqCst);
         Ok(Handle::new(self.tag, index, generation))
     }
 
@@ -554,10 +556,10 @@ impl<D: Driver> Registry<D> {
 
     /// Calls `each` with every entry still linked (device destruction), with its slot index.
     pub(crate) fn for_each_linked(&self, guard: &Guard, mut each: impl FnMut(u32, &Entry<D>)) {
-        let reserved = self.reserved.load(Ordering::Acquire);
+        let reserved = self.reserved.load(Ordering::SeqCst);
         for index in 0..reserved {
             let Some(slot) = self.slot(index) else { continue };
-            let entry = slot.entry.load(Ordering::Acquire, guard);
+            let entry = slot.entry.load(Ordering::SeqCst, guard);
             // SAFETY: loaded under `guard` from its slot (see `find`).
             if let Some(entry) = unsafe { entry.as_ref() } {
                 each(index, entry);

@@ -48,7 +48,9 @@ pub struct RetireStats {
     pub destroyed: u64,
     /// Kernel allocations deallocated.
     pub deallocated: u64,
-    /// Destroyed objects waiting for their buffer's submit or for their holders.
+    /// Destroyed objects the immediate context has taken in (at its flushes) that wait for
+    /// their buffer's submit or for their holders. Destroys since the last flush are not
+    /// counted yet: they sit on the device's lock-free retire stack.
     pub waiting_destruction: usize,
     /// Allocations waiting for the completed fence.
     pub waiting_deallocation: usize,

@@ -433,6 +433,8 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         self.check_list_reuse(&mut s, id);
+        // The context-local handle records whose cache holds the list (R-R5).
+        list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
     }
 
     fn recycle_create_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()> {
@@ -554,7 +556,7 @@ impl Driver for SoftDriver {
         dc.open_handles -= 1;
     }
 
-    fn create_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()> {
+    fn create_command_list(&self, dc: &mut SoftDeferred, private: &mut [u8], state: StateView<'_>) -> Result<()> {
         let mut s = self.world.lock();
         s.next_object += 1;
         let id = s.next_object;
@@ -568,8 +570,7 @@ impl Driver for SoftDriver {
             state.len(),
             Some(dc.id),
         );
-        list.private[0..8].copy_from_slice(&id.to_le_bytes());
-        list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
+        private[0..8].copy_from_slice(&id.to_le_bytes());
         Ok(())
     }
 

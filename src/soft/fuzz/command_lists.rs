@@ -1,0 +1,1784 @@
+//! `command_lists`: random recordings on deferred contexts, executed on the immediate
+//! context, checked after every step against a plain model (R-C1..R-C4, R-E2, R-E3,
+//! R-H1..R-H5, R-D1).
+//!
+//! # What a run does
+//! A run is a list of [`Step`]s over one soft device (built with a small
+//! [`crate::DeviceConfig::deferred_budget`], so that recordings run out of memory often),
+//! three deferred contexts and the immediate context: objects are created and destroyed
+//! (sometimes from another thread), deferred contexts record updates, copies, fills, view
+//! clears, binds, Map(DISCARD) + writes + Unmap and query begin/end (sometimes from another
+//! thread), finish (keeping the list or dropping it at once), abandon or are dropped and made
+//! again; kept lists are executed (once or several times in a row, after their objects were
+//! destroyed, around immediate-context writes) and dropped (sometimes on another thread); the
+//! immediate context updates, copies, maps and unmaps, binds, begins and ends queries (which
+//! provokes the conflicts of R-C4), flushes; the simulated GPU completes fences.
+//!
+//! # The model
+//! Plain vectors: every resource's bytes, every view's range, what each context has mapped
+//! or begun, each recording's operations (with their payloads, copied), its open
+//! context-local handles, its bindings and its budget count, and each kept list's operations,
+//! holds, maps and queries. A list's effect is its recorded operations applied in order to
+//! the model's bytes *at execute time* (the soft driver's byte semantics, [`SoftCommand`]);
+//! Map(DISCARD) data replays the same every time. After every step:
+//! - every engine call returned exactly what the model predicts (the R-C4 conflicts are
+//!   `Application(MapConflict)` / `Application(QueryConflict)` and change nothing), and every
+//!   failed call was reported once, on its own context's sink (R-E2);
+//! - every resource's bytes in the soft kernel equal the model's; memory the kernel no longer
+//!   has belongs to an object the application destroyed that nothing (a list, an open
+//!   recording, a live view) still holds (R-D1, R-H2);
+//! - each deferred context's removal flag, open handles, operations, budget count, removals
+//!   and bindings equal the model's (R-C1, R-E3), the kernel's amortised-processing callback
+//!   ran once per removal (R-A2) plus the immediate context's own calls (R-A1), and the
+//!   immediate context's bindings equal the model's (R-C3);
+//! - the soft world saw no rule broken.
+//!
+//! At the end, destroying the device is refused while contexts are alive (R-H2: their
+//! handles must close first); the contexts are dropped, then half the lists; after R-D4's
+//! heavy pattern (`ClearState; Flush; End(event); spin on GetData; Flush`) every destroyed
+//! object nothing holds is deallocated (R-D2, R-D4); the device is destroyed with the other
+//! lists still alive, the kernel must be clean (R-D3), and dropping the lists afterwards
+//! must keep it clean.
+//!
+//! The engine must never panic; any mismatch is an `assert!` of this module.
+//!
+//! # Cases not generated (engine bugs, see the `// bug:` comments)
+//! - A live view whose resource the application destroyed is refused on a deferred context
+//!   (`StaleHandle`, the dependency is opened with a liveness check) though the view holds
+//!   its resource and the immediate context accepts it (R-H3).
+//! - A destroyed object already used in the current recording is accepted again by
+//!   `command`, `bind`, `begin_query` and `end_query` (`use_object` looks it up with `held`),
+//!   while first uses, `update`, `map_discard` and the immediate context refuse it
+//!   (`StaleHandle`, R-E1).
+//! - An immediate-context call the driver refuses (an out-of-range update or region) still
+//!   stamps its objects with the open buffer; when nothing else lands in that buffer it is
+//!   never submitted, so an object destroyed afterwards waits for a fence nobody signals
+//!   before its memory is deallocated (until a later buffer completes). The teardown uses
+//!   R-D4's heavy pattern, which submits a buffer, rather than `Flush; complete; Flush`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arbitrary::Arbitrary;
+
+use crate::bind::{BindClass, BindPoint, Stage};
+use crate::command_list::CommandList;
+use crate::deferred::DeferredContext;
+use crate::desc::{QueryKind, ResourceDesc, ViewDesc};
+use crate::device::{Device, DeviceConfig};
+use crate::error::{AppError, Error, Result};
+use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
+use crate::immediate::ImmediateContext;
+use crate::kernel::{AllocationHandle, ContextId};
+use crate::record::Recorded;
+use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+
+type Dev = Device<SoftDriver, SoftKernel>;
+type Ic = ImmediateContext<SoftDriver, SoftKernel>;
+type Dc = DeferredContext<SoftDriver, SoftKernel>;
+type List = CommandList<SoftDriver, SoftKernel>;
+
+/// The deferred-context budget [`run`] uses: room for a few dozen operations and maps of the
+/// largest resources, so that random recordings run out of memory regularly (R-E3).
+pub const DEFAULT_BUDGET: usize = 2048;
+
+/// Resources hold `1..=MAX_RESOURCE_BYTES` bytes: small, so comparing every resource after
+/// every step stays cheap, and large enough for views and regions to have room.
+const MAX_RESOURCE_BYTES: usize = 96;
+/// Caps on model objects per run, live ones and all ever made (creates beyond either do
+/// nothing): they bound a run's memory and the per-step checks, and the live caps keep
+/// long fuzz inputs from drowning the live objects among destroyed ones.
+const MAX_RESOURCES: (usize, usize) = (12, 48);
+const MAX_VIEWS: (usize, usize) = (12, 48);
+const MAX_QUERIES: (usize, usize) = (6, 24);
+const MAX_LISTS: usize = 8;
+/// Deferred contexts per run.
+const CONTEXTS: usize = 3;
+/// Binding points steps choose from (see [`point`]).
+const POINTS: u8 = 8;
+
+/// One step of a run. Indices pick among the objects (or contexts, lists) made so far,
+/// modulo their number, destroyed ones included (so stale handles are used too); a step whose
+/// index has nothing to pick does nothing. Recording, the heart of the matter, comes in
+/// bursts of one to four operations, so that lists hold several.
+#[derive(Arbitrary, Debug, Clone)]
+pub enum Step {
+    /// Creates an object (free-threaded create, R-F1).
+    Create(New),
+    /// Destroys an object (free-threaded, R-D1), maybe from another thread; destroying it
+    /// again is a double destroy.
+    Destroy {
+        /// The object.
+        object: Obj,
+        /// Destroy it from a thread spawned for the step.
+        elsewhere: bool,
+    },
+    /// Records a burst of operations on a deferred context, maybe from another thread (a
+    /// deferred context is `Send`).
+    Record {
+        /// The context.
+        dc: u8,
+        /// Record from a thread spawned for the step.
+        elsewhere: bool,
+        /// What to record.
+        ops: Burst,
+    },
+    /// Ends a deferred context's recording.
+    Close {
+        /// The context.
+        dc: u8,
+        /// How.
+        how: Close,
+    },
+    /// CommandListExecute (R-C3, R-C4), `1 + times % 3` times in a row.
+    Execute {
+        /// The kept list.
+        list: u8,
+        /// Repetitions, before the modulo.
+        times: u8,
+    },
+    /// Drops a kept list (DestroyCommandList, free-threaded), maybe on another thread.
+    DropList {
+        /// The kept list.
+        list: u8,
+        /// Drop it on a thread spawned for the step.
+        elsewhere: bool,
+    },
+    /// An operation on the immediate context.
+    Immediate(IcOp),
+    /// Flush, or the simulated GPU's progress.
+    Timeline(Timeline),
+}
+
+/// An object to create.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum New {
+    /// A resource of `1 + size % 96` bytes.
+    Resource {
+        /// The size, before the modulo.
+        size: u8,
+    },
+    /// A view of a resource (R-H3); its range may be empty or too long (refused).
+    View {
+        /// The resource viewed.
+        resource: u8,
+        /// Which view type.
+        kind: ViewKind,
+        /// First byte, modulo the resource's size plus 4.
+        first: u8,
+        /// Length, modulo 33.
+        len: u8,
+    },
+    /// A query.
+    Query {
+        /// Its kind.
+        kind: QueryChoice,
+    },
+}
+
+/// One to four operations recorded in a row.
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Burst {
+    /// The first operation.
+    pub first: DcOp,
+    /// Up to three more.
+    pub more: [Option<DcOp>; 3],
+}
+
+impl Burst {
+    /// One operation.
+    pub fn one(op: DcOp) -> Self {
+        Burst {
+            first: op,
+            more: [None; 3],
+        }
+    }
+
+    fn ops(&self) -> impl Iterator<Item = DcOp> + '_ {
+        core::iter::once(self.first).chain(self.more.iter().flatten().copied())
+    }
+}
+
+/// How a recording ends.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Close {
+    /// FinishCommandList, keeping the list for later steps (R-C1, R-C4, R-E3).
+    FinishKeep,
+    /// FinishCommandList, dropping the list at once.
+    FinishDrop,
+    /// AbandonCommandList (R-C2).
+    Abandon,
+    /// Drops the context (with whatever it was recording) and creates a new one.
+    Reset,
+}
+
+/// Flush and the simulated GPU.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Timeline {
+    /// Flush (R-D2).
+    Flush,
+    /// The GPU completes every submitted buffer.
+    CompleteAll,
+    /// The GPU completes all but the newest submitted buffer.
+    CompleteButNewest,
+}
+
+/// A view type.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum ViewKind {
+    /// Shader-resource view.
+    ShaderResource,
+    /// Render-target view.
+    RenderTarget,
+    /// Depth-stencil view.
+    DepthStencil,
+    /// Unordered-access view.
+    UnorderedAccess,
+}
+
+impl ViewKind {
+    fn handle_type(self) -> HandleType {
+        match self {
+            ViewKind::ShaderResource => HandleType::ShaderResourceView,
+            ViewKind::RenderTarget => HandleType::RenderTargetView,
+            ViewKind::DepthStencil => HandleType::DepthStencilView,
+            ViewKind::UnorderedAccess => HandleType::UnorderedAccessView,
+        }
+    }
+}
+
+/// A query kind.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum QueryChoice {
+    /// Event query.
+    Event,
+    /// Occlusion query.
+    Occlusion,
+    /// Timestamp query.
+    Timestamp,
+}
+
+impl QueryChoice {
+    fn kind(self) -> QueryKind {
+        match self {
+            QueryChoice::Event => QueryKind::Event,
+            QueryChoice::Occlusion => QueryKind::Occlusion,
+            QueryChoice::Timestamp => QueryKind::Timestamp,
+        }
+    }
+}
+
+/// An object made by an earlier step.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Obj {
+    /// A resource.
+    Resource(u8),
+    /// A view.
+    View(u8),
+    /// A query.
+    Query(u8),
+}
+
+/// Bytes to write: `len` (after a per-use modulo) bytes of a pattern seeded by `seed`.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct Bytes {
+    /// Length, before the modulo.
+    pub len: u8,
+    /// Pattern seed.
+    pub seed: u8,
+}
+
+impl Bytes {
+    fn make(self, max: usize) -> Vec<u8> {
+        let len = usize::from(self.len) % (max + 1);
+        (0..len)
+            .map(|i| self.seed.wrapping_add((i as u8).wrapping_mul(29)) | 1)
+            .collect()
+    }
+}
+
+/// A soft-driver command ([`SoftCommand`]) over earlier objects.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Cmd {
+    /// CopyResource.
+    Copy {
+        /// Destination resource.
+        dst: u8,
+        /// Source resource.
+        src: u8,
+    },
+    /// CopySubresourceRegion; offsets and length may run past either resource (the driver
+    /// refuses it when it runs).
+    CopyRegion {
+        /// Destination resource.
+        dst: u8,
+        /// Destination offset, modulo its size plus 4.
+        dst_offset: u8,
+        /// Source resource.
+        src: u8,
+        /// Source offset, modulo its size plus 4.
+        src_offset: u8,
+        /// Length, modulo 49.
+        len: u8,
+    },
+    /// Fills a whole resource.
+    Fill {
+        /// The resource.
+        dst: u8,
+        /// The byte.
+        value: u8,
+    },
+    /// Clears a view's range (ClearRenderTargetView).
+    ClearView {
+        /// The view.
+        view: u8,
+        /// The byte.
+        value: u8,
+    },
+}
+
+/// What a deferred context records.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum DcOp {
+    /// UpdateSubresource (offset modulo size plus 8, up to 48 bytes, possibly none or out of
+    /// range: refused).
+    Update {
+        /// The resource.
+        resource: u8,
+        /// Offset, before the modulo.
+        offset: u8,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// An update larger than the whole budget: out of memory, context-local removal (R-E3).
+    HugeUpdate {
+        /// The resource.
+        resource: u8,
+    },
+    /// An update at offset 0 as long as what is left of the budget after one operation (at
+    /// most the resource's size): fills the recording up to its budget exactly, so that the
+    /// next call, or the implicit End of a begun query at Finish, runs out of memory.
+    TopUp {
+        /// The resource.
+        resource: u8,
+    },
+    /// A soft-driver command.
+    Command(Cmd),
+    /// Map(DISCARD), then writes at the start of the mapped (zeroed) contents.
+    MapWrite {
+        /// The resource.
+        resource: u8,
+        /// What to write (up to the resource's size).
+        data: Bytes,
+    },
+    /// Unmap (records the contents written since the map).
+    Unmap {
+        /// The resource.
+        resource: u8,
+    },
+    /// Binds an object at one of eight points, or unbinds.
+    Bind {
+        /// The point (modulo 8).
+        point: u8,
+        /// What to bind.
+        object: Option<Obj>,
+    },
+    /// Begins a query.
+    BeginQuery {
+        /// The query.
+        query: u8,
+    },
+    /// Ends a query.
+    EndQuery {
+        /// The query.
+        query: u8,
+    },
+}
+
+/// What the immediate context does.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum IcOp {
+    /// UpdateSubresource.
+    Update {
+        /// The resource.
+        resource: u8,
+        /// Offset, modulo size plus 8.
+        offset: u8,
+        /// The bytes (up to 48).
+        data: Bytes,
+    },
+    /// A soft-driver command.
+    Command(Cmd),
+    /// Map(DISCARD) (R-C4: lists that recorded a Map of it conflict until the Unmap).
+    Map {
+        /// The resource.
+        resource: u8,
+    },
+    /// Unmap with new contents from byte 0 (up to the size plus 4 bytes: refused beyond it).
+    Unmap {
+        /// The resource.
+        resource: u8,
+        /// The contents.
+        data: Bytes,
+    },
+    /// Binds an object, or unbinds.
+    Bind {
+        /// The point (modulo 8).
+        point: u8,
+        /// What to bind.
+        object: Option<Obj>,
+    },
+    /// Begins a query (R-C4: lists that begin or end it conflict until its End).
+    BeginQuery {
+        /// The query.
+        query: u8,
+    },
+    /// Ends a query.
+    EndQuery {
+        /// The query.
+        query: u8,
+    },
+}
+
+/// What a run exercised, for tests that want to know their inputs reach the interesting
+/// cases (and for reports). Counts add up over runs with `+=`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Steps run (including those that found nothing to pick and did nothing).
+    pub steps: u64,
+    /// Steps not run because they would reach a known engine bug (see the module docs).
+    pub skipped_for_bugs: u64,
+    /// Deferred-context calls that recorded something.
+    pub recorded: u64,
+    /// Deferred-context calls refused with an application error.
+    pub refused: u64,
+    /// Calls accepted (and ignored) by a context removed after running out of memory.
+    pub while_removed: u64,
+    /// Context-local removals after running out of memory (R-E3).
+    pub removals: u64,
+    /// Command lists finished.
+    pub finished: u64,
+    /// Finishes that answered out of memory after a removal (R-E3).
+    pub finish_after_removal: u64,
+    /// Finishes that ran out of memory ending still-begun queries (R-C4, R-E3).
+    pub finish_out_of_memory: u64,
+    /// Successful list executions.
+    pub executed: u64,
+    /// Successful executions of a list holding an object the application had destroyed.
+    pub executed_with_destroyed: u64,
+    /// Executions refused with `MapConflict` (R-C4).
+    pub map_conflicts: u64,
+    /// Executions refused with `QueryConflict` (R-C4).
+    pub query_conflicts: u64,
+    /// Executions whose replay stopped at a failing operation.
+    pub failed_replays: u64,
+    /// Immediate-context calls that succeeded.
+    pub immediate_ok: u64,
+    /// Immediate-context calls refused.
+    pub immediate_refused: u64,
+    /// Steps run on another thread (destroys, recordings, list drops).
+    pub elsewhere: u64,
+}
+
+impl core::ops::AddAssign for Coverage {
+    fn add_assign(&mut self, o: Coverage) {
+        self.steps += o.steps;
+        self.skipped_for_bugs += o.skipped_for_bugs;
+        self.recorded += o.recorded;
+        self.refused += o.refused;
+        self.while_removed += o.while_removed;
+        self.removals += o.removals;
+        self.finished += o.finished;
+        self.finish_after_removal += o.finish_after_removal;
+        self.finish_out_of_memory += o.finish_out_of_memory;
+        self.executed += o.executed;
+        self.executed_with_destroyed += o.executed_with_destroyed;
+        self.map_conflicts += o.map_conflicts;
+        self.query_conflicts += o.query_conflicts;
+        self.failed_replays += o.failed_replays;
+        self.immediate_ok += o.immediate_ok;
+        self.immediate_refused += o.immediate_refused;
+        self.elsewhere += o.elsewhere;
+    }
+}
+
+/// Decodes steps from raw bytes until they run out (a dense decoding for fuzzers and PRNG
+/// inputs: `Vec::<Step>::arbitrary_take_rest` spends a byte per element on "go on").
+pub fn steps(data: &[u8]) -> Vec<Step> {
+    let mut u = arbitrary::Unstructured::new(data);
+    let mut steps = Vec::new();
+    while !u.is_empty() {
+        match Step::arbitrary(&mut u) {
+            Ok(step) => steps.push(step),
+            Err(_) => break,
+        }
+    }
+    steps
+}
+
+/// The budgets [`run_bytes`] chooses from: the default, a tight one (removals all the time)
+/// and one that a begun query and two [`DcOp::TopUp`]s fill, so that Finish runs out of
+/// memory ending the query (R-C4, R-E3).
+pub const BUDGETS: [usize; 3] = [DEFAULT_BUDGET, 640, 256];
+
+/// Runs raw bytes (a fuzzer's input): the first byte chooses the budget among [`BUDGETS`],
+/// the rest are decoded by [`steps`]. Returns what the run exercised.
+pub fn run_bytes(data: &[u8]) -> Coverage {
+    let Some((first, rest)) = data.split_first() else {
+        return Coverage::default();
+    };
+    run_with_budget(BUDGETS[usize::from(*first) % BUDGETS.len()], &steps(rest))
+}
+
+/// Runs `steps` with [`DEFAULT_BUDGET`], checking the engine against the model after every
+/// step; panics (an `assert!`) on any difference, any broken rule or any leak.
+pub fn run(steps: &[Step]) {
+    run_with_budget(DEFAULT_BUDGET, steps);
+}
+
+/// [`run`] with another deferred-context budget (bytes of operations and payloads); returns
+/// what the run exercised.
+pub fn run_with_budget(budget: usize, steps: &[Step]) -> Coverage {
+    let mut h = Harness::new(budget);
+    for (i, step) in steps.iter().enumerate() {
+        h.cov.steps += 1;
+        h.step(step);
+        h.check(i, step);
+    }
+    h.teardown()
+}
+
+/// The bytes one recorded operation counts against the budget (as the engine counts them).
+fn op_bytes() -> usize {
+    core::mem::size_of::<Recorded<SoftCommand>>()
+}
+
+/// The binding point a step's `point` names.
+fn point(p: u8) -> BindPoint {
+    let p = p % POINTS;
+    let class = match p % 4 {
+        0 => BindClass::ShaderResource(Stage::Pixel),
+        1 => BindClass::RenderTarget,
+        2 => BindClass::ConstantBuffer(Stage::Vertex),
+        _ => BindClass::UnorderedAccess,
+    };
+    BindPoint::new(class, u16::from(p / 4))
+}
+
+fn pick(len: usize, i: u8) -> Option<usize> {
+    (len > 0).then(|| usize::from(i) % len)
+}
+
+/// An object index: with the high bit of `i` clear, among all the objects made so far in
+/// order (`i % len`, as hand-written sequences count them); with it set, among those not
+/// destroyed (all of them if none is live), so random inputs use live objects half the time.
+fn pick_object(destroyed: impl ExactSizeIterator<Item = bool> + Clone, i: u8) -> Option<usize> {
+    let len = destroyed.len();
+    if i & 0x80 == 0 {
+        return pick(len, i);
+    }
+    let live = destroyed.clone().filter(|d| !d).count();
+    if live == 0 {
+        return pick(len, i & 0x7f);
+    }
+    let n = usize::from(i & 0x7f) % live;
+    destroyed.enumerate().filter(|(_, d)| !d).nth(n).map(|(k, _)| k)
+}
+
+/// Whether another object may be made, given the destroyed flags of those made so far.
+fn room(destroyed: impl Iterator<Item = bool>, (live_cap, total_cap): (usize, usize)) -> bool {
+    let (mut total, mut live) = (0, 0);
+    for d in destroyed {
+        total += 1;
+        live += usize::from(!d);
+    }
+    total < total_cap && live < live_cap
+}
+
+/// Runs `f` here, or on a scoped thread spawned for it.
+fn maybe_elsewhere<R: Send>(elsewhere: bool, f: impl FnOnce() -> R + Send) -> R {
+    if elsewhere {
+        std::thread::scope(|s| s.spawn(f).join().expect("the step's thread panicked"))
+    } else {
+        f()
+    }
+}
+
+/// A model object: which vector, which index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    R(usize),
+    V(usize),
+    Q(usize),
+}
+
+/// A recorded operation's byte effect (binds and queries have none).
+#[derive(Clone, Debug)]
+enum MOp {
+    Update {
+        res: usize,
+        offset: usize,
+        data: Vec<u8>,
+    },
+    Write {
+        res: usize,
+        data: Vec<u8>,
+    },
+    Copy {
+        dst: usize,
+        src: usize,
+    },
+    Region {
+        dst: usize,
+        dst_offset: usize,
+        src: usize,
+        src_offset: usize,
+        len: usize,
+    },
+    Fill {
+        dst: usize,
+        value: u8,
+    },
+    Clear {
+        view: usize,
+        value: u8,
+    },
+    Nop,
+}
+
+struct MRes {
+    handle: Handle<Resource>,
+    alloc: AllocationHandle,
+    bytes: Vec<u8>,
+    destroyed: bool,
+}
+
+struct MView {
+    handle: Handle<View>,
+    alloc: AllocationHandle,
+    res: usize,
+    first: usize,
+    len: usize,
+    destroyed: bool,
+}
+
+struct MQuery {
+    handle: Handle<Query>,
+    alloc: AllocationHandle,
+    destroyed: bool,
+}
+
+/// The model's objects.
+#[derive(Default)]
+struct Model {
+    res: Vec<MRes>,
+    views: Vec<MView>,
+    queries: Vec<MQuery>,
+}
+
+/// Why a predicted call will not run as the specification says.
+enum Fault {
+    /// The call fails with this error.
+    Err(Error),
+    /// The call would reach a known engine bug: the step is not run.
+    Bug,
+}
+
+impl From<Error> for Fault {
+    fn from(e: Error) -> Self {
+        Fault::Err(e)
+    }
+}
+
+impl From<AppError> for Fault {
+    fn from(e: AppError) -> Self {
+        Fault::Err(e.into())
+    }
+}
+
+impl Model {
+    fn destroyed(&self, key: Key) -> bool {
+        match key {
+            Key::R(i) => self.res[i].destroyed,
+            Key::V(i) => self.views[i].destroyed,
+            Key::Q(i) => self.queries[i].destroyed,
+        }
+    }
+
+    fn any(&self, key: Key) -> AnyHandle {
+        match key {
+            Key::R(i) => self.res[i].handle.any(),
+            Key::V(i) => self.views[i].handle.any(),
+            Key::Q(i) => self.queries[i].handle.any(),
+        }
+    }
+
+    fn alloc(&self, key: Key) -> AllocationHandle {
+        match key {
+            Key::R(i) => self.res[i].alloc,
+            Key::V(i) => self.views[i].alloc,
+            Key::Q(i) => self.queries[i].alloc,
+        }
+    }
+
+    fn key(&self, obj: Obj) -> Option<Key> {
+        match obj {
+            Obj::Resource(i) => self.resource(i).map(Key::R),
+            Obj::View(i) => self.view(i).map(Key::V),
+            Obj::Query(i) => self.query(i).map(Key::Q),
+        }
+    }
+
+    fn resource(&self, i: u8) -> Option<usize> {
+        pick_object(self.res.iter().map(|r| r.destroyed), i)
+    }
+
+    fn view(&self, i: u8) -> Option<usize> {
+        pick_object(self.views.iter().map(|v| v.destroyed), i)
+    }
+
+    fn query(&self, i: u8) -> Option<usize> {
+        pick_object(self.queries.iter().map(|q| q.destroyed), i)
+    }
+
+    fn size(&self, r: usize) -> usize {
+        self.res[r].bytes.len()
+    }
+
+    /// A step's command as the engine gets it, its byte effect, and the objects it names in
+    /// [`crate::Command::for_each_object`] order.
+    fn command(&self, cmd: Cmd) -> Option<(SoftCommand, MOp, Vec<Key>)> {
+        let res = |i| self.resource(i);
+        Some(match cmd {
+            Cmd::Copy { dst, src } => {
+                let (dst, src) = (res(dst)?, res(src)?);
+                let command = SoftCommand::Copy {
+                    dst: self.res[dst].handle,
+                    src: self.res[src].handle,
+                };
+                (command, MOp::Copy { dst, src }, vec![Key::R(src), Key::R(dst)])
+            }
+            Cmd::CopyRegion {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                len,
+            } => {
+                let (dst, src) = (res(dst)?, res(src)?);
+                let dst_offset = usize::from(dst_offset) % (self.size(dst) + 4);
+                let src_offset = usize::from(src_offset) % (self.size(src) + 4);
+                let len = usize::from(len) % 49;
+                let command = SoftCommand::CopyRegion {
+                    dst: self.res[dst].handle,
+                    dst_offset: dst_offset as u64,
+                    src: self.res[src].handle,
+                    src_offset: src_offset as u64,
+                    len: len as u64,
+                };
+                let op = MOp::Region {
+                    dst,
+                    dst_offset,
+                    src,
+                    src_offset,
+                    len,
+                };
+                (command, op, vec![Key::R(src), Key::R(dst)])
+            }
+            Cmd::Fill { dst, value } => {
+                let dst = res(dst)?;
+                let command = SoftCommand::Fill {
+                    dst: self.res[dst].handle,
+                    value,
+                };
+                (command, MOp::Fill { dst, value }, vec![Key::R(dst)])
+            }
+            Cmd::ClearView { view, value } => {
+                let view = self.view(view)?;
+                let command = SoftCommand::ClearView {
+                    view: self.views[view].handle,
+                    value,
+                };
+                (command, MOp::Clear { view, value }, vec![Key::V(view)])
+            }
+        })
+    }
+
+    /// Applies one operation's bytes as the soft driver does; an error changes nothing.
+    fn apply(&mut self, op: &MOp) -> Result<()> {
+        match *op {
+            MOp::Update {
+                res,
+                offset,
+                ref data,
+            } => {
+                let bytes = &mut self.res[res].bytes;
+                let end = offset + data.len();
+                bytes
+                    .get_mut(offset..end)
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+            }
+            MOp::Write { res, ref data } => {
+                let bytes = &mut self.res[res].bytes;
+                bytes
+                    .get_mut(..data.len())
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+            }
+            MOp::Copy { dst, src } => {
+                let n = self.size(dst).min(self.size(src));
+                let chunk = self.res[src].bytes[..n].to_vec();
+                self.res[dst].bytes[..n].copy_from_slice(&chunk);
+            }
+            MOp::Region {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                len,
+            } => {
+                let chunk = self.res[src]
+                    .bytes
+                    .get(src_offset..src_offset + len)
+                    .ok_or(AppError::OutOfRange)?
+                    .to_vec();
+                self.res[dst]
+                    .bytes
+                    .get_mut(dst_offset..dst_offset + len)
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(&chunk);
+            }
+            MOp::Fill { dst, value } => self.res[dst].bytes.fill(value),
+            MOp::Clear { view, value } => {
+                let v = &self.views[view];
+                let (res, first, len) = (v.res, v.first, v.len);
+                self.res[res].bytes[first..first + len].fill(value);
+            }
+            MOp::Nop => {}
+        }
+        Ok(())
+    }
+
+    /// A deferred context's use of `key` (R-H1, R-H3): opens its context-local handle, and a
+    /// view's resource's first, on the first use in the recording.
+    fn dc_use(&self, rec: &mut MRec, key: Key) -> Result<(), Fault> {
+        if rec.open.contains(&key) {
+            if self.destroyed(key) {
+                // bug: a destroyed object already used in this recording is accepted again
+                // by command/bind/begin_query/end_query (looked up with `held`), while a
+                // first use, update, map_discard and the immediate context answer
+                // StaleHandle (R-E1).
+                return Err(Fault::Bug);
+            }
+            return Ok(());
+        }
+        if self.destroyed(key) {
+            return Err(AppError::StaleHandle.into());
+        }
+        if let Key::V(v) = key {
+            let r = Key::R(self.views[v].res);
+            if !rec.open.contains(&r) {
+                if self.destroyed(r) {
+                    // bug: opening a live view's handle opens its resource's with a liveness
+                    // check, so a view whose resource the application destroyed (the view
+                    // holds it, R-H3) is refused with StaleHandle on a deferred context,
+                    // while the immediate context runs it.
+                    return Err(Fault::Bug);
+                }
+                rec.open.push(r);
+            }
+        }
+        rec.open.push(key);
+        Ok(())
+    }
+}
+
+/// A recording as the model sees it.
+#[derive(Clone, Default)]
+struct MRec {
+    ops: Vec<MOp>,
+    /// Payload bytes counted against the budget (updates, maps at map time).
+    payload: usize,
+    /// Context-local handles open, in order.
+    open: Vec<Key>,
+    bindings: BTreeMap<BindPoint, AnyHandle>,
+    /// Mapped resources and what was written into their new contents.
+    mapped: Vec<(usize, Vec<u8>)>,
+    begun: Vec<usize>,
+    /// Resources whose Map the recording holds (R-C4).
+    maps: Vec<usize>,
+    /// Queries the recording begins or ends (R-C4).
+    queries: Vec<usize>,
+}
+
+impl MRec {
+    fn bytes(&self) -> usize {
+        self.ops.len() * op_bytes() + self.payload
+    }
+
+    fn push_map(&mut self, res: usize, data: Vec<u8>) {
+        self.ops.push(MOp::Write { res, data });
+        if !self.maps.contains(&res) {
+            self.maps.push(res);
+        }
+    }
+
+    fn touch_query(&mut self, q: usize) {
+        if !self.queries.contains(&q) {
+            self.queries.push(q);
+        }
+    }
+}
+
+struct MDc {
+    dc: Dc,
+    rec: MRec,
+    removed: bool,
+    removals: u64,
+}
+
+struct MList {
+    list: List,
+    ops: Vec<MOp>,
+    held: Vec<Key>,
+    maps: Vec<usize>,
+    queries: Vec<usize>,
+    payload: usize,
+}
+
+/// A call on a deferred context, with its handles resolved.
+enum Call {
+    Update(Handle<Resource>, u64, Vec<u8>),
+    Command(SoftCommand),
+    Map(Handle<Resource>, Vec<u8>),
+    Unmap(Handle<Resource>),
+    Bind(BindPoint, Option<AnyHandle>),
+    Begin(Handle<Query>),
+    End(Handle<Query>),
+}
+
+/// A map's answer: the length of the returned bytes and whether they were all zero.
+type Mapped = Option<(usize, bool)>;
+
+fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
+    match call {
+        Call::Update(r, offset, data) => dc.update(*r, *offset, data).map(|()| None),
+        Call::Command(c) => dc.command(*c).map(|()| None),
+        Call::Map(r, data) => {
+            let bytes = dc.map_discard(*r)?;
+            let seen = (bytes.len(), bytes.iter().all(|b| *b == 0));
+            let n = data.len().min(bytes.len());
+            bytes[..n].copy_from_slice(&data[..n]);
+            Ok(Some(seen))
+        }
+        Call::Unmap(r) => dc.unmap(*r).map(|()| None),
+        Call::Bind(p, o) => dc.bind(*p, *o).map(|()| None),
+        Call::Begin(q) => dc.begin_query(*q).map(|()| None),
+        Call::End(q) => dc.end_query(*q).map(|()| None),
+    }
+}
+
+struct Harness {
+    device: Dev,
+    /// `None` once destroyed (teardown).
+    ic: Option<Ic>,
+    world: Arc<SoftWorld>,
+    budget: usize,
+    m: Model,
+    dcs: Vec<MDc>,
+    lists: Vec<MList>,
+    ic_mapped: Vec<usize>,
+    ic_begun: Vec<usize>,
+    ic_bindings: BTreeMap<BindPoint, AnyHandle>,
+    /// Errors the soft kernel had received when the step began.
+    errors_seen: usize,
+    /// The errors the step must report, in order, with their context (R-E2).
+    expected_errors: Vec<(ContextId, Error)>,
+    /// Context-local removals so far: amortised processing calls expected (R-A2).
+    removals: u64,
+    cov: Coverage,
+}
+
+impl Harness {
+    fn new(budget: usize) -> Self {
+        let config = DeviceConfig {
+            deferred_budget: budget,
+            ..DeviceConfig::default()
+        };
+        let soft_config = SoftConfig {
+            trace: false,
+            ..SoftConfig::default()
+        };
+        let (device, ic, world) = soft::device(soft_config, config).expect("soft device");
+        let dcs = (0..CONTEXTS)
+            .map(|_| MDc {
+                dc: device.create_deferred_context().expect("deferred context"),
+                rec: MRec::default(),
+                removed: false,
+                removals: 0,
+            })
+            .collect();
+        Harness {
+            device,
+            ic: Some(ic),
+            world,
+            budget,
+            m: Model::default(),
+            dcs,
+            lists: Vec::new(),
+            ic_mapped: Vec::new(),
+            ic_begun: Vec::new(),
+            ic_bindings: BTreeMap::new(),
+            errors_seen: 0,
+            expected_errors: Vec::new(),
+            removals: 0,
+            cov: Coverage::default(),
+        }
+    }
+
+    fn ic(&mut self) -> &mut Ic {
+        self.ic.as_mut().expect("the device is alive during steps")
+    }
+
+    /// Compares an engine result with the model's, and expects the failure reported on
+    /// `context` (R-E2).
+    fn expect<T: core::fmt::Debug>(&mut self, what: &str, context: ContextId, actual: Result<T>, expected: Result<()>) {
+        match (&actual, expected) {
+            (Ok(_), Ok(())) => {}
+            (Err(a), Err(e)) if *a == e => self.expected_errors.push((context, e)),
+            _ => panic!("{what}: the engine answered {actual:?}, the model {expected:?}"),
+        }
+    }
+
+    fn allocation_of<T: crate::handle::ObjectKind>(&self, handle: Handle<T>) -> AllocationHandle {
+        let object = self.device.object(handle).expect("a new object is live");
+        object.allocation().expect("soft objects have kernel memory")
+    }
+
+    fn step(&mut self, step: &Step) {
+        match *step {
+            Step::Create(New::Resource { size }) => {
+                if !room(self.m.res.iter().map(|r| r.destroyed), MAX_RESOURCES) {
+                    return;
+                }
+                let size = 1 + usize::from(size) % MAX_RESOURCE_BYTES;
+                let desc = ResourceDesc {
+                    byte_size: size as u64,
+                    ..ResourceDesc::default()
+                };
+                let handle = self.device.create_resource(desc).expect("resource create");
+                let alloc = self.allocation_of(handle);
+                self.m.res.push(MRes {
+                    handle,
+                    alloc,
+                    bytes: vec![0; size],
+                    destroyed: false,
+                });
+            }
+            Step::Create(New::View {
+                resource,
+                kind,
+                first,
+                len,
+            }) => {
+                let Some(res) = self.m.resource(resource) else { return };
+                if !room(self.m.views.iter().map(|v| v.destroyed), MAX_VIEWS) {
+                    return;
+                }
+                let size = self.m.size(res);
+                let first = usize::from(first) % (size + 4);
+                let len = usize::from(len) % 33;
+                let desc = ViewDesc {
+                    resource: self.m.res[res].handle,
+                    first_byte: first as u64,
+                    byte_len: len as u64,
+                };
+                let expected = if len == 0 {
+                    Err(AppError::OutOfRange.into())
+                } else if self.m.res[res].destroyed {
+                    Err(AppError::MissingDependency.into())
+                } else if first + len > size {
+                    Err(AppError::OutOfRange.into())
+                } else {
+                    Ok(())
+                };
+                let actual = self.device.create_view(kind.handle_type(), desc);
+                if let Ok(handle) = actual {
+                    let alloc = self.allocation_of(handle);
+                    self.m.views.push(MView {
+                        handle,
+                        alloc,
+                        res,
+                        first,
+                        len,
+                        destroyed: false,
+                    });
+                }
+                self.expect("create_view", ContextId::Immediate, actual, expected);
+            }
+            Step::Create(New::Query { kind }) => {
+                if !room(self.m.queries.iter().map(|q| q.destroyed), MAX_QUERIES) {
+                    return;
+                }
+                let handle = self.device.create_query(kind.kind()).expect("query create");
+                let alloc = self.allocation_of(handle);
+                self.m.queries.push(MQuery {
+                    handle,
+                    alloc,
+                    destroyed: false,
+                });
+            }
+            Step::Destroy { object, elsewhere } => {
+                let Some(key) = self.m.key(object) else { return };
+                let handle = self.m.any(key);
+                let device = &self.device;
+                self.cov.elsewhere += u64::from(elsewhere);
+                let actual = maybe_elsewhere(elsewhere, || device.destroy(handle));
+                if self.m.destroyed(key) {
+                    // Pending: a double destroy; really destroyed already: a stale handle.
+                    let e = actual.expect_err("destroying a destroyed object must fail");
+                    let ok = [AppError::DoubleDestroy, AppError::StaleHandle].map(Error::from);
+                    assert!(ok.contains(&e), "second destroy answered {e:?}");
+                    self.expected_errors.push((ContextId::Immediate, e));
+                } else {
+                    assert_eq!(actual, Ok(()), "destroy of a live object");
+                    match key {
+                        Key::R(i) => self.m.res[i].destroyed = true,
+                        Key::V(i) => self.m.views[i].destroyed = true,
+                        Key::Q(i) => self.m.queries[i].destroyed = true,
+                    }
+                }
+            }
+            Step::Record {
+                dc,
+                elsewhere,
+                ref ops,
+            } => {
+                self.cov.elsewhere += u64::from(elsewhere);
+                let d = usize::from(dc) % CONTEXTS;
+                maybe_elsewhere(elsewhere, || ops.ops().for_each(|op| self.record(d, op)));
+            }
+            Step::Close { dc, how } => {
+                let d = usize::from(dc) % CONTEXTS;
+                match how {
+                    Close::FinishKeep => self.finish(d, true),
+                    Close::FinishDrop => self.finish(d, false),
+                    Close::Abandon => {
+                        let slot = &mut self.dcs[d];
+                        assert_eq!(slot.dc.abandon(), Ok(()), "abandon");
+                        slot.rec = MRec::default();
+                        slot.removed = false;
+                    }
+                    Close::Reset => {
+                        let fresh = self.device.create_deferred_context().expect("deferred context");
+                        let slot = &mut self.dcs[d];
+                        drop(core::mem::replace(&mut slot.dc, fresh));
+                        slot.rec = MRec::default();
+                        slot.removed = false;
+                        slot.removals = 0;
+                    }
+                }
+            }
+            Step::Execute { list, times } => {
+                let Some(l) = pick(self.lists.len(), list) else { return };
+                for _ in 0..1 + times % 3 {
+                    self.execute(l);
+                }
+            }
+            Step::DropList { list, elsewhere } => {
+                let Some(l) = pick(self.lists.len(), list) else { return };
+                let list = self.lists.remove(l).list;
+                self.cov.elsewhere += u64::from(elsewhere);
+                maybe_elsewhere(elsewhere, move || drop(list));
+            }
+            Step::Immediate(op) => self.immediate(op),
+            Step::Timeline(Timeline::Flush) => {
+                let flushed = self.ic().flush();
+                assert_eq!(flushed, Ok(()), "flush");
+            }
+            Step::Timeline(Timeline::CompleteAll) => self.world.complete_all(),
+            Step::Timeline(Timeline::CompleteButNewest) => {
+                let newest = self.world.last_submitted();
+                self.world.complete_through(newest.saturating_sub(1));
+            }
+        }
+    }
+
+    /// Predicts a deferred-context operation on the model's copy `rec` of the recording:
+    /// the call to make and what it must answer.
+    fn predict(&self, rec: &mut MRec, op: DcOp, top_up: Option<usize>) -> Option<(Call, Result<(), Fault>)> {
+        let m = &self.m;
+        let op_size = op_bytes();
+        let budget = self.budget;
+        let reserve = |rec: &MRec, more: usize| -> Result<(), Fault> {
+            if rec.bytes() + more > budget {
+                Err(Error::OutOfMemory.into())
+            } else {
+                Ok(())
+            }
+        };
+        let res = |i| m.resource(i);
+        let query = |i| m.query(i);
+        Some(match op {
+            DcOp::Update {
+                resource,
+                offset,
+                data,
+            } => {
+                let r = res(resource)?;
+                let size = m.size(r);
+                let offset = usize::from(offset) % (size + 8);
+                let data = match top_up {
+                    Some(len) => vec![data.seed; len.min(size)],
+                    None => data.make(48),
+                };
+                let call = Call::Update(m.res[r].handle, offset as u64, data.clone());
+                let mut predicted = || -> Result<(), Fault> {
+                    reserve(rec, op_size + data.len())?;
+                    if m.res[r].destroyed {
+                        return Err(AppError::StaleHandle.into());
+                    }
+                    if data.is_empty() || offset + data.len() > size {
+                        return Err(AppError::OutOfRange.into());
+                    }
+                    m.dc_use(rec, Key::R(r))?;
+                    rec.payload += data.len();
+                    rec.ops.push(MOp::Update {
+                        res: r,
+                        offset,
+                        data: data.clone(),
+                    });
+                    Ok(())
+                };
+                let result = predicted();
+                (call, result)
+            }
+            DcOp::HugeUpdate { resource } => {
+                let r = res(resource)?;
+                let call = Call::Update(m.res[r].handle, 0, vec![0x5a; budget + 1]);
+                (call, Err(Error::OutOfMemory.into()))
+            }
+            DcOp::TopUp { resource } => {
+                return self.predict(
+                    rec,
+                    DcOp::Update {
+                        resource,
+                        offset: 0,
+                        data: Bytes {
+                            len: 0,
+                            seed: 0x3c,
+                        },
+                    },
+                    Some(budget.saturating_sub(rec.bytes() + op_size)),
+                );
+            }
+            DcOp::Command(cmd) => {
+                let (command, mop, keys) = m.command(cmd)?;
+                let predicted = || -> Result<(), Fault> {
+                    reserve(rec, op_size)?;
+                    for key in &keys {
+                        m.dc_use(rec, *key)?;
+                    }
+                    rec.ops.push(mop);
+                    Ok(())
+                };
+                let result = predicted();
+                (Call::Command(command), result)
+            }
+            DcOp::MapWrite { resource, data } => {
+                let r = res(resource)?;
+                let size = m.size(r);
+                let data = data.make(size);
+                let call = Call::Map(m.res[r].handle, data.clone());
+                let mut predicted = || -> Result<(), Fault> {
+                    if rec.mapped.iter().any(|(x, _)| *x == r) {
+                        return Err(AppError::InvalidState.into());
+                    }
+                    if m.res[r].destroyed {
+                        return Err(AppError::StaleHandle.into());
+                    }
+                    reserve(rec, op_size + size)?;
+                    m.dc_use(rec, Key::R(r))?;
+                    rec.payload += size;
+                    let mut contents = vec![0; size];
+                    contents[..data.len()].copy_from_slice(&data);
+                    rec.mapped.push((r, contents));
+                    Ok(())
+                };
+                let result = predicted();
+                (call, result)
+            }
+            DcOp::Unmap { resource } => {
+                let r = res(resource)?;
+                let result = match rec.mapped.iter().position(|(x, _)| *x == r) {
+                    Some(i) => {
+                        let (r, contents) = rec.mapped.swap_remove(i);
+                        rec.push_map(r, contents);
+                        Ok(())
+                    }
+                    None => Err(AppError::InvalidState.into()),
+                };
+                (Call::Unmap(m.res[r].handle), result)
+            }
+            DcOp::Bind { point: p, object } => {
+                let key = match object {
+                    Some(o) => Some(m.key(o)?),
+                    None => None,
+                };
+                let p = point(p);
+                let mut predicted = || -> Result<(), Fault> {
+                    reserve(rec, op_size)?;
+                    if let Some(k) = key {
+                        m.dc_use(rec, k)?;
+                    }
+                    match key {
+                        Some(k) => rec.bindings.insert(p, m.any(k)),
+                        None => rec.bindings.remove(&p),
+                    };
+                    rec.ops.push(MOp::Nop);
+                    Ok(())
+                };
+                let result = predicted();
+                (Call::Bind(p, key.map(|k| m.any(k))), result)
+            }
+            DcOp::BeginQuery { query: q } => {
+                let q = query(q)?;
+                let mut predicted = || -> Result<(), Fault> {
+                    reserve(rec, op_size)?;
+                    if rec.begun.contains(&q) {
+                        return Err(AppError::InvalidState.into());
+                    }
+                    m.dc_use(rec, Key::Q(q))?;
+                    rec.begun.push(q);
+                    rec.touch_query(q);
+                    rec.ops.push(MOp::Nop);
+                    Ok(())
+                };
+                let result = predicted();
+                (Call::Begin(m.queries[q].handle), result)
+            }
+            DcOp::EndQuery { query: q } => {
+                let q = query(q)?;
+                let mut predicted = || -> Result<(), Fault> {
+                    reserve(rec, op_size)?;
+                    m.dc_use(rec, Key::Q(q))?;
+                    if let Some(i) = rec.begun.iter().position(|x| *x == q) {
+                        rec.begun.swap_remove(i);
+                    }
+                    rec.touch_query(q);
+                    rec.ops.push(MOp::Nop);
+                    Ok(())
+                };
+                let result = predicted();
+                (Call::End(m.queries[q].handle), result)
+            }
+        })
+    }
+
+    fn record(&mut self, d: usize, op: DcOp) {
+        let mut rec = self.dcs[d].rec.clone();
+        let Some((call_, predicted)) = self.predict(&mut rec, op, None) else { return };
+        let slot = &mut self.dcs[d];
+        let id = slot.dc.id();
+        if !slot.removed && matches!(predicted, Err(Fault::Bug)) {
+            self.cov.skipped_for_bugs += 1;
+            return;
+        }
+        if slot.removed {
+            self.cov.while_removed += 1;
+            // R-E3: a removed context accepts every call and records nothing; a map hands
+            // out scratch bytes.
+            let dc = &mut slot.dc;
+            let actual = call(dc, &call_);
+            match (&call_, &actual) {
+                (Call::Map(r, _), Ok(Some((len, zero)))) => {
+                    let live = self.m.res.iter().find(|x| x.handle == *r).filter(|x| !x.destroyed);
+                    assert_eq!(*len, live.map_or(0, |x| x.bytes.len()), "scratch map size");
+                    assert!(*zero, "scratch map bytes are zeroed");
+                }
+                (_, Ok(_)) => {}
+                _ => panic!("a removed context answered {actual:?}"),
+            }
+            return;
+        }
+        let expected = match predicted {
+            Err(Fault::Bug) => return,
+            Err(Fault::Err(e)) => Err(e),
+            Ok(()) => Ok(()),
+        };
+        let dc = &mut slot.dc;
+        let actual = call(dc, &call_);
+        if let Call::Map(r, _) = &call_ {
+            let size = self.m.res.iter().find(|x| x.handle == *r).map_or(0, |x| x.bytes.len());
+            match (&actual, expected) {
+                // Out of memory while mapping: removed, and scratch bytes to write (R-E3).
+                (Ok(Some((len, zero))), Err(Error::OutOfMemory)) | (Ok(Some((len, zero))), Ok(())) => {
+                    assert_eq!(*len, size, "Map(DISCARD) hands out the whole resource");
+                    assert!(*zero, "Map(DISCARD) hands out zeroed contents");
+                    if expected.is_err() {
+                        self.expected_errors.push((id, Error::OutOfMemory));
+                    }
+                }
+                (Err(a), Err(e)) if *a == e && e != Error::OutOfMemory => {
+                    self.expected_errors.push((id, e));
+                }
+                _ => panic!("map_discard: the engine answered {actual:?}, the model {expected:?}"),
+            }
+        } else {
+            self.expect("deferred-context call", id, actual, expected);
+        }
+        let slot = &mut self.dcs[d];
+        match expected {
+            Err(Error::OutOfMemory) => {
+                slot.rec = MRec::default();
+                slot.removed = true;
+                slot.removals += 1;
+                self.removals += 1;
+                self.cov.removals += 1;
+            }
+            Err(_) => {
+                slot.rec = rec;
+                self.cov.refused += 1;
+            }
+            Ok(()) => {
+                slot.rec = rec;
+                self.cov.recorded += 1;
+            }
+        }
+    }
+
+    fn finish(&mut self, d: usize, keep: bool) {
+        let slot = &mut self.dcs[d];
+        let id = slot.dc.id();
+        let rec = core::mem::take(&mut slot.rec);
+        let actual = slot.dc.finish();
+        if slot.removed {
+            // R-E3: the finish after a removal returns out of memory (a return value, not
+            // reported), and the context records normally again.
+            slot.removed = false;
+            assert!(matches!(actual, Err(Error::OutOfMemory)), "finish after a removal");
+            self.cov.finish_after_removal += 1;
+            return;
+        }
+        let pending = rec.begun.len();
+        if pending > 0 && rec.bytes() + pending * op_bytes() > self.budget {
+            // The implicit End of a still-begun query (R-C4) does not fit.
+            assert!(matches!(actual, Err(Error::OutOfMemory)), "finish over budget");
+            self.expected_errors.push((id, Error::OutOfMemory));
+            slot.removals += 1;
+            self.removals += 1;
+            self.cov.finish_out_of_memory += 1;
+            return;
+        }
+        let list = match actual {
+            Ok(list) => list,
+            Err(e) => panic!("finish answered {e:?}, the model Ok"),
+        };
+        self.cov.finished += 1;
+        let mut rec = rec;
+        rec.ops.extend((0..pending).map(|_| MOp::Nop));
+        while let Some((r, contents)) = rec.mapped.pop() {
+            rec.push_map(r, contents);
+        }
+        let stats = list.stats();
+        assert_eq!(stats.operations, rec.ops.len(), "list operations");
+        assert_eq!(stats.objects, rec.open.len(), "objects a list holds");
+        assert_eq!(stats.payload_bytes, rec.payload, "list payload bytes");
+        let kept = MList {
+            list,
+            ops: rec.ops,
+            held: rec.open,
+            maps: rec.maps,
+            queries: rec.queries,
+            payload: rec.payload,
+        };
+        if keep && self.lists.len() < MAX_LISTS {
+            self.lists.push(kept);
+        }
+    }
+
+    fn execute(&mut self, l: usize) {
+        let list = &self.lists[l];
+        let expected = if list.maps.iter().any(|r| self.ic_mapped.contains(r)) {
+            Err(AppError::MapConflict.into())
+        } else if list.queries.iter().any(|q| self.ic_begun.contains(q)) {
+            Err(AppError::QueryConflict.into())
+        } else {
+            // R-C3: the list's operations in order (the first failing one ends the
+            // replay), then clear-state.
+            self.ic_bindings.clear();
+            list.ops.iter().try_for_each(|op| self.m.apply(op))
+        };
+        let ic = self.ic.as_mut().expect("device alive");
+        let actual = ic.execute_command_list(&list.list);
+        let stats = list.list.stats();
+        assert_eq!(stats.payload_bytes, list.payload, "a list's payload is unchanged by execution");
+        let destroyed = list.held.iter().any(|k| self.m.destroyed(*k));
+        match expected {
+            Ok(()) => {
+                self.cov.executed += 1;
+                self.cov.executed_with_destroyed += u64::from(destroyed);
+            }
+            Err(Error::Application(AppError::MapConflict)) => self.cov.map_conflicts += 1,
+            Err(Error::Application(AppError::QueryConflict)) => self.cov.query_conflicts += 1,
+            Err(_) => self.cov.failed_replays += 1,
+        }
+        self.expect("execute_command_list", ContextId::Immediate, actual, expected);
+    }
+
+    fn immediate(&mut self, op: IcOp) {
+        let m = &mut self.m;
+        let res = |m: &Model, i| m.resource(i);
+        let query = |m: &Model, i| m.query(i);
+        let ic = self.ic.as_mut().expect("device alive");
+        let (actual, expected): (Result<()>, Result<()>) = match op {
+            IcOp::Update {
+                resource,
+                offset,
+                data,
+            } => {
+                let Some(r) = res(m, resource) else { return };
+                let offset = usize::from(offset) % (m.size(r) + 8);
+                let data = data.make(48);
+                let actual = ic.update(m.res[r].handle, offset as u64, &data);
+                let expected = if m.res[r].destroyed {
+                    Err(AppError::StaleHandle.into())
+                } else {
+                    m.apply(&MOp::Update { res: r, offset, data })
+                };
+                (actual, expected)
+            }
+            IcOp::Command(cmd) => {
+                let Some((command, mop, keys)) = m.command(cmd) else { return };
+                let actual = ic.command(&command);
+                let expected = if keys.iter().any(|k| m.destroyed(*k)) {
+                    Err(AppError::StaleHandle.into())
+                } else {
+                    m.apply(&mop)
+                };
+                (actual, expected)
+            }
+            IcOp::Map { resource } => {
+                let Some(r) = res(m, resource) else { return };
+                let actual = ic.map_discard(m.res[r].handle);
+                let expected = if m.res[r].destroyed {
+                    Err(AppError::StaleHandle.into())
+                } else if self.ic_mapped.contains(&r) {
+                    Err(AppError::InvalidState.into())
+                } else {
+                    self.ic_mapped.push(r);
+                    Ok(())
+                };
+                (actual, expected)
+            }
+            IcOp::Unmap { resource, data } => {
+                let Some(r) = res(m, resource) else { return };
+                let data = data.make(m.size(r) + 4);
+                let actual = ic.unmap(m.res[r].handle, &data);
+                let expected = match self.ic_mapped.iter().position(|x| *x == r) {
+                    None => Err(AppError::InvalidState.into()),
+                    Some(_) if m.res[r].destroyed => Err(AppError::StaleHandle.into()),
+                    Some(i) => {
+                        let written = m.apply(&MOp::Write { res: r, data });
+                        if written.is_ok() {
+                            self.ic_mapped.swap_remove(i);
+                        }
+                        written
+                    }
+                };
+                (actual, expected)
+            }
+            IcOp::Bind { point: p, object } => {
+                let key = match object {
+                    Some(o) => match m.key(o) {
+                        Some(k) => Some(k),
+                        None => return,
+                    },
+                    None => None,
+                };
+                let p = point(p);
+                let actual = ic.bind(p, key.map(|k| m.any(k)));
+                let expected = match key {
+                    Some(k) if m.destroyed(k) => Err(AppError::StaleHandle.into()),
+                    Some(k) => {
+                        self.ic_bindings.insert(p, m.any(k));
+                        Ok(())
+                    }
+                    None => {
+                        self.ic_bindings.remove(&p);
+                        Ok(())
+                    }
+                };
+                (actual, expected)
+            }
+            IcOp::BeginQuery { query: q } => {
+                let Some(q) = query(m, q) else { return };
+                let actual = ic.begin_query(m.queries[q].handle);
+                let expected = if m.queries[q].destroyed {
+                    Err(AppError::StaleHandle.into())
+                } else if self.ic_begun.contains(&q) {
+                    Err(AppError::InvalidState.into())
+                } else {
+                    self.ic_begun.push(q);
+                    Ok(())
+                };
+                (actual, expected)
+            }
+            IcOp::EndQuery { query: q } => {
+                let Some(q) = query(m, q) else { return };
+                let actual = ic.end_query(m.queries[q].handle);
+                let expected = if m.queries[q].destroyed {
+                    Err(AppError::StaleHandle.into())
+                } else {
+                    if let Some(i) = self.ic_begun.iter().position(|x| *x == q) {
+                        self.ic_begun.swap_remove(i);
+                    }
+                    Ok(())
+                };
+                (actual, expected)
+            }
+        };
+        match expected {
+            Ok(()) => self.cov.immediate_ok += 1,
+            Err(_) => self.cov.immediate_refused += 1,
+        }
+        self.expect("immediate-context call", ContextId::Immediate, actual, expected);
+    }
+
+    /// Whether something still holds `key` from its real destruction: a kept list or an open
+    /// recording (directly, or through a view of it), or, for a resource, a view the
+    /// application has not destroyed (R-H3).
+    fn pinned(&self, key: Key) -> bool {
+        let holds = |k: &Key| {
+            *k == key
+                || match (key, *k) {
+                    (Key::R(r), Key::V(v)) => self.m.views[v].res == r,
+                    _ => false,
+                }
+        };
+        let live_view = match key {
+            Key::R(r) => self.m.views.iter().any(|v| v.res == r && !v.destroyed),
+            _ => false,
+        };
+        live_view
+            || self.lists.iter().any(|l| l.held.iter().any(holds))
+            || self.dcs.iter().any(|d| d.rec.open.iter().any(holds))
+    }
+
+    fn keys(&self) -> impl Iterator<Item = Key> {
+        let r = (0..self.m.res.len()).map(Key::R);
+        let v = (0..self.m.views.len()).map(Key::V);
+        let q = (0..self.m.queries.len()).map(Key::Q);
+        r.chain(v).chain(q)
+    }
+
+    /// Memory: resources' bytes equal the model's; whatever the kernel no longer has was
+    /// destroyed and is held by nothing (R-D1, R-H2).
+    fn check_memory(&self, when: &str) {
+        for key in self.keys() {
+            match self.world.read(self.m.alloc(key)) {
+                Some(bytes) => {
+                    if let Key::R(r) = key {
+                        assert!(
+                            bytes == self.m.res[r].bytes,
+                            "{when}: resource {r} holds {bytes:?}, the model {:?}",
+                            self.m.res[r].bytes
+                        );
+                    }
+                }
+                None => assert!(
+                    self.m.destroyed(key) && !self.pinned(key),
+                    "{when}: {key:?} deallocated while live or held"
+                ),
+            }
+        }
+    }
+
+    fn check(&mut self, i: usize, step: &Step) {
+        let when = format!("after step {i} ({step:?})");
+        let violations = self.world.violations();
+        assert!(violations.is_empty(), "{when}: rules broken: {violations:#?}");
+        self.check_memory(&when);
+        let errors = self.world.errors();
+        let reported = errors.get(self.errors_seen..).unwrap_or_default();
+        assert_eq!(reported, &self.expected_errors[..], "{when}: errors reported (R-E2)");
+        self.errors_seen = errors.len();
+        self.expected_errors.clear();
+        let ic = self.ic.as_ref().expect("device alive");
+        let pumped = self.removals + ic.amortized_count();
+        assert_eq!(self.world.amortized_calls(), pumped, "{when}: amortised processing (R-A1, R-A2)");
+        for (d, slot) in self.dcs.iter().enumerate() {
+            let stats = slot.dc.stats();
+            assert_eq!(slot.dc.is_removed(), slot.removed, "{when}: context {d} removal (R-E3)");
+            assert_eq!(stats.open_handles, slot.rec.open.len(), "{when}: context {d} open handles");
+            assert_eq!(stats.operations, slot.rec.ops.len(), "{when}: context {d} operations");
+            assert_eq!(stats.recorded_bytes, slot.rec.bytes(), "{when}: context {d} budget count");
+            assert_eq!(stats.removals, slot.removals, "{when}: context {d} removals");
+            for p in 0..POINTS {
+                let p = point(p);
+                let bound = slot.rec.bindings.get(&p).copied();
+                assert_eq!(slot.dc.binding(p), bound, "{when}: context {d} binding at {p:?} (R-C1)");
+            }
+        }
+        let bound: Vec<_> = ic.bindings().collect();
+        let model: Vec<_> = self.ic_bindings.iter().map(|(p, h)| (*p, *h)).collect();
+        assert_eq!(bound, model, "{when}: immediate-context bindings (R-C3)");
+    }
+
+    /// Drops the contexts and half the lists, checks that everything destroyed and unheld is
+    /// deallocated after R-D4's heavy pattern, destroys the device with the
+    /// other lists alive (R-D3), then drops them.
+    fn teardown(mut self) -> Coverage {
+        // R-H2: the device is not destroyed while contexts may have handles open.
+        let ic = self.ic.as_mut().expect("device alive");
+        let refused = ic.destroy_device();
+        assert_eq!(refused, Err(AppError::InvalidState.into()), "destroy_device with live contexts");
+        let violations = self.world.violations();
+        assert!(violations.is_empty(), "teardown: rules broken: {violations:#?}");
+        self.check_memory("refused device destruction");
+        for slot in self.dcs.drain(..) {
+            drop(slot.dc);
+        }
+        let keep = self.lists.len() / 2;
+        for list in self.lists.drain(keep..) {
+            drop(list.list);
+        }
+        // R-D4's heavy pattern: ClearState; Flush; End(EventQuery); spin on GetData; Flush.
+        // bug: `Flush; complete; Flush` alone is not enough: an immediate-context call the
+        // driver refuses (an out-of-range update) still stamps its objects with the open
+        // buffer, which stays empty and is never submitted, so a destroyed object's
+        // deallocation waits for a fence nobody signals until a later buffer completes.
+        let event = self.device.create_query(QueryKind::Event).expect("event query");
+        let world = Arc::clone(&self.world);
+        let ic = self.ic.as_mut().expect("device alive");
+        assert_eq!(ic.clear_state(), Ok(()), "teardown clear-state");
+        assert_eq!(ic.flush(), Ok(()), "teardown flush");
+        assert_eq!(ic.end_query(event), Ok(()), "teardown event query");
+        while !ic.query_signaled(event).expect("GetData of the event query") {
+            world.complete_all();
+        }
+        assert_eq!(ic.flush(), Ok(()), "teardown flush");
+        assert_eq!(self.device.destroy(event), Ok(()), "teardown event query destroy");
+        let violations = self.world.violations();
+        assert!(violations.is_empty(), "teardown: rules broken: {violations:#?}");
+        self.check_memory("teardown");
+        for key in self.keys() {
+            if self.m.destroyed(key) && !self.pinned(key) {
+                let gone = !self.world.is_allocated(self.m.alloc(key));
+                assert!(gone, "teardown: {key:?} destroyed, held by nothing, still allocated (R-D2, R-D4)");
+            }
+        }
+        let mut ic = self.ic.take().expect("device alive");
+        assert_eq!(ic.destroy_device(), Ok(()), "destroy_device");
+        drop(ic);
+        let after = self.world.check_after_device_destroyed();
+        assert!(after.is_empty(), "after device destruction (R-D3): {after:#?}");
+        for list in self.lists.drain(..) {
+            drop(list.list);
+        }
+        let after = self.world.check_after_device_destroyed();
+        assert!(after.is_empty(), "lists dropped after device destruction: {after:#?}");
+        self.cov
+    }
+}
