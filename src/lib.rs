@@ -47,3 +47,8 @@ pub use retire::{Clock, RetireStats};
 
 #[cfg(feature = "soft")]
 pub mod soft;
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(all(doctest, feature = "soft"))]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,468 @@
+//! The small-command-list cycle (R-R1) with and without recycling, beside its physical
+//! floor, in one criterion run; and the deferred-context half of it on 1 and 2 threads.
+//!
+//! # Which driver
+//! The headline figures use a bench-local *null* driver and kernel ([`NullDriver`],
+//! [`NullKernel`]): every hook is a no-op (no lock, no allocation, no trace), its CLS sizes
+//! are listed in its handle-size table, and the kernel hands out allocation handles from a
+//! counter and completes every submission at once. So the figures measure the engine
+//! itself: handle lookups, context-local handle open/close, the recording, the lock-free
+//! list of destroyed lists, the replay, the flush and the clocks. The soft reference driver
+//! takes its world mutex in every hook (and keeps hash maps of lists and allocations), which
+//! is no stand-in for a production driver's hook cost; it appears only as the extra
+//! functions `recycled_soft` and `no_recycle_soft` (trace off, `Gpu::Immediate`), to show
+//! what such hooks add.
+//!
+//! # `cycle_1cmd`
+//! One cycle is the warm loop of `tests/alloc.rs`: record one copy (two resource handles,
+//! two context-local handles opened) on a deferred context, Finish, CommandListExecute on
+//! the immediate context, drop the list, Flush (one submit). Each function is one cycle
+//! per criterion iteration, on one thread:
+//!
+//! - `recycled`: `DeviceConfig::default()` (recycling on; the null driver reports
+//!   `COMMANDLISTS_BUILD_2`): Finish takes the destroyed list back from the context's
+//!   lock-free list and recycle-creates it; the context state is recycle-created.
+//! - `no_recycle`: the same with `DeviceConfig { recycle: false, .. }`, a runtime without
+//!   the recycle hooks: CreateCommandList with fresh memory at every Finish,
+//!   DestroyCommandList and freeing at every drop, and the context state destroyed and
+//!   created again after every Finish.
+//! - `floor`: hand-written, the physical floor of the same payload: reuse a `Vec`, push one
+//!   two-word command, iterate it.
+//!
+//! Setup asserts that the warm `recycled` cycle really recycles (no list created after the
+//! first) and that `no_recycle` never does.
+//!
+//! # `cycle_1cmd_threads`
+//! `1` and `2`: record one copy + Finish + drop the list, on 1 or 2 deferred-context threads
+//! at once, each with its own context and its own two resources of one shared null device
+//! (recycling on). Lists are never executed, so each is recyclable at the next Finish and
+//! the immediate context stays out of the loop. `iter_custom`: the threads are spawned per
+//! sample, warm up, meet at a `Barrier`, then time `iters` cycles each; the figure is the
+//! mean of the threads' elapsed times divided by `iters`: time per cycle per thread. The
+//! contexts live in separate cache-padded boxes, so any line the threads share is one the
+//! engine shares.
+
+use std::hint::black_box;
+use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use cmdlist::handle::Resource;
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+use cmdlist::{
+    AllocationDesc, AllocationHandle, AnyHandle, Clock, Command, ContextId, DeferredContext,
+    Device, DeviceConfig, Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType,
+    ImmediateContext, Kernel, ListMemory, ObjectDesc, Op, Resolver, ResourceDesc, Result,
+    StateView, Submission, ThreadingCaps,
+};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use crossbeam_utils::CachePadded;
+
+/// Cycles run before timing: the context's pools, the list cache and the epoch handle warm.
+const WARM: usize = 1_000;
+
+/// CopyResource: two handles, the two-pointer payload of R-R1's example.
+#[derive(Clone, Copy, Debug)]
+struct Copy2 {
+    dst: Handle<Resource>,
+    src: Handle<Resource>,
+}
+
+impl Command for Copy2 {
+    fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
+        visit(self.src.any());
+        visit(self.dst.any());
+    }
+}
+
+/// Context-local handle sizes of the null driver: all listed in its table (R-H4).
+fn null_cls_size(ty: HandleType) -> usize {
+    match ty {
+        HandleType::Resource => 64,
+        HandleType::CommandList => 64,
+        t if t.is_view() => 48,
+        _ => 32,
+    }
+}
+
+/// A driver whose hooks do nothing: no locks, no allocation, no bookkeeping.
+struct NullDriver {
+    sizes: HandleSizeTable,
+}
+
+impl NullDriver {
+    fn new() -> Self {
+        let sizes = HandleSizeTable::new(HandleType::ALL.iter().map(|&ty| HandleSize {
+            ty,
+            size: null_cls_size(ty),
+        }))
+        .expect("null CLS sizes are valid");
+        NullDriver { sizes }
+    }
+}
+
+impl Driver for NullDriver {
+    type Object = ();
+    type IcData = ();
+    type Immediate = ();
+    type Command = Copy2;
+    type Deferred = ();
+
+    fn threading_caps(&self) -> ThreadingCaps {
+        ThreadingCaps::FREETHREADED
+            | ThreadingCaps::COMMANDLISTS
+            | ThreadingCaps::COMMANDLISTS_BUILD_2
+    }
+
+    fn check_deferred_context_handle_sizes(&self, out: Option<&mut [HandleSize]>) -> usize {
+        self.sizes.answer_poll(out)
+    }
+
+    fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize {
+        // Resources get kernel memory, so the engine stamps and lists their allocations.
+        match desc {
+            ObjectDesc::Resource(r) => r.byte_size as usize,
+            _ => 0,
+        }
+    }
+
+    fn calc_deferred_context_handle_size(&self, ty: HandleType, _object: Option<&()>) -> usize {
+        null_cls_size(ty)
+    }
+
+    fn calc_private_command_list_size(&self) -> usize {
+        64
+    }
+
+    fn create_object(
+        &self,
+        _desc: &ObjectDesc<'_>,
+        _memory: Option<AllocationHandle>,
+        _dependency: Option<&()>,
+    ) -> Result<((), ())> {
+        Ok(((), ()))
+    }
+
+    fn destroy_object(&self, _ty: HandleType, _object: &(), _ic: &mut ()) {}
+
+    fn create_immediate(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn execute(
+        &self,
+        _imm: &mut (),
+        _objects: &Resolver<'_, Self>,
+        _op: Op<'_, Self>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn flush(&self, _imm: &mut ()) {}
+
+    fn create_deferred_context(&self, _id: u32) -> Result<()> {
+        Ok(())
+    }
+
+    fn destroy_deferred_context(&self, _dc: ()) {}
+
+    fn open_local(
+        &self,
+        _dc: &mut (),
+        _ty: HandleType,
+        _object: &(),
+        _dependency: Option<&[u8]>,
+        _local: &mut [u8],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn close_local(
+        &self,
+        _dc: &mut (),
+        _ty: HandleType,
+        _object: &(),
+        _local: &mut [u8],
+        _state: StateView<'_>,
+    ) {
+    }
+
+    fn create_command_list(
+        &self,
+        _dc: &mut (),
+        _private: &mut [u8],
+        _state: StateView<'_>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    fn destroy_command_list(&self, _list: ListMemory<'_>) {}
+
+    fn abandon_command_list(&self, _dc: &mut ()) {}
+
+    fn command_list_clock(&self) -> Clock {
+        Clock::Submitted
+    }
+}
+
+/// A kernel whose GPU completes every submission at once; allocations are counter values.
+#[derive(Default)]
+struct NullKernel {
+    next_allocation: AtomicU64,
+    completed: AtomicU64,
+}
+
+impl Kernel for NullKernel {
+    fn allocate(&self, _desc: &AllocationDesc) -> Result<AllocationHandle> {
+        let id = self.next_allocation.fetch_add(1, Ordering::Relaxed) + 1;
+        Ok(AllocationHandle(
+            NonZeroU64::new(id).expect("ids start at 1"),
+        ))
+    }
+
+    fn deallocate(&self, _allocation: AllocationHandle) {}
+
+    fn submit(&self, submission: &Submission<'_>) -> Result<()> {
+        self.completed.store(submission.fence, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn completed_fence(&self) -> u64 {
+        self.completed.load(Ordering::Relaxed)
+    }
+
+    fn wait_for_fence(&self, _fence: u64) -> Result<()> {
+        Ok(())
+    }
+
+    fn set_error(&self, context: ContextId, error: Error) {
+        panic!("unexpected error on {context:?}: {error:?}");
+    }
+
+    fn perform_amortized_processing(&self, _context: ContextId) {}
+}
+
+type NullDevice = Device<NullDriver, NullKernel>;
+
+fn null_device(recycle: bool) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
+    let config = DeviceConfig {
+        recycle,
+        ..DeviceConfig::default()
+    };
+    Device::new(NullDriver::new(), NullKernel::default(), config).expect("null device")
+}
+
+fn copy_of(device: &NullDevice) -> Copy2 {
+    let desc = ResourceDesc {
+        byte_size: 256,
+        ..Default::default()
+    };
+    Copy2 {
+        dst: device.create_resource(desc).expect("dst"),
+        src: device.create_resource(desc).expect("src"),
+    }
+}
+
+/// One warm cycle: record one copy, Finish, CommandListExecute, drop the list, Flush.
+#[inline(never)]
+fn cycle<D: Driver, K: Kernel>(
+    dc: &mut DeferredContext<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+    command: D::Command,
+) {
+    dc.command(black_box(command)).expect("record");
+    let list = dc.finish().expect("finish");
+    ic.execute_command_list(black_box(&list)).expect("execute");
+    drop(list);
+    ic.flush().expect("flush");
+}
+
+/// The deferred-context half: record one copy, Finish, drop the list.
+#[inline(never)]
+fn dc_cycle<D: Driver, K: Kernel>(dc: &mut DeferredContext<D, K>, command: D::Command)
+where
+    D::Command: Copy,
+{
+    dc.command(black_box(command)).expect("record");
+    let list = dc.finish().expect("finish");
+    drop(black_box(list));
+}
+
+/// Warms `dc` and checks that it recycles exactly when `recycle` says.
+fn warm<D: Driver, K: Kernel>(
+    dc: &mut DeferredContext<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+    command: D::Command,
+    recycle: bool,
+) where
+    D::Command: Copy,
+{
+    for _ in 0..WARM {
+        cycle(dc, ic, command);
+    }
+    let stats = dc.stats();
+    if recycle {
+        assert_eq!(
+            stats.created, 1,
+            "only the first list is created: {stats:?}"
+        );
+        assert_eq!(
+            stats.recycled,
+            WARM as u64 - 1,
+            "every later one is recycled: {stats:?}"
+        );
+    } else {
+        assert_eq!(stats.recycled, 0, "nothing recycled: {stats:?}");
+        assert_eq!(stats.created, WARM as u64, "every list created: {stats:?}");
+    }
+}
+
+fn cycle_1cmd(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cycle_1cmd");
+
+    // Each setup is made on the first call of its function, so a filtered run (the profile)
+    // builds and warms nothing else.
+    for (name, recycle) in [("recycled", true), ("no_recycle", false)] {
+        let mut setup = None;
+        group.bench_function(name, |b| {
+            let (dc, ic, copy) = setup.get_or_insert_with(|| {
+                let (device, mut ic) = null_device(recycle);
+                let copy = copy_of(&device);
+                let mut dc = device.create_deferred_context().expect("dc");
+                warm(&mut dc, &mut ic, copy, recycle);
+                (dc, ic, copy)
+            });
+            b.iter(|| cycle(dc, ic, *copy))
+        });
+        if let Some((dc, mut ic, _)) = setup {
+            let stats = dc.stats();
+            assert_eq!(stats.recycled > 0, recycle, "{name}: {stats:?}");
+            drop(dc);
+            ic.destroy_device().expect("destroy device");
+        }
+    }
+
+    let mut commands: Vec<[u64; 2]> = Vec::with_capacity(1);
+    let words = [1u64 << 32, 2u64 << 32];
+    group.bench_function("floor", |b| {
+        b.iter(|| {
+            commands.clear();
+            commands.push(black_box(words));
+            for command in &commands {
+                black_box(command);
+            }
+        })
+    });
+
+    for (name, recycle) in [("recycled_soft", true), ("no_recycle_soft", false)] {
+        let mut setup = None;
+        group.bench_function(name, |b| {
+            let (dc, ic, copy, _) = setup.get_or_insert_with(|| {
+                let config = SoftConfig {
+                    trace: false,
+                    gpu: Gpu::Immediate,
+                    ..SoftConfig::default()
+                };
+                let device_config = DeviceConfig {
+                    recycle,
+                    ..DeviceConfig::default()
+                };
+                let (device, mut ic, world) =
+                    soft::device(config, device_config).expect("soft device");
+                let desc = ResourceDesc {
+                    byte_size: 256,
+                    ..Default::default()
+                };
+                let copy = SoftCommand::Copy {
+                    dst: device.create_resource(desc).expect("dst"),
+                    src: device.create_resource(desc).expect("src"),
+                };
+                let mut dc = device.create_deferred_context().expect("dc");
+                warm(&mut dc, &mut ic, copy, recycle);
+                (dc, ic, copy, world)
+            });
+            b.iter(|| cycle(dc, ic, *copy))
+        });
+        if let Some((dc, mut ic, _, world)) = setup {
+            drop(dc);
+            ic.destroy_device().expect("destroy device");
+            world.assert_clean(true);
+        }
+    }
+
+    group.finish();
+}
+
+/// A deferred context on its own cache lines, with its own objects.
+struct Worker {
+    dc: Box<CachePadded<DeferredContext<NullDriver, NullKernel>>>,
+    copy: Copy2,
+}
+
+/// One null device (recycling on) and two warm workers on it.
+fn workers() -> (ImmediateContext<NullDriver, NullKernel>, Vec<Worker>) {
+    let (device, mut ic) = null_device(true);
+    let workers = (0..2)
+        .map(|_| {
+            let copy = copy_of(&device);
+            let mut dc = device.create_deferred_context().expect("dc");
+            warm(&mut dc, &mut ic, copy, true);
+            Worker {
+                dc: Box::new(CachePadded::new(dc)),
+                copy,
+            }
+        })
+        .collect();
+    (ic, workers)
+}
+
+fn cycle_1cmd_threads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cycle_1cmd_threads");
+    let mut setup = None;
+    for threads in [1usize, 2] {
+        group.bench_function(BenchmarkId::from_parameter(threads), |b| {
+            let (_, workers) = setup.get_or_insert_with(workers);
+            b.iter_custom(|iters| {
+                let barrier = Barrier::new(threads);
+                let total: Duration = std::thread::scope(|s| {
+                    let running: Vec<_> = workers[..threads]
+                        .iter_mut()
+                        .map(|w| {
+                            let barrier = &barrier;
+                            s.spawn(move || {
+                                // Warms this thread's epoch handle and the context's caches.
+                                for _ in 0..64 {
+                                    dc_cycle(&mut w.dc, w.copy);
+                                }
+                                barrier.wait();
+                                let start = Instant::now();
+                                for _ in 0..iters {
+                                    dc_cycle(&mut w.dc, w.copy);
+                                }
+                                start.elapsed()
+                            })
+                        })
+                        .collect();
+                    running.into_iter().map(|t| t.join().expect("worker")).sum()
+                });
+                total / threads as u32
+            })
+        });
+    }
+    if let Some((mut ic, workers)) = setup {
+        for w in &workers {
+            let stats = w.dc.stats();
+            assert_eq!(
+                stats.created, 1,
+                "the threads' lists were all recycled: {stats:?}"
+            );
+        }
+        drop(workers);
+        ic.destroy_device().expect("destroy device");
+    }
+    group.finish();
+}
+
+criterion_group!(benches, cycle_1cmd, cycle_1cmd_threads);
+criterion_main!(benches);

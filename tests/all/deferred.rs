@@ -1,0 +1,1075 @@
+//! Deferred contexts and command lists against the rules of SEMANTICS.md: state-refresh
+//! answers around Finish and Execute (R-C1, R-C3), Abandon's order (R-C2), the API
+//! guarantees at Execute and Finish (R-C4), error sinks (R-E2), context-local removal after
+//! running out of memory (R-E3) and lists executed on the wrong device (R-R8).
+
+use cmdlist::handle::{Query, Resource, View};
+use cmdlist::soft::{
+    self, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
+};
+use cmdlist::{
+    AllocationHandle, AnyHandle, AppError, BindClass, BindPoint, ContextId, DeferredContext,
+    Device, DeviceConfig, Error, Handle, HandleType, ImmediateContext, ObjectDesc, ObjectKind,
+    QueryKind, ResourceDesc, Stage, Usage, ViewDesc,
+};
+
+type Dev = Device<SoftDriver, SoftKernel>;
+type Ic = ImmediateContext<SoftDriver, SoftKernel>;
+type Dc = DeferredContext<SoftDriver, SoftKernel>;
+
+fn setup(config: DeviceConfig) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
+    soft::device(SoftConfig::default(), config).unwrap()
+}
+
+fn resource(device: &Dev, size: u64) -> Handle<Resource> {
+    device
+        .create_resource(ResourceDesc {
+            byte_size: size,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        })
+        .unwrap()
+}
+
+fn view(device: &Dev, resource: Handle<Resource>, first_byte: u64, byte_len: u64) -> Handle<View> {
+    device
+        .create_view(
+            HandleType::ShaderResourceView,
+            ViewDesc {
+                resource,
+                first_byte,
+                byte_len,
+            },
+        )
+        .unwrap()
+}
+
+fn blend_state(device: &Dev) -> AnyHandle {
+    device
+        .create(&ObjectDesc::State {
+            ty: HandleType::BlendState,
+            desc: &[1, 2, 3],
+        })
+        .unwrap()
+}
+
+fn query(device: &Dev, kind: QueryKind) -> Handle<Query> {
+    device.create_query(kind).unwrap()
+}
+
+fn id_of<T: ObjectKind>(device: &Dev, handle: Handle<T>) -> u64 {
+    device.object(handle).unwrap().id
+}
+
+fn allocation(device: &Dev, resource: Handle<Resource>) -> AllocationHandle {
+    device.object(resource).unwrap().allocation.unwrap()
+}
+
+fn bytes(world: &SoftWorld, allocation: AllocationHandle) -> Vec<u8> {
+    world.read(allocation).unwrap()
+}
+
+fn ctx(dc: &Dc) -> u32 {
+    match dc.id() {
+        ContextId::Deferred(n) => n,
+        ContextId::Immediate => panic!("a deferred context names itself Deferred"),
+    }
+}
+
+/// The trace events of deferred context `ctx`.
+fn events_of(world: &SoftWorld, ctx: u32) -> Vec<TraceEvent> {
+    world
+        .trace()
+        .into_iter()
+        .filter(|e| e.context == Some(ctx))
+        .collect()
+}
+
+fn hooks(events: &[TraceEvent]) -> Vec<Hook> {
+    events.iter().map(|e| e.hook).collect()
+}
+
+/// CreateCommandList or RecycleCreateCommandList: the list's creation at Finish (R-R7).
+fn is_create(hook: Hook) -> bool {
+    matches!(
+        hook,
+        Hook::CreateCommandList | Hook::RecycleCreateCommandList
+    )
+}
+
+fn count(events: &[TraceEvent], hook: Hook) -> usize {
+    events.iter().filter(|e| e.hook == hook).count()
+}
+
+const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
+const VB0: BindPoint = BindPoint::new(BindClass::VertexBuffer, 0);
+const VB1: BindPoint = BindPoint::new(BindClass::VertexBuffer, 1);
+const BLEND: BindPoint = BindPoint::new(BindClass::BlendState, 0);
+
+#[test]
+fn r_c1_state_refresh_reports_bindings_during_create_and_nothing_after() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 64);
+    let r2 = resource(&device, 64);
+    let v = view(&device, r, 0, 16);
+    let blend = blend_state(&device);
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+
+    dc.bind(SRV0, Some(v.any())).unwrap();
+    dc.bind(VB0, Some(r2.any())).unwrap();
+    dc.bind(VB1, Some(r2.any())).unwrap();
+    dc.bind(BLEND, Some(blend)).unwrap();
+    dc.bind(VB1, None).unwrap();
+    dc.update(r2, 0, &[5; 8]).unwrap();
+    assert_eq!(dc.binding(SRV0), Some(v.any()));
+    assert_eq!(dc.binding(VB0), Some(r2.any()));
+    assert_eq!(dc.binding(VB1), None);
+    assert_eq!(dc.stats().open_handles, 4, "r, v, r2 and the blend state");
+
+    world.clear_trace();
+    let list = dc.finish().unwrap();
+    let ev = events_of(&world, c);
+    let create = ev
+        .iter()
+        .position(|e| is_create(e.hook))
+        .expect("(Recycle)CreateCommandList");
+    assert_eq!(
+        ev[create].state, 3,
+        "during the create, the three bindings are reported: {ev:#?}"
+    );
+    let closes: Vec<usize> = (0..ev.len())
+        .filter(|&i| ev[i].hook == Hook::CloseLocal)
+        .collect();
+    assert_eq!(closes.len(), 4, "every open handle is closed: {ev:#?}");
+    assert!(
+        closes.iter().all(|&i| i > create),
+        "closing comes after the create: {ev:#?}"
+    );
+    assert!(
+        closes.iter().all(|&i| ev[i].state == 0),
+        "nothing is reported bound while closing: {ev:#?}"
+    );
+    let recycle = ev
+        .iter()
+        .position(|e| e.hook == Hook::RecycleCreateDeferredContext)
+        .expect("the context is recycled");
+    assert!(
+        closes.iter().all(|&i| i < recycle),
+        "handles are closed before the recycle: {ev:#?}"
+    );
+    assert_eq!(count(&ev, Hook::DestroyDeferredContext), 0);
+    assert_eq!(dc.binding(SRV0), None);
+    assert_eq!(dc.binding(VB0), None);
+    assert_eq!(dc.binding(BLEND), None);
+    assert_eq!(dc.stats().open_handles, 0);
+    assert_eq!(dc.driver_state().unwrap().open_handles, 0);
+
+    // The next recording starts from empty state: one bind is one reported binding.
+    dc.bind(BLEND, Some(blend)).unwrap();
+    world.clear_trace();
+    let second = dc.finish().unwrap();
+    let ev = events_of(&world, c);
+    let create = ev.iter().find(|e| is_create(e.hook)).unwrap();
+    assert_eq!(create.state, 1, "{ev:#?}");
+
+    ic.execute_command_list(&list).unwrap();
+    ic.execute_command_list(&second).unwrap();
+    ic.flush().unwrap();
+    assert_eq!(&bytes(&world, allocation(&device, r2))[..8], &[5; 8]);
+    world.assert_clean(false);
+    drop((list, second, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c1_recycled_list_create_also_reports_bindings_then_nothing() {
+    let soft_config = SoftConfig {
+        gpu: soft::Gpu::Immediate,
+        ..SoftConfig::default()
+    };
+    let (device, mut ic, world) = soft::device(soft_config, DeviceConfig::default()).unwrap();
+    let r = resource(&device, 64);
+    let v = view(&device, r, 0, 8);
+    let blend = blend_state(&device);
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+    dc.update(r, 0, &[1; 8]).unwrap();
+    let first = dc.finish().unwrap();
+    ic.execute_command_list(&first).unwrap();
+    drop(first);
+    ic.flush().unwrap();
+
+    dc.bind(SRV0, Some(v.any())).unwrap();
+    dc.bind(BLEND, Some(blend)).unwrap();
+    world.clear_trace();
+    let second = dc.finish().unwrap();
+    let ev = events_of(&world, c);
+    let create = ev
+        .iter()
+        .position(|e| e.hook == Hook::RecycleCreateCommandList)
+        .expect("the first list's memory is recycled for the second");
+    assert_eq!(ev[create].state, 2, "{ev:#?}");
+    let closes: Vec<&TraceEvent> = ev[create..]
+        .iter()
+        .filter(|e| e.hook == Hook::CloseLocal)
+        .collect();
+    assert_eq!(closes.len(), 3);
+    assert!(closes.iter().all(|e| e.state == 0));
+    assert!(ev[..create].iter().all(|e| e.hook != Hook::CloseLocal));
+    world.assert_clean(false);
+    drop((second, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c1_without_recycling_closes_then_destroys_and_recreates_the_context() {
+    let (device, mut ic, world) = setup(DeviceConfig {
+        recycle: false,
+        ..DeviceConfig::default()
+    });
+    let r = resource(&device, 64);
+    let v = view(&device, r, 8, 8);
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+    dc.bind(SRV0, Some(v.any())).unwrap();
+    dc.command(SoftCommand::Fill { dst: r, value: 1 }).unwrap();
+    world.clear_trace();
+    let list = dc.finish().unwrap();
+    let ev = events_of(&world, c);
+    let seq: Vec<Hook> = hooks(&ev)
+        .into_iter()
+        .filter(|h| *h != Hook::CalcDeferredContextHandleSize)
+        .collect();
+    assert_eq!(
+        seq,
+        vec![
+            Hook::CreateCommandList,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::DestroyDeferredContext,
+            Hook::CreateDeferredContext,
+        ],
+        "{ev:#?}"
+    );
+    assert_eq!(
+        ev.iter()
+            .find(|e| e.hook == Hook::CreateCommandList)
+            .unwrap()
+            .state,
+        1
+    );
+    assert_eq!(count(&ev, Hook::RecycleCreateDeferredContext), 0);
+    world.assert_clean(false);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c1_dropping_a_recording_context_closes_its_handles_before_destroying_it() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 64);
+    let v = view(&device, r, 0, 8);
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+    dc.bind(SRV0, Some(v.any())).unwrap();
+    dc.update(r, 0, &[1; 4]).unwrap();
+    world.clear_trace();
+    drop(dc);
+    let ev = events_of(&world, c);
+    assert_eq!(
+        hooks(&ev),
+        vec![
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::DestroyDeferredContext
+        ],
+        "{ev:#?}"
+    );
+    assert!(ev.iter().all(|e| e.state == 0));
+    assert_eq!(
+        count(&world.trace(), Hook::Execute),
+        0,
+        "a dropped recording runs nothing"
+    );
+    // The handles' holds were released: destroying the objects really destroys them.
+    let (rid, vid) = (id_of(&device, r), id_of(&device, v));
+    device.destroy(v).unwrap();
+    device.destroy(r).unwrap();
+    ic.flush().unwrap();
+    let destroyed: Vec<u64> = world
+        .trace()
+        .iter()
+        .filter(|e| e.hook == Hook::DestroyObject)
+        .map(|e| e.object)
+        .collect();
+    assert_eq!(destroyed, vec![vid, rid]);
+    world.assert_clean(false);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c3_execute_clears_state() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 32);
+    let r2 = resource(&device, 32);
+    let v = view(&device, r, 0, 8);
+    let blend = blend_state(&device);
+    ic.bind(SRV0, Some(v.any())).unwrap();
+    ic.bind(BLEND, Some(blend)).unwrap();
+    assert_eq!(ic.bindings().count(), 2);
+
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.bind(VB0, Some(r2.any())).unwrap();
+    dc.update(r2, 4, &[6; 4]).unwrap();
+    let list = dc.finish().unwrap();
+
+    world.clear_trace();
+    ic.execute_command_list(&list).unwrap();
+    let ev = world.trace();
+    let exec: Vec<&TraceEvent> = ev
+        .iter()
+        .filter(|e| e.hook == Hook::ExecuteCommandList)
+        .collect();
+    assert_eq!(exec.len(), 1);
+    assert_eq!(
+        exec[0].state, 2,
+        "during the execute, the bindings from before it are reported"
+    );
+    assert_eq!(
+        ic.bindings().count(),
+        0,
+        "after the execute, nothing is bound (not even the list's binds)"
+    );
+    assert_eq!(ic.binding(SRV0), None);
+    assert_eq!(ic.binding(VB0), None);
+    assert_eq!(&bytes(&world, allocation(&device, r2))[4..8], &[6; 4]);
+
+    // From the next call on the state is empty; one new bind is one reported binding.
+    world.clear_trace();
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(
+        world
+            .trace()
+            .iter()
+            .find(|e| e.hook == Hook::ExecuteCommandList)
+            .unwrap()
+            .state,
+        0
+    );
+    ic.bind(BLEND, Some(blend)).unwrap();
+    world.clear_trace();
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(
+        world
+            .trace()
+            .iter()
+            .find(|e| e.hook == Hook::ExecuteCommandList)
+            .unwrap()
+            .state,
+        1
+    );
+    assert_eq!(ic.bindings().count(), 0);
+    world.assert_clean(false);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 32);
+    let r2 = resource(&device, 32);
+    let (ar, ar2) = (allocation(&device, r), allocation(&device, r2));
+    ic.update(r, 0, &[1; 32]).unwrap();
+    ic.update(r2, 0, &[2; 32]).unwrap();
+
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.update(r2, 0, &[7; 32]).unwrap();
+    dc.map_discard(r).unwrap().fill(9);
+    dc.unmap(r).unwrap();
+    let list = dc.finish().unwrap();
+
+    ic.map_discard(r).unwrap();
+    world.clear_trace();
+    let errors_before = world.errors().len();
+    assert_eq!(
+        ic.execute_command_list(&list),
+        Err(Error::Application(AppError::MapConflict))
+    );
+    assert_eq!(
+        &world.errors()[errors_before..],
+        &[(
+            ContextId::Immediate,
+            Error::Application(AppError::MapConflict)
+        )]
+    );
+    let ev = world.trace();
+    assert_eq!(
+        count(&ev, Hook::ExecuteCommandList),
+        0,
+        "nothing of the list runs: {ev:#?}"
+    );
+    assert_eq!(
+        count(&ev, Hook::Execute),
+        0,
+        "not even the clear-state: {ev:#?}"
+    );
+    assert_eq!(bytes(&world, ar), vec![1; 32]);
+    assert_eq!(
+        bytes(&world, ar2),
+        vec![2; 32],
+        "the list's other commands did not run either"
+    );
+
+    // A mapping of another resource is no conflict; once unmapped the list executes.
+    ic.unmap(r, &[3; 32]).unwrap();
+    ic.map_discard(r2).unwrap();
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(bytes(&world, ar), vec![9; 32]);
+    assert_eq!(bytes(&world, ar2), vec![7; 32]);
+    ic.unmap(r2, &[4; 32]).unwrap();
+    ic.flush().unwrap();
+    world.assert_clean(false);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c4_query_conflict_is_application_error_and_changes_nothing() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 16);
+    let ar = allocation(&device, r);
+    let q = query(&device, QueryKind::Occlusion);
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.begin_query(q).unwrap();
+    dc.update(r, 0, &[5; 16]).unwrap();
+    dc.end_query(q).unwrap();
+    let begins_and_ends = dc.finish().unwrap();
+    // A list that only ends the query names it too.
+    dc.update(r, 0, &[6; 16]).unwrap();
+    dc.end_query(q).unwrap();
+    let only_ends = dc.finish().unwrap();
+
+    ic.begin_query(q).unwrap();
+    world.clear_trace();
+    for list in [&begins_and_ends, &only_ends] {
+        let errors_before = world.errors().len();
+        assert_eq!(
+            ic.execute_command_list(list),
+            Err(Error::Application(AppError::QueryConflict))
+        );
+        assert_eq!(
+            &world.errors()[errors_before..],
+            &[(
+                ContextId::Immediate,
+                Error::Application(AppError::QueryConflict)
+            )]
+        );
+    }
+    let ev = world.trace();
+    assert_eq!(count(&ev, Hook::ExecuteCommandList), 0, "{ev:#?}");
+    assert_eq!(count(&ev, Hook::Execute), 0, "{ev:#?}");
+    assert_eq!(bytes(&world, ar), vec![0; 16]);
+
+    ic.end_query(q).unwrap();
+    ic.execute_command_list(&begins_and_ends).unwrap();
+    assert_eq!(bytes(&world, ar), vec![5; 16]);
+    ic.execute_command_list(&only_ends).unwrap();
+    assert_eq!(bytes(&world, ar), vec![6; 16]);
+    ic.flush().unwrap();
+    world.assert_clean(false);
+    drop((begins_and_ends, only_ends, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c4_finish_ends_begun_queries_and_unmaps() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 32);
+    let ar = allocation(&device, r);
+    let q = query(&device, QueryKind::Event);
+    let qid = id_of(&device, q);
+    ic.update(r, 0, &[0xEE; 32]).unwrap();
+
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.begin_query(q).unwrap();
+    dc.map_discard(r).unwrap()[..4].copy_from_slice(&[1, 2, 3, 4]);
+    // Neither ended nor unmapped.
+    let list = dc.finish().unwrap();
+    assert_eq!(
+        list.stats().operations,
+        3,
+        "Begin, the End Finish added, the Unmap's contents"
+    );
+    assert_eq!(list.stats().payload_bytes, 32);
+    // The context forgot both: a new Begin and a new Map are not "already begun / mapped".
+    dc.begin_query(q).unwrap();
+    dc.map_discard(r).unwrap();
+    dc.abandon().unwrap();
+
+    world.clear_trace();
+    ic.execute_command_list(&list).unwrap();
+    let mut expect = vec![0; 32];
+    expect[..4].copy_from_slice(&[1, 2, 3, 4]);
+    assert_eq!(
+        bytes(&world, ar),
+        expect,
+        "the still-mapped contents landed (zeroed Discard + writes)"
+    );
+    let query_ops = world
+        .trace()
+        .iter()
+        .filter(|e| e.hook == Hook::Execute && e.object == qid)
+        .count();
+    assert_eq!(query_ops, 2, "the list begins and ends the query");
+    // The query was ended by the list: GetData is no longer an invalid call.
+    assert!(ic.query_signaled(q).is_ok());
+    // And the list counts as having mapped r (R-C4 at execute).
+    ic.map_discard(r).unwrap();
+    assert_eq!(
+        ic.execute_command_list(&list),
+        Err(Error::Application(AppError::MapConflict))
+    );
+    ic.unmap(r, &[0; 32]).unwrap();
+    ic.flush().unwrap();
+    world.assert_clean(false);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c2_abandon_order_hook_unbind_close_recycle() {
+    for recycle in [true, false] {
+        let (device, mut ic, world) = setup(DeviceConfig {
+            recycle,
+            ..DeviceConfig::default()
+        });
+        let r = resource(&device, 64);
+        let r2 = resource(&device, 64);
+        let r3 = resource(&device, 64);
+        let v = view(&device, r, 0, 32);
+        let blend = blend_state(&device);
+        let mut dc = device.create_deferred_context().unwrap();
+        let c = ctx(&dc);
+        dc.bind(SRV0, Some(v.any())).unwrap();
+        dc.bind(VB0, Some(r2.any())).unwrap();
+        dc.bind(BLEND, Some(blend)).unwrap();
+        dc.update(r3, 0, &[1; 8]).unwrap();
+        assert_eq!(dc.stats().open_handles, 5);
+
+        world.clear_trace();
+        dc.abandon().unwrap();
+        let ev = events_of(&world, c);
+        let mut expect = vec![
+            Hook::AbandonCommandList,
+            Hook::AbandonUnbind,
+            Hook::AbandonUnbind,
+            Hook::AbandonUnbind,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+        ];
+        if recycle {
+            expect.push(Hook::RecycleCreateDeferredContext);
+        } else {
+            expect.extend([Hook::DestroyDeferredContext, Hook::CreateDeferredContext]);
+        }
+        assert_eq!(hooks(&ev), expect, "recycle {recycle}: {ev:#?}");
+        let unbind_states: Vec<usize> = ev
+            .iter()
+            .filter(|e| e.hook == Hook::AbandonUnbind)
+            .map(|e| e.state)
+            .collect();
+        assert_eq!(
+            unbind_states,
+            vec![2, 1, 0],
+            "bindings are undone one by one"
+        );
+        assert!(ev
+            .iter()
+            .filter(|e| e.hook == Hook::CloseLocal)
+            .all(|e| e.state == 0));
+        assert!(!world.trace().iter().any(|e| is_create(e.hook)));
+        assert_eq!(count(&world.trace(), Hook::Execute), 0);
+        assert_eq!(dc.stats().abandoned, 1);
+        assert_eq!(dc.stats().open_handles, 0);
+        assert_eq!(dc.stats().operations, 0);
+        assert_eq!(dc.binding(SRV0), None);
+
+        // Ready to record again; the abandoned operations are gone.
+        dc.update(r2, 0, &[4; 4]).unwrap();
+        let list = dc.finish().unwrap();
+        assert_eq!(list.stats().operations, 1);
+        ic.execute_command_list(&list).unwrap();
+        assert_eq!(&bytes(&world, allocation(&device, r2))[..4], &[4; 4]);
+        assert_eq!(
+            bytes(&world, allocation(&device, r3)),
+            vec![0; 64],
+            "abandoned update never runs"
+        );
+
+        // The abandoned recording released its objects.
+        let vid = id_of(&device, v);
+        device.destroy(v).unwrap();
+        ic.flush().unwrap();
+        assert!(world
+            .trace()
+            .iter()
+            .any(|e| e.hook == Hook::DestroyObject && e.object == vid));
+        world.assert_clean(false);
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
+
+#[test]
+fn r_e2_dc_error_goes_to_its_own_sink() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let r = resource(&device, 16);
+    let dead = resource(&device, 16);
+    device.destroy(dead).unwrap();
+    ic.flush().unwrap();
+    let mut a = device.create_deferred_context().unwrap();
+    let mut b = device.create_deferred_context().unwrap();
+    let (ca, cb) = (ctx(&a), ctx(&b));
+    assert_ne!(ca, cb);
+    assert!(world.errors().is_empty());
+
+    a.update(r, 0, &[1; 4]).unwrap();
+    assert_eq!(
+        a.update(r, 12, &[1; 8]),
+        Err(Error::Application(AppError::OutOfRange))
+    );
+    assert_eq!(
+        b.command(SoftCommand::Fill {
+            dst: dead,
+            value: 1
+        }),
+        Err(Error::Application(AppError::StaleHandle))
+    );
+    assert_eq!(b.unmap(r), Err(Error::Application(AppError::InvalidState)));
+    assert_eq!(
+        ic.unmap(r, &[0; 16]),
+        Err(Error::Application(AppError::InvalidState))
+    );
+    assert_eq!(
+        world.errors(),
+        vec![
+            (
+                ContextId::Deferred(ca),
+                Error::Application(AppError::OutOfRange)
+            ),
+            (
+                ContextId::Deferred(cb),
+                Error::Application(AppError::StaleHandle)
+            ),
+            (
+                ContextId::Deferred(cb),
+                Error::Application(AppError::InvalidState)
+            ),
+            (
+                ContextId::Immediate,
+                Error::Application(AppError::InvalidState)
+            ),
+        ]
+    );
+    // Application errors do not remove the context: what was recorded before stays.
+    assert!(!a.is_removed() && !b.is_removed());
+    let list = a.finish().unwrap();
+    assert_eq!(list.stats().operations, 1);
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(&bytes(&world, allocation(&device, r))[..4], &[1; 4]);
+    assert_eq!(world.errors().len(), 4);
+    world.assert_clean(false);
+    drop((list, a, b));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_e3_out_of_memory_removes_context_locally() {
+    const BUDGET: usize = 4096;
+    let (device, mut ic, world) = setup(DeviceConfig {
+        deferred_budget: BUDGET,
+        ..DeviceConfig::default()
+    });
+    let r = resource(&device, 2048);
+    let other = resource(&device, 64);
+    let v = view(&device, r, 0, 16);
+    let q = query(&device, QueryKind::Occlusion);
+    let (ar, aother) = (allocation(&device, r), allocation(&device, other));
+    let (rid, vid) = (id_of(&device, r), id_of(&device, v));
+
+    // Another context, mid-recording, must not notice.
+    let mut bystander = device.create_deferred_context().unwrap();
+    bystander.update(other, 0, &[8; 64]).unwrap();
+    let bystander_stats = bystander.stats();
+
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+    let amortized_before = world.amortized_calls();
+    let (dc_thread, removed_at) = std::thread::scope(|s| {
+        s.spawn(|| {
+            dc.bind(SRV0, Some(v.any())).unwrap();
+            let op = dc.stats().recorded_bytes; // one bind: one operation's bytes
+            dc.command(SoftCommand::ClearView { view: v, value: 3 })
+                .unwrap();
+            // Fill up to the budget, then one call past it.
+            let mut removed_at = None;
+            for i in 0..10 {
+                let before = dc.stats().recorded_bytes;
+                let fits = before + op + 1000 <= BUDGET;
+                let result = dc.update(r, 0, &[2; 1000]);
+                assert_eq!(result.is_ok(), fits, "call {i} at {before} bytes (op {op})");
+                if let Err(e) = result {
+                    assert_eq!(e, Error::OutOfMemory);
+                    removed_at = Some(i);
+                    break;
+                }
+            }
+            (std::thread::current().id(), removed_at)
+        })
+        .join()
+        .unwrap()
+    });
+    assert!(
+        removed_at.is_some(),
+        "a 4 KiB budget cannot hold 11 KiB of updates"
+    );
+    assert!(dc.is_removed());
+    assert_eq!(dc.stats().removals, 1);
+    assert_eq!(
+        world.errors(),
+        vec![(ContextId::Deferred(c), Error::OutOfMemory)],
+        "reported once, on the context's own sink"
+    );
+    let set_error = world
+        .trace()
+        .into_iter()
+        .find(|e| e.hook == Hook::SetError)
+        .unwrap();
+    assert_eq!(
+        set_error.thread, dc_thread,
+        "reported on the context's thread"
+    );
+    assert!(
+        world.amortized_calls() > amortized_before,
+        "amortised processing pumped (R-A2)"
+    );
+    let pumped = world
+        .trace()
+        .into_iter()
+        .find(|e| e.hook == Hook::AmortizedProcessing)
+        .unwrap();
+    assert_eq!(
+        pumped.thread, dc_thread,
+        "pumped from the context's thread (R-A2)"
+    );
+
+    // The partial list was unloaded: its handles closed (view before resource), nothing bound.
+    let ev = events_of(&world, c);
+    let closes: Vec<u64> = ev
+        .iter()
+        .filter(|e| e.hook == Hook::CloseLocal)
+        .map(|e| e.object)
+        .collect();
+    assert_eq!(closes, vec![vid, rid], "{ev:#?}");
+    assert!(ev
+        .iter()
+        .filter(|e| e.hook == Hook::CloseLocal)
+        .all(|e| e.state == 0 && e.thread == dc_thread));
+    assert!(!ev.iter().any(|e| is_create(e.hook)));
+    let s = dc.stats();
+    assert_eq!((s.open_handles, s.operations, s.recorded_bytes), (0, 0, 0));
+    assert_eq!(dc.driver_state().unwrap().open_handles, 0);
+    assert_eq!(dc.binding(SRV0), None);
+
+    // Later calls are accepted and do nothing.
+    let trace_len = world.trace().len();
+    dc.update(r, 0, &[3; 16]).unwrap();
+    dc.command(SoftCommand::Fill { dst: r, value: 4 }).unwrap();
+    dc.bind(SRV0, Some(v.any())).unwrap();
+    dc.begin_query(q).unwrap();
+    dc.end_query(q).unwrap();
+    dc.map_discard(r).unwrap().fill(5);
+    dc.unmap(r).unwrap();
+    assert_eq!(
+        world.trace().len(),
+        trace_len,
+        "no hook runs for a removed context"
+    );
+    assert_eq!(dc.stats().operations, 0);
+    assert_eq!(dc.binding(SRV0), None);
+    assert_eq!(world.errors().len(), 1, "nothing more is reported");
+
+    // Finish answers out of memory.
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    assert!(!dc.is_removed());
+
+    // Nothing else was affected: the bystander and the IC work as before.
+    assert_eq!(bystander.stats(), bystander_stats);
+    bystander
+        .command(SoftCommand::Fill {
+            dst: r,
+            value: 0x11,
+        })
+        .unwrap();
+    let bystander_list = bystander.finish().unwrap();
+    ic.update(r, 1000, &[0x22; 8]).unwrap();
+    ic.execute_command_list(&bystander_list).unwrap();
+    assert_eq!(bytes(&world, aother), vec![8; 64]);
+    assert_eq!(
+        bytes(&world, ar),
+        vec![0x11; 2048],
+        "only the bystander's Fill reached r"
+    );
+
+    // The removed context's objects were released: the view really dies at the next flush.
+    let viewed = resource(&device, 64);
+    let v2 = view(&device, viewed, 0, 8);
+    device.destroy(v).unwrap();
+    ic.flush().unwrap();
+    assert!(world
+        .trace()
+        .iter()
+        .any(|e| e.hook == Hook::DestroyObject && e.object == vid));
+
+    // The same context records and finishes normally again.
+    dc.command(SoftCommand::ClearView {
+        view: v2,
+        value: 0x33,
+    })
+    .unwrap();
+    dc.update(r, 0, &[0x44; 8]).unwrap();
+    let list = dc.finish().unwrap();
+    assert_eq!(list.stats().operations, 2);
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(
+        &bytes(&world, ar)[..9],
+        &[0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x11]
+    );
+    assert_eq!(
+        &bytes(&world, allocation(&device, viewed))[..9],
+        &[0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0]
+    );
+    assert_eq!(world.errors().len(), 1);
+    ic.flush().unwrap();
+    world.assert_clean(false);
+    drop((list, bystander_list, dc, bystander));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
+    let (device, mut ic, world) = setup(DeviceConfig {
+        deferred_budget: 1024,
+        ..DeviceConfig::default()
+    });
+    let big = resource(&device, 4000);
+    let small = resource(&device, 16);
+    let abig = allocation(&device, big);
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+    dc.update(small, 0, &[1; 16]).unwrap();
+    let mapped = dc
+        .map_discard(big)
+        .expect("the application keeps recording as if nothing happened");
+    assert_eq!(mapped.len(), 4000);
+    mapped.fill(7);
+    dc.unmap(big).unwrap();
+    assert!(dc.is_removed());
+    assert_eq!(
+        world.errors(),
+        vec![(ContextId::Deferred(c), Error::OutOfMemory)]
+    );
+    assert_eq!(dc.stats().open_handles, 0);
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    assert_eq!(
+        bytes(&world, abig),
+        vec![0; 4000],
+        "the scratch never reaches the resource"
+    );
+    // Recording works again, within the budget.
+    dc.update(small, 0, &[2; 16]).unwrap();
+    let list = dc.finish().unwrap();
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(bytes(&world, allocation(&device, small)), vec![2; 16]);
+    world.assert_clean(false);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+/// A deferred-context entry point, for tests that call each in turn.
+type EntryPoint = fn(&mut Dc, Handle<Resource>, Handle<View>, Handle<Query>) -> cmdlist::Result<()>;
+
+#[test]
+fn r_e3_any_entry_point_may_run_out_of_memory() {
+    const BUDGET: usize = 4096;
+    let (device, mut ic, world) = setup(DeviceConfig {
+        deferred_budget: BUDGET,
+        ..DeviceConfig::default()
+    });
+    let r = resource(&device, BUDGET as u64);
+    let v = view(&device, r, 0, 8);
+    let q = query(&device, QueryKind::Occlusion);
+    let calls: [(&str, EntryPoint); 6] = [
+        ("command", |dc, r, _, _| {
+            dc.command(SoftCommand::Fill { dst: r, value: 1 })
+        }),
+        ("bind", |dc, _, v, _| dc.bind(VB1, Some(v.any()))),
+        ("begin_query", |dc, _, _, q| dc.begin_query(q)),
+        ("end_query", |dc, _, _, q| dc.end_query(q)),
+        ("update", |dc, r, _, _| dc.update(r, 0, &[1])),
+        ("map_discard", |dc, r, _, _| dc.map_discard(r).map(|_| ())),
+    ];
+    for (name, call) in calls {
+        let mut dc = device.create_deferred_context().unwrap();
+        let c = ctx(&dc);
+        dc.bind(SRV0, Some(v.any())).unwrap();
+        let op = dc.stats().recorded_bytes;
+        // Leave less than one operation's bytes.
+        dc.update(r, 0, &vec![2; BUDGET - 3 * op + 1]).unwrap();
+        assert_eq!(dc.stats().recorded_bytes, BUDGET - op + 1);
+        let errors_before = world.errors().len();
+        let result = call(&mut dc, r, v, q);
+        if name == "map_discard" {
+            assert!(
+                result.is_ok(),
+                "a Map hands out scratch memory and records nothing"
+            );
+        } else {
+            assert_eq!(result, Err(Error::OutOfMemory), "{name}");
+        }
+        assert_eq!(
+            &world.errors()[errors_before..],
+            &[(ContextId::Deferred(c), Error::OutOfMemory)],
+            "{name}"
+        );
+        assert!(dc.is_removed(), "{name}");
+        assert_eq!(dc.stats().open_handles, 0, "{name}");
+        assert_eq!(dc.finish().err(), Some(Error::OutOfMemory), "{name}");
+    }
+    assert_eq!(
+        bytes(&world, allocation(&device, r)),
+        vec![0; BUDGET],
+        "nothing of it ever ran"
+    );
+    ic.flush().unwrap();
+    world.assert_clean(false);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_r8_list_from_another_device_is_not_executable() {
+    let (device, mut ic, world) = setup(DeviceConfig::default());
+    let (other_device, mut other_ic, other_world) = setup(DeviceConfig::default());
+    let r = resource(&device, 16);
+    let theirs = resource(&other_device, 16);
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.update(r, 0, &[9; 16]).unwrap();
+    let list = dc.finish().unwrap();
+
+    other_world.clear_trace();
+    assert_eq!(
+        other_ic.execute_command_list(&list),
+        Err(Error::Application(AppError::CommandListNotExecutable))
+    );
+    assert_eq!(
+        other_world.errors(),
+        vec![(
+            ContextId::Immediate,
+            Error::Application(AppError::CommandListNotExecutable)
+        )]
+    );
+    let ev = other_world.trace();
+    assert!(
+        ev.iter().all(|e| e.hook == Hook::SetError),
+        "nothing ran on the other device: {ev:#?}"
+    );
+    assert_eq!(
+        bytes(&other_world, allocation(&other_device, theirs)),
+        vec![0; 16]
+    );
+    assert!(world.errors().is_empty(), "the owning device saw nothing");
+
+    // The list still works where it belongs.
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(bytes(&world, allocation(&device, r)), vec![9; 16]);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    other_ic.destroy_device().unwrap();
+    world.assert_clean(true);
+    other_world.assert_clean(true);
+}
+
+#[test]
+fn r_c2_abandon_after_an_error_runs_the_abandon_sequence() {
+    // R-C2: "Abandon (explicit, or after an error)". Running out of memory is such an error:
+    // by the time Finish answers out of memory, the driver must have seen AbandonCommandList,
+    // the bindings undone one by one, every handle closed and the context recycled.
+    let (device, mut ic, world) = setup(DeviceConfig {
+        deferred_budget: 1024,
+        ..DeviceConfig::default()
+    });
+    let r = resource(&device, 2048);
+    let r2 = resource(&device, 64);
+    let v = view(&device, r, 0, 16);
+    let mut dc = device.create_deferred_context().unwrap();
+    let c = ctx(&dc);
+    dc.bind(SRV0, Some(v.any())).unwrap();
+    dc.bind(VB0, Some(r2.any())).unwrap();
+    world.clear_trace();
+    assert_eq!(dc.update(r, 0, &[1; 2048]), Err(Error::OutOfMemory));
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    let ev = events_of(&world, c);
+    let seq: Vec<Hook> = hooks(&ev)
+        .into_iter()
+        .filter(|h| {
+            matches!(
+                h,
+                Hook::AbandonCommandList
+                    | Hook::AbandonUnbind
+                    | Hook::CloseLocal
+                    | Hook::RecycleCreateDeferredContext
+                    | Hook::DestroyDeferredContext
+            )
+        })
+        .collect();
+    assert_eq!(
+        seq,
+        vec![
+            Hook::AbandonCommandList,
+            Hook::AbandonUnbind,
+            Hook::AbandonUnbind,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::CloseLocal,
+            Hook::RecycleCreateDeferredContext,
+        ],
+        "{ev:#?}"
+    );
+    let states: Vec<usize> = ev
+        .iter()
+        .filter(|e| e.hook == Hook::AbandonUnbind)
+        .map(|e| e.state)
+        .collect();
+    assert_eq!(states, vec![1, 0]);
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}

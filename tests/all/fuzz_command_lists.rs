@@ -1,0 +1,377 @@
+//! The `command_lists` fuzz interpreter (`cmdlist::soft::fuzz::command_lists`) on stable:
+//! a few thousand random inputs from a fixed-seed PRNG, plus hand-written sequences. Every
+//! step is checked against the interpreter's model (R-C3, R-C4, R-E3, R-H1..R-H5, R-D1).
+
+use cmdlist::soft::fuzz::command_lists::{
+    self, Burst, Bytes, Close, Cmd, Coverage, DcOp, IcOp, New, Obj, QueryChoice, Step, Timeline, ViewKind,
+    DEFAULT_BUDGET,
+};
+use cmdlist::soft::{self, SoftCommand, SoftConfig};
+use cmdlist::{AppError, DeviceConfig, Error, QueryKind, ResourceDesc};
+
+/// Random inputs per run of the stable test (each 64..=1024 bytes).
+const INPUTS: u64 = 3000;
+
+/// Names the failing input when a run panics.
+struct Report(u64);
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("failing input: #{} (see `input_bytes`)", self.0);
+        }
+    }
+}
+
+/// xorshift64*: a tiny deterministic PRNG, so failures reproduce by input number.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// Input number `input` of the random test: 64..=1024 bytes for
+/// [`command_lists::run_bytes`] (the same bytes a fuzzer's input would be).
+fn input_bytes(input: u64) -> Vec<u8> {
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (input + 1).wrapping_mul(0x1000_0000_01b3));
+    let len = 64 + (rng.next() % 961) as usize;
+    rng.bytes(len)
+}
+
+#[test]
+fn r_c3_r_c4_r_e3_command_lists_random_inputs_match_model() {
+    let mut total = Coverage::default();
+    for input in 0..INPUTS {
+        let _report = Report(input);
+        total += command_lists::run_bytes(&input_bytes(input));
+    }
+    println!("{total:#?}");
+    // The inputs reach the cases the test is about.
+    assert!(total.executed > 100, "{total:#?}");
+    assert!(total.executed_with_destroyed > 10, "{total:#?}");
+    assert!(total.map_conflicts > 0 && total.query_conflicts > 0, "{total:#?}");
+    assert!(total.removals > 50 && total.finish_after_removal > 10, "{total:#?}");
+    assert!(total.finish_out_of_memory > 0, "{total:#?}");
+    assert!(total.failed_replays > 0 && total.elsewhere > 100, "{total:#?}");
+}
+
+fn resource(size: u8) -> Step {
+    Step::Create(New::Resource { size: size - 1 })
+}
+
+fn record(dc: u8, op: DcOp) -> Step {
+    Step::Record {
+        dc,
+        elsewhere: false,
+        ops: Burst::one(op),
+    }
+}
+
+fn finish(dc: u8) -> Step {
+    Step::Close {
+        dc,
+        how: Close::FinishKeep,
+    }
+}
+
+fn execute(list: u8) -> Step {
+    Step::Execute { list, times: 0 }
+}
+
+fn ic_write(resource: u8, seed: u8) -> Step {
+    Step::Immediate(IcOp::Update {
+        resource,
+        offset: 0,
+        data: Bytes { len: 32, seed },
+    })
+}
+
+#[test]
+fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_writes() {
+    let mut steps = vec![
+        resource(32),
+        Step::Create(New::Query {
+            kind: QueryChoice::Occlusion,
+        }),
+        // List 0: Map(DISCARD) of resource 0 with 20 bytes written, and an update after it.
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 20, seed: 7 },
+            },
+        ),
+        record(
+            0,
+            DcOp::Update {
+                resource: 0,
+                offset: 24,
+                data: Bytes { len: 4, seed: 90 },
+            },
+        ),
+        record(0, DcOp::Unmap { resource: 0 }),
+        finish(0),
+        // List 1: begins and ends query 0.
+        record(1, DcOp::BeginQuery { query: 0 }),
+        record(1, DcOp::EndQuery { query: 0 }),
+        finish(1),
+    ];
+    for seed in [100, 150, 200] {
+        steps.extend([ic_write(0, seed), execute(0), Step::Timeline(Timeline::Flush)]);
+    }
+    steps.extend([
+        // R-C4: mapped on the IC, the list that maps it is refused and changes nothing.
+        Step::Immediate(IcOp::Map { resource: 0 }),
+        ic_write(0, 33),
+        execute(0),
+        Step::Immediate(IcOp::Unmap {
+            resource: 0,
+            data: Bytes { len: 8, seed: 1 },
+        }),
+        execute(0),
+        // R-C4: a query the IC began: the list that begins it is refused until the End.
+        Step::Immediate(IcOp::BeginQuery { query: 0 }),
+        execute(1),
+        Step::Immediate(IcOp::EndQuery { query: 0 }),
+        execute(1),
+        Step::Timeline(Timeline::CompleteAll),
+    ]);
+    let cov = command_lists::run_with_budget(DEFAULT_BUDGET, &steps);
+    assert_eq!(cov.executed, 5, "{cov:#?}");
+    assert_eq!((cov.map_conflicts, cov.query_conflicts), (1, 1), "{cov:#?}");
+
+    // The same bytes, asserted directly.
+    let config = SoftConfig {
+        trace: false,
+        ..SoftConfig::default()
+    };
+    let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+    let r = device
+        .create_resource(ResourceDesc {
+            byte_size: 32,
+            ..ResourceDesc::default()
+        })
+        .unwrap();
+    let alloc = device.object(r).unwrap().allocation().unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.map_discard(r).unwrap()[..4].copy_from_slice(&[1, 2, 3, 4]);
+    dc.unmap(r).unwrap();
+    let list = dc.finish().unwrap();
+    let mut expect = vec![0u8; 32];
+    expect[..4].copy_from_slice(&[1, 2, 3, 4]);
+    for fill in [9u8, 8, 7] {
+        ic.update(r, 0, &[fill; 32]).unwrap();
+        assert_eq!(world.read(alloc).unwrap(), vec![fill; 32]);
+        ic.execute_command_list(&list).unwrap();
+        assert_eq!(world.read(alloc).unwrap(), expect);
+    }
+    ic.map_discard(r).unwrap();
+    assert_eq!(
+        ic.execute_command_list(&list),
+        Err(Error::Application(AppError::MapConflict))
+    );
+    ic.unmap(r, &[5; 32]).unwrap();
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(world.read(alloc).unwrap(), expect);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_d1_objects_destroyed_after_recording_stay_usable_by_the_list() {
+    let mut steps = vec![
+        resource(16),
+        resource(24),
+        Step::Create(New::View {
+            resource: 1,
+            kind: ViewKind::RenderTarget,
+            first: 4,
+            len: 8,
+        }),
+        Step::Create(New::Query {
+            kind: QueryChoice::Event,
+        }),
+        record(
+            0,
+            DcOp::Update {
+                resource: 0,
+                offset: 0,
+                data: Bytes { len: 16, seed: 3 },
+            },
+        ),
+        record(0, DcOp::Command(Cmd::Copy { dst: 1, src: 0 })),
+        record(0, DcOp::Command(Cmd::ClearView { view: 0, value: 0xee })),
+        record(
+            0,
+            DcOp::Bind {
+                point: 1,
+                object: Some(Obj::View(0)),
+            },
+        ),
+        record(0, DcOp::BeginQuery { query: 0 }),
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 5, seed: 77 },
+            },
+        ),
+        // The query's End and the Unmap are left to Finish (R-C4).
+        finish(0),
+        // List 1 overwrites both resources, so that each replay of list 0 shows.
+        record(1, DcOp::Command(Cmd::Fill { dst: 1, value: 0x11 })),
+        record(1, DcOp::Command(Cmd::Fill { dst: 0, value: 0x22 })),
+        finish(1),
+    ];
+    for (object, elsewhere) in [
+        (Obj::Resource(0), true),
+        (Obj::View(0), false),
+        (Obj::Resource(1), true),
+        (Obj::Query(0), false),
+    ] {
+        steps.push(Step::Destroy { object, elsewhere });
+    }
+    steps.extend([Step::Timeline(Timeline::Flush), Step::Timeline(Timeline::CompleteAll), Step::Timeline(Timeline::Flush)]);
+    for _ in 0..2 {
+        steps.extend([
+            execute(1),
+            Step::Execute { list: 0, times: 1 },
+            Step::Timeline(Timeline::Flush),
+            Step::Timeline(Timeline::CompleteAll),
+        ]);
+    }
+    // Destroyed objects are refused by new recordings and by the IC.
+    steps.extend([
+        record(1, DcOp::Command(Cmd::Fill { dst: 0, value: 1 })),
+        Step::Immediate(IcOp::Command(Cmd::ClearView { view: 0, value: 1 })),
+        Step::Destroy {
+            object: Obj::Resource(0),
+            elsewhere: false,
+        },
+        Step::DropList {
+            list: 0,
+            elsewhere: true,
+        },
+        Step::Timeline(Timeline::Flush),
+        Step::Timeline(Timeline::CompleteAll),
+        Step::Timeline(Timeline::Flush),
+    ]);
+    let cov = command_lists::run_with_budget(DEFAULT_BUDGET, &steps);
+    assert_eq!(cov.executed_with_destroyed, 6, "{cov:#?}");
+    assert_eq!(cov.refused, 1, "{cov:#?}");
+    assert_eq!(cov.immediate_refused, 1, "{cov:#?}");
+}
+
+#[test]
+fn r_e3_out_of_memory_removes_the_context_then_it_records_again() {
+    let steps = vec![
+        resource(64),
+        resource(8),
+        record(
+            0,
+            DcOp::Update {
+                resource: 1,
+                offset: 0,
+                data: Bytes { len: 8, seed: 5 },
+            },
+        ),
+        record(1, DcOp::Command(Cmd::Fill { dst: 1, value: 4 })),
+        record(0, DcOp::HugeUpdate { resource: 1 }),
+        // Removed: calls are accepted and do nothing; a map hands out scratch bytes.
+        record(0, DcOp::Command(Cmd::Fill { dst: 0, value: 9 })),
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 64, seed: 3 },
+            },
+        ),
+        record(0, DcOp::Unmap { resource: 0 }),
+        finish(0),
+        // The other context was not affected.
+        finish(1),
+        execute(0),
+        // Records again.
+        record(0, DcOp::Command(Cmd::Copy { dst: 0, src: 1 })),
+        finish(0),
+        execute(1),
+        // A map larger than the budget left is out of memory too.
+        record(
+            2,
+            DcOp::Update {
+                resource: 0,
+                offset: 0,
+                data: Bytes { len: 48, seed: 1 },
+            },
+        ),
+        record(
+            2,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 9, seed: 2 },
+            },
+        ),
+        finish(2),
+        finish(2),
+        Step::Execute { list: 0, times: 1 },
+    ];
+    let cov = command_lists::run_with_budget(160, &steps);
+    assert_eq!(cov.removals, 2, "{cov:#?}");
+    assert_eq!(cov.finish_after_removal, 2, "{cov:#?}");
+    assert_eq!(cov.while_removed, 3, "{cov:#?}");
+    assert_eq!(cov.finished, 3, "{cov:#?}");
+    assert_eq!(cov.executed, 4, "{cov:#?}");
+}
+
+#[test]
+fn r_e3_finish_out_of_memory_ending_begun_queries_then_records_again() {
+    // Direct: the implicit End of a still-begun query (R-C4) does not fit the budget.
+    let config = SoftConfig {
+        trace: false,
+        ..SoftConfig::default()
+    };
+    let budget = 1024;
+    let device_config = DeviceConfig {
+        deferred_budget: budget,
+        ..DeviceConfig::default()
+    };
+    let (device, mut ic, world) = soft::device(config, device_config).unwrap();
+    let r = device
+        .create_resource(ResourceDesc {
+            byte_size: 1000,
+            ..ResourceDesc::default()
+        })
+        .unwrap();
+    let q = device.create_query(QueryKind::Occlusion).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.begin_query(q).unwrap();
+    let op = dc.stats().recorded_bytes;
+    // Fill the budget exactly: the update fits, the End at Finish does not.
+    let len = budget - 2 * op;
+    dc.update(r, 0, &vec![1; len]).unwrap();
+    assert_eq!(dc.stats().recorded_bytes, budget);
+    assert!(matches!(dc.finish(), Err(Error::OutOfMemory)));
+    assert!(!dc.is_removed());
+    assert_eq!(dc.stats().removals, 1);
+    dc.command(SoftCommand::Fill { dst: r, value: 6 }).unwrap();
+    let list = dc.finish().unwrap();
+    ic.execute_command_list(&list).unwrap();
+    let alloc = device.object(r).unwrap().allocation().unwrap();
+    assert_eq!(world.read(alloc).unwrap(), vec![6; 1000]);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
