@@ -36,7 +36,9 @@ impl Amortizer {
 
     /// After a flush: whether to perform now. `submitted` says whether the flush submitted.
     pub(crate) fn after_flush(&mut self, submitted: bool, now: Instant) -> bool {
-        let elapsed = self.last.is_none_or(|t| now.duration_since(t) >= PUMP_INTERVAL);
+        let elapsed = self
+            .last
+            .is_none_or(|t| now.duration_since(t) >= PUMP_INTERVAL);
         let new_frame = self.frame != self.frame_at_last;
         let due = if submitted {
             self.last.is_none() || new_frame || elapsed
@@ -84,7 +86,10 @@ mod tests {
         a.touch();
         assert!(a.after_flush(true, t), "the first submit performs it");
         a.touch();
-        assert!(!a.after_flush(true, t + Duration::from_micros(10)), "back to back: no");
+        assert!(
+            !a.after_flush(true, t + Duration::from_micros(10)),
+            "back to back: no"
+        );
         a.touch();
         assert!(!a.after_flush(true, t + Duration::from_micros(20)));
         a.touch();

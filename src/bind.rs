@@ -86,7 +86,10 @@ impl Bindings {
 
     /// Binds `object` at `point` (`None` unbinds).
     pub(crate) fn set(&mut self, point: BindPoint, object: Option<AnyHandle>) {
-        match (self.entries.binary_search_by(|(p, _)| p.cmp(&point)), object) {
+        match (
+            self.entries.binary_search_by(|(p, _)| p.cmp(&point)),
+            object,
+        ) {
             (Ok(i), Some(h)) => self.entries[i].1 = h,
             (Ok(i), None) => {
                 self.entries.remove(i);
@@ -143,6 +146,8 @@ impl<'a> StateView<'a> {
 
     /// Every binding, sorted by point.
     pub fn iter(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + 'a {
-        self.bindings.into_iter().flat_map(|b| b.entries.iter().copied())
+        self.bindings
+            .into_iter()
+            .flat_map(|b| b.entries.iter().copied())
     }
 }

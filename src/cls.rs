@@ -101,7 +101,11 @@ impl ClsTable {
 
     /// Uses `handle` in the recording: opens its context-local handle on first use
     /// (dependency first), else tells the driver of the use.
-    pub(crate) fn use_object<D: Driver>(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
+    pub(crate) fn use_object<D: Driver>(
+        &mut self,
+        ctx: &mut ClsCtx<'_, D>,
+        handle: AnyHandle,
+    ) -> Result<()> {
         if let Some(key) = self.key_of(handle) {
             let view = ctx.registry.held(handle, ctx.guard)?;
             let local = &mut self.open[key];
@@ -112,7 +116,11 @@ impl ClsTable {
         self.open_handle(ctx, handle).map(|_| ())
     }
 
-    fn open_handle<D: Driver>(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<usize> {
+    fn open_handle<D: Driver>(
+        &mut self,
+        ctx: &mut ClsCtx<'_, D>,
+        handle: AnyHandle,
+    ) -> Result<usize> {
         if let Some(key) = self.key_of(handle) {
             return Ok(key);
         }
@@ -122,7 +130,9 @@ impl ClsTable {
             None => None,
         };
         let ty = view.ty();
-        let size = ctx.driver.calc_deferred_context_handle_size(ty, Some(view.object()));
+        let size = ctx
+            .driver
+            .calc_deferred_context_handle_size(ty, Some(view.object()));
         if !ctx.sizes.contains(ty, size) {
             return Err(Error::InvalidArg); // R-H4: a size the driver never listed
         }
@@ -133,11 +143,15 @@ impl ClsTable {
         }
         self.scratch.clear();
         if let Some(dep) = dependency {
-            self.scratch.extend_from_slice(self.bucket.bytes(&self.open[dep].block));
+            self.scratch
+                .extend_from_slice(self.bucket.bytes(&self.open[dep].block));
         }
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         let local = self.bucket.bytes_mut(&mut block);
-        if let Err(e) = ctx.driver.open_local(ctx.dc, ty, view.object(), dep_bytes, local) {
+        if let Err(e) = ctx
+            .driver
+            .open_local(ctx.dc, ty, view.object(), dep_bytes, local)
+        {
             let _ = self.bucket.free(block);
             view.entry().release();
             return Err(e);
@@ -162,7 +176,8 @@ impl ClsTable {
             self.set_key(local.handle, 0);
             if let Ok(entry) = ctx.registry.find_linked(local.handle, ctx.guard) {
                 let bytes = self.bucket.bytes_mut(&mut local.block);
-                ctx.driver.close_local(ctx.dc, local.ty, entry.object(), bytes, state);
+                ctx.driver
+                    .close_local(ctx.dc, local.ty, entry.object(), bytes, state);
                 match keep.as_deref_mut() {
                     Some(held) => held.push(local.handle),
                     None => entry.release(),

@@ -126,7 +126,10 @@ pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
 #[allow(clippy::boxed_local)]
 pub(crate) fn destroy_fully<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     let data = &mut node.value;
-    data.device.shared.driver.destroy_command_list(data.body.memory());
+    data.device
+        .shared
+        .driver
+        .destroy_command_list(data.body.memory());
 }
 
 /// A command list. See the module docs. Dropping it is the free-threaded destroy.
@@ -153,7 +156,11 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
     }
 
     pub(crate) fn data(&self) -> &ListData<D, K> {
-        &self.node.as_ref().expect("a list has its node until dropped").value
+        &self
+            .node
+            .as_ref()
+            .expect("a list has its node until dropped")
+            .value
     }
 
     /// What the list holds.
@@ -180,7 +187,9 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
 
 impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
     fn drop(&mut self) {
-        let Some(mut node) = self.node.take() else { return };
+        let Some(mut node) = self.node.take() else {
+            return;
+        };
         let data = &mut node.value;
         let s = &*data.device.shared;
         let guard = epoch::pin();

@@ -28,16 +28,18 @@ use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
-use crate::command_list::{destroy_fully, CommandList, Home, ListBody, ListData, ListNode, Watermark};
-use crate::primitive::AtomicU64;
-use crate::recycle::{DropStack, Node};
-use crate::retire::Clock;
+use crate::command_list::{
+    destroy_fully, CommandList, Home, ListBody, ListData, ListNode, Watermark,
+};
 use crate::device::Device;
 use crate::driver::{Command, Driver};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
+use crate::primitive::AtomicU64;
 use crate::record::{Payload, Recorded, Recording};
+use crate::recycle::{DropStack, Node};
+use crate::retire::Clock;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -113,10 +115,13 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             return Err(Error::DeviceRemoved);
         }
         let s = &*self.shared;
-        let id = s.next_deferred_id.fetch_add(1, crate::primitive::Ordering::Relaxed);
+        let id = s
+            .next_deferred_id
+            .fetch_add(1, crate::primitive::Ordering::Relaxed);
         let cls = ClsTable::new(&s.handle_sizes)?;
         let dc = s.driver.create_deferred_context(id)?;
-        s.live_deferred.fetch_add(1, crate::primitive::Ordering::SeqCst);
+        s.live_deferred
+            .fetch_add(1, crate::primitive::Ordering::SeqCst);
         Ok(DeferredContext {
             device: self.clone(),
             id,
@@ -253,7 +258,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.stats.removals += 1;
         self.trim_pools();
         let s = &*self.device.shared;
-        s.kernel.perform_amortized_processing(ContextId::Deferred(self.id));
+        s.kernel
+            .perform_amortized_processing(ContextId::Deferred(self.id));
     }
 
     /// Drops the recording and closes every handle, releasing what they held.
@@ -338,7 +344,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn resource_size(&self, resource: Handle<Resource>) -> Result<u64> {
         let guard = epoch::pin();
-        Ok(self.device.shared.registry.live(resource, &guard)?.byte_size())
+        Ok(self
+            .device
+            .shared
+            .registry
+            .live(resource, &guard)?
+            .byte_size())
     }
 
     fn check_range(&self, resource: Handle<Resource>, offset: u64, len: u64) -> Result<()> {
@@ -477,7 +488,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn record_unmap(&mut self, resource: Handle<Resource>, payload: Payload) {
         // The map reserved the operation's bytes already.
-        self.rec.ops.push(Recorded::WriteDiscard { resource, payload });
+        self.rec
+            .ops
+            .push(Recorded::WriteDiscard { resource, payload });
         if !self.rec.maps.contains(&resource) {
             self.rec.maps.push(resource);
         }
@@ -532,14 +545,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 sizes: &s.handle_sizes,
                 guard: &guard,
             };
-            self.cls.close_all(&mut ctx, StateView::empty(), Some(&mut body.held));
+            self.cls
+                .close_all(&mut ctx, StateView::empty(), Some(&mut body.held));
             // The recording becomes the list's; the list's emptied recording (its capacity
             // kept) becomes the context's next.
             body.rec.clear();
             core::mem::swap(&mut self.rec, &mut body.rec);
             self.watermark.note(body);
         }
-        node.value.last_executed.store(0, crate::primitive::Ordering::Relaxed);
+        node.value
+            .last_executed
+            .store(0, crate::primitive::Ordering::Relaxed);
         self.made_since_trim += 1;
         let list = CommandList::new(node);
         self.renew()?;
@@ -568,7 +584,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             return Ok(());
         }
         let safe = match s.driver.command_list_clock() {
-            Clock::Submitted => s.submitted_through.load(crate::primitive::Ordering::Acquire),
+            Clock::Submitted => s
+                .submitted_through
+                .load(crate::primitive::Ordering::Acquire),
             Clock::Completed => s.completed.load(crate::primitive::Ordering::Acquire),
         };
         let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
@@ -706,7 +724,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 break;
             };
             self.bindings.set(point, None);
-            s.driver.abandon_unbind(dc, point, StateView::of(&self.bindings));
+            s.driver
+                .abandon_unbind(dc, point, StateView::of(&self.bindings));
         }
         self.unload();
         self.renew()

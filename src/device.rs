@@ -11,7 +11,9 @@ use crate::caps::ThreadingCaps;
 use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ViewDesc};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
-use crate::handle::{AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View};
+use crate::handle::{
+    AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View,
+};
 use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel};
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -98,7 +100,11 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// Creates a device and its immediate context, on the thread that will drive the
     /// immediate context. Asks the driver's threading caps (checked: `COMMANDLISTS_BUILD_2`
     /// needs `COMMANDLISTS`) and its handle-size table in two polls (R-H4).
-    pub fn new(driver: D, kernel: K, config: DeviceConfig) -> Result<(Self, ImmediateContext<D, K>)> {
+    pub fn new(
+        driver: D,
+        kernel: K,
+        config: DeviceConfig,
+    ) -> Result<(Self, ImmediateContext<D, K>)> {
         let caps = driver.threading_caps().validate()?;
         let handle_sizes =
             HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?;
@@ -186,7 +192,8 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// Creates a view of type `ty` (free-threaded, R-F1); it holds its resource until it is
     /// destroyed itself (R-H3).
     pub fn create_view(&self, ty: HandleType, desc: ViewDesc) -> Result<Handle<View>> {
-        self.create(&ObjectDesc::View { ty, desc }).map(|h| h.cast())
+        self.create(&ObjectDesc::View { ty, desc })
+            .map(|h| h.cast())
     }
 
     /// Creates a query (free-threaded, R-F1).
@@ -223,7 +230,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             None
         };
         let (object, ic_data) =
-            match s.driver.create_object(desc, allocation, dependency.map(|d| d.object())) {
+            match s
+                .driver
+                .create_object(desc, allocation, dependency.map(|d| d.object()))
+            {
                 Ok(created) => created,
                 Err(e) => {
                     self.release_unused(allocation);
@@ -301,9 +311,9 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let index = handle.slot();
         let slot = s.registry.slot(index).expect("a found entry has a slot");
         slot.retire_tag.store(tag, Ordering::Relaxed);
-        s.registry
-            .retired
-            .push(index, |i| &s.registry.slot(i).expect("slot exists").next_retired);
+        s.registry.retired.push(index, |i| {
+            &s.registry.slot(i).expect("slot exists").next_retired
+        });
         Ok(())
     }
 

@@ -126,7 +126,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// context-local handle of `object` (`None` for [`HandleType::CommandList`]) in a
     /// deferred context. Must be a size the handle-size table listed for `ty`; any other
     /// answer is the driver's error (`InvalidArg`).
-    fn calc_deferred_context_handle_size(&self, ty: HandleType, object: Option<&Self::Object>) -> usize;
+    fn calc_deferred_context_handle_size(
+        &self,
+        ty: HandleType,
+        object: Option<&Self::Object>,
+    ) -> usize;
 
     /// CalcPrivateCommandListSize (R-F2, R-R2): bytes of a command list's immediate-context
     /// handle. Asked once per created list; a recycled list keeps its memory.
@@ -152,7 +156,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn create_immediate(&self) -> Result<Self::Immediate>;
 
     /// Performs one operation on the immediate context (its thread only, R-T1).
-    fn execute(&self, imm: &mut Self::Immediate, objects: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()>;
+    fn execute(
+        &self,
+        imm: &mut Self::Immediate,
+        objects: &Resolver<'_, Self>,
+        op: Op<'_, Self>,
+    ) -> Result<()>;
 
     /// Closes the open command buffer before the engine submits it (on the immediate
     /// context's thread, R-T2).
@@ -203,7 +212,13 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// Every later use of an open context-local handle in the same recording (a bind, a
     /// command naming it), on the deferred context's thread. Found in O(1), no hashing.
-    fn use_local(&self, dc: &mut Self::Deferred, ty: HandleType, object: &Self::Object, local: &mut [u8]) {
+    fn use_local(
+        &self,
+        dc: &mut Self::Deferred,
+        ty: HandleType,
+        object: &Self::Object,
+        local: &mut [u8],
+    ) {
         let _ = (dc, ty, object, local);
     }
 
@@ -224,7 +239,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// (CalcPrivateCommandListSize bytes). The context-local handle is sized after this call,
     /// as R-R7 orders, and reaches the driver in the recycle hooks. `state` still reports the
     /// context's bindings (R-C1).
-    fn create_command_list(&self, dc: &mut Self::Deferred, private: &mut [u8], state: StateView<'_>) -> Result<()>;
+    fn create_command_list(
+        &self,
+        dc: &mut Self::Deferred,
+        private: &mut [u8],
+        state: StateView<'_>,
+    ) -> Result<()>;
 
     /// DestroyCommandList (free-threaded, any thread): the list's memory is released after.
     fn destroy_command_list(&self, list: ListMemory<'_>);

@@ -106,7 +106,10 @@ impl HandleType {
     /// The handle type with this DDI value; a value outside the enumeration is
     /// [`Error::InvalidArg`] (it comes from the driver, R-E1).
     pub fn from_raw(raw: u32) -> Result<Self> {
-        Self::ALL.get(raw as usize).copied().ok_or(Error::InvalidArg)
+        Self::ALL
+            .get(raw as usize)
+            .copied()
+            .ok_or(Error::InvalidArg)
     }
 
     /// Whether objects of this type are views, which depend on a resource (R-H3).
@@ -347,7 +350,9 @@ impl HandleSizeTable {
     /// The table in CheckDeferredContextHandleSizes' two-poll form (R-H4): `poll(None)` answers
     /// the count, then `poll(Some(array))` with an array of that length fills it. A second
     /// answer longer than the first is [`Error::InvalidArg`].
-    pub fn from_two_polls(mut poll: impl FnMut(Option<&mut [HandleSize]>) -> usize) -> Result<Self> {
+    pub fn from_two_polls(
+        mut poll: impl FnMut(Option<&mut [HandleSize]>) -> usize,
+    ) -> Result<Self> {
         let count = poll(None);
         if count > HandleType::ALL.len() * 64 {
             return Err(Error::InvalidArg);
@@ -369,9 +374,7 @@ impl HandleSizeTable {
 
     /// Whether the driver listed `size` for `ty`.
     pub fn contains(&self, ty: HandleType, size: usize) -> bool {
-        self.entries
-            .binary_search(&HandleSize { ty, size })
-            .is_ok()
+        self.entries.binary_search(&HandleSize { ty, size }).is_ok()
     }
 
     /// The entries, sorted by type then size.
@@ -429,9 +432,18 @@ mod tests {
     #[test]
     fn r_h4_two_poll_table_is_sorted_and_checked() {
         let driver = [
-            HandleSize { ty: HandleType::ShaderResourceView, size: 48 },
-            HandleSize { ty: HandleType::Resource, size: 96 },
-            HandleSize { ty: HandleType::Resource, size: 32 },
+            HandleSize {
+                ty: HandleType::ShaderResourceView,
+                size: 48,
+            },
+            HandleSize {
+                ty: HandleType::Resource,
+                size: 96,
+            },
+            HandleSize {
+                ty: HandleType::Resource,
+                size: 32,
+            },
         ];
         let table = HandleSizeTable::from_two_polls(|out| match out {
             None => driver.len(),
@@ -454,7 +466,10 @@ mod tests {
         });
         assert_eq!(bad, Err(Error::InvalidArg));
         assert_eq!(
-            HandleSizeTable::new([HandleSize { ty: HandleType::Query, size: 0 }]),
+            HandleSizeTable::new([HandleSize {
+                ty: HandleType::Query,
+                size: 0
+            }]),
             Err(Error::InvalidArg)
         );
     }

@@ -16,7 +16,6 @@ use crossbeam_epoch::{self as epoch, Guard};
 use crate::amortize::Amortizer;
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::command_list::{CommandList, ListBody};
-use crate::record::Recorded;
 use crate::desc::{ObjectDesc, ResourceDesc};
 use crate::device::Device;
 use crate::driver::{Command, Driver, Op};
@@ -24,6 +23,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::primitive::Ordering;
+use crate::record::Recorded;
 use crate::registry::{Entry, ObjectView, Registry, Resolver};
 use crate::retire::{Clock, Clocks, RetireQueue, RetireStats};
 
@@ -123,7 +123,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Records that the open buffer references `view`'s object, and through a view its
     /// resource (the GPU reaches the resource's memory through the view).
-    fn reference(buffer: &mut OpenBuffer, registry: &Registry<D>, guard: &Guard, view: ObjectView<'_, D>) {
+    fn reference(
+        buffer: &mut OpenBuffer,
+        registry: &Registry<D>,
+        guard: &Guard,
+        view: ObjectView<'_, D>,
+    ) {
         Self::stamp(buffer, view.entry());
         if let Some(dep) = view.dependency() {
             if let Ok(resource) = registry.find_linked(dep, guard) {
@@ -203,7 +208,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let guard = epoch::pin();
         let view = self.device.shared.registry.live(resource, &guard)?;
-        self.run(&guard, &[view], Op::Update { resource: view, offset, data })
+        self.run(
+            &guard,
+            &[view],
+            Op::Update {
+                resource: view,
+                offset,
+                data,
+            },
+        )
     }
 
     /// Binds `object` at `point`, or unbinds with `None`.
@@ -223,7 +236,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             Some(v) => core::slice::from_ref(v),
             None => &[],
         };
-        self.run(&guard, objects, Op::Bind { point, object: view })?;
+        self.run(
+            &guard,
+            objects,
+            Op::Bind {
+                point,
+                object: view,
+            },
+        )?;
         self.bindings.set(point, object);
         Ok(())
     }
@@ -262,7 +282,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if begin && begun.is_some() {
             return Err(AppError::InvalidState.into());
         }
-        let op = if begin { Op::BeginQuery(view) } else { Op::EndQuery(view) };
+        let op = if begin {
+            Op::BeginQuery(view)
+        } else {
+            Op::EndQuery(view)
+        };
         self.run(&guard, &[view], op)?;
         match (begin, begun) {
             (true, _) => self.begun.push(query),
@@ -316,7 +340,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if data.len() as u64 > view.byte_size() {
             return Err(AppError::OutOfRange.into());
         }
-        self.run(&guard, &[view], Op::WriteDiscard { resource: view, data })?;
+        self.run(
+            &guard,
+            &[view],
+            Op::WriteDiscard {
+                resource: view,
+                data,
+            },
+        )?;
         self.mapped.swap_remove(i);
         Ok(())
     }
@@ -354,7 +385,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         let resolver = Resolver::new(&s.registry, &guard, StateView::of(&self.bindings), true);
         list.executed_in(self.buffer.number);
-        s.driver.execute_command_list(&mut self.imm, &body.private, &resolver)?;
+        s.driver
+            .execute_command_list(&mut self.imm, &body.private, &resolver)?;
         let result = Self::replay(&s.driver, &mut self.imm, &resolver, body, &mut self.buffer);
         // Clear-state after the list, whatever happened in it (R-C3).
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
@@ -465,7 +497,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         // A buffer the kernel refused never reached it: what it referenced is not known to be
         // submitted, so destructions tagged with it wait for the next successful flush.
-        let through = if submitted.is_ok() { number } else { number - 1 };
+        let through = if submitted.is_ok() {
+            number
+        } else {
+            number - 1
+        };
         self.buffer.number = number + 1;
         self.buffer.operations = 0;
         self.buffer.allocations.clear();
@@ -481,8 +517,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             drain: false,
         };
         let guard = epoch::pin();
-        self.retire
-            .process(&s.registry, &s.driver, &s.kernel, s.config.retire_clock, clocks, &guard);
+        self.retire.process(
+            &s.registry,
+            &s.driver,
+            &s.kernel,
+            s.config.retire_clock,
+            clocks,
+            &guard,
+        );
         drop(guard);
         if self.amortizer.after_flush(submits, Instant::now()) {
             self.perform_amortized_processing();
@@ -590,16 +632,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         if !entry.try_seal() {
             // Views of a primary keep it: it goes through the queue like any object.
-            let slot = s.registry.slot(primary.slot()).expect("found entries have slots");
+            let slot = s
+                .registry
+                .slot(primary.slot())
+                .expect("found entries have slots");
             slot.retire_tag.store(self.buffer.number, Ordering::Relaxed);
-            s.registry
-                .retired
-                .push(primary.slot(), |i| &s.registry.slot(i).expect("slot").next_retired);
+            s.registry.retired.push(primary.slot(), |i| {
+                &s.registry.slot(i).expect("slot").next_retired
+            });
             return Ok(());
         }
         // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
         let ic = unsafe { entry.ic_side() };
-        s.driver.destroy_object(HandleType::Resource, entry.object(), &mut ic.data);
+        s.driver
+            .destroy_object(HandleType::Resource, entry.object(), &mut ic.data);
         if let Some(allocation) = entry.allocation() {
             s.kernel.deallocate(allocation);
         }
@@ -652,8 +698,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed: u64::MAX,
             drain: true,
         };
-        self.retire
-            .process(&s.registry, &s.driver, &s.kernel, s.config.retire_clock, clocks, &guard);
+        self.retire.process(
+            &s.registry,
+            &s.driver,
+            &s.kernel,
+            s.config.retire_clock,
+            clocks,
+            &guard,
+        );
         flushed.and(waited)
     }
 }
@@ -662,7 +714,10 @@ impl<D: Driver, K: Kernel> Drop for ImmediateContext<D, K> {
     fn drop(&mut self) {
         let result = self.destroy_device_inner();
         if let Err(error) = result {
-            self.device.shared.kernel.set_error(ContextId::Immediate, error);
+            self.device
+                .shared
+                .kernel
+                .set_error(ContextId::Immediate, error);
         }
     }
 }

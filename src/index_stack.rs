@@ -111,7 +111,11 @@ impl TakeAllStack {
     }
 
     /// Takes every pushed index (one swap) and calls `each` on them, newest first.
-    pub(crate) fn take_all<'a>(&self, next_of: impl Fn(u32) -> &'a AtomicU32, mut each: impl FnMut(u32)) {
+    pub(crate) fn take_all<'a>(
+        &self,
+        next_of: impl Fn(u32) -> &'a AtomicU32,
+        mut each: impl FnMut(u32),
+    ) {
         if self.head.load(Ordering::Relaxed) == NIL {
             return;
         }

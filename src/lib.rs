@@ -16,21 +16,21 @@ pub mod handle;
 pub use caps::ThreadingCaps;
 pub use error::{AppError, Error, Result};
 pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};
+pub mod amortize;
 pub(crate) mod index_stack;
 pub(crate) mod recycle;
-pub mod amortize;
 pub(crate) mod tag;
 
 pub mod bind;
 pub(crate) mod cls;
 pub mod command_list;
 pub mod deferred;
-pub(crate) mod record;
 pub mod desc;
 pub mod device;
 pub mod driver;
 pub mod immediate;
 pub mod kernel;
+pub(crate) mod record;
 pub mod registry;
 pub mod retire;
 

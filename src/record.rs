@@ -175,7 +175,11 @@ mod tests {
     #[test]
     fn payloads_keep_their_bytes_and_addresses_across_growth() {
         let mut arena = Payloads::default();
-        assert_eq!(arena.allocated_bytes(), 0, "an empty recording owns no chunk");
+        assert_eq!(
+            arena.allocated_bytes(),
+            0,
+            "an empty recording owns no chunk"
+        );
         let first = arena.copy(&[1, 2, 3]).unwrap();
         let mapped = arena.zeroed(100).unwrap();
         // SAFETY: both payloads come from `arena`, not reset since.

@@ -116,7 +116,9 @@ impl<T> DropStack<T> {
     /// Takes every pushed node (one swap).
     pub(crate) fn take_all(&self) -> Taken<T> {
         if self.head.load(Ordering::Relaxed).is_null() {
-            return Taken { top: ptr::null_mut() };
+            return Taken {
+                top: ptr::null_mut(),
+            };
         }
         Taken {
             top: self.head.swap(ptr::null_mut(), Ordering::SeqCst),

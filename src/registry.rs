@@ -241,7 +241,12 @@ pub struct Resolver<'a, D: Driver> {
 }
 
 impl<'a, D: Driver> Resolver<'a, D> {
-    pub(crate) fn new(registry: &'a Registry<D>, guard: &'a Guard, state: StateView<'a>, held: bool) -> Self {
+    pub(crate) fn new(
+        registry: &'a Registry<D>,
+        guard: &'a Guard,
+        state: StateView<'a>,
+        held: bool,
+    ) -> Self {
         Resolver {
             registry,
             guard,
@@ -372,7 +377,9 @@ impl<D: Driver> Registry<D> {
         let (page, _) = page_of(index);
         let len = (PAGE_BASE as usize) << page;
         let mut slots: Vec<Slot<D>> = Vec::new();
-        slots.try_reserve_exact(len).map_err(|_| Error::OutOfMemory)?;
+        slots
+            .try_reserve_exact(len)
+            .map_err(|_| Error::OutOfMemory)?;
         slots.extend((0..len).map(|_| Slot::new()));
         let fresh = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<D>;
         if let Err(_winner) = self.pages[page].compare_exchange(
@@ -393,14 +400,18 @@ impl<D: Driver> Registry<D> {
     /// On failure the parts come back, for the caller to undo the driver's create.
     #[allow(clippy::type_complexity)]
     pub(crate) fn insert(&self, new: NewEntry<D>) -> Result<AnyHandle, (Error, NewEntry<D>)> {
-        let popped = self.free.pop(|i| &self.slot(i).expect("freed slots exist").next_free);
+        let popped = self
+            .free
+            .pop(|i| &self.slot(i).expect("freed slots exist").next_free);
         let index = match popped {
             Some(index) => index,
             // SeqCst here, on the entry's store and on `removed` lets device destruction and a
             // racing create see each other (see `Device::create_object`).
-            None => match self.reserved.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < MAX_SLOTS).then_some(n + 1)
-            }) {
+            None => match self
+                .reserved
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                    (n < MAX_SLOTS).then_some(n + 1)
+                }) {
                 Ok(index) => index,
                 Err(_) => return Err((Error::OutOfMemory, new)),
             },
@@ -423,7 +434,8 @@ impl<D: Driver> Registry<D> {
                 .filter(|e| e.is_live() && e.hold())
                 .is_some();
             if !attached {
-                self.free.push(index, |i| &self.slot(i).expect("slot exists").next_free);
+                self.free
+                    .push(index, |i| &self.slot(i).expect("slot exists").next_free);
                 return Err((AppError::MissingDependency.into(), new));
             }
         }
@@ -543,8 +555,10 @@ impl<D: Driver> Registry<D> {
         if generation == u32::MAX {
             return; // retired for good: the generation would wrap
         }
-        slot.next_generation.store(generation + 1, Ordering::Relaxed);
-        self.free.push(index, |i| &self.slot(i).expect("slot exists").next_free);
+        slot.next_generation
+            .store(generation + 1, Ordering::Relaxed);
+        self.free
+            .push(index, |i| &self.slot(i).expect("slot exists").next_free);
     }
 
     /// The entry linked in slot `index`, if any (for the reclaimer).
@@ -558,7 +572,9 @@ impl<D: Driver> Registry<D> {
     pub(crate) fn for_each_linked(&self, guard: &Guard, mut each: impl FnMut(u32, &Entry<D>)) {
         let reserved = self.reserved.load(Ordering::SeqCst);
         for index in 0..reserved {
-            let Some(slot) = self.slot(index) else { continue };
+            let Some(slot) = self.slot(index) else {
+                continue;
+            };
             let entry = slot.entry.load(Ordering::SeqCst, guard);
             // SAFETY: loaded under `guard` from its slot (see `find`).
             if let Some(entry) = unsafe { entry.as_ref() } {
@@ -596,7 +612,9 @@ impl<D: Driver> Drop for Registry<D> {
                         drop(entry.into_owned());
                     }
                 }
-                drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(base, len)));
+                drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
+                    base, len,
+                )));
             }
         }
     }
@@ -630,7 +648,11 @@ mod tests {
             assert_eq!(ic % 64, 0, "IC side starts a cache line");
             for shared in [object, state] {
                 assert!(shared < ic, "shared data comes first");
-                assert_ne!(shared / 64, ic / 64, "shared data never shares the IC side's line");
+                assert_ne!(
+                    shared / 64,
+                    ic / 64,
+                    "shared data never shares the IC side's line"
+                );
             }
             let object_end = object + core::mem::size_of::<crate::soft::SoftObject>();
             assert!(object_end <= ic);
@@ -650,10 +672,18 @@ mod tests {
                 device.object(r.cast::<crate::handle::Query>()).err(),
                 Some(Error::Application(AppError::WrongType))
             );
-            let forged = crate::Handle::<crate::handle::Resource>::from_bits(r.to_bits() ^ (1 << 40)).unwrap();
-            assert_eq!(device.object(forged).err(), Some(Error::Application(AppError::StaleHandle)));
+            let forged =
+                crate::Handle::<crate::handle::Resource>::from_bits(r.to_bits() ^ (1 << 40))
+                    .unwrap();
+            assert_eq!(
+                device.object(forged).err(),
+                Some(Error::Application(AppError::StaleHandle))
+            );
             device.destroy(r).unwrap();
-            assert_eq!(device.destroy(r), Err(Error::Application(AppError::DoubleDestroy)));
+            assert_eq!(
+                device.destroy(r),
+                Err(Error::Application(AppError::DoubleDestroy))
+            );
             ic.flush().unwrap();
             // The slot is reused by the next object; the old handle stays dead.
             let again = device
@@ -663,7 +693,10 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!(again.to_bits() as u32, r.to_bits() as u32, "same slot");
-            assert_eq!(device.object(r).err(), Some(Error::Application(AppError::StaleHandle)));
+            assert_eq!(
+                device.object(r).err(),
+                Some(Error::Application(AppError::StaleHandle))
+            );
             assert!(device.object(again).is_ok());
             ic.destroy_device().unwrap();
             world.assert_clean(true);

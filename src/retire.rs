@@ -138,7 +138,9 @@ impl RetireQueue {
             while i < self.waiting.len() {
                 let w = self.waiting[i];
                 if (clocks.drain || w.tag <= clocks.submitted_through)
-                    && self.destroy(registry, driver, kernel, clock, clocks, guard, w.index, resources)
+                    && self.destroy(
+                        registry, driver, kernel, clock, clocks, guard, w.index, resources,
+                    )
                 {
                     self.waiting.swap_remove(i);
                 } else {
@@ -211,7 +213,8 @@ impl RetireQueue {
     /// hysteresis so that a steady load never shrinks and regrows.
     pub(crate) fn trim(&mut self) {
         if self.waiting.capacity() > 2 * self.peak_waiting.max(8) {
-            self.waiting.shrink_to(self.peak_waiting.max(self.waiting.len()));
+            self.waiting
+                .shrink_to(self.peak_waiting.max(self.waiting.len()));
         }
         if self.deallocations.capacity() > 2 * self.peak_deallocations.max(8) {
             self.deallocations

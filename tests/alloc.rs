@@ -73,9 +73,15 @@ fn r_r1_warm_one_copy_cycle_allocates_nothing() {
     }
     COUNTING.store(false, Ordering::Relaxed);
     let allocations = ALLOCATIONS.load(Ordering::Relaxed);
-    assert_eq!(allocations, 0, "10,000 warm cycles allocated {allocations} times");
+    assert_eq!(
+        allocations, 0,
+        "10,000 warm cycles allocated {allocations} times"
+    );
     let stats = dc.stats();
-    assert!(stats.recycled >= 10_000, "every list came from recycled memory: {stats:?}");
+    assert!(
+        stats.recycled >= 10_000,
+        "every list came from recycled memory: {stats:?}"
+    );
     drop(dc);
     ic.destroy_device().unwrap();
     world.assert_clean(true);

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::world::{Hook, SoftWorld, State};
+use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
-use crate::bind::{BindPoint, StateView};
 use crate::driver::{Command, Driver, ListMemory, Op};
 use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
@@ -96,8 +96,16 @@ pub struct SoftDeferred {
 
 /// Soft context-local handle layout: the object's id, then its dependency's id (R-H2, R-H5).
 fn cls_ids(local: &[u8]) -> (u64, u64) {
-    let id = u64::from_le_bytes(local[0..8].try_into().expect("soft CLS blocks hold 16 bytes"));
-    let dep = u64::from_le_bytes(local[8..16].try_into().expect("soft CLS blocks hold 16 bytes"));
+    let id = u64::from_le_bytes(
+        local[0..8]
+            .try_into()
+            .expect("soft CLS blocks hold 16 bytes"),
+    );
+    let dep = u64::from_le_bytes(
+        local[8..16]
+            .try_into()
+            .expect("soft CLS blocks hold 16 bytes"),
+    );
     (id, dep)
 }
 
@@ -131,13 +139,16 @@ impl SoftDriver {
     /// Flags a recycle of list `id` before the buffer that executed it passed the driver's
     /// list clock (the memory may still be read).
     fn check_list_reuse(&self, s: &mut State, id: u64) {
-        let Some(&fence) = s.list_refs.get(&id) else { return };
+        let Some(&fence) = s.list_refs.get(&id) else {
+            return;
+        };
         let early = match self.world.config.list_clock {
             Clock::Submitted => fence == 0,
             Clock::Completed => fence == 0 || fence > s.completed,
         };
         if early {
-            let what = format!("list {id} recycled before the buffer that executed it passed the clock");
+            let what =
+                format!("list {id} recycled before the buffer that executed it passed the clock");
             SoftWorld::violate(s, "list-clock", what);
         }
     }
@@ -145,7 +156,10 @@ impl SoftDriver {
     pub(crate) fn new(world: Arc<SoftWorld>) -> Self {
         let mut entries = Vec::new();
         for ty in HandleType::ALL {
-            entries.push(HandleSize { ty, size: cls_size(ty, None) });
+            entries.push(HandleSize {
+                ty,
+                size: cls_size(ty, None),
+            });
         }
         entries.push(HandleSize {
             ty: HandleType::Resource,
@@ -173,10 +187,21 @@ impl SoftDriver {
 
     fn bytes_of(state: &mut State, allocation: Option<AllocationHandle>) -> Result<&mut Vec<u8>> {
         let id = allocation.ok_or(AppError::InvalidState)?.0.get();
-        Ok(&mut state.allocations.get_mut(&id).ok_or(AppError::StaleHandle)?.bytes)
+        Ok(&mut state
+            .allocations
+            .get_mut(&id)
+            .ok_or(AppError::StaleHandle)?
+            .bytes)
     }
 
-    fn copy(state: &mut State, dst: &SoftObject, dst_off: u64, src: &SoftObject, src_off: u64, len: u64) -> Result<()> {
+    fn copy(
+        state: &mut State,
+        dst: &SoftObject,
+        dst_off: u64,
+        src: &SoftObject,
+        src_off: u64,
+        len: u64,
+    ) -> Result<()> {
         // Through a scratch buffer that keeps its capacity: steady state allocates nothing.
         let mut chunk = std::mem::take(&mut state.scratch);
         let result = (|| {
@@ -203,13 +228,24 @@ impl SoftDriver {
         Ok(())
     }
 
-    fn run_command(&self, state: &mut State, objects: &Resolver<'_, Self>, command: &SoftCommand) -> Result<()> {
+    fn run_command(
+        &self,
+        state: &mut State,
+        objects: &Resolver<'_, Self>,
+        command: &SoftCommand,
+    ) -> Result<()> {
         match *command {
             SoftCommand::Copy { dst, src } => {
                 let (d, s) = (objects.get(dst)?.object(), objects.get(src)?.object());
                 Self::copy(state, d, 0, s, 0, d.byte_size.min(s.byte_size))
             }
-            SoftCommand::CopyRegion { dst, dst_offset, src, src_offset, len } => {
+            SoftCommand::CopyRegion {
+                dst,
+                dst_offset,
+                src,
+                src_offset,
+                len,
+            } => {
                 let (d, s) = (objects.get(dst)?.object(), objects.get(src)?.object());
                 Self::copy(state, d, dst_offset, s, src_offset, len)
             }
@@ -246,7 +282,9 @@ impl Driver for SoftDriver {
     type Deferred = SoftDeferred;
 
     fn threading_caps(&self) -> ThreadingCaps {
-        ThreadingCaps::FREETHREADED | ThreadingCaps::COMMANDLISTS | ThreadingCaps::COMMANDLISTS_BUILD_2
+        ThreadingCaps::FREETHREADED
+            | ThreadingCaps::COMMANDLISTS
+            | ThreadingCaps::COMMANDLISTS_BUILD_2
     }
 
     fn check_deferred_context_handle_sizes(&self, out: Option<&mut [HandleSize]>) -> usize {
@@ -255,8 +293,14 @@ impl Driver for SoftDriver {
 
     fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize {
         let mut s = self.world.lock();
-        self.world
-            .record(&mut s, Hook::CalcPrivateSize, 0, Some(desc.handle_type()), 0, 0);
+        self.world.record(
+            &mut s,
+            Hook::CalcPrivateSize,
+            0,
+            Some(desc.handle_type()),
+            0,
+            0,
+        );
         match desc {
             ObjectDesc::Resource(r) => r.byte_size as usize,
             ObjectDesc::View { .. } => 32,
@@ -266,11 +310,21 @@ impl Driver for SoftDriver {
         }
     }
 
-    fn calc_deferred_context_handle_size(&self, ty: HandleType, object: Option<&SoftObject>) -> usize {
+    fn calc_deferred_context_handle_size(
+        &self,
+        ty: HandleType,
+        object: Option<&SoftObject>,
+    ) -> usize {
         let mut s = self.world.lock();
         let id = object.map_or(0, |o| o.id);
-        self.world
-            .record(&mut s, Hook::CalcDeferredContextHandleSize, id, Some(ty), 0, 0);
+        self.world.record(
+            &mut s,
+            Hook::CalcDeferredContextHandleSize,
+            id,
+            Some(ty),
+            0,
+            0,
+        );
         if self.world.config.unlisted_cls_size == Some(ty) {
             return 100; // listed nowhere: the engine must refuse it (R-H4)
         }
@@ -298,11 +352,18 @@ impl Driver for SoftDriver {
         let resource_id = dependency.map_or(0, |d| d.id);
         let view = match (desc, dependency) {
             (ObjectDesc::View { desc: v, .. }, Some(resource)) => {
-                let end = v.first_byte.checked_add(v.byte_len).ok_or(AppError::OutOfRange)?;
+                let end = v
+                    .first_byte
+                    .checked_add(v.byte_len)
+                    .ok_or(AppError::OutOfRange)?;
                 if end > resource.byte_size {
                     return Err(AppError::OutOfRange.into());
                 }
-                Some((resource.allocation.ok_or(AppError::InvalidState)?, v.first_byte, v.byte_len))
+                Some((
+                    resource.allocation.ok_or(AppError::InvalidState)?,
+                    v.first_byte,
+                    v.byte_len,
+                ))
             }
             _ => None,
         };
@@ -345,17 +406,25 @@ impl Driver for SoftDriver {
         let mut s = self.world.lock();
         let object = match &op {
             Op::Update { resource, .. } => resource.object().id,
-            Op::Bind { object: Some(o), .. } => o.object().id,
+            Op::Bind {
+                object: Some(o), ..
+            } => o.object().id,
             Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
             _ => 0,
         };
         self.world.record(&mut s, Hook::Execute, object, None, 0, 0);
         match op {
             Op::Command(command) => self.run_command(&mut s, objects, command),
-            Op::Update { resource, offset, data } => {
+            Op::Update {
+                resource,
+                offset,
+                data,
+            } => {
                 let r = resource.object();
                 let bytes = Self::bytes_of(&mut s, r.allocation)?;
-                let end = offset.checked_add(data.len() as u64).ok_or(AppError::OutOfRange)?;
+                let end = offset
+                    .checked_add(data.len() as u64)
+                    .ok_or(AppError::OutOfRange)?;
                 bytes
                     .get_mut(offset as usize..end as usize)
                     .ok_or(AppError::OutOfRange)?
@@ -373,7 +442,9 @@ impl Driver for SoftDriver {
                 Self::touch(&mut s, r.allocation.expect("checked above"));
                 Ok(())
             }
-            Op::Bind { object: Some(o), .. } => {
+            Op::Bind {
+                object: Some(o), ..
+            } => {
                 if let Some(a) = o.object().allocation {
                     Self::touch(&mut s, a);
                 }
@@ -399,16 +470,30 @@ impl Driver for SoftDriver {
 
     fn calc_private_command_list_size(&self) -> usize {
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::CalcPrivateCommandListSize, 0, None, 0, 0);
+        self.world
+            .record(&mut s, Hook::CalcPrivateCommandListSize, 0, None, 0, 0);
         64
     }
 
-    fn execute_command_list(&self, _imm: &mut (), list: &[u8], objects: &Resolver<'_, Self>) -> Result<()> {
+    fn execute_command_list(
+        &self,
+        _imm: &mut (),
+        list: &[u8],
+        objects: &Resolver<'_, Self>,
+    ) -> Result<()> {
         let mut s = self.world.lock();
         let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
         let state = objects.state().len();
-        self.world
-            .record_event(&mut s, Hook::ExecuteCommandList, id, None, 0, 0, state, None);
+        self.world.record_event(
+            &mut s,
+            Hook::ExecuteCommandList,
+            id,
+            None,
+            0,
+            0,
+            state,
+            None,
+        );
         if s.list_refs.insert(id, 0) != Some(0) {
             s.open_lists.push(id);
         }
@@ -437,7 +522,12 @@ impl Driver for SoftDriver {
         list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
     }
 
-    fn recycle_create_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>, state: StateView<'_>) -> Result<()> {
+    fn recycle_create_command_list(
+        &self,
+        dc: &mut SoftDeferred,
+        list: ListMemory<'_>,
+        state: StateView<'_>,
+    ) -> Result<()> {
         let mut s = self.world.lock();
         let id = list_id(list.private);
         self.world.record_event(
@@ -451,8 +541,17 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         self.check_list_reuse(&mut s, id);
-        if u64::from_le_bytes(list.local[0..8].try_into().expect("CL handles hold 8 bytes")) != u64::from(dc.id) {
-            SoftWorld::violate(&mut s, "R-R5", format!("list {id} recycled by another context"));
+        if u64::from_le_bytes(
+            list.local[0..8]
+                .try_into()
+                .expect("CL handles hold 8 bytes"),
+        ) != u64::from(dc.id)
+        {
+            SoftWorld::violate(
+                &mut s,
+                "R-R5",
+                format!("list {id} recycled by another context"),
+            );
         }
         if self.world.config.recycle_create_fails {
             return Err(crate::Error::OutOfMemory);
@@ -463,14 +562,28 @@ impl Driver for SoftDriver {
     fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
         let mut s = self.world.lock();
         let id = list_id(list.private);
-        self.world
-            .record(&mut s, Hook::RecycleDestroyCommandList, id, Some(HandleType::CommandList), 0, 0);
+        self.world.record(
+            &mut s,
+            Hook::RecycleDestroyCommandList,
+            id,
+            Some(HandleType::CommandList),
+            0,
+            0,
+        );
     }
 
     fn create_deferred_context(&self, id: u32) -> Result<SoftDeferred> {
         let mut s = self.world.lock();
-        self.world
-            .record_event(&mut s, Hook::CreateDeferredContext, 0, None, 0, 0, 0, Some(id));
+        self.world.record_event(
+            &mut s,
+            Hook::CreateDeferredContext,
+            0,
+            None,
+            0,
+            0,
+            0,
+            Some(id),
+        );
         Ok(SoftDeferred {
             id,
             ..SoftDeferred::default()
@@ -479,10 +592,21 @@ impl Driver for SoftDriver {
 
     fn destroy_deferred_context(&self, dc: SoftDeferred) {
         let mut s = self.world.lock();
-        self.world
-            .record_event(&mut s, Hook::DestroyDeferredContext, 0, None, 0, 0, 0, Some(dc.id));
+        self.world.record_event(
+            &mut s,
+            Hook::DestroyDeferredContext,
+            0,
+            None,
+            0,
+            0,
+            0,
+            Some(dc.id),
+        );
         if dc.open_handles != 0 {
-            let what = format!("context {} destroyed with {} handles open", dc.id, dc.open_handles);
+            let what = format!(
+                "context {} destroyed with {} handles open",
+                dc.id, dc.open_handles
+            );
             SoftWorld::violate(&mut s, "R-C1", what);
         }
     }
@@ -496,16 +620,31 @@ impl Driver for SoftDriver {
         local: &mut [u8],
     ) -> Result<()> {
         let mut s = self.world.lock();
-        self.world
-            .record_event(&mut s, Hook::OpenLocal, object.id, Some(ty), 0, 0, 0, Some(dc.id));
+        self.world.record_event(
+            &mut s,
+            Hook::OpenLocal,
+            object.id,
+            Some(ty),
+            0,
+            0,
+            0,
+            Some(dc.id),
+        );
         if local.iter().any(|b| *b != 0) {
-            SoftWorld::violate(&mut s, "R-H4", format!("context-local block of object {} not zeroed", object.id));
+            SoftWorld::violate(
+                &mut s,
+                "R-H4",
+                format!("context-local block of object {} not zeroed", object.id),
+            );
         }
         let dep_id = match (ty.is_view(), dependency) {
             (true, Some(dep)) => {
                 let (dep_id, _) = cls_ids(dep);
                 if dep_id != object.resource_id {
-                    let what = format!("view {} opened with the CLS of object {dep_id}, not of its resource", object.id);
+                    let what = format!(
+                        "view {} opened with the CLS of object {dep_id}, not of its resource",
+                        object.id
+                    );
                     SoftWorld::violate(&mut s, "R-H5", what);
                 }
                 dep_id
@@ -523,17 +662,42 @@ impl Driver for SoftDriver {
         Ok(())
     }
 
-    fn use_local(&self, dc: &mut SoftDeferred, ty: HandleType, object: &SoftObject, local: &mut [u8]) {
+    fn use_local(
+        &self,
+        dc: &mut SoftDeferred,
+        ty: HandleType,
+        object: &SoftObject,
+        local: &mut [u8],
+    ) {
         let mut s = self.world.lock();
-        self.world
-            .record_event(&mut s, Hook::UseLocal, object.id, Some(ty), 0, 0, 0, Some(dc.id));
+        self.world.record_event(
+            &mut s,
+            Hook::UseLocal,
+            object.id,
+            Some(ty),
+            0,
+            0,
+            0,
+            Some(dc.id),
+        );
         if cls_ids(local).0 != object.id {
-            let what = format!("object {} used through the CLS of object {}", object.id, cls_ids(local).0);
+            let what = format!(
+                "object {} used through the CLS of object {}",
+                object.id,
+                cls_ids(local).0
+            );
             SoftWorld::violate(&mut s, "R-H2", what);
         }
     }
 
-    fn close_local(&self, dc: &mut SoftDeferred, ty: HandleType, object: &SoftObject, local: &mut [u8], state: StateView<'_>) {
+    fn close_local(
+        &self,
+        dc: &mut SoftDeferred,
+        ty: HandleType,
+        object: &SoftObject,
+        local: &mut [u8],
+        state: StateView<'_>,
+    ) {
         let mut s = self.world.lock();
         self.world.record_event(
             &mut s,
@@ -546,17 +710,33 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         if cls_ids(local).0 != object.id {
-            let what = format!("object {} closed through the CLS of object {}", object.id, cls_ids(local).0);
+            let what = format!(
+                "object {} closed through the CLS of object {}",
+                object.id,
+                cls_ids(local).0
+            );
             SoftWorld::violate(&mut s, "R-H2", what);
         }
         if !state.is_empty() {
-            SoftWorld::violate(&mut s, "R-C1", format!("state-refresh reports {} bindings while closing", state.len()));
+            SoftWorld::violate(
+                &mut s,
+                "R-C1",
+                format!(
+                    "state-refresh reports {} bindings while closing",
+                    state.len()
+                ),
+            );
         }
         local.fill(0);
         dc.open_handles -= 1;
     }
 
-    fn create_command_list(&self, dc: &mut SoftDeferred, private: &mut [u8], state: StateView<'_>) -> Result<()> {
+    fn create_command_list(
+        &self,
+        dc: &mut SoftDeferred,
+        private: &mut [u8],
+        state: StateView<'_>,
+    ) -> Result<()> {
         let mut s = self.world.lock();
         s.next_object += 1;
         let id = s.next_object;
@@ -577,20 +757,42 @@ impl Driver for SoftDriver {
     fn destroy_command_list(&self, list: ListMemory<'_>) {
         let mut s = self.world.lock();
         let id = u64::from_le_bytes(list.private[0..8].try_into().expect("64-byte list handles"));
-        self.world
-            .record(&mut s, Hook::DestroyCommandList, id, Some(HandleType::CommandList), 0, 0);
+        self.world.record(
+            &mut s,
+            Hook::DestroyCommandList,
+            id,
+            Some(HandleType::CommandList),
+            0,
+            0,
+        );
     }
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
         let mut s = self.world.lock();
-        self.world
-            .record_event(&mut s, Hook::AbandonCommandList, 0, None, 0, 0, 0, Some(dc.id));
+        self.world.record_event(
+            &mut s,
+            Hook::AbandonCommandList,
+            0,
+            None,
+            0,
+            0,
+            0,
+            Some(dc.id),
+        );
     }
 
     fn abandon_unbind(&self, dc: &mut SoftDeferred, _point: BindPoint, state: StateView<'_>) {
         let mut s = self.world.lock();
-        self.world
-            .record_event(&mut s, Hook::AbandonUnbind, 0, None, 0, 0, state.len(), Some(dc.id));
+        self.world.record_event(
+            &mut s,
+            Hook::AbandonUnbind,
+            0,
+            None,
+            0,
+            0,
+            state.len(),
+            Some(dc.id),
+        );
     }
 
     fn recycle_create_deferred_context(&self, dc: &mut SoftDeferred) -> Result<()> {
@@ -606,7 +808,10 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         if dc.open_handles != 0 {
-            let what = format!("context {} recycled with {} handles open", dc.id, dc.open_handles);
+            let what = format!(
+                "context {} recycled with {} handles open",
+                dc.id, dc.open_handles
+            );
             SoftWorld::violate(&mut s, "R-C1", what);
         }
         if self.world.config.recycle_create_fails {

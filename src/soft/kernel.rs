@@ -45,7 +45,9 @@ impl Kernel for SoftKernel {
             },
         );
         self.world.record(&mut s, Hook::Allocate, 0, None, id, 0);
-        Ok(AllocationHandle(NonZeroU64::new(id).expect("ids start at 1")))
+        Ok(AllocationHandle(
+            NonZeroU64::new(id).expect("ids start at 1"),
+        ))
     }
 
     fn deallocate(&self, allocation: AllocationHandle) {
@@ -57,9 +59,17 @@ impl Kernel for SoftKernel {
         let ic_thread = s.ic_thread;
         match s.allocations.remove(&id) {
             None if s.freed.contains(&id) => {
-                SoftWorld::violate(&mut s, "double-free", format!("allocation {id} deallocated twice"));
+                SoftWorld::violate(
+                    &mut s,
+                    "double-free",
+                    format!("allocation {id} deallocated twice"),
+                );
             }
-            None => SoftWorld::violate(&mut s, "unknown-free", format!("allocation {id} never allocated")),
+            None => SoftWorld::violate(
+                &mut s,
+                "unknown-free",
+                format!("allocation {id} never allocated"),
+            ),
             Some(a) => {
                 s.freed.insert(id);
                 if a.in_open_buffer {
@@ -92,12 +102,20 @@ impl Kernel for SoftKernel {
 
     fn submit(&self, submission: &Submission<'_>) -> Result<()> {
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::Submit, 0, None, 0, submission.fence);
+        self.world
+            .record(&mut s, Hook::Submit, 0, None, 0, submission.fence);
         if s.ic_thread.is_some() && s.ic_thread != Some(std::thread::current().id()) {
-            SoftWorld::violate(&mut s, "R-T2", "submit off the immediate context's thread".into());
+            SoftWorld::violate(
+                &mut s,
+                "R-T2",
+                "submit off the immediate context's thread".into(),
+            );
         }
         if submission.fence <= s.last_submitted {
-            let what = format!("fence {} submitted after {}", submission.fence, s.last_submitted);
+            let what = format!(
+                "fence {} submitted after {}",
+                submission.fence, s.last_submitted
+            );
             SoftWorld::violate(&mut s, "R-T1", what);
         }
         // The engine's allocation list must cover what the driver's commands referenced.
@@ -107,7 +125,10 @@ impl Kernel for SoftKernel {
                 SoftWorld::violate(
                     &mut s,
                     "R-D1",
-                    format!("allocation {id} referenced by buffer {} but not in its allocation list", submission.fence),
+                    format!(
+                        "allocation {id} referenced by buffer {} but not in its allocation list",
+                        submission.fence
+                    ),
                 );
             }
             if let Some(a) = s.allocations.get_mut(id) {
@@ -151,7 +172,8 @@ impl Kernel for SoftKernel {
 
     fn wait_for_fence(&self, fence: u64) -> Result<()> {
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::WaitForFence, 0, None, 0, fence);
+        self.world
+            .record(&mut s, Hook::WaitForFence, 0, None, 0, fence);
         SoftWorld::complete(&mut s, fence);
         Ok(())
     }
@@ -164,7 +186,8 @@ impl Kernel for SoftKernel {
 
     fn perform_amortized_processing(&self, _context: ContextId) {
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::AmortizedProcessing, 0, None, 0, 0);
+        self.world
+            .record(&mut s, Hook::AmortizedProcessing, 0, None, 0, 0);
         s.amortized += 1;
     }
 }

@@ -11,10 +11,10 @@
 //! ([`TraceEvent`]) with its thread, for tests that assert the documented order.
 
 mod driver;
-mod kernel;
-mod world;
 #[cfg(feature = "arbitrary")]
 pub mod fuzz;
+mod kernel;
+mod world;
 
 pub use driver::{SoftCommand, SoftDeferred, SoftDriver, SoftObject};
 pub use kernel::SoftKernel;

@@ -201,7 +201,15 @@ impl SoftWorld {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn record(&self, state: &mut State, hook: Hook, object: u64, ty: Option<HandleType>, allocation: u64, fence: u64) {
+    pub(crate) fn record(
+        &self,
+        state: &mut State,
+        hook: Hook,
+        object: u64,
+        ty: Option<HandleType>,
+        allocation: u64,
+        fence: u64,
+    ) {
         self.record_event(state, hook, object, ty, allocation, fence, 0, None);
     }
 

@@ -3,8 +3,8 @@
 //! step is checked against the interpreter's model (R-C3, R-C4, R-E3, R-H1..R-H5, R-D1).
 
 use cmdlist::soft::fuzz::command_lists::{
-    self, Burst, Bytes, Close, Cmd, Coverage, DcOp, IcOp, New, Obj, QueryChoice, Step, Timeline, ViewKind,
-    DEFAULT_BUDGET,
+    self, Burst, Bytes, Close, Cmd, Coverage, DcOp, IcOp, New, Obj, QueryChoice, Step, Timeline,
+    ViewKind, DEFAULT_BUDGET,
 };
 use cmdlist::soft::{self, SoftCommand, SoftConfig};
 use cmdlist::{AppError, DeviceConfig, Error, QueryKind, ResourceDesc};
@@ -60,10 +60,19 @@ fn r_c3_r_c4_r_e3_command_lists_random_inputs_match_model() {
     // The inputs reach the cases the test is about.
     assert!(total.executed > 100, "{total:#?}");
     assert!(total.executed_with_destroyed > 10, "{total:#?}");
-    assert!(total.map_conflicts > 0 && total.query_conflicts > 0, "{total:#?}");
-    assert!(total.removals > 50 && total.finish_after_removal > 10, "{total:#?}");
+    assert!(
+        total.map_conflicts > 0 && total.query_conflicts > 0,
+        "{total:#?}"
+    );
+    assert!(
+        total.removals > 50 && total.finish_after_removal > 10,
+        "{total:#?}"
+    );
     assert!(total.finish_out_of_memory > 0, "{total:#?}");
-    assert!(total.failed_replays > 0 && total.elsewhere > 100, "{total:#?}");
+    assert!(
+        total.failed_replays > 0 && total.elsewhere > 100,
+        "{total:#?}"
+    );
 }
 
 fn resource(size: u8) -> Step {
@@ -128,7 +137,11 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
         finish(1),
     ];
     for seed in [100, 150, 200] {
-        steps.extend([ic_write(0, seed), execute(0), Step::Timeline(Timeline::Flush)]);
+        steps.extend([
+            ic_write(0, seed),
+            execute(0),
+            Step::Timeline(Timeline::Flush),
+        ]);
     }
     steps.extend([
         // R-C4: mapped on the IC, the list that maps it is refused and changes nothing.
@@ -212,7 +225,13 @@ fn r_d1_objects_destroyed_after_recording_stay_usable_by_the_list() {
             },
         ),
         record(0, DcOp::Command(Cmd::Copy { dst: 1, src: 0 })),
-        record(0, DcOp::Command(Cmd::ClearView { view: 0, value: 0xee })),
+        record(
+            0,
+            DcOp::Command(Cmd::ClearView {
+                view: 0,
+                value: 0xee,
+            }),
+        ),
         record(
             0,
             DcOp::Bind {
@@ -231,8 +250,20 @@ fn r_d1_objects_destroyed_after_recording_stay_usable_by_the_list() {
         // The query's End and the Unmap are left to Finish (R-C4).
         finish(0),
         // List 1 overwrites both resources, so that each replay of list 0 shows.
-        record(1, DcOp::Command(Cmd::Fill { dst: 1, value: 0x11 })),
-        record(1, DcOp::Command(Cmd::Fill { dst: 0, value: 0x22 })),
+        record(
+            1,
+            DcOp::Command(Cmd::Fill {
+                dst: 1,
+                value: 0x11,
+            }),
+        ),
+        record(
+            1,
+            DcOp::Command(Cmd::Fill {
+                dst: 0,
+                value: 0x22,
+            }),
+        ),
         finish(1),
     ];
     for (object, elsewhere) in [
@@ -243,7 +274,11 @@ fn r_d1_objects_destroyed_after_recording_stay_usable_by_the_list() {
     ] {
         steps.push(Step::Destroy { object, elsewhere });
     }
-    steps.extend([Step::Timeline(Timeline::Flush), Step::Timeline(Timeline::CompleteAll), Step::Timeline(Timeline::Flush)]);
+    steps.extend([
+        Step::Timeline(Timeline::Flush),
+        Step::Timeline(Timeline::CompleteAll),
+        Step::Timeline(Timeline::Flush),
+    ]);
     for _ in 0..2 {
         steps.extend([
             execute(1),
@@ -374,4 +409,3 @@ fn r_e3_finish_out_of_memory_ending_begun_queries_then_records_again() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
-

@@ -1,13 +1,13 @@
 //! All integration tests in one binary (fast to link).
 
-mod recycle_memory;
-mod smoke;
-mod fuzz_command_lists;
-mod deferred;
-mod registry;
-mod retire;
-mod primary;
-mod threads;
 mod cls;
-mod replay;
+mod deferred;
+mod fuzz_command_lists;
+mod primary;
 mod recycle;
+mod recycle_memory;
+mod registry;
+mod replay;
+mod retire;
+mod smoke;
+mod threads;

@@ -1,10 +1,16 @@
 //! Memory proportional to content and high-watermark trimming (R-R1, R-A1, R-A2).
 
-use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDeferredContext, SoftImmediate};
 use cmdlist::handle::Resource;
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDeferredContext, SoftImmediate};
 use cmdlist::{DeviceConfig, Handle, ResourceDesc};
 
-fn setup() -> (soft::SoftDevice, SoftImmediate, std::sync::Arc<soft::SoftWorld>, Handle<Resource>, Handle<Resource>) {
+fn setup() -> (
+    soft::SoftDevice,
+    SoftImmediate,
+    std::sync::Arc<soft::SoftWorld>,
+    Handle<Resource>,
+    Handle<Resource>,
+) {
     let config = SoftConfig {
         trace: false,
         gpu: Gpu::Immediate,
@@ -20,7 +26,12 @@ fn setup() -> (soft::SoftDevice, SoftImmediate, std::sync::Arc<soft::SoftWorld>,
     (device, ic, world, src, dst)
 }
 
-fn one_frame(dc: &mut SoftDeferredContext, ic: &mut SoftImmediate, src: Handle<Resource>, dst: Handle<Resource>) {
+fn one_frame(
+    dc: &mut SoftDeferredContext,
+    ic: &mut SoftImmediate,
+    src: Handle<Resource>,
+    dst: Handle<Resource>,
+) {
     dc.command(SoftCommand::Copy { dst, src }).unwrap();
     let list = dc.finish().unwrap();
     ic.execute_command_list(&list).unwrap();
@@ -38,7 +49,11 @@ fn r_r1_one_command_list_keeps_at_most_512_bytes() {
         let list = dc.finish().unwrap();
         let stats = list.stats();
         assert_eq!(stats.operations, 1);
-        assert!(stats.retained_bytes <= 512, "a one-copy list keeps {} bytes", stats.retained_bytes);
+        assert!(
+            stats.retained_bytes <= 512,
+            "a one-copy list keeps {} bytes",
+            stats.retained_bytes
+        );
         ic.execute_command_list(&list).unwrap();
         drop(list);
         ic.flush().unwrap();
@@ -70,7 +85,10 @@ fn r_a1_retained_memory_falls_back_after_a_burst() {
     ic.flush().unwrap();
     one_frame(&mut dc, &mut ic, src, dst);
     let peak = dc.stats().retained_bytes;
-    assert!(peak > 20 * steady, "the burst's lists are cached: {peak} vs steady {steady}");
+    assert!(
+        peak > 20 * steady,
+        "the burst's lists are cached: {peak} vs steady {steady}"
+    );
     // Back to one list per frame: amortised processing trims the pools.
     for _ in 0..5 {
         std::thread::sleep(std::time::Duration::from_millis(2));

@@ -3,15 +3,24 @@ use cmdlist::{DeviceConfig, ResourceDesc};
 
 #[test]
 fn create_copy_destroy_flush_drain() {
-    let (device, mut ic, world) = soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
-    let desc = ResourceDesc { byte_size: 16, ..Default::default() };
+    let (device, mut ic, world) =
+        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let desc = ResourceDesc {
+        byte_size: 16,
+        ..Default::default()
+    };
     let a = device.create_resource(desc).unwrap();
     let b = device.create_resource(desc).unwrap();
     ic.update(a, 0, &[7; 16]).unwrap();
     ic.command(&SoftCommand::Copy { dst: b, src: a }).unwrap();
     device.destroy(a).unwrap();
     ic.flush().unwrap();
-    assert_eq!(world.read(device.object(b).unwrap().allocation.unwrap()).unwrap(), vec![7; 16]);
+    assert_eq!(
+        world
+            .read(device.object(b).unwrap().allocation.unwrap())
+            .unwrap(),
+        vec![7; 16]
+    );
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
@@ -19,18 +28,37 @@ fn create_copy_destroy_flush_drain() {
 #[test]
 fn record_finish_execute_replays_bytes() {
     use cmdlist::{BindClass, BindPoint, HandleType, Stage, ViewDesc};
-    let (device, mut ic, world) = soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
-    let desc = ResourceDesc { byte_size: 32, ..Default::default() };
+    let (device, mut ic, world) =
+        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let desc = ResourceDesc {
+        byte_size: 32,
+        ..Default::default()
+    };
     let a = device.create_resource(desc).unwrap();
     let b = device.create_resource(desc).unwrap();
     let v = device
-        .create_view(HandleType::ShaderResourceView, ViewDesc { resource: b, first_byte: 8, byte_len: 8 })
+        .create_view(
+            HandleType::ShaderResourceView,
+            ViewDesc {
+                resource: b,
+                first_byte: 8,
+                byte_len: 8,
+            },
+        )
         .unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     dc.update(a, 0, &[3; 32]).unwrap();
     dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
-    dc.command(SoftCommand::ClearView { view: v.cast(), value: 9 }).unwrap();
-    dc.bind(BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0), Some(v.any())).unwrap();
+    dc.command(SoftCommand::ClearView {
+        view: v.cast(),
+        value: 9,
+    })
+    .unwrap();
+    dc.bind(
+        BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0),
+        Some(v.any()),
+    )
+    .unwrap();
     dc.map_discard(a).unwrap()[0] = 42;
     dc.unmap(a).unwrap();
     let list = dc.finish().unwrap();
@@ -41,8 +69,18 @@ fn record_finish_execute_replays_bytes() {
     }
     let mut expect = vec![3u8; 32];
     expect[8..16].fill(9);
-    assert_eq!(world.read(device.object(b).unwrap().allocation.unwrap()).unwrap(), expect);
-    assert_eq!(world.read(device.object(a).unwrap().allocation.unwrap()).unwrap()[0], 42);
+    assert_eq!(
+        world
+            .read(device.object(b).unwrap().allocation.unwrap())
+            .unwrap(),
+        expect
+    );
+    assert_eq!(
+        world
+            .read(device.object(a).unwrap().allocation.unwrap())
+            .unwrap()[0],
+        42
+    );
     drop(list);
     drop(dc);
     ic.destroy_device().unwrap();

@@ -582,7 +582,11 @@ fn pick_object(destroyed: impl ExactSizeIterator<Item = bool> + Clone, i: u8) ->
         return pick(len, i & 0x7f);
     }
     let n = usize::from(i & 0x7f) % live;
-    destroyed.enumerate().filter(|(_, d)| !d).nth(n).map(|(k, _)| k)
+    destroyed
+        .enumerate()
+        .filter(|(_, d)| !d)
+        .nth(n)
+        .map(|(k, _)| k)
 }
 
 /// Whether another object may be made, given the destroyed flags of those made so far.
@@ -756,7 +760,11 @@ impl Model {
                     dst: self.res[dst].handle,
                     src: self.res[src].handle,
                 };
-                (command, MOp::Copy { dst, src }, vec![Key::R(src), Key::R(dst)])
+                (
+                    command,
+                    MOp::Copy { dst, src },
+                    vec![Key::R(src), Key::R(dst)],
+                )
             }
             Cmd::CopyRegion {
                 dst,
@@ -1043,7 +1051,13 @@ impl Harness {
 
     /// Compares an engine result with the model's, and expects the failure reported on
     /// `context` (R-E2).
-    fn expect<T: core::fmt::Debug>(&mut self, what: &str, context: ContextId, actual: Result<T>, expected: Result<()>) {
+    fn expect<T: core::fmt::Debug>(
+        &mut self,
+        what: &str,
+        context: ContextId,
+        actual: Result<T>,
+        expected: Result<()>,
+    ) {
         match (&actual, expected) {
             (Ok(_), Ok(())) => {}
             (Err(a), Err(e)) if *a == e => self.expected_errors.push((context, e)),
@@ -1053,7 +1067,9 @@ impl Harness {
 
     fn allocation_of<T: crate::handle::ObjectKind>(&self, handle: Handle<T>) -> AllocationHandle {
         let object = self.device.object(handle).expect("a new object is live");
-        object.allocation().expect("soft objects have kernel memory")
+        object
+            .allocation()
+            .expect("soft objects have kernel memory")
     }
 
     fn step(&mut self, step: &Step) {
@@ -1082,7 +1098,9 @@ impl Harness {
                 first,
                 len,
             }) => {
-                let Some(res) = self.m.resource(resource) else { return };
+                let Some(res) = self.m.resource(resource) else {
+                    return;
+                };
                 if !room(self.m.views.iter().map(|v| v.destroyed), MAX_VIEWS) {
                     return;
                 }
@@ -1130,7 +1148,9 @@ impl Harness {
                 });
             }
             Step::Destroy { object, elsewhere } => {
-                let Some(key) = self.m.key(object) else { return };
+                let Some(key) = self.m.key(object) else {
+                    return;
+                };
                 let handle = self.m.any(key);
                 let device = &self.device;
                 self.cov.elsewhere += u64::from(elsewhere);
@@ -1171,7 +1191,10 @@ impl Harness {
                         slot.removed = false;
                     }
                     Close::Reset => {
-                        let fresh = self.device.create_deferred_context().expect("deferred context");
+                        let fresh = self
+                            .device
+                            .create_deferred_context()
+                            .expect("deferred context");
                         let slot = &mut self.dcs[d];
                         drop(core::mem::replace(&mut slot.dc, fresh));
                         slot.rec = MRec::default();
@@ -1181,13 +1204,17 @@ impl Harness {
                 }
             }
             Step::Execute { list, times } => {
-                let Some(l) = pick(self.lists.len(), list) else { return };
+                let Some(l) = pick(self.lists.len(), list) else {
+                    return;
+                };
                 for _ in 0..1 + times % 3 {
                     self.execute(l);
                 }
             }
             Step::DropList { list, elsewhere } => {
-                let Some(l) = pick(self.lists.len(), list) else { return };
+                let Some(l) = pick(self.lists.len(), list) else {
+                    return;
+                };
                 let list = self.lists.remove(l).list;
                 self.cov.elsewhere += u64::from(elsewhere);
                 maybe_elsewhere(elsewhere, move || drop(list));
@@ -1207,7 +1234,12 @@ impl Harness {
 
     /// Predicts a deferred-context operation on the model's copy `rec` of the recording:
     /// the call to make and what it must answer.
-    fn predict(&self, rec: &mut MRec, op: DcOp, top_up: Option<usize>) -> Option<(Call, Result<(), Fault>)> {
+    fn predict(
+        &self,
+        rec: &mut MRec,
+        op: DcOp,
+        top_up: Option<usize>,
+    ) -> Option<(Call, Result<(), Fault>)> {
         let m = &self.m;
         let op_size = op_bytes();
         let budget = self.budget;
@@ -1265,10 +1297,7 @@ impl Harness {
                     DcOp::Update {
                         resource,
                         offset: 0,
-                        data: Bytes {
-                            len: 0,
-                            seed: 0x3c,
-                        },
+                        data: Bytes { len: 0, seed: 0x3c },
                     },
                     Some(budget.saturating_sub(rec.bytes() + op_size)),
                 );
@@ -1378,7 +1407,9 @@ impl Harness {
 
     fn record(&mut self, d: usize, op: DcOp) {
         let mut rec = self.dcs[d].rec.clone();
-        let Some((call_, predicted)) = self.predict(&mut rec, op, None) else { return };
+        let Some((call_, predicted)) = self.predict(&mut rec, op, None) else {
+            return;
+        };
         let slot = &mut self.dcs[d];
         let id = slot.dc.id();
         if !slot.removed && matches!(predicted, Err(Fault::Bug)) {
@@ -1393,7 +1424,12 @@ impl Harness {
             let actual = call(dc, &call_);
             match (&call_, &actual) {
                 (Call::Map(r, _), Ok(Some((len, zero)))) => {
-                    let live = self.m.res.iter().find(|x| x.handle == *r).filter(|x| !x.destroyed);
+                    let live = self
+                        .m
+                        .res
+                        .iter()
+                        .find(|x| x.handle == *r)
+                        .filter(|x| !x.destroyed);
                     assert_eq!(*len, live.map_or(0, |x| x.bytes.len()), "scratch map size");
                     assert!(*zero, "scratch map bytes are zeroed");
                 }
@@ -1410,10 +1446,16 @@ impl Harness {
         let dc = &mut slot.dc;
         let actual = call(dc, &call_);
         if let Call::Map(r, _) = &call_ {
-            let size = self.m.res.iter().find(|x| x.handle == *r).map_or(0, |x| x.bytes.len());
+            let size = self
+                .m
+                .res
+                .iter()
+                .find(|x| x.handle == *r)
+                .map_or(0, |x| x.bytes.len());
             match (&actual, expected) {
                 // Out of memory while mapping: removed, and scratch bytes to write (R-E3).
-                (Ok(Some((len, zero))), Err(Error::OutOfMemory)) | (Ok(Some((len, zero))), Ok(())) => {
+                (Ok(Some((len, zero))), Err(Error::OutOfMemory))
+                | (Ok(Some((len, zero))), Ok(())) => {
                     assert_eq!(*len, size, "Map(DISCARD) hands out the whole resource");
                     assert!(*zero, "Map(DISCARD) hands out zeroed contents");
                     if expected.is_err() {
@@ -1457,14 +1499,20 @@ impl Harness {
             // R-E3: the finish after a removal returns out of memory (a return value, not
             // reported), and the context records normally again.
             slot.removed = false;
-            assert!(matches!(actual, Err(Error::OutOfMemory)), "finish after a removal");
+            assert!(
+                matches!(actual, Err(Error::OutOfMemory)),
+                "finish after a removal"
+            );
             self.cov.finish_after_removal += 1;
             return;
         }
         let pending = rec.begun.len();
         if pending > 0 && rec.bytes() + pending * op_bytes() > self.budget {
             // The implicit End of a still-begun query (R-C4) does not fit.
-            assert!(matches!(actual, Err(Error::OutOfMemory)), "finish over budget");
+            assert!(
+                matches!(actual, Err(Error::OutOfMemory)),
+                "finish over budget"
+            );
             self.expected_errors.push((id, Error::OutOfMemory));
             slot.removals += 1;
             self.removals += 1;
@@ -1513,7 +1561,10 @@ impl Harness {
         let ic = self.ic.as_mut().expect("device alive");
         let actual = ic.execute_command_list(&list.list);
         let stats = list.list.stats();
-        assert_eq!(stats.payload_bytes, list.payload, "a list's payload is unchanged by execution");
+        assert_eq!(
+            stats.payload_bytes, list.payload,
+            "a list's payload is unchanged by execution"
+        );
         let destroyed = list.held.iter().any(|k| self.m.destroyed(*k));
         match expected {
             Ok(()) => {
@@ -1524,7 +1575,12 @@ impl Harness {
             Err(Error::Application(AppError::QueryConflict)) => self.cov.query_conflicts += 1,
             Err(_) => self.cov.failed_replays += 1,
         }
-        self.expect("execute_command_list", ContextId::Immediate, actual, expected);
+        self.expect(
+            "execute_command_list",
+            ContextId::Immediate,
+            actual,
+            expected,
+        );
     }
 
     fn immediate(&mut self, op: IcOp) {
@@ -1545,12 +1601,18 @@ impl Harness {
                 let expected = if m.res[r].destroyed {
                     Err(AppError::StaleHandle.into())
                 } else {
-                    m.apply(&MOp::Update { res: r, offset, data })
+                    m.apply(&MOp::Update {
+                        res: r,
+                        offset,
+                        data,
+                    })
                 };
                 (actual, expected)
             }
             IcOp::Command(cmd) => {
-                let Some((command, mop, keys)) = m.command(cmd) else { return };
+                let Some((command, mop, keys)) = m.command(cmd) else {
+                    return;
+                };
                 let actual = ic.command(&command);
                 let expected = if keys.iter().any(|k| m.destroyed(*k)) {
                     Err(AppError::StaleHandle.into())
@@ -1643,7 +1705,12 @@ impl Harness {
             Ok(()) => self.cov.immediate_ok += 1,
             Err(_) => self.cov.immediate_refused += 1,
         }
-        self.expect("immediate-context call", ContextId::Immediate, actual, expected);
+        self.expect(
+            "immediate-context call",
+            ContextId::Immediate,
+            actual,
+            expected,
+        );
     }
 
     /// Whether something still holds `key` from its real destruction: a kept list or an open
@@ -1698,27 +1765,61 @@ impl Harness {
     fn check(&mut self, i: usize, step: &Step) {
         let when = format!("after step {i} ({step:?})");
         let violations = self.world.violations();
-        assert!(violations.is_empty(), "{when}: rules broken: {violations:#?}");
+        assert!(
+            violations.is_empty(),
+            "{when}: rules broken: {violations:#?}"
+        );
         self.check_memory(&when);
         let errors = self.world.errors();
         let reported = errors.get(self.errors_seen..).unwrap_or_default();
-        assert_eq!(reported, &self.expected_errors[..], "{when}: errors reported (R-E2)");
+        assert_eq!(
+            reported,
+            &self.expected_errors[..],
+            "{when}: errors reported (R-E2)"
+        );
         self.errors_seen = errors.len();
         self.expected_errors.clear();
         let ic = self.ic.as_ref().expect("device alive");
         let pumped = self.removals + ic.amortized_count();
-        assert_eq!(self.world.amortized_calls(), pumped, "{when}: amortised processing (R-A1, R-A2)");
+        assert_eq!(
+            self.world.amortized_calls(),
+            pumped,
+            "{when}: amortised processing (R-A1, R-A2)"
+        );
         for (d, slot) in self.dcs.iter().enumerate() {
             let stats = slot.dc.stats();
-            assert_eq!(slot.dc.is_removed(), slot.removed, "{when}: context {d} removal (R-E3)");
-            assert_eq!(stats.open_handles, slot.rec.open.len(), "{when}: context {d} open handles");
-            assert_eq!(stats.operations, slot.rec.ops.len(), "{when}: context {d} operations");
-            assert_eq!(stats.recorded_bytes, slot.rec.bytes(), "{when}: context {d} budget count");
-            assert_eq!(stats.removals, slot.removals, "{when}: context {d} removals");
+            assert_eq!(
+                slot.dc.is_removed(),
+                slot.removed,
+                "{when}: context {d} removal (R-E3)"
+            );
+            assert_eq!(
+                stats.open_handles,
+                slot.rec.open.len(),
+                "{when}: context {d} open handles"
+            );
+            assert_eq!(
+                stats.operations,
+                slot.rec.ops.len(),
+                "{when}: context {d} operations"
+            );
+            assert_eq!(
+                stats.recorded_bytes,
+                slot.rec.bytes(),
+                "{when}: context {d} budget count"
+            );
+            assert_eq!(
+                stats.removals, slot.removals,
+                "{when}: context {d} removals"
+            );
             for p in 0..POINTS {
                 let p = point(p);
                 let bound = slot.rec.bindings.get(&p).copied();
-                assert_eq!(slot.dc.binding(p), bound, "{when}: context {d} binding at {p:?} (R-C1)");
+                assert_eq!(
+                    slot.dc.binding(p),
+                    bound,
+                    "{when}: context {d} binding at {p:?} (R-C1)"
+                );
             }
         }
         let bound: Vec<_> = ic.bindings().collect();
@@ -1733,9 +1834,16 @@ impl Harness {
         // R-H2: the device is not destroyed while contexts may have handles open.
         let ic = self.ic.as_mut().expect("device alive");
         let refused = ic.destroy_device();
-        assert_eq!(refused, Err(AppError::InvalidState.into()), "destroy_device with live contexts");
+        assert_eq!(
+            refused,
+            Err(AppError::InvalidState.into()),
+            "destroy_device with live contexts"
+        );
         let violations = self.world.violations();
-        assert!(violations.is_empty(), "teardown: rules broken: {violations:#?}");
+        assert!(
+            violations.is_empty(),
+            "teardown: rules broken: {violations:#?}"
+        );
         self.check_memory("refused device destruction");
         for slot in self.dcs.drain(..) {
             drop(slot.dc);
@@ -1749,36 +1857,58 @@ impl Harness {
         // driver refuses (an out-of-range update) still stamps its objects with the open
         // buffer, which stays empty and is never submitted, so a destroyed object's
         // deallocation waits for a fence nobody signals until a later buffer completes.
-        let event = self.device.create_query(QueryKind::Event).expect("event query");
+        let event = self
+            .device
+            .create_query(QueryKind::Event)
+            .expect("event query");
         let world = Arc::clone(&self.world);
         let ic = self.ic.as_mut().expect("device alive");
         assert_eq!(ic.clear_state(), Ok(()), "teardown clear-state");
         assert_eq!(ic.flush(), Ok(()), "teardown flush");
         assert_eq!(ic.end_query(event), Ok(()), "teardown event query");
-        while !ic.query_signaled(event).expect("GetData of the event query") {
+        while !ic
+            .query_signaled(event)
+            .expect("GetData of the event query")
+        {
             world.complete_all();
         }
         assert_eq!(ic.flush(), Ok(()), "teardown flush");
-        assert_eq!(self.device.destroy(event), Ok(()), "teardown event query destroy");
+        assert_eq!(
+            self.device.destroy(event),
+            Ok(()),
+            "teardown event query destroy"
+        );
         let violations = self.world.violations();
-        assert!(violations.is_empty(), "teardown: rules broken: {violations:#?}");
+        assert!(
+            violations.is_empty(),
+            "teardown: rules broken: {violations:#?}"
+        );
         self.check_memory("teardown");
         for key in self.keys() {
             if self.m.destroyed(key) && !self.pinned(key) {
                 let gone = !self.world.is_allocated(self.m.alloc(key));
-                assert!(gone, "teardown: {key:?} destroyed, held by nothing, still allocated (R-D2, R-D4)");
+                assert!(
+                    gone,
+                    "teardown: {key:?} destroyed, held by nothing, still allocated (R-D2, R-D4)"
+                );
             }
         }
         let mut ic = self.ic.take().expect("device alive");
         assert_eq!(ic.destroy_device(), Ok(()), "destroy_device");
         drop(ic);
         let after = self.world.check_after_device_destroyed();
-        assert!(after.is_empty(), "after device destruction (R-D3): {after:#?}");
+        assert!(
+            after.is_empty(),
+            "after device destruction (R-D3): {after:#?}"
+        );
         for list in self.lists.drain(..) {
             drop(list.list);
         }
         let after = self.world.check_after_device_destroyed();
-        assert!(after.is_empty(), "lists dropped after device destruction: {after:#?}");
+        assert!(
+            after.is_empty(),
+            "lists dropped after device destruction: {after:#?}"
+        );
         self.cov
     }
 }
