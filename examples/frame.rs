@@ -4,9 +4,12 @@
 //!
 //! * **Setup.** A [`Device`] and its immediate context (IC) over the soft reference driver,
 //!   with [`Clock::Completed`] (kernel memory is deallocated only once the GPU is done with
-//!   it) and a GPU whose fence completes two polls after a submit (`Gpu::PollLag(2)`). Per
-//!   worker: a target resource with a render-target and a shader-resource view of it, and a
-//!   dynamic constant buffer; one shared back buffer.
+//!   it) and a GPU whose fence completes two polls after a submit (`Gpu::PollLag(2)`). The
+//!   GPU reads command-list memory too, so the driver's list clock is also
+//!   [`Clock::Completed`]: a destroyed list's memory is reused only once the buffer that
+//!   executed it has completed. Per worker: a target resource with a render-target and a
+//!   shader-resource view of it, a dynamic constant buffer and a few small staging buffers;
+//!   one shared back buffer.
 //! * **Each frame.** `WORKERS` threads each drive their own long-lived [`DeferredContext`]
 //!   (created once, lent to its thread every frame) and record the frame's commands:
 //!   Map(DISCARD), updates, fills, copies, clears through views, binds. The first use of a
@@ -16,11 +19,27 @@
 //!   destroys the frame's upload buffer while the finished lists still use it: its
 //!   destruction is deferred (R-D1). The IC executes the lists in worker order (each leaves
 //!   it in clear-state, R-C3), drops them and flushes: the buffer is submitted and the
-//!   deferred destructions run (R-D2); deallocations wait for the fence.
+//!   deferred destructions run (R-D2); deallocations wait for the fence. `end_frame` marks
+//!   the Present point, so amortised processing is never starved for a frame (R-A1).
+//! * **Small lists (R-R1..R-R8).** After its large list, each worker also records `SMALL`
+//!   lists of a single CopyResource on the same context (record one copy, finish, next),
+//!   the case where per-list create/destroy cost would dominate. The IC executes them in
+//!   order after that worker's large list. Dropping a list is the free-threaded
+//!   (recycle-)destroy: half of them are dropped on the IC thread right after executing
+//!   them, the other half are handed to the *next* worker, whose thread drops them at the
+//!   start of the next frame (a destroy from a thread that neither owns nor executed the
+//!   list). Either way the list lands on its context's lock-free list, and a later `finish`
+//!   of that context reuses its memory (RecycleCreateCommandList) once the list clock
+//!   allows. Each frame prints the recycle hit rate, the contexts' retained memory, the
+//!   destroyed lists waiting for their buffer and those cached for reuse, and how many
+//!   times amortised processing ran.
 //! * **Checks.** A second device runs the same commands single-threaded on its IC; every
 //!   resource's bytes must match after each frame. The soft kernel checks the protocol
-//!   (early or double frees, submits off the IC thread, leaks after `destroy_device`, R-D3).
-//!   A mismatch, a violation or a failed call exits with status 1.
+//!   (early or double frees, submits off the IC thread, list memory reused before its
+//!   buffer completed, leaks after `destroy_device`, R-D3). After the first `WARMUP` frames
+//!   (the lists that fill the contexts' caches) at least `MIN_HIT_RATE` of the lists must
+//!   come from recycled memory. A mismatch, a violation, a failed call or a steady state
+//!   that does not recycle exits with status 1.
 //!
 //! Run: `cargo run --release --example frame`.
 
@@ -35,6 +54,7 @@ use cmdlist::{QueryKind, ResourceDesc, Stage, Usage, ViewDesc};
 type Device = cmdlist::Device<SoftDriver, SoftKernel>;
 type ImmediateContext = cmdlist::ImmediateContext<SoftDriver, SoftKernel>;
 type DeferredContext = cmdlist::DeferredContext<SoftDriver, SoftKernel>;
+type CommandList = cmdlist::CommandList<SoftDriver, SoftKernel>;
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const FRAMES: u32 = 8;
@@ -46,6 +66,16 @@ const UPLOAD: u64 = 16 * WORKERS as u64 + 32;
 const CB0: BindPoint = BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 0);
 const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
 const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
+/// Small (single-copy) lists per worker per frame.
+const SMALL: usize = 50;
+/// Staging buffers per worker, the small copies' destinations. Odd: see [`small_copy`].
+const STAGING: usize = 7;
+const STAGING_SIZE: u64 = 32;
+/// Frames that fill the caches: under the completed list clock, a list executed in frame
+/// `f` is reusable in frame `f + 2`, so each context makes two frames' worth of lists.
+const WARMUP: u32 = 2;
+/// The share of lists that must come from recycled memory after the warm-up.
+const MIN_HIT_RATE: f64 = 0.90;
 
 fn buffer(byte_size: u64, usage: Usage) -> ResourceDesc {
     ResourceDesc {
@@ -72,12 +102,15 @@ struct Scene {
     rtv: Vec<Handle<View>>,
     srv: Vec<Handle<View>>,
     dynamic: Vec<Handle<Resource>>,
+    /// `STAGING` per worker: worker `w`'s are `staging[w * STAGING..][..STAGING]`.
+    staging: Vec<Handle<Resource>>,
     back: Handle<Resource>,
 }
 
 impl Scene {
     fn create(device: &Device) -> Res<Scene> {
         let (mut target, mut rtv, mut srv, mut dynamic) = (vec![], vec![], vec![], vec![]);
+        let mut staging = vec![];
         for _ in 0..WORKERS {
             let resource = device.create_resource(buffer(TARGET, Usage::Default))?;
             let range = |first_byte, byte_len| ViewDesc {
@@ -89,6 +122,9 @@ impl Scene {
             srv.push(device.create_view(HandleType::ShaderResourceView, range(0, TARGET))?);
             target.push(resource);
             dynamic.push(device.create_resource(buffer(DYNAMIC, Usage::Dynamic))?);
+            for _ in 0..STAGING {
+                staging.push(device.create_resource(buffer(STAGING_SIZE, Usage::Default))?);
+            }
         }
         let back = device.create_resource(buffer(BACK, Usage::Default))?;
         Ok(Scene {
@@ -96,13 +132,15 @@ impl Scene {
             rtv,
             srv,
             dynamic,
+            staging,
             back,
         })
     }
 
     /// Every persistent resource's bytes, as the soft kernel holds them.
     fn contents(&self, device: &Device, world: &SoftWorld) -> Res<Vec<Vec<u8>>> {
-        let all = self.target.iter().chain(&self.dynamic).chain([&self.back]);
+        let all = self.target.iter().chain(&self.dynamic).chain(&self.staging);
+        let all = all.chain([&self.back]);
         all.map(|&r| {
             let memory = device.object(r)?.allocation().ok_or("no memory")?;
             Ok(world.read(memory).ok_or("allocation not live")?)
@@ -178,6 +216,91 @@ fn record(r: &mut impl Recorder, s: &Scene, upload: Handle<Resource>, f: u32, w:
     r.command(copy(s.back, 96 * w as u64, s.target[w], 8 * f as u64, 160))
 }
 
+/// Worker `w`'s `i`-th small list of a frame: one CopyResource (R-R1's example of a small
+/// list) into one of its staging buffers, alternately from its target and from its constant
+/// buffer, as the worker's large list of the frame left them. `STAGING` is odd, so each
+/// staging buffer is written from both sources in turn: its final bytes show whether the
+/// small lists ran in order, and after the large one.
+fn small_copy(s: &Scene, w: usize, i: usize) -> SoftCommand {
+    let src = if i % 2 == 0 {
+        s.target[w]
+    } else {
+        s.dynamic[w]
+    };
+    let dst = s.staging[w * STAGING + i % STAGING];
+    SoftCommand::Copy { dst, src }
+}
+
+/// A worker's lists of one frame, in the order the IC executes them.
+struct WorkerLists {
+    large: CommandList,
+    small: Vec<CommandList>,
+}
+
+/// Worker `w`'s lists of frame `f`: the large one, then `SMALL` single-copy lists, each
+/// recorded and finished on the same context. Once the lists of two frames back are destroyed
+/// and their buffer has completed, `finish` makes these from their memory (R-R5..R-R7), not
+/// from fresh memory.
+fn record_lists(
+    dc: &mut DeferredContext,
+    s: &Scene,
+    upload: Handle<Resource>,
+    f: u32,
+    w: usize,
+) -> Res<WorkerLists> {
+    record(dc, s, upload, f, w)?;
+    let large = dc.finish()?;
+    let small = (0..SMALL)
+        .map(|i| {
+            dc.command(small_copy(s, w, i))?;
+            Ok(dc.finish()?)
+        })
+        .collect::<Res<_>>()?;
+    Ok(WorkerLists { large, small })
+}
+
+/// The deferred contexts' recycling counters and memory, summed over the contexts.
+#[derive(Clone, Copy, Debug, Default)]
+struct Recycling {
+    /// Lists made from recycled memory (RecycleCreateCommandList).
+    recycled: u64,
+    /// Lists made from fresh memory (CreateCommandList).
+    created: u64,
+    /// Destroyed lists recycled and ready for reuse.
+    cached: usize,
+    /// Destroyed lists whose executing buffer has not completed yet.
+    waiting: usize,
+    /// Bytes the contexts keep for recording and for reuse.
+    retained: usize,
+}
+
+impl Recycling {
+    /// Read between frames, when no worker drives the contexts. `cached` and `waiting` are
+    /// as of each context's last `finish`: lists destroyed since then sit on its lock-free
+    /// list until the next one.
+    fn of(contexts: &[DeferredContext]) -> Recycling {
+        let mut sum = Recycling::default();
+        for stats in contexts.iter().map(DeferredContext::stats) {
+            sum.recycled += stats.recycled;
+            sum.created += stats.created;
+            sum.cached += stats.cached_lists;
+            sum.waiting += stats.waiting_lists;
+            sum.retained += stats.retained_bytes;
+        }
+        sum
+    }
+
+    /// The share of the lists made since `earlier` that reused recycled memory.
+    fn hit_rate_since(&self, earlier: &Recycling) -> f64 {
+        let recycled = self.recycled - earlier.recycled;
+        let made = recycled + self.created - earlier.created;
+        if made == 0 {
+            return 1.0;
+        }
+        recycled as f64 / made as f64
+    }
+}
+
 /// Short-lived objects created and destroyed on a thread of their own (R-F1); returns how
 /// many. Each resource is destroyed before its view: the view holds it, so the IC destroys
 /// the view first (R-H3).
@@ -214,9 +337,12 @@ fn run() -> Res {
         retire_clock: Clock::Completed,
         ..DeviceConfig::default()
     };
+    // The GPU also reads command-list memory: reuse it only once the executing buffer has
+    // completed (the soft kernel flags an earlier reuse).
     let soft = |gpu| SoftConfig {
         gpu,
         trace: false,
+        list_clock: Clock::Completed,
         ..SoftConfig::default()
     };
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
@@ -226,22 +352,39 @@ fn run() -> Res {
         .map(|_| device.create_deferred_context())
         .collect::<Result<_, _>>()?;
     let (start, mut before, mut created) = (std::time::Instant::now(), ic.retire_stats(), 0);
+    // Recycling counters at the end of the previous frame, and after the warm-up.
+    let (mut recycling_before, mut warm) = (Recycling::default(), Recycling::default());
+    // Small lists the IC executed last frame, indexed by the worker that destroys them this
+    // frame.
+    let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
 
     for f in 0..FRAMES {
         // The frame's upload buffer: every list uses it, and the churn thread destroys it
         // once they are finished, before the IC executes them (R-D1: the lists hold it).
         let upload = device.create_resource(buffer(UPLOAD, Usage::Default))?;
         let recorded = Barrier::new(WORKERS + 1);
+        // Every worker destroys the lists handed to it before any worker records, so each
+        // context's first `finish` of the frame takes them all and the printed counts are
+        // the same every run. Not needed for correctness: a list destroyed later is taken by
+        // a later `finish`, and under the completed list clock it is reusable only in the
+        // next frame anyway.
+        let destroyed = Barrier::new(WORKERS);
+        let to_destroy = std::mem::replace(&mut handed, (0..WORKERS).map(|_| Vec::new()).collect());
         let (lists, churned) = std::thread::scope(|s| -> Res<_> {
             let workers: Vec<_> = contexts
                 .iter_mut()
+                .zip(to_destroy)
                 .enumerate()
-                .map(|(w, dc)| {
-                    let (scene, recorded) = (&scene, &recorded);
-                    s.spawn(move || -> Res<_> {
-                        let list = record(dc, scene, upload, f, w).and_then(|()| Ok(dc.finish()?));
+                .map(|(w, (dc, old))| {
+                    let (scene, recorded, destroyed) = (&scene, &recorded, &destroyed);
+                    s.spawn(move || -> Res<WorkerLists> {
+                        // The free-threaded destroy (R-R4): RecycleDestroyCommandList, then
+                        // a push onto the owning context's lock-free list (R-R7).
+                        drop(old);
+                        destroyed.wait();
+                        let lists = record_lists(dc, scene, upload, f, w);
                         recorded.wait();
-                        list
+                        lists
                     })
                 })
                 .collect();
@@ -259,29 +402,49 @@ fn run() -> Res {
         })?;
         created += churned;
 
-        // The IC: execute in worker order (R-C3), destroy the lists, flush (R-D2).
-        let ops: usize = lists.iter().map(|l| l.stats().operations).sum();
-        for list in &lists {
-            ic.execute_command_list(list)?;
-            if ic.bindings().next().is_some() {
-                return Err("bindings survived CommandListExecute (R-C3)".into());
+        // The IC: execute in worker order, each worker's large list then its small ones
+        // (R-C3), destroy the lists, flush (R-D2). A list may be destroyed as soon as it has
+        // been executed: its memory waits for the buffer (the list clock) before reuse.
+        let ops: usize = lists.iter().map(|l| l.large.stats().operations).sum();
+        let small_lists = WORKERS * SMALL;
+        for (w, WorkerLists { large, small }) in lists.into_iter().enumerate() {
+            for list in std::iter::once(&large).chain(&small) {
+                ic.execute_command_list(list)?;
+                if ic.bindings().next().is_some() {
+                    return Err("bindings survived CommandListExecute (R-C3)".into());
+                }
+            }
+            drop(large);
+            // Half the small lists are destroyed here, on the IC thread; the other half go
+            // to the next worker, which destroys them next frame (another thread).
+            for (i, list) in small.into_iter().enumerate() {
+                if i % 2 == 0 {
+                    drop(list);
+                } else {
+                    handed[(w + 1) % WORKERS].push(list);
+                }
             }
         }
-        drop(lists);
         ic.flush()?;
+        // The Present point: amortised processing runs at least once per frame (R-A1). It
+        // also tells each context to trim its pools at its next `finish`.
+        ic.end_frame()?;
 
         // The reference: the same commands, single-threaded, straight on its IC.
         let ref_upload = ref_device.create_resource(buffer(UPLOAD, Usage::Default))?;
         for w in 0..WORKERS {
             record(&mut ref_ic, &ref_scene, ref_upload, f, w)?;
             ref_ic.clear_state()?;
+            for i in 0..SMALL {
+                ref_ic.command(&small_copy(&ref_scene, w, i))?;
+            }
         }
         ref_device.destroy(ref_upload)?;
         ref_ic.flush()?;
 
         let now = ic.retire_stats();
         println!(
-            "frame {f}: {WORKERS} lists ({ops} ops) | created {churned}, destroyed {churned} (deferred) | \
+            "frame {f}: {WORKERS} lists ({ops} ops) + {small_lists} small | created {churned}, destroyed {churned} (deferred) | \
              really destroyed {}, deallocated {} | waiting: destruction {}, deallocation {} | submits {}",
             now.destroyed - before.destroyed,
             now.deallocated - before.deallocated,
@@ -290,10 +453,33 @@ fn run() -> Res {
             world.submits(),
         );
         before = now;
+        let lists_now = Recycling::of(&contexts);
+        println!(
+            "         recycling: hit rate {:5.1}% ({} recycled, {} created) | contexts keep {:.1} KiB | \
+             lists waiting for their buffer {}, cached {} | amortised processing {} calls",
+            100.0 * lists_now.hit_rate_since(&recycling_before),
+            lists_now.recycled - recycling_before.recycled,
+            lists_now.created - recycling_before.created,
+            lists_now.retained as f64 / 1024.0,
+            lists_now.waiting,
+            lists_now.cached,
+            world.amortized_calls(),
+        );
+        recycling_before = lists_now;
+        if f + 1 == WARMUP {
+            warm = lists_now;
+        }
         if scene.contents(&device, &world)? != ref_scene.contents(&ref_device, &ref_world)? {
             return Err(format!("frame {f}: replay differs from the single-threaded run").into());
         }
     }
+
+    // The small lists handed out in the last frame: destroyed while their contexts live, so
+    // they are recycled (cached) and freed with their contexts.
+    drop(handed);
+    let recycling = Recycling::of(&contexts);
+    let overall = recycling.hit_rate_since(&Recycling::default());
+    let steady = recycling.hit_rate_since(&warm);
 
     // Idle: a destroy, then flushes of empty buffers. They submit nothing but still run the
     // queue (R-D2) and poll the fence, so everything is destroyed and deallocated.
@@ -325,6 +511,15 @@ fn run() -> Res {
     );
     let count = (violations.len(), ref_violations.len());
     println!(
+        "recycling: {} lists made, hit rate {:.1}% overall, {:.1}% after the first {WARMUP} frames; \
+         amortised processing {} times (the IC's {})",
+        recycling.recycled + recycling.created,
+        100.0 * overall,
+        100.0 * steady,
+        world.amortized_calls(),
+        ic.amortized_count(),
+    );
+    println!(
         "after destroy_device: {} violation(s), reference device {}",
         count.0, count.1
     );
@@ -333,6 +528,14 @@ fn run() -> Res {
     }
     if count != (0, 0) || errors != 0 {
         return Err("the soft kernel saw rules broken, or errors were reported".into());
+    }
+    if steady < MIN_HIT_RATE {
+        let need = 100.0 * MIN_HIT_RATE;
+        return Err(format!(
+            "steady state recycles {:.1}% of the lists, below {need}%",
+            100.0 * steady
+        )
+        .into());
     }
     Ok(())
 }

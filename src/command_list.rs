@@ -56,9 +56,10 @@ impl<D: Driver> ListBody<D> {
         }
     }
 
-    /// Memory the body keeps.
-    pub(crate) fn retained_bytes(&self) -> usize {
-        self.rec.retained_bytes()
+    /// Memory the body keeps, with the node that carries it.
+    pub(crate) fn retained_bytes<K: Kernel>(&self) -> usize {
+        core::mem::size_of::<ListNode<D, K>>()
+            + self.rec.retained_bytes()
             + self.held.capacity() * core::mem::size_of::<AnyHandle>()
             + self.private.len()
             + self.local.len()
@@ -170,7 +171,7 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
             operations: b.rec.ops.len(),
             objects: b.held.len(),
             payload_bytes: b.rec.payload_bytes,
-            retained_bytes: b.retained_bytes(),
+            retained_bytes: b.retained_bytes::<K>(),
         }
     }
 

@@ -202,7 +202,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                     .cache
                     .iter()
                     .chain(self.waiting.iter())
-                    .map(|n| n.value.body.retained_bytes() + core::mem::size_of::<ListNode<D, K>>())
+                    .map(|n| n.value.body.retained_bytes::<K>())
                     .sum::<usize>(),
             cached_lists: self.cache.len(),
             waiting_lists: self.waiting.len(),
@@ -226,6 +226,16 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         } else {
             Ok(())
         }
+    }
+
+    /// Appends an operation. A recording's first operation gets room for exactly one, so a
+    /// one-command list is one operation big (memory proportional to content); later ones
+    /// grow the usual way.
+    fn push_op(&mut self, op: Recorded<D::Command>) {
+        if self.rec.ops.capacity() == 0 {
+            self.rec.ops.reserve_exact(1);
+        }
+        self.rec.ops.push(op);
     }
 
     fn reserve_op(&self) -> Result<()> {
@@ -313,7 +323,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if let Some(e) = failed {
             return Err(e);
         }
-        self.rec.ops.push(Recorded::Command(command));
+        self.push_op(Recorded::Command(command));
         Ok(())
     }
 
@@ -334,7 +344,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.copy(data)?;
         self.rec.payload_bytes += data.len();
-        self.rec.ops.push(Recorded::Update {
+        self.push_op(Recorded::Update {
             resource,
             offset,
             payload,
@@ -376,7 +386,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.use_object(h)?;
         }
         self.bindings.set(point, object);
-        self.rec.ops.push(Recorded::Bind { point, object });
+        self.push_op(Recorded::Bind { point, object });
         Ok(())
     }
 
@@ -416,7 +426,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if !self.rec.queries.contains(&query) {
             self.rec.queries.push(query);
         }
-        self.rec.ops.push(if begin {
+        self.push_op(if begin {
             Recorded::BeginQuery(query)
         } else {
             Recorded::EndQuery(query)
@@ -521,7 +531,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // R-C4: end what is still begun, unmap what is still mapped.
         while let Some(query) = self.begun.pop() {
             self.reserve_op()?;
-            self.rec.ops.push(Recorded::EndQuery(query));
+            self.push_op(Recorded::EndQuery(query));
         }
         while let Some((resource, payload)) = self.mapped.pop() {
             self.record_unmap(resource, payload);

@@ -545,11 +545,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The end of a frame (the Present point): performs amortised processing if the frame
     /// went by without it while the context was active (R-A1: never starved for a frame).
     pub fn end_frame(&mut self) -> Result<()> {
-        self.check_alive()?;
-        if self.amortizer.end_frame(Instant::now()) {
+        let alive = self.check_alive();
+        if alive.is_ok() && self.amortizer.end_frame(Instant::now()) {
             self.perform_amortized_processing();
         }
-        Ok(())
+        self.report(alive)
     }
 
     /// How many times this context performed amortised processing.

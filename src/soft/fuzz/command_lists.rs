@@ -602,7 +602,11 @@ fn room(destroyed: impl Iterator<Item = bool>, (live_cap, total_cap): (usize, us
 /// Runs `f` here, or on a scoped thread spawned for it.
 fn maybe_elsewhere<R: Send>(elsewhere: bool, f: impl FnOnce() -> R + Send) -> R {
     if elsewhere {
-        std::thread::scope(|s| s.spawn(f).join().expect("the step's thread panicked"))
+        std::thread::scope(|s| {
+            s.spawn(f)
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e))
+        })
     } else {
         f()
     }
@@ -650,6 +654,7 @@ enum MOp {
     Nop,
 }
 
+/// A resource: its handle, kernel memory and the bytes it must hold.
 struct MRes {
     handle: Handle<Resource>,
     alloc: AllocationHandle,
@@ -657,6 +662,7 @@ struct MRes {
     destroyed: bool,
 }
 
+/// A view: its resource and the range it covers.
 struct MView {
     handle: Handle<View>,
     alloc: AllocationHandle,
@@ -666,6 +672,7 @@ struct MView {
     destroyed: bool,
 }
 
+/// A query.
 struct MQuery {
     handle: Handle<Query>,
     alloc: AllocationHandle,
@@ -939,6 +946,7 @@ impl MRec {
     }
 }
 
+/// A deferred context beside the model of its recording.
 struct MDc {
     dc: Dc,
     rec: MRec,
@@ -946,6 +954,7 @@ struct MDc {
     removals: u64,
 }
 
+/// A kept command list beside what the model knows of it.
 struct MList {
     list: List,
     ops: Vec<MOp>,
@@ -987,6 +996,7 @@ fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
     }
 }
 
+/// The engine under test, the model beside it, and the run's bookkeeping.
 struct Harness {
     device: Dev,
     /// `None` once destroyed (teardown).
