@@ -99,34 +99,44 @@ impl ClsTable {
         page[slot % TABLE_PAGE] = value;
     }
 
-    /// Uses `handle` in the recording: opens its context-local handle on first use
-    /// (dependency first), else tells the driver of the use.
+    /// Uses `handle`, which the application named, in the recording: it must be live (an
+    /// object the application destroyed cannot be named again, even if this recording
+    /// still holds it). Opens its context-local handle on first use (dependency first), else
+    /// tells the driver of the use.
     pub(crate) fn use_object<D: Driver>(
         &mut self,
         ctx: &mut ClsCtx<'_, D>,
         handle: AnyHandle,
     ) -> Result<()> {
         if let Some(key) = self.key_of(handle) {
-            let view = ctx.registry.held(handle, ctx.guard)?;
+            let view = ctx.registry.live(handle, ctx.guard)?;
             let local = &mut self.open[key];
             let bytes = self.bucket.bytes_mut(&mut local.block);
             ctx.driver.use_local(ctx.dc, local.ty, view.object(), bytes);
             return Ok(());
         }
-        self.open_handle(ctx, handle).map(|_| ())
+        self.open_handle(ctx, handle, false).map(|_| ())
     }
 
+    /// Opens `handle`'s context-local handle. `dependency` says it is opened for a dependent
+    /// (a view's resource): then it only has to be held (by the live view), not live itself,
+    /// since a view keeps a resource the application already destroyed (R-H3).
     fn open_handle<D: Driver>(
         &mut self,
         ctx: &mut ClsCtx<'_, D>,
         handle: AnyHandle,
+        dependency: bool,
     ) -> Result<usize> {
         if let Some(key) = self.key_of(handle) {
             return Ok(key);
         }
-        let view = ctx.registry.live(handle, ctx.guard)?;
+        let view = if dependency {
+            ctx.registry.held(handle, ctx.guard)?
+        } else {
+            ctx.registry.live(handle, ctx.guard)?
+        };
         let dependency = match view.dependency() {
-            Some(dep) => Some(self.open_handle(ctx, dep)?),
+            Some(dep) => Some(self.open_handle(ctx, dep, true)?),
             None => None,
         };
         let ty = view.ty();

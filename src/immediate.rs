@@ -149,8 +149,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
     }
 
-    /// Runs one operation whose handles are resolved: stamps `objects` with the open
-    /// buffer, then the driver executes it.
+    /// Runs one operation whose handles are resolved, then stamps `objects` with the open
+    /// buffer. An operation the driver refused references nothing, so it stamps nothing: a
+    /// stamp always names a buffer that holds an operation and will be submitted.
     fn run<'g>(
         &mut self,
         guard: &'g Guard,
@@ -158,11 +159,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         op: Op<'_, D>,
     ) -> Result<()> {
         let s = &*self.device.shared;
+        let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), false);
+        s.driver.execute(&mut self.imm, &resolver, op)?;
         for view in objects {
             Self::reference(&mut self.buffer, &s.registry, guard, *view);
         }
-        let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), false);
-        s.driver.execute(&mut self.imm, &resolver, op)?;
         self.buffer.operations += 1;
         self.amortizer.touch();
         Ok(())
@@ -189,13 +190,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if let Some(e) = failed {
             return Err(e);
         }
-        let buffer = &mut self.buffer;
+        self.run(&guard, &[], Op::Command(command))?;
+        let (buffer, registry) = (&mut self.buffer, &self.device.shared.registry);
+        // `held`, not `live`: another thread may destroy an object meanwhile, but only this
+        // thread frees entries, so everything validated above is still there to stamp.
         command.for_each_object(&mut |h| {
-            if let Ok(view) = registry.live(h, &guard) {
+            if let Ok(view) = registry.held(h, &guard) {
                 Self::reference(buffer, registry, &guard, view);
             }
         });
-        self.run(&guard, &[], Op::Command(command))
+        Ok(())
     }
 
     /// UpdateSubresource: writes `data` at byte `offset` of `resource`.

@@ -217,15 +217,17 @@ fn r_h2_ic_handle_outlives_local_handles() {
         !destroyed(&world, rid),
         "destroyed while a deferred context has it open"
     );
-    // Still usable through the open handle in this recording.
-    dc.command(SoftCommand::CopyRegion {
-        dst: r,
-        dst_offset: 0,
-        src: r,
-        src_offset: 0,
-        len: 4,
-    })
-    .unwrap();
+    // The application cannot name it again (R-E1), though this recording still holds it.
+    assert_eq!(
+        dc.command(SoftCommand::CopyRegion {
+            dst: r,
+            dst_offset: 0,
+            src: r,
+            src_offset: 0,
+            len: 4,
+        }),
+        Err(Error::Application(cmdlist::AppError::StaleHandle))
+    );
 
     // Closed at Finish, but the list holds it.
     let list = dc.finish().unwrap();

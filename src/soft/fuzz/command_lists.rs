@@ -42,19 +42,11 @@
 //!
 //! The engine must never panic; any mismatch is an `assert!` of this module.
 //!
-//! # Cases not generated (engine bugs, see the `// bug:` comments)
-//! - A live view whose resource the application destroyed is refused on a deferred context
-//!   (`StaleHandle`, the dependency is opened with a liveness check) though the view holds
-//!   its resource and the immediate context accepts it (R-H3).
-//! - A destroyed object already used in the current recording is accepted again by
-//!   `command`, `bind`, `begin_query` and `end_query` (`use_object` looks it up with `held`),
-//!   while first uses, `update`, `map_discard` and the immediate context refuse it
-//!   (`StaleHandle`, R-E1).
-//! - An immediate-context call the driver refuses (an out-of-range update or region) still
-//!   stamps its objects with the open buffer; when nothing else lands in that buffer it is
-//!   never submitted, so an object destroyed afterwards waits for a fence nobody signals
-//!   before its memory is deallocated (until a later buffer completes). The teardown uses
-//!   R-D4's heavy pattern, which submits a buffer, rather than `Flush; complete; Flush`.
+//! The model found three engine bugs, now fixed and kept as model rules: a live view of a
+//! resource the application destroyed works on a deferred context (the view holds it,
+//! R-H3); an object the application destroyed cannot be named again even if the recording
+//! already opened it (R-E1); a refused immediate-context call stamps nothing, so no
+//! deallocation waits for a buffer that is never submitted (R-D1).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -446,8 +438,6 @@ pub enum IcOp {
 pub struct Coverage {
     /// Steps run (including those that found nothing to pick and did nothing).
     pub steps: u64,
-    /// Steps not run because they would reach a known engine bug (see the module docs).
-    pub skipped_for_bugs: u64,
     /// Deferred-context calls that recorded something.
     pub recorded: u64,
     /// Deferred-context calls refused with an application error.
@@ -483,7 +473,6 @@ pub struct Coverage {
 impl core::ops::AddAssign for Coverage {
     fn add_assign(&mut self, o: Coverage) {
         self.steps += o.steps;
-        self.skipped_for_bugs += o.skipped_for_bugs;
         self.recorded += o.recorded;
         self.refused += o.refused;
         self.while_removed += o.while_removed;
@@ -691,8 +680,6 @@ struct Model {
 enum Fault {
     /// The call fails with this error.
     Err(Error),
-    /// The call would reach a known engine bug: the step is not run.
-    Bug,
 }
 
 impl From<Error> for Fault {
@@ -880,11 +867,9 @@ impl Model {
     fn dc_use(&self, rec: &mut MRec, key: Key) -> Result<(), Fault> {
         if rec.open.contains(&key) {
             if self.destroyed(key) {
-                // bug: a destroyed object already used in this recording is accepted again
-                // by command/bind/begin_query/end_query (looked up with `held`), while a
-                // first use, update, map_discard and the immediate context answer
-                // StaleHandle (R-E1).
-                return Err(Fault::Bug);
+                // The application cannot name a destroyed object, even one this recording
+                // holds (R-E1).
+                return Err(AppError::StaleHandle.into());
             }
             return Ok(());
         }
@@ -894,13 +879,8 @@ impl Model {
         if let Key::V(v) = key {
             let r = Key::R(self.views[v].res);
             if !rec.open.contains(&r) {
-                if self.destroyed(r) {
-                    // bug: opening a live view's handle opens its resource's with a liveness
-                    // check, so a view whose resource the application destroyed (the view
-                    // holds it, R-H3) is refused with StaleHandle on a deferred context,
-                    // while the immediate context runs it.
-                    return Err(Fault::Bug);
-                }
+                // Opened for the view even if the application destroyed it: the view holds
+                // it (R-H3).
                 rec.open.push(r);
             }
         }
@@ -1422,10 +1402,6 @@ impl Harness {
         };
         let slot = &mut self.dcs[d];
         let id = slot.dc.id();
-        if !slot.removed && matches!(predicted, Err(Fault::Bug)) {
-            self.cov.skipped_for_bugs += 1;
-            return;
-        }
         if slot.removed {
             self.cov.while_removed += 1;
             // R-E3: a removed context accepts every call and records nothing; a map hands
@@ -1449,7 +1425,6 @@ impl Harness {
             return;
         }
         let expected = match predicted {
-            Err(Fault::Bug) => return,
             Err(Fault::Err(e)) => Err(e),
             Ok(()) => Ok(()),
         };
@@ -1863,10 +1838,6 @@ impl Harness {
             drop(list.list);
         }
         // R-D4's heavy pattern: ClearState; Flush; End(EventQuery); spin on GetData; Flush.
-        // bug: `Flush; complete; Flush` alone is not enough: an immediate-context call the
-        // driver refuses (an out-of-range update) still stamps its objects with the open
-        // buffer, which stays empty and is never submitted, so a destroyed object's
-        // deallocation waits for a fence nobody signals until a later buffer completes.
         let event = self
             .device
             .create_query(QueryKind::Event)
