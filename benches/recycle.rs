@@ -33,14 +33,23 @@
 //! first) and that `no_recycle` never does.
 //!
 //! # `cycle_1cmd_threads`
-//! `1` and `2`: record one copy + Finish + drop the list, on 1 or 2 deferred-context threads
-//! at once, each with its own context and its own two resources of one shared null device
+//! Record one copy + Finish + drop the list, on 1 or 2 deferred-context threads at once,
+//! each with its own context and its own two resources of one shared null device
 //! (recycling on). Lists are never executed, so each is recyclable at the next Finish and
 //! the immediate context stays out of the loop. `iter_custom`: the threads are spawned per
 //! sample, warm up, meet at a `Barrier`, then time `iters` cycles each; the figure is the
-//! mean of the threads' elapsed times divided by `iters`: time per cycle per thread. The
-//! contexts live in separate cache-padded boxes, so any line the threads share is one the
-//! engine shares.
+//! mean of the threads' times divided by `iters`: time per cycle per thread. The contexts
+//! live in separate cache-padded boxes, so any line the threads share is one the engine
+//! shares.
+//!
+//! - `1`, `2`: wall-clock time (what the target is stated in).
+//! - `1_cpu`, `2_cpu`: the same contexts, timed with each thread's own CPU clock
+//!   (`CLOCK_THREAD_CPUTIME_ID`, 64-bit Linux only): stalls on shared cache lines count,
+//!   time spent descheduled does not, so on a loaded machine these separate the engine's
+//!   contention from the scheduler's.
+//! - `2_cpu_created_on_threads`: as `2_cpu`, but the two contexts were each created on a
+//!   short-lived thread of its own (as a pool of worker threads would), so with glibc the
+//!   engine's per-context heap blocks come from one malloc arena, back to back.
 
 use std::hint::black_box;
 use std::num::NonZeroU64;
@@ -400,13 +409,22 @@ struct Worker {
     copy: Copy2,
 }
 
-/// One null device (recycling on) and two warm workers on it.
+/// One null device (recycling on) and four warm workers on it: the first two contexts
+/// created on this thread, the last two each on a short-lived thread of its own (as a pool
+/// of worker threads would create them), all warmed here.
 fn workers() -> (ImmediateContext<NullDriver, NullKernel>, Vec<Worker>) {
     let (device, mut ic) = null_device(true);
-    let workers = (0..2)
-        .map(|_| {
+    let workers = (0..4)
+        .map(|i| {
             let copy = copy_of(&device);
-            let mut dc = device.create_deferred_context().expect("dc");
+            let mut dc = if i < 2 {
+                device.create_deferred_context().expect("dc")
+            } else {
+                let device = device.clone();
+                std::thread::spawn(move || device.create_deferred_context().expect("dc"))
+                    .join()
+                    .expect("creating thread")
+            };
             warm(&mut dc, &mut ic, copy, true);
             Worker {
                 dc: Box::new(CachePadded::new(dc)),
@@ -417,37 +435,98 @@ fn workers() -> (ImmediateContext<NullDriver, NullKernel>, Vec<Worker>) {
     (ic, workers)
 }
 
+/// What a thread's time is measured with.
+#[derive(Clone, Copy)]
+enum Timer {
+    /// Elapsed (wall-clock) time.
+    Wall,
+    /// The thread's own CPU time: what it spent running, stalls on shared cache lines
+    /// included, time spent descheduled (other processes on a loaded machine) excluded.
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    Cpu,
+}
+
+impl Timer {
+    fn now(self) -> Duration {
+        match self {
+            // Elapsed since a fixed origin; only differences are used.
+            Timer::Wall => {
+                static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+                ORIGIN.get_or_init(Instant::now).elapsed()
+            }
+            #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+            Timer::Cpu => thread_cpu_time(),
+        }
+    }
+}
+
+/// `CLOCK_THREAD_CPUTIME_ID` (std has no thread CPU clock).
+#[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+fn thread_cpu_time() -> Duration {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut ts = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` (libc, which std links) writes one `struct timespec` (two
+    // 64-bit fields on 64-bit Linux) through the valid, exclusive pointer it is given.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Runs `iters` cycles on each of `workers` at once, one thread each, and returns the mean
+/// of the threads' times.
+fn run_threads(workers: &mut [Worker], iters: u64, timer: Timer) -> Duration {
+    let barrier = Barrier::new(workers.len());
+    let total: Duration = std::thread::scope(|s| {
+        let running: Vec<_> = workers
+            .iter_mut()
+            .map(|w| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    // Warms this thread's epoch handle and the context's caches.
+                    for _ in 0..64 {
+                        dc_cycle(&mut w.dc, w.copy);
+                    }
+                    barrier.wait();
+                    let start = timer.now();
+                    for _ in 0..iters {
+                        dc_cycle(&mut w.dc, w.copy);
+                    }
+                    timer.now() - start
+                })
+            })
+            .collect();
+        running.into_iter().map(|t| t.join().expect("worker")).sum()
+    });
+    total / workers.len() as u32
+}
+
 fn cycle_1cmd_threads(c: &mut Criterion) {
     let mut group = c.benchmark_group("cycle_1cmd_threads");
     let mut setup = None;
-    for threads in [1usize, 2] {
-        group.bench_function(BenchmarkId::from_parameter(threads), |b| {
+    // (name, which workers, timer)
+    #[allow(unused_mut)] // extended on 64-bit Linux only
+    let mut runs = vec![("1", 0..1, Timer::Wall), ("2", 0..2, Timer::Wall)];
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    runs.extend([
+        ("1_cpu", 0..1, Timer::Cpu),
+        ("2_cpu", 0..2, Timer::Cpu),
+        ("2_cpu_created_on_threads", 2..4, Timer::Cpu),
+    ]);
+    for (name, range, timer) in runs {
+        group.bench_function(BenchmarkId::from_parameter(name), |b| {
             let (_, workers) = setup.get_or_insert_with(workers);
-            b.iter_custom(|iters| {
-                let barrier = Barrier::new(threads);
-                let total: Duration = std::thread::scope(|s| {
-                    let running: Vec<_> = workers[..threads]
-                        .iter_mut()
-                        .map(|w| {
-                            let barrier = &barrier;
-                            s.spawn(move || {
-                                // Warms this thread's epoch handle and the context's caches.
-                                for _ in 0..64 {
-                                    dc_cycle(&mut w.dc, w.copy);
-                                }
-                                barrier.wait();
-                                let start = Instant::now();
-                                for _ in 0..iters {
-                                    dc_cycle(&mut w.dc, w.copy);
-                                }
-                                start.elapsed()
-                            })
-                        })
-                        .collect();
-                    running.into_iter().map(|t| t.join().expect("worker")).sum()
-                });
-                total / threads as u32
-            })
+            b.iter_custom(|iters| run_threads(&mut workers[range.clone()], iters, timer))
         });
     }
     if let Some((mut ic, workers)) = setup {

@@ -50,7 +50,6 @@ pub(crate) struct ClsCtx<'a, D: Driver> {
     pub(crate) driver: &'a D,
     pub(crate) dc: &'a mut D::Deferred,
     pub(crate) registry: &'a Registry<D>,
-    pub(crate) sizes: &'a HandleSizeTable,
     pub(crate) guard: &'a Guard,
 }
 
@@ -80,6 +79,7 @@ impl ClsTable {
         self.bucket.trim()
     }
 
+    #[inline]
     fn key_of(&self, handle: AnyHandle) -> Option<usize> {
         let slot = handle.slot() as usize;
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
@@ -89,6 +89,7 @@ impl ClsTable {
         (self.open.get(key)?.handle == handle).then_some(key)
     }
 
+    #[inline]
     fn set_key(&mut self, handle: AnyHandle, value: u32) {
         let slot = handle.slot() as usize;
         let page = slot / TABLE_PAGE;
@@ -140,10 +141,9 @@ impl ClsTable {
             None => None,
         };
         let ty = view.ty();
-        let size = ctx
-            .driver
-            .calc_deferred_context_handle_size(ty, Some(view.object()));
-        if !ctx.sizes.contains(ty, size) {
+        // Asked once, when the object was created (R-H4); 0 when the table did not list it.
+        let size = view.entry().local_size();
+        if size == 0 {
             return Err(Error::InvalidArg); // R-H4: a size the driver never listed
         }
         let mut block = self.bucket.alloc(size)?;

@@ -28,6 +28,7 @@
 use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
+use crossbeam_utils::CachePadded;
 
 use crate::device::Device;
 use crate::driver::{Driver, ListMemory};
@@ -114,7 +115,9 @@ pub(crate) struct Home<D: Driver, K: Kernel> {
 /// A list node's value: allocated once, reused across recycling.
 pub(crate) struct ListData<D: Driver, K: Kernel> {
     pub(crate) device: Device<D, K>,
-    pub(crate) home: Arc<Home<D, K>>,
+    /// Padded: written by whichever thread drops a list, so two contexts' homes must not
+    /// share a cache line.
+    pub(crate) home: Arc<CachePadded<Home<D, K>>>,
     pub(crate) body: ListBody<D>,
     /// The immediate context's buffer that last executed the list (0: never).
     pub(crate) last_executed: AtomicU64,

@@ -23,6 +23,7 @@ use core::cell::Cell;
 use core::marker::PhantomData;
 
 use crossbeam_epoch as epoch;
+use crossbeam_utils::CachePadded;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
@@ -85,7 +86,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
     /// What the context shares with its lists: the lock-free list of destroyed ones.
-    home: Arc<Home<D, K>>,
+    home: Arc<CachePadded<Home<D, K>>>,
     /// Recycled lists ready for RecycleCreateCommandList. Boxed: nodes move between the
     /// lock-free list and these vectors by pointer, never copied.
     #[allow(clippy::vec_box)]
@@ -133,9 +134,9 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             begun: Vec::new(),
             removed: false,
             sink: Vec::new(),
-            home: Arc::new(Home {
+            home: Arc::new(CachePadded::new(Home {
                 destroyed: DropStack::new(),
-            }),
+            })),
             cache: Vec::new(),
             waiting: Vec::new(),
             trim_seen: s.trim_epoch.load(crate::primitive::Ordering::Relaxed),
@@ -157,7 +158,6 @@ macro_rules! cls_ctx {
             driver: &s.driver,
             dc,
             registry: &s.registry,
-            sizes: &s.handle_sizes,
             guard: $guard,
         }
     }};
@@ -285,7 +285,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 driver: &s.driver,
                 dc,
                 registry: &s.registry,
-                sizes: &s.handle_sizes,
                 guard: &guard,
             };
             self.cls.close_all(&mut ctx, StateView::empty(), None);
@@ -552,7 +551,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 driver: &s.driver,
                 dc,
                 registry: &s.registry,
-                sizes: &s.handle_sizes,
                 guard: &guard,
             };
             self.cls

@@ -241,6 +241,16 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 }
             };
         let ty = desc.handle_type();
+        // R-H4: once the object exists, ask the size of its context-local handles; a size the
+        // table does not list fails where it would be used (opening a handle, InvalidArg).
+        let local_size = s
+            .driver
+            .calc_deferred_context_handle_size(ty, Some(&object));
+        let local_size = if s.handle_sizes.contains(ty, local_size) {
+            u32::try_from(local_size).unwrap_or(0)
+        } else {
+            0
+        };
         let new = NewEntry {
             ty,
             primary: desc.is_primary(),
@@ -250,6 +260,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 ObjectDesc::Resource(r) => r.byte_size,
                 _ => 0,
             },
+            local_size,
             object,
             ic_data,
         };

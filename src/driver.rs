@@ -123,9 +123,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize;
 
     /// CalcDeferredContextHandleSize (R-F2, R-H4, free-threaded): the size of the
-    /// context-local handle of `object` (`None` for [`HandleType::CommandList`]) in a
-    /// deferred context. Must be a size the handle-size table listed for `ty`; any other
-    /// answer is the driver's error (`InvalidArg`).
+    /// context-local handle of `object` in a deferred context, asked once right after the
+    /// object is created (on the creating thread), or, with `None`, of a command list's
+    /// (at Finish, after CreateCommandList, R-R7). Must be a size the handle-size table
+    /// listed for `ty`; any other answer is the driver's error (`InvalidArg` where the
+    /// handle is opened).
     fn calc_deferred_context_handle_size(
         &self,
         ty: HandleType,

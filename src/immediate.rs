@@ -520,16 +520,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed,
             drain: false,
         };
-        let guard = epoch::pin();
-        self.retire.process(
-            &s.registry,
-            &s.driver,
-            &s.kernel,
-            s.config.retire_clock,
-            clocks,
-            &guard,
-        );
-        drop(guard);
+        // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
+        if self.retire.has_work(&s.registry) {
+            let guard = epoch::pin();
+            self.retire.process(
+                &s.registry,
+                &s.driver,
+                &s.kernel,
+                s.config.retire_clock,
+                clocks,
+                &guard,
+            );
+        }
         if self.amortizer.after_flush(submits, Instant::now()) {
             self.perform_amortized_processing();
         }

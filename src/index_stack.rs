@@ -110,6 +110,11 @@ impl TakeAllStack {
         }
     }
 
+    /// Whether the stack looks empty (a relaxed hint: a racing push is seen next time).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.load(Ordering::Relaxed) == NIL
+    }
+
     /// Takes every pushed index (one swap) and calls `each` on them, newest first.
     pub(crate) fn take_all<'a>(
         &self,

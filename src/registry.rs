@@ -96,6 +96,9 @@ pub(crate) struct Entry<D: Driver> {
     allocation: Option<AllocationHandle>,
     dependency: Option<AnyHandle>,
     byte_size: u64,
+    /// The size of the object's context-local handles (R-H4), asked once after creation; 0
+    /// when the driver answered a size its table does not list.
+    local_size: u32,
     /// [`LIVE`] or [`DESTROYED`].
     state: AtomicU32,
     /// What keeps the object from its real destruction besides the submission clock: live
@@ -128,6 +131,12 @@ impl<D: Driver> Entry<D> {
 
     pub(crate) fn dependency(&self) -> Option<AnyHandle> {
         self.dependency
+    }
+
+    /// The size of the object's context-local handles (0: the driver's answer was not
+    /// listed in its table, R-H4).
+    pub(crate) fn local_size(&self) -> usize {
+        self.local_size as usize
     }
 
     pub(crate) fn is_primary(&self) -> bool {
@@ -315,6 +324,7 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) allocation: Option<AllocationHandle>,
     pub(crate) dependency: Option<AnyHandle>,
     pub(crate) byte_size: u64,
+    pub(crate) local_size: u32,
     pub(crate) object: D::Object,
     pub(crate) ic_data: D::IcData,
 }
@@ -446,6 +456,7 @@ impl<D: Driver> Registry<D> {
             allocation: new.allocation,
             dependency: new.dependency,
             byte_size: new.byte_size,
+            local_size: new.local_size,
             state: AtomicU32::new(LIVE),
             holders: AtomicU32::new(0),
             object: new.object,

@@ -105,6 +105,11 @@ impl RetireQueue {
         }
     }
 
+    /// Whether a flush has anything to do here (else it skips pinning the epoch).
+    pub(crate) fn has_work<D: Driver>(&self, registry: &Registry<D>) -> bool {
+        !self.waiting.is_empty() || !self.deallocations.is_empty() || !registry.retired.is_empty()
+    }
+
     /// Queues slot `index` for destruction at tag 0 (device destruction).
     pub(crate) fn push_now(&mut self, index: u32) {
         self.waiting.push(Waiting { index, tag: 0 });

@@ -765,6 +765,7 @@ impl Driver for SoftDriver {
             0,
             0,
         );
+        s.list_refs.remove(&id); // its memory is gone: nothing left to check
     }
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {

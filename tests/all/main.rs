@@ -3,6 +3,7 @@
 mod cls;
 mod deferred;
 mod fuzz_command_lists;
+mod fuzz_handle_lifecycle;
 mod primary;
 mod recycle;
 mod recycle_memory;

@@ -399,11 +399,21 @@ fn r_f2_calc_private_size_called_free_threaded() {
 #[test]
 fn r_f2_deferred_size_queries_run_on_the_recording_threads() {
     // CalcDeferredContextHandleSize and CalcPrivateCommandListSize are free-threaded too:
-    // each deferred context asks them on its own thread, several at once.
+    // each deferred context asks them on its own thread at Finish (the command list's sizes,
+    // R-R7), several at once; an object's is asked on the thread creating it (R-H4).
     const THREADS: usize = 3;
     let (device, mut ic, world) = setup(Gpu::Immediate, true, Clock::Completed);
     let r = device.create_resource(buffer(64)).unwrap();
     let q = device.create_query(QueryKind::Event).unwrap();
+    let creator: HashSet<ThreadId> = [thread::current().id()].into_iter().collect();
+    let object_sizes: Vec<_> = world
+        .trace()
+        .into_iter()
+        .filter(|e| e.hook == Hook::CalcDeferredContextHandleSize)
+        .collect();
+    assert_eq!(object_sizes.len(), 2, "asked once per object, at creation");
+    assert!(object_sizes.iter().all(|e| creator.contains(&e.thread)));
+    world.clear_trace();
     let barrier = Barrier::new(THREADS);
     let made: Vec<_> = thread::scope(|s| {
         let joins: Vec<_> = (0..THREADS)

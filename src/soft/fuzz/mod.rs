@@ -2,3 +2,4 @@
 //! every step against a plain reference model. cargo-fuzz targets and the stable tests share
 //! them.
 pub mod command_lists;
+pub mod handle_lifecycle;
