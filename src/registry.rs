@@ -552,7 +552,10 @@ impl<D: Driver> Registry<D> {
     /// single reclaimer), and frees the slot unless its generation is exhausted.
     pub(crate) fn free(&self, index: u32, guard: &Guard) {
         let Some(slot) = self.slot(index) else { return };
-        let old = slot.entry.swap(Shared::null(), Ordering::AcqRel, guard);
+        // A load and a store, not a locked swap: only this thread unlinks entries, and the
+        // slot is not in the free stack while its entry is linked, so nothing races here.
+        let old = slot.entry.load(Ordering::Acquire, guard);
+        slot.entry.store(Shared::null(), Ordering::Release);
         // SAFETY: `old` was just unlinked from the only place readers find it, so no new
         // reader can reach it; readers that found it earlier are pinned, and the epoch
         // defers the drop until they unpin. Only the immediate context unlinks entries, so

@@ -386,6 +386,9 @@ impl Driver for SoftDriver {
 
     fn destroy_object(&self, ty: HandleType, object: &SoftObject, ic: &mut u64) {
         *ic += 1;
+        if !self.world.config.trace {
+            return; // nothing to record, nothing to check: no lock
+        }
         let mut s = self.world.lock();
         self.world.record(
             &mut s,
