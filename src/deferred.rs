@@ -764,3 +764,53 @@ impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
         }
     }
 }
+
+#[cfg(all(test, feature = "soft"))]
+mod tests {
+    use crate::soft::{self, Gpu, SoftCommand, SoftConfig};
+    use crate::{DeviceConfig, ResourceDesc, Usage};
+
+    /// Payload pointers (Map(DISCARD) bytes handed out, then replayed) and recycled list
+    /// nodes, small enough for miri: record, finish, execute twice, drop on another thread,
+    /// recycle.
+    #[test]
+    fn map_discard_payloads_replay_and_lists_recycle() {
+        let config = SoftConfig {
+            trace: false,
+            gpu: Gpu::Immediate,
+            ..SoftConfig::default()
+        };
+        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let desc = ResourceDesc {
+            byte_size: 16,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        };
+        let (a, b) = (
+            device.create_resource(desc).unwrap(),
+            device.create_resource(desc).unwrap(),
+        );
+        let mut dc = device.create_deferred_context().unwrap();
+        for round in 0..3u8 {
+            let bytes = dc.map_discard(a).unwrap();
+            bytes.copy_from_slice(&[round + 1; 16]);
+            dc.unmap(a).unwrap();
+            dc.update(b, 4, &[9, 9]).unwrap();
+            dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
+            let list = dc.finish().unwrap();
+            ic.update(a, 0, &[0; 16]).unwrap();
+            ic.execute_command_list(&list).unwrap();
+            ic.execute_command_list(&list).unwrap();
+            std::thread::spawn(move || drop(list)).join().unwrap();
+            ic.flush().unwrap();
+            let b_bytes = world
+                .read(device.object(b).unwrap().allocation.unwrap())
+                .unwrap();
+            assert_eq!(b_bytes, vec![round + 1; 16]);
+        }
+        assert!(dc.stats().recycled >= 1, "{:?}", dc.stats());
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}

@@ -42,7 +42,7 @@ static GLOBAL: Counting = Counting;
 
 /// The one test of this binary, so no other test allocates while counting.
 #[test]
-fn r_r1_warm_one_copy_cycle_allocates_nothing() {
+fn r_r1_warm_one_copy_cycle_and_destroys_allocate_nothing() {
     let config = SoftConfig {
         trace: false,
         gpu: Gpu::Immediate,
