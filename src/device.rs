@@ -311,6 +311,9 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let s = &*self.shared;
         let guard = epoch::pin();
         let entry = s.registry.find(handle, &guard)?;
+        if !entry.is_live() {
+            return Err(AppError::DoubleDestroy.into());
+        }
         if entry.is_primary() {
             return Err(AppError::PrimaryMismatch.into());
         }

@@ -2,9 +2,10 @@
 //! performs deferred destructions (R-D1..R-D3) and owns primaries (R-P1).
 //!
 //! `Send` but not `Sync`: one thread drives it at a time. Every operation resolves its
-//! handles first (a stale or destroyed one is an application error and nothing runs), stamps
-//! each object with the open buffer's number (the last buffer that references it, which
-//! decides when its memory may be deallocated), and then calls [`Driver::execute`].
+//! handles first (a stale or destroyed one is an application error and nothing runs), calls
+//! [`Driver::execute`], and, when the driver accepted it, stamps each object with the open
+//! buffer's number (the last buffer that references it, which decides when its memory may be
+//! deallocated): a refused operation references nothing.
 
 use core::cell::Cell;
 use core::marker::PhantomData;
@@ -656,6 +657,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             s.kernel.deallocate(allocation);
         }
         s.registry.free(primary.slot(), &guard);
+        self.retire.count_destroyed(entry.allocation().is_some());
         Ok(())
     }
 

@@ -44,7 +44,8 @@ pub enum Clock {
 /// Counters of the deferred-destruction queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RetireStats {
-    /// Objects whose real destruction has run (driver hook called, handle dead).
+    /// Objects whose real destruction has run (driver hook called, handle dead), primaries
+    /// included.
     pub destroyed: u64,
     /// Kernel allocations deallocated.
     pub deallocated: u64,
@@ -108,6 +109,12 @@ impl RetireQueue {
     /// Whether a flush has anything to do here (else it skips pinning the epoch).
     pub(crate) fn has_work<D: Driver>(&self, registry: &Registry<D>) -> bool {
         !self.waiting.is_empty() || !self.deallocations.is_empty() || !registry.retired.is_empty()
+    }
+
+    /// Counts a destruction that ran outside the queue (a primary's, R-P1).
+    pub(crate) fn count_destroyed(&mut self, deallocated: bool) {
+        self.destroyed += 1;
+        self.deallocated += u64::from(deallocated);
     }
 
     /// Queues slot `index` for destruction at tag 0 (device destruction).

@@ -1091,6 +1091,11 @@ impl<'scope> Harness<'scope> {
                 ));
             }
             self.gone(i);
+            // Counted with the queue's destructions (RetireStats counts primaries too).
+            self.queue_destroyed += 1;
+            if self.objs[i].allocated {
+                self.queue_deallocated += 1;
+            }
             self.objs[i].allocated = false;
         } else {
             // Its views hold it: it waits in the queue like any object.
