@@ -55,11 +55,11 @@ fn bucket(c: &mut Criterion) {
         b.iter(|| {
             for i in 0..BLOCKS {
                 let mut block = cls.alloc(black_box(SIZES[i % 3])).expect("alloc");
-                cls.bytes_mut(&mut block)[0] = i as u8;
+                cls.bytes_mut(&mut block).unwrap()[0] = i as u8;
                 blocks.push(block);
             }
             for block in blocks.drain(..) {
-                black_box(cls.bytes(&block)[0]);
+                black_box(cls.bytes(&block).unwrap()[0]);
                 cls.free(block).expect("free");
             }
         })

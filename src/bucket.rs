@@ -508,8 +508,8 @@ pub struct BucketStats {
 /// ])?;
 /// let mut cls = BucketAllocator::new(&table)?;
 /// let mut block = cls.alloc(96)?;
-/// assert_eq!(cls.bytes(&block), &[0u8; 96][..]); // zeroed
-/// cls.bytes_mut(&mut block)[0] = 7;
+/// assert_eq!(cls.bytes(&block).unwrap(), &[0u8; 96][..]); // zeroed
+/// cls.bytes_mut(&mut block).unwrap()[0] = 7;
 /// assert_eq!(cls.stats().live_blocks, 1);
 /// cls.free(block)?;
 /// assert_eq!(cls.trim(), 0); // the peak since the last trim (1 block) keeps its page
@@ -626,35 +626,29 @@ impl BucketAllocator {
     ///
     /// If `block` was made by another allocator (see [`BucketAllocator::owns`]).
     #[inline]
-    pub fn size_of(&self, block: &Block) -> usize {
-        self.classes[self.expect_class(block)].size
+    pub fn size_of(&self, block: &Block) -> Result<usize> {
+        Ok(self.classes[self.class_of(block).ok_or(Error::InvalidArg)?].size)
     }
 
-    /// The block's bytes, exactly the size it was allocated with.
-    ///
-    /// # Panics
-    ///
-    /// If `block` was made by another allocator (see [`BucketAllocator::owns`]).
+    /// The block's bytes, exactly the size it was allocated with; a block made by another
+    /// allocator is [`Error::InvalidArg`] (see [`BucketAllocator::owns`]).
     #[inline]
-    pub fn bytes(&self, block: &Block) -> &[u8] {
-        let size = self.classes[self.expect_class(block)].size;
+    pub fn bytes(&self, block: &Block) -> Result<&[u8]> {
+        let size = self.classes[self.class_of(block).ok_or(Error::InvalidArg)?].size;
         // SAFETY: the block is ours, hence live (invariant): `size` initialised bytes in a
         // live page that stays allocated while `self` is borrowed (trim and drop need
         // `&mut self`); the only way to write them is `bytes_mut`, which needs `&mut self`.
-        unsafe { core::slice::from_raw_parts(block.ptr.as_ptr(), size) }
+        Ok(unsafe { core::slice::from_raw_parts(block.ptr.as_ptr(), size) })
     }
 
-    /// The block's bytes, mutable, exactly the size it was allocated with.
-    ///
-    /// # Panics
-    ///
-    /// If `block` was made by another allocator (see [`BucketAllocator::owns`]).
+    /// The block's bytes, mutable, exactly the size it was allocated with; a block made by
+    /// another allocator is [`Error::InvalidArg`].
     #[inline]
-    pub fn bytes_mut(&mut self, block: &mut Block) -> &mut [u8] {
-        let size = self.classes[self.expect_class(block)].size;
+    pub fn bytes_mut(&mut self, block: &mut Block) -> Result<&mut [u8]> {
+        let size = self.classes[self.class_of(block).ok_or(Error::InvalidArg)?].size;
         // SAFETY: as in `bytes`, and the `&mut self` borrow excludes every other slice of
         // this allocator's blocks while the returned one lives; blocks never overlap.
-        unsafe { core::slice::from_raw_parts_mut(block.ptr.as_ptr(), size) }
+        Ok(unsafe { core::slice::from_raw_parts_mut(block.ptr.as_ptr(), size) })
     }
 
     /// Gives wholly-free pages back down to the high watermark (R-A1, R-A2): per class, keeps
@@ -699,20 +693,6 @@ impl BucketAllocator {
         });
         Some(index)
     }
-
-    #[inline]
-    fn expect_class(&self, block: &Block) -> usize {
-        match self.class_of(block) {
-            Some(index) => index,
-            None => foreign_block(),
-        }
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn foreign_block() -> ! {
-    panic!("bucket: a block of another allocator")
 }
 
 impl Drop for BucketAllocator {
@@ -774,8 +754,8 @@ mod tests {
         assert_eq!(a.alloc(97).unwrap_err(), Error::InvalidArg);
         assert_eq!(a.stats().pages, 0);
         let b = a.alloc(48).unwrap();
-        assert_eq!(a.size_of(&b), 48);
-        assert_eq!(a.bytes(&b).len(), 48);
+        assert_eq!(a.size_of(&b).unwrap(), 48);
+        assert_eq!(a.bytes(&b).unwrap().len(), 48);
         a.free(b).unwrap();
 
         let mut empty = allocator(&[]);
@@ -816,7 +796,7 @@ mod tests {
             let blocks: Vec<Block> = (0..3).map(|_| a.alloc(size).unwrap()).collect();
             for b in &blocks {
                 assert_eq!(addr(b) % LINE_SIZE, 0, "size {size}");
-                assert_eq!(a.bytes(b).len(), size);
+                assert_eq!(a.bytes(b).unwrap().len(), size);
             }
             if size < PAGE_SIZE {
                 // Same page: consecutive blocks are exactly `lines` lines apart.
@@ -834,10 +814,10 @@ mod tests {
         let mut a = allocator(&[size]);
         let mut blocks: Vec<Block> = (0..3).map(|_| a.alloc(size).unwrap()).collect();
         for (i, b) in blocks.iter_mut().enumerate() {
-            a.bytes_mut(b).fill(i as u8 + 1);
+            a.bytes_mut(b).unwrap().fill(i as u8 + 1);
         }
         for (i, b) in blocks.iter().enumerate() {
-            assert!(a.bytes(b) == vec![i as u8 + 1; size].as_slice());
+            assert!(a.bytes(b).unwrap() == vec![i as u8 + 1; size].as_slice());
             // One block per page, starting after the header and the page's colour lines.
             assert_eq!(addr(b) % PAGE_SIZE, HEADER_SIZE + i * LINE_SIZE);
         }
@@ -954,12 +934,14 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "another allocator")]
-    fn foreign_block_bytes_panics() {
+    fn foreign_block_bytes_are_invalid_arg() {
         let mut a = allocator(&[48]);
-        let b = allocator(&[48]);
-        let x = a.alloc(48).unwrap();
-        let _ = b.bytes(&x);
+        let mut b = allocator(&[48]);
+        let mut x = a.alloc(48).unwrap();
+        assert_eq!(b.bytes(&x).err(), Some(Error::InvalidArg));
+        assert_eq!(b.bytes_mut(&mut x).err(), Some(Error::InvalidArg));
+        assert_eq!(b.size_of(&x).err(), Some(Error::InvalidArg));
+        a.free(x).unwrap();
     }
 
     #[test]
@@ -987,14 +969,14 @@ mod tests {
         let mut a = allocator(&[4, 48, 200]);
         for size in [4, 48, 200] {
             let mut x = a.alloc(size).unwrap();
-            assert!(a.bytes(&x).iter().all(|&b| b == 0));
-            a.bytes_mut(&mut x).fill(0xAB);
+            assert!(a.bytes(&x).unwrap().iter().all(|&b| b == 0));
+            a.bytes_mut(&mut x).unwrap().fill(0xAB);
             let at = addr(&x);
             a.free(x).unwrap();
             let x = a.alloc(size).unwrap();
             assert_eq!(addr(&x), at);
-            assert_eq!(a.bytes(&x).len(), size);
-            assert!(a.bytes(&x).iter().all(|&b| b == 0), "size {size}");
+            assert_eq!(a.bytes(&x).unwrap().len(), size);
+            assert!(a.bytes(&x).unwrap().iter().all(|&b| b == 0), "size {size}");
             a.free(x).unwrap();
         }
     }
@@ -1009,7 +991,7 @@ mod tests {
             for size in sizes {
                 let mut b = a.alloc(size).unwrap();
                 let pattern = (blocks.len() % 251) as u8 + 1;
-                a.bytes_mut(&mut b).fill(pattern);
+                a.bytes_mut(&mut b).unwrap().fill(pattern);
                 blocks.push(b);
             }
         }
@@ -1017,13 +999,13 @@ mod tests {
         assert!(a.stats().pages >= 6);
         for (n, b) in blocks.iter().enumerate() {
             let pattern = (n % 251) as u8 + 1;
-            let bytes = a.bytes(b);
-            assert_eq!(bytes.len(), a.size_of(b));
+            let bytes = a.bytes(b).unwrap();
+            assert_eq!(bytes.len(), a.size_of(b).unwrap());
             assert!(bytes == &[pattern; 160][..bytes.len()], "block {n}");
         }
         let mut ranges: Vec<(usize, usize)> = blocks
             .iter()
-            .map(|b| (addr(b), addr(b) + a.size_of(b)))
+            .map(|b| (addr(b), addr(b) + a.size_of(b).unwrap()))
             .collect();
         ranges.sort_unstable();
         for pair in ranges.windows(2) {

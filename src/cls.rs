@@ -112,7 +112,7 @@ impl ClsTable {
         if let Some(key) = self.key_of(handle) {
             let view = ctx.registry.live(handle, ctx.guard)?;
             let local = &mut self.open[key];
-            let bytes = self.bucket.bytes_mut(&mut local.block);
+            let bytes = self.bucket.bytes_mut(&mut local.block)?;
             ctx.driver.use_local(ctx.dc, local.ty, view.object(), bytes);
             return Ok(());
         }
@@ -152,16 +152,17 @@ impl ClsTable {
             return Err(AppError::StaleHandle.into());
         }
         self.scratch.clear();
-        if let Some(dep) = dependency {
-            self.scratch
-                .extend_from_slice(self.bucket.bytes(&self.open[dep].block));
-        }
-        let dep_bytes = dependency.map(|_| &self.scratch[..]);
-        let local = self.bucket.bytes_mut(&mut block);
-        if let Err(e) = ctx
-            .driver
-            .open_local(ctx.dc, ty, view.object(), dep_bytes, local)
-        {
+        let result = (|| {
+            if let Some(dep) = dependency {
+                self.scratch
+                    .extend_from_slice(self.bucket.bytes(&self.open[dep].block)?);
+            }
+            let dep_bytes = dependency.map(|_| &self.scratch[..]);
+            let local = self.bucket.bytes_mut(&mut block)?;
+            ctx.driver
+                .open_local(ctx.dc, ty, view.object(), dep_bytes, local)
+        })();
+        if let Err(e) = result {
             let _ = self.bucket.free(block);
             view.entry().release();
             return Err(e);
@@ -185,9 +186,11 @@ impl ClsTable {
             let mut local = self.open.remove(key as usize);
             self.set_key(local.handle, 0);
             if let Ok(entry) = ctx.registry.find_linked(local.handle, ctx.guard) {
-                let bytes = self.bucket.bytes_mut(&mut local.block);
-                ctx.driver
-                    .close_local(ctx.dc, local.ty, entry.object(), bytes, state);
+                // The block is this context's own, so its bytes are always there.
+                if let Ok(bytes) = self.bucket.bytes_mut(&mut local.block) {
+                    ctx.driver
+                        .close_local(ctx.dc, local.ty, entry.object(), bytes, state);
+                }
                 match keep.as_deref_mut() {
                     Some(held) => held.push(local.handle),
                     None => entry.release(),
