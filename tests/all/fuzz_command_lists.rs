@@ -23,23 +23,7 @@ impl Drop for Report {
     }
 }
 
-/// xorshift64*: a tiny deterministic PRNG, so failures reproduce by input number.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
+use crate::common::XorShift;
 
 /// Input number `input` of the random test: 64..=1024 bytes for
 /// [`command_lists::run_bytes`] (the same bytes a fuzzer's input would be).

@@ -8,23 +8,7 @@ use std::time::Instant;
 
 use cmdlist::soft::fuzz::handle_lifecycle::{run, steps_from_bytes, Step};
 
-/// xorshift64*: tiny, deterministic, good enough to spread bytes.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
+use crate::common::XorShift;
 
 /// Random inputs: 2000 (about 140,000 steps) take about a second in a debug build; the
 /// fuzzer digs deeper.

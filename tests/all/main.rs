@@ -1,6 +1,7 @@
 //! All integration tests in one binary (fast to link).
 
 mod cls;
+mod common;
 mod deferred;
 mod fuzz_command_lists;
 mod fuzz_handle_lifecycle;

@@ -3,39 +3,16 @@
 
 use std::thread;
 
-use cmdlist::soft::{
-    self, Gpu, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
-};
+use cmdlist::soft::{Gpu, Hook, SoftCommand, SoftWorld, TraceEvent};
 use cmdlist::{
-    AllocationHandle, AnyHandle, AppError, BindClass, BindPoint, Clock, Device, DeviceConfig,
-    Error, Handle, HandleType, ImmediateContext, ObjectDesc, ObjectKind, QueryKind, ResourceDesc,
-    ResourceFlags, Stage, ViewDesc,
+    AllocationHandle, AnyHandle, AppError, BindClass, BindPoint, Clock, Error, Handle, HandleType,
+    ObjectDesc, ObjectKind, QueryKind, ResourceDesc, ResourceFlags, Stage, ViewDesc,
 };
 
-type Dev = Device<SoftDriver, SoftKernel>;
-type Ic = ImmediateContext<SoftDriver, SoftKernel>;
+use crate::common::{buffer, setup};
 
-fn setup(gpu: Gpu, strict_gpu: bool, retire_clock: Clock) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
-    soft::device(
-        SoftConfig {
-            gpu,
-            strict_gpu,
-            ..Default::default()
-        },
-        DeviceConfig {
-            retire_clock,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
-fn buffer(bytes: u64) -> ResourceDesc {
-    ResourceDesc {
-        byte_size: bytes,
-        ..Default::default()
-    }
-}
+type Dev = cmdlist::soft::SoftDevice;
+type Ic = cmdlist::soft::SoftImmediate;
 
 fn srv_point() -> BindPoint {
     BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0)

@@ -10,38 +10,16 @@ use std::sync::{Barrier, Mutex};
 use std::thread::{self, ThreadId};
 
 use cmdlist::handle::{Query, Resource, View};
-use cmdlist::soft::{
-    self, Gpu, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
-};
+use cmdlist::soft::{Gpu, Hook, SoftCommand, SoftWorld, TraceEvent};
 use cmdlist::{
-    AppError, BindClass, BindPoint, Clock, Device, DeviceConfig, Error, Handle, HandleType,
-    ImmediateContext, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, ViewDesc,
+    AppError, BindClass, BindPoint, Clock, Error, Handle, HandleType, ObjectDesc, QueryKind,
+    ResourceDesc, ResourceFlags, ViewDesc,
 };
 
-type Dev = Device<SoftDriver, SoftKernel>;
-type Ic = ImmediateContext<SoftDriver, SoftKernel>;
+use crate::common::{buffer, setup};
 
-fn setup(gpu: Gpu, strict_gpu: bool, retire_clock: Clock) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
-    soft::device(
-        SoftConfig {
-            gpu,
-            strict_gpu,
-            ..Default::default()
-        },
-        DeviceConfig {
-            retire_clock,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
-fn buffer(bytes: u64) -> ResourceDesc {
-    ResourceDesc {
-        byte_size: bytes,
-        ..Default::default()
-    }
-}
+type Dev = cmdlist::soft::SoftDevice;
+type Ic = cmdlist::soft::SoftImmediate;
 
 fn view_of(device: &Dev, r: Handle<Resource>) -> cmdlist::Result<Handle<View>> {
     device.create_view(

@@ -1,0 +1,54 @@
+//! Helpers shared by the integration tests.
+
+use std::sync::Arc;
+
+use cmdlist::soft::{self, Gpu, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
+use cmdlist::{Clock, DeviceConfig, ResourceDesc};
+
+/// A soft device with this fence timeline, GPU strictness and retire clock.
+pub fn setup(
+    gpu: Gpu,
+    strict_gpu: bool,
+    retire_clock: Clock,
+) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    soft::device(
+        SoftConfig {
+            gpu,
+            strict_gpu,
+            ..Default::default()
+        },
+        DeviceConfig {
+            retire_clock,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// A plain buffer of `bytes` bytes.
+pub fn buffer(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        byte_size: bytes,
+        ..Default::default()
+    }
+}
+
+/// xorshift64*: a tiny deterministic PRNG, so failures reproduce by seed.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// `len` random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
