@@ -433,7 +433,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(())
     }
 
-    /// Map(DISCARD): the resource's new contents, zeroed, to write until
+    /// Map(DISCARD) of a dynamic resource (any other is an application error): the
+    /// resource's new contents, zeroed, to write until
     /// [`DeferredContext::unmap`]. The bytes live in the recording's arena and replay with
     /// the list every time it is executed.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
@@ -465,7 +466,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.mapped.iter().any(|(r, _)| *r == resource) {
             return Err(AppError::InvalidState.into());
         }
-        let size = self.resource_size(resource)? as usize;
+        let size = {
+            let guard = epoch::pin();
+            let view = self.device.shared.registry.live(resource, &guard)?;
+            if !view.is_dynamic() {
+                return Err(AppError::InvalidState.into()); // DISCARD maps dynamic resources only
+            }
+            view.byte_size() as usize
+        };
         self.reserve(core::mem::size_of::<Recorded<D::Command>>() + size)?;
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.zeroed(size)?;

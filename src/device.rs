@@ -261,6 +261,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 _ => 0,
             },
             local_size,
+            dynamic: matches!(desc, ObjectDesc::Resource(r) if r.usage == crate::desc::Usage::Dynamic),
             object,
             ic_data,
         };

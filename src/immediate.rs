@@ -307,8 +307,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Map(DISCARD) of a dynamic resource on this context; [`ImmediateContext::unmap`] gives
-    /// its new contents. While mapped, executing a command list that recorded a Map of it is
+    /// Map(DISCARD) of a dynamic resource on this context (any other is an application
+    /// error); [`ImmediateContext::unmap`] gives its new contents. While mapped, executing a command list that recorded a Map of it is
     /// an application error (R-C4).
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<()> {
         let result = self.map_inner(resource);
@@ -318,7 +318,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
         let guard = epoch::pin();
-        self.device.shared.registry.live(resource, &guard)?;
+        if !self
+            .device
+            .shared
+            .registry
+            .live(resource, &guard)?
+            .is_dynamic()
+        {
+            return Err(AppError::InvalidState.into()); // DISCARD maps dynamic resources only
+        }
         if self.mapped.contains(&resource) {
             return Err(AppError::InvalidState.into());
         }

@@ -99,6 +99,8 @@ pub(crate) struct Entry<D: Driver> {
     /// The size of the object's context-local handles (R-H4), asked once after creation; 0
     /// when the driver answered a size its table does not list.
     local_size: u32,
+    /// A resource of dynamic usage (the only kind Map(DISCARD) may map).
+    dynamic: bool,
     /// [`LIVE`] or [`DESTROYED`].
     state: AtomicU32,
     /// What keeps the object from its real destruction besides the submission clock: live
@@ -233,6 +235,10 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     pub fn byte_size(&self) -> u64 {
         self.entry.byte_size
     }
+    /// Whether this is a resource of dynamic usage (mappable with DISCARD).
+    pub fn is_dynamic(&self) -> bool {
+        self.entry.dynamic
+    }
     pub(crate) fn entry(&self) -> &'a Entry<D> {
         self.entry
     }
@@ -325,6 +331,7 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) dependency: Option<AnyHandle>,
     pub(crate) byte_size: u64,
     pub(crate) local_size: u32,
+    pub(crate) dynamic: bool,
     pub(crate) object: D::Object,
     pub(crate) ic_data: D::IcData,
 }
@@ -457,6 +464,7 @@ impl<D: Driver> Registry<D> {
             dependency: new.dependency,
             byte_size: new.byte_size,
             local_size: new.local_size,
+            dynamic: new.dynamic,
             state: AtomicU32::new(LIVE),
             holders: AtomicU32::new(0),
             object: new.object,

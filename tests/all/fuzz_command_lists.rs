@@ -157,6 +157,7 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     let r = device
         .create_resource(ResourceDesc {
             byte_size: 32,
+            usage: cmdlist::Usage::Dynamic,
             ..ResourceDesc::default()
         })
         .unwrap();

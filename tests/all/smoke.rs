@@ -32,6 +32,7 @@ fn record_finish_execute_replays_bytes() {
         soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
         byte_size: 32,
+        usage: cmdlist::Usage::Dynamic,
         ..Default::default()
     };
     let a = device.create_resource(desc).unwrap();
@@ -82,6 +83,38 @@ fn record_finish_execute_replays_bytes() {
         42
     );
     drop(list);
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_c4_map_discard_needs_a_dynamic_resource() {
+    use cmdlist::{AppError, Error, Usage};
+    let (device, mut ic, world) =
+        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let fixed = device
+        .create_resource(ResourceDesc {
+            byte_size: 8,
+            ..Default::default()
+        })
+        .unwrap();
+    let dynamic = device
+        .create_resource(ResourceDesc {
+            byte_size: 8,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        })
+        .unwrap();
+    let refused = Error::Application(AppError::InvalidState);
+    assert_eq!(ic.map_discard(fixed), Err(refused));
+    assert_eq!(ic.map_discard(dynamic), Ok(()));
+    ic.unmap(dynamic, &[1; 8]).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    assert_eq!(dc.map_discard(fixed).map(|b| b.len()), Err(refused));
+    assert_eq!(dc.map_discard(dynamic).map(|b| b.len()), Ok(8));
+    dc.unmap(dynamic).unwrap();
+    drop(dc.finish().unwrap());
     drop(dc);
     ic.destroy_device().unwrap();
     world.assert_clean(true);

@@ -1071,6 +1071,7 @@ impl Harness {
                 let size = 1 + usize::from(size) % MAX_RESOURCE_BYTES;
                 let desc = ResourceDesc {
                     byte_size: size as u64,
+                    usage: crate::Usage::Dynamic, // Map(DISCARD) applies to every resource here
                     ..ResourceDesc::default()
                 };
                 let handle = self.device.create_resource(desc).expect("resource create");

@@ -943,6 +943,8 @@ impl<'scope> Harness<'scope> {
         }
         let desc = ResourceDesc {
             byte_size: u64::from(size),
+            // Dynamic, so Map(DISCARD) applies to every resource but primaries.
+            usage: crate::Usage::Dynamic,
             flags: if shared {
                 ResourceFlags::SHARED
             } else {
@@ -1417,6 +1419,9 @@ impl<'scope> Harness<'scope> {
         let h = self.objs[i].handle;
         if want == Want::Ok && self.mapped.contains(&h) {
             want = Want::App(INVALID_STATE); // mapped twice
+        }
+        if want == Want::Ok && self.objs[i].is_primary() {
+            want = Want::App(INVALID_STATE); // DISCARD maps dynamic resources only
         }
         let r = self.ic().map_discard(h.cast());
         if self.expect("map_discard", r, want, true).is_some() {
