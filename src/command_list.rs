@@ -37,6 +37,7 @@ use crate::kernel::Kernel;
 use crate::primitive::{AtomicU64, Ordering};
 use crate::record::Recording;
 use crate::recycle::{DropStack, Node};
+use crate::retire::Clock;
 
 /// What a command list is made of; recycled with its node.
 pub(crate) struct ListBody<D: Driver> {
@@ -121,19 +122,53 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     pub(crate) body: ListBody<D>,
     /// The immediate context's buffer that last executed the list (0: never).
     pub(crate) last_executed: AtomicU64,
+    /// RecycleDestroyCommandList ran and no (recycle-)create since: the list ends with its
+    /// context's cache, never with DestroyCommandList.
+    pub(crate) recycled: bool,
 }
 
 pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
 
-/// DestroyCommandList and release of the memory (free-threaded). Takes the node's box: it
-/// is freed here.
+impl<D: Driver, K: Kernel> ListData<D, K> {
+    /// Whether the immediate context's buffer that last executed the list has not passed
+    /// the driver's list clock yet: its memory may still be read.
+    pub(crate) fn in_flight(&self) -> bool {
+        let s = &*self.device.shared;
+        let safe = match s.driver.command_list_clock() {
+            Clock::Submitted => s.submitted_through.load(Ordering::Acquire),
+            Clock::Completed => s.completed.load(Ordering::Acquire),
+        };
+        self.last_executed.load(Ordering::Relaxed) > safe
+    }
+}
+
+/// Ends a list for good (free-threaded): DestroyCommandList unless the list was
+/// recycle-destroyed (its driver memory then went to its context's cache, released by
+/// DestroyDeferredContext), then its memory is freed, but never while the buffer that
+/// executed it may still read it: such a list goes to the device's queue of retired lists,
+/// which the immediate context empties after its flushes.
+pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
+    if node.value.in_flight() {
+        let device = node.value.device.clone();
+        if let Some(back) = device.shared.retired_lists.push(node) {
+            // The device is destroyed: the GPU is idle, nothing reads the memory any more.
+            back.for_each(free_now);
+        }
+        return;
+    }
+    free_now(node);
+}
+
+/// [`release`] without the clock check (the caller knows the memory is not read).
 #[allow(clippy::boxed_local)]
-pub(crate) fn destroy_fully<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
+pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     let data = &mut node.value;
-    data.device
-        .shared
-        .driver
-        .destroy_command_list(data.body.memory());
+    if !data.recycled {
+        data.device
+            .shared
+            .driver
+            .destroy_command_list(data.body.memory());
+    }
 }
 
 /// A command list. See the module docs. Dropping it is the free-threaded destroy.
@@ -205,14 +240,15 @@ impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
         }
         drop(guard);
         if !s.recycles() || data.home.destroyed.is_closed() {
-            destroy_fully(node);
+            release(node);
             return;
         }
         s.driver.recycle_destroy_command_list(data.body.memory());
+        data.recycled = true;
         let home = Arc::clone(&data.home);
         if let Some(back) = home.destroyed.push(node) {
             // The context went away meanwhile: nobody will recycle these.
-            back.for_each(destroy_fully);
+            back.for_each(release);
         }
     }
 }

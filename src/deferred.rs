@@ -29,9 +29,7 @@ use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
-use crate::command_list::{
-    destroy_fully, CommandList, Home, ListBody, ListData, ListNode, Watermark,
-};
+use crate::command_list::{release, CommandList, Home, ListBody, ListData, ListNode, Watermark};
 use crate::device::Device;
 use crate::driver::{Command, Driver};
 use crate::error::{AppError, Error, Result};
@@ -40,7 +38,6 @@ use crate::kernel::{ContextId, Kernel};
 use crate::primitive::AtomicU64;
 use crate::record::{Payload, Recorded, Recording};
 use crate::recycle::{DropStack, Node};
-use crate::retire::Clock;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -599,20 +596,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.waiting.is_empty() {
             return Ok(());
         }
-        let safe = match s.driver.command_list_clock() {
-            Clock::Submitted => s
-                .submitted_through
-                .load(crate::primitive::Ordering::Acquire),
-            Clock::Completed => s.completed.load(crate::primitive::Ordering::Acquire),
-        };
         let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
         let mut i = 0;
         while i < self.waiting.len() {
-            let executed = self.waiting[i]
-                .value
-                .last_executed
-                .load(crate::primitive::Ordering::Relaxed);
-            if executed <= safe {
+            if !self.waiting[i].value.in_flight() {
                 let mut node = self.waiting.swap_remove(i);
                 s.driver.recycle_command_list(dc, node.value.body.memory());
                 node.value.body.rec.clear();
@@ -637,10 +624,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 .recycle_create_command_list(dc, node.value.body.memory(), state)
             {
                 Ok(()) => {
+                    node.value.recycled = false;
                     self.stats.recycled += 1;
                     return Ok(node);
                 }
-                Err(_) => destroy_fully(node), // R-R3: a return value, never the error sink
+                Err(_) => release(node), // R-R3: a return value, never the error sink
             }
         }
         // R-R7: CalcPrivateCommandListSize, CreateCommandList, then
@@ -660,9 +648,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 local: vec![0u8; local_size].into_boxed_slice(),
             },
             last_executed: AtomicU64::new(0),
+            recycled: false,
         });
         if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
-            destroy_fully(node);
+            release(node);
             return Err(Error::InvalidArg); // R-H4
         }
         self.stats.created += 1;
@@ -676,7 +665,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let keep = self.made_since_trim.max(1);
         while self.cache.len() > keep {
             if let Some(node) = self.cache.pop() {
-                destroy_fully(node);
+                release(node);
             }
         }
         let watermark = self.watermark;
@@ -760,16 +749,17 @@ impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
     fn drop(&mut self) {
         self.unload();
         // Lists destroyed from now on free themselves; these are freed here.
-        self.home.destroyed.close().for_each(destroy_fully);
-        self.cache.drain(..).for_each(destroy_fully);
-        self.waiting.drain(..).for_each(destroy_fully);
+        self.home.destroyed.close().for_each(release);
+        self.cache.drain(..).for_each(release);
+        self.waiting.drain(..).for_each(release);
+        if let Some(dc) = self.dc.take() {
+            self.device.shared.driver.destroy_deferred_context(dc);
+        }
+        // Last: DestroyDevice waits for no context once this reads zero.
         self.device
             .shared
             .live_deferred
             .fetch_sub(1, crate::primitive::Ordering::SeqCst);
-        if let Some(dc) = self.dc.take() {
-            self.device.shared.driver.destroy_deferred_context(dc);
-        }
     }
 }
 

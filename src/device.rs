@@ -8,6 +8,7 @@ use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 
 use crate::caps::ThreadingCaps;
+use crate::command_list::ListData;
 use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ViewDesc};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
@@ -17,6 +18,7 @@ use crate::handle::{
 use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel};
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::recycle::DropStack;
 use crate::registry::{NewEntry, ObjectRef, Registry};
 use crate::retire::Clock;
 use crate::tag::DeviceTag;
@@ -61,6 +63,9 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// Deferred contexts alive: the device cannot be destroyed while one may still close
     /// context-local handles (R-H2).
     pub(crate) live_deferred: AtomicUsize,
+    /// Command lists ended for good while a buffer that executed them may still read their
+    /// memory; the immediate context frees them once the list clock has passed.
+    pub(crate) retired_lists: DropStack<ListData<D, K>>,
     /// Every IC buffer numbered at or below this was submitted (or was empty): when an
     /// executed command list may be recycled under [`Clock::Submitted`].
     pub(crate) submitted_through: CachePadded<AtomicU64>,
@@ -122,6 +127,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 config,
                 next_deferred_id: AtomicU32::new(0),
                 live_deferred: AtomicUsize::new(0),
+                retired_lists: DropStack::new(),
                 submitted_through: CachePadded::new(AtomicU64::new(0)),
                 completed: CachePadded::new(AtomicU64::new(0)),
                 trim_epoch: CachePadded::new(AtomicU64::new(0)),

@@ -16,9 +16,9 @@ use crossbeam_epoch::{self as epoch, Guard};
 
 use crate::amortize::Amortizer;
 use crate::bind::{BindPoint, Bindings, StateView};
-use crate::command_list::{CommandList, ListBody};
+use crate::command_list::{free_now, CommandList, ListBody, ListNode};
 use crate::desc::{ObjectDesc, ResourceDesc};
-use crate::device::Device;
+use crate::device::{Device, DeviceShared};
 use crate::driver::{Command, Driver, Op};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
@@ -50,6 +50,9 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Queries begun on this context and not yet ended (R-C4).
     begun: Vec<Handle<Query>>,
     amortizer: Amortizer,
+    /// Command lists ended while a buffer that executed them may still read their memory.
+    #[allow(clippy::vec_box)]
+    lists_in_flight: Vec<Box<ListNode<D, K>>>,
     destroyed: bool,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -70,6 +73,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             mapped: Vec::new(),
             begun: Vec::new(),
             amortizer: Amortizer::default(),
+            lists_in_flight: Vec::new(),
             destroyed: false,
             _not_sync: PhantomData,
         }
@@ -529,6 +533,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed,
             drain: false,
         };
+        Self::free_retired_lists(s, &mut self.lists_in_flight, false);
         // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
         if self.retire.has_work(&s.registry) {
             let guard = epoch::pin();
@@ -545,6 +550,29 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             self.perform_amortized_processing();
         }
         submitted
+    }
+
+    /// Frees command lists that ended while a buffer that executed them could still read
+    /// their memory, once the list clock has passed them (or all of them, at device
+    /// destruction).
+    #[allow(clippy::vec_box)]
+    fn free_retired_lists(
+        s: &DeviceShared<D, K>,
+        in_flight: &mut Vec<Box<ListNode<D, K>>>,
+        all: bool,
+    ) {
+        if s.retired_lists.is_empty() && in_flight.is_empty() {
+            return;
+        }
+        in_flight.extend(s.retired_lists.take_all());
+        let mut i = 0;
+        while i < in_flight.len() {
+            if all || !in_flight[i].value.in_flight() {
+                free_now(in_flight.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
     }
 
     /// Amortised processing (R-A1): trims this context's pools down to their high
@@ -701,6 +729,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         self.destroyed = true;
         s.registry.mark_removed();
+        // The GPU is idle: every retired list's memory can go, and lists ended from now on
+        // free themselves.
+        self.lists_in_flight.extend(s.retired_lists.close());
+        Self::free_retired_lists(s, &mut self.lists_in_flight, true);
         let guard = epoch::pin();
         // Objects still alive are destroyed as if by the application, then everything drains.
         let retire = &mut self.retire;

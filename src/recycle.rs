@@ -125,6 +125,11 @@ impl<T> DropStack<T> {
         }
     }
 
+    /// Whether the stack looks empty (a relaxed hint: a racing push is seen next time).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.load(Ordering::Relaxed).is_null()
+    }
+
     /// Whether the stack was closed (its owner is gone).
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)

@@ -768,7 +768,9 @@ impl Driver for SoftDriver {
             0,
             0,
         );
-        s.list_refs.remove(&id); // its memory is gone: nothing left to check
+        // Its memory goes now: the buffer that executed it must have passed the clock.
+        self.check_list_reuse(&mut s, id);
+        s.list_refs.remove(&id);
     }
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
