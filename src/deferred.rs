@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use crate::command_list::{release, CommandList, Home, ListBody, ListData, ListNode, Watermark};
 use crate::device::Device;
-use crate::driver::{Command, Driver};
+use crate::driver::{Command, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
@@ -143,6 +143,21 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             _not_sync: PhantomData,
         })
     }
+}
+
+/// A zeroed block of `len` bytes for handle memory the driver sized, allocated fallibly:
+/// an absurd size is the driver's error (`InvalidArg`, R-H4), memory exhaustion is
+/// `OutOfMemory`, never an abort.
+fn zeroed(len: usize) -> Result<Box<[u8]>> {
+    if len > crate::handle::HandleSizeTable::MAX_HANDLE_SIZE {
+        return Err(Error::InvalidArg);
+    }
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(len)
+        .map_err(|_| Error::OutOfMemory)?;
+    bytes.resize(len, 0);
+    Ok(bytes.into_boxed_slice())
 }
 
 /// Splits the context into what opening handles needs and the rest, without borrowing the
@@ -436,10 +451,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// the list every time it is executed.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         if self.removed {
-            let size = self.resource_size(resource).unwrap_or(0) as usize;
-            self.sink.clear();
-            self.sink.resize(size, 0);
-            return Ok(&mut self.sink);
+            return self.scratch_map(resource);
         }
         let result = self.map_inner(resource);
         match self.settle(result) {
@@ -447,15 +459,22 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             // reset while `&mut self` is borrowed by the result, and nothing else refers to
             // these bytes until the unmap records them.
             Ok(payload) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
-            Err(e) if self.removed => {
-                let size = self.resource_size(resource).unwrap_or(0) as usize;
-                self.sink.clear();
-                self.sink.resize(size, 0);
-                let _ = e;
-                Ok(&mut self.sink)
-            }
+            Err(_) if self.removed => self.scratch_map(resource),
             Err(e) => Err(e),
         }
+    }
+
+    /// What a removed context's Map hands out (R-E3: the call is accepted and records
+    /// nothing): scratch bytes, allocated fallibly (a resource too big for memory is out of
+    /// memory, not an abort).
+    fn scratch_map(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        let size = self.resource_size(resource).unwrap_or(0) as usize;
+        self.sink.clear();
+        self.sink
+            .try_reserve_exact(size)
+            .map_err(|_| Error::OutOfMemory)?;
+        self.sink.resize(size, 0);
+        Ok(&mut self.sink)
     }
 
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<Payload> {
@@ -633,11 +652,25 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         // R-R7: CalcPrivateCommandListSize, CreateCommandList, then
         // CalcDeferredContextHandleSize(COMMANDLIST).
-        let mut private = vec![0u8; s.driver.calc_private_command_list_size()].into_boxed_slice();
+        let mut private = zeroed(s.driver.calc_private_command_list_size())?;
         s.driver.create_command_list(dc, &mut private, state)?;
         let local_size = s
             .driver
             .calc_deferred_context_handle_size(HandleType::CommandList, None);
+        let local = match s.handle_sizes.contains(HandleType::CommandList, local_size) {
+            true => zeroed(local_size),
+            false => Err(Error::InvalidArg), // R-H4
+        };
+        let local = match local {
+            Ok(local) => local,
+            Err(e) => {
+                s.driver.destroy_command_list(ListMemory {
+                    private: &mut private,
+                    local: &mut [],
+                });
+                return Err(e);
+            }
+        };
         let node = Node::new(ListData {
             device: self.device.clone(),
             home: Arc::clone(&self.home),
@@ -645,15 +678,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 rec: Recording::default(),
                 held: Vec::new(),
                 private,
-                local: vec![0u8; local_size].into_boxed_slice(),
+                local,
             },
             last_executed: AtomicU64::new(0),
             recycled: false,
         });
-        if !s.handle_sizes.contains(HandleType::CommandList, local_size) {
-            release(node);
-            return Err(Error::InvalidArg); // R-H4
-        }
         self.stats.created += 1;
         Ok(node)
     }

@@ -217,21 +217,36 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             return Err(AppError::OutOfRange.into());
         }
         let guard = epoch::pin();
+        // A view holds its resource from before the driver sees it until the view is really
+        // destroyed (R-H3), so the resource cannot be destroyed under the driver's create.
         let dependency = match desc.dependency() {
             Some(dep) => Some(
                 s.registry
                     .live(dep, &guard)
-                    .map_err(|_| Error::from(AppError::MissingDependency))?,
+                    .ok()
+                    .filter(|r| r.entry().hold())
+                    .ok_or(Error::from(AppError::MissingDependency))?,
             ),
             None => None,
         };
+        let unhold = || {
+            if let Some(dep) = dependency {
+                dep.entry().release();
+            }
+        };
         let size = s.driver.calc_private_size(desc);
         let allocation = if size > 0 {
-            Some(s.kernel.allocate(&AllocationDesc {
+            match s.kernel.allocate(&AllocationDesc {
                 size: size as u64,
                 shared: desc.is_shared(),
                 primary: desc.is_primary(),
-            })?)
+            }) {
+                Ok(allocation) => Some(allocation),
+                Err(e) => {
+                    unhold();
+                    return Err(e);
+                }
+            }
         } else {
             None
         };
@@ -243,6 +258,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 Ok(created) => created,
                 Err(e) => {
                     self.release_unused(allocation);
+                    unhold();
                     return Err(e);
                 }
             };
@@ -274,8 +290,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let handle = match s.registry.insert(new) {
             Ok(handle) => handle,
             Err((e, mut new)) => {
+                // Never visible to anyone: undone on this thread.
                 s.driver.destroy_object(ty, &new.object, &mut new.ic_data);
                 self.release_unused(allocation);
+                unhold();
                 return Err(e);
             }
         };
@@ -283,13 +301,14 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         // (this thread or the draining immediate context) destroys it.
         if s.registry.is_removed() {
             if let Ok(entry) = s.registry.find_linked(handle, &guard) {
-                if entry.mark_destroyed() {
+                if entry.claim_live() {
                     // SAFETY: the device is destroyed, so no immediate context exists any
-                    // more, and winning `mark_destroyed` makes this thread the only one that
-                    // touches the entry's IC side.
+                    // more, and winning the claim makes this thread the only one that
+                    // touches the entry's IC side (the drain skips claimed entries).
                     let ic = unsafe { entry.ic_side() };
                     s.driver.destroy_object(ty, entry.object(), &mut ic.data);
                     self.release_unused(allocation);
+                    unhold();
                 }
             }
             return Err(Error::DeviceRemoved);

@@ -151,7 +151,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Destroy*, at the real destruction (R-D1, R-D2): on the immediate context's thread,
     /// during a flush after the submit of the last buffer that could reference the object;
     /// inside the destroy call for primaries (R-P1); during device destruction (R-D3).
-    /// Dependents are destroyed before what they depend on (R-H3). Must not stall.
+    /// Dependents are destroyed before what they depend on (R-H3). Must not stall. One
+    /// exception to the thread: a create that fails after this hook's `create_object`
+    /// succeeded (the engine ran out of slots, or the device was destroyed meanwhile) undoes
+    /// it on the creating thread; that object was never visible to anyone.
     fn destroy_object(&self, ty: HandleType, object: &Self::Object, ic: &mut Self::IcData);
 
     /// Creates the driver's immediate-context state, on the thread creating the device.

@@ -253,8 +253,31 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 object: view,
             },
         )?;
+        // A binding holds its object (as D3D's references do): a bound object destroyed by
+        // the application is really destroyed only once unbound (R-D4's ClearState; Flush).
+        if let Some(view) = view {
+            view.entry().hold();
+        }
+        if let Some(old) = self.bindings.get(point) {
+            Self::release_binding(&self.device.shared.registry, &guard, old);
+        }
         self.bindings.set(point, object);
         Ok(())
+    }
+
+    fn release_binding(registry: &Registry<D>, guard: &Guard, handle: AnyHandle) {
+        if let Ok(entry) = registry.find_linked(handle, guard) {
+            entry.release();
+        }
+    }
+
+    /// Clear-state's unbinding: releases what every binding held.
+    fn unbind_all(&mut self, guard: &Guard) {
+        let registry = &self.device.shared.registry;
+        for (_, handle) in self.bindings.iter() {
+            Self::release_binding(registry, guard, handle);
+        }
+        self.bindings.clear();
     }
 
     /// ClearState: unbinds everything (R-C3; the first step of R-D4's patterns).
@@ -267,7 +290,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let guard = epoch::pin();
         self.run(&guard, &[], Op::ClearState)?;
-        self.bindings.clear();
+        self.unbind_all(&guard);
         Ok(())
     }
 
@@ -409,7 +432,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
         self.buffer.operations += 1;
         self.amortizer.touch();
-        self.bindings.clear();
+        self.unbind_all(&guard);
         result.and(cleared)
     }
 
@@ -734,10 +757,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.lists_in_flight.extend(s.retired_lists.close());
         Self::free_retired_lists(s, &mut self.lists_in_flight, true);
         let guard = epoch::pin();
-        // Objects still alive are destroyed as if by the application, then everything drains.
+        // Every entry still linked is destroyed now: the live ones as if by the application,
+        // and also those destroyed by a thread that has not pushed them onto the retire
+        // stack yet (it may never be collected again). Each slot is queued once.
+        self.retire.collect(&s.registry);
+        let mut queued = self.retire.queued_slots();
         let retire = &mut self.retire;
         s.registry.for_each_linked(&guard, |index, entry| {
-            if entry.mark_destroyed() {
+            if entry.claim_for_drain() && queued.insert(index) {
                 retire.push_now(index);
             }
         });

@@ -55,7 +55,9 @@ pub trait Kernel: Send + Sync + 'static {
 
     /// Frees kernel memory. Called on the immediate context's thread: during a flush, never
     /// before the submit of the last buffer that could reference the allocation (R-D1, R-D2);
-    /// inside the destroy of a primary (R-P1); or during device destruction (R-D3).
+    /// inside the destroy of a primary (R-P1); or during device destruction (R-D3). A create
+    /// that fails after allocating gives its memory back on the creating thread (no buffer
+    /// ever referenced it).
     fn deallocate(&self, allocation: AllocationHandle);
 
     /// Submits a closed command buffer (the render callback). Called on the immediate

@@ -48,6 +48,9 @@ const _: () = assert!((PAGE_BASE as u64) * ((1u64 << PAGES) - 1) >= MAX_SLOTS as
 const LIVE: u32 = 0;
 /// `Entry::state`: destroyed by the application, waiting for its real destruction.
 const DESTROYED: u32 = 1;
+/// `Entry::state`: claimed at device destruction by the thread that will destroy it (the
+/// draining immediate context, or a create that raced the destruction).
+const CLAIMED: u32 = 2;
 /// `Entry::holders`: set once an object is really destroyed, so nothing can attach.
 const FREED: u32 = 1 << 31;
 
@@ -155,6 +158,24 @@ impl<D: Driver> Entry<D> {
         // either a lookup there sees DESTROYED, or this destroy reads the newer number.
         self.state
             .compare_exchange(LIVE, DESTROYED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Device destruction: claims the entry for the draining immediate context, whether it is
+    /// live or destroyed but not yet destroyed for real; fails if a racing create claimed it.
+    pub(crate) fn claim_for_drain(&self) -> bool {
+        self.state
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
+                (s != CLAIMED).then_some(CLAIMED)
+            })
+            .is_ok()
+    }
+
+    /// Device destruction racing a create: the creating thread claims its new, still live
+    /// entry; fails if the drain claimed it first.
+    pub(crate) fn claim_live(&self) -> bool {
+        self.state
+            .compare_exchange(LIVE, CLAIMED, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
     }
 
@@ -377,7 +398,7 @@ impl<D: Driver> Registry<D> {
             return None;
         }
         let (page, offset) = page_of(index);
-        let base = self.pages[page].load(Ordering::Acquire);
+        let base = self.pages[page].load(Ordering::SeqCst);
         if base.is_null() {
             return None;
         }
@@ -399,11 +420,13 @@ impl<D: Driver> Registry<D> {
             .map_err(|_| Error::OutOfMemory)?;
         slots.extend((0..len).map(|_| Slot::new()));
         let fresh = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<D>;
+        // SeqCst, like the entry store and `removed`: device destruction scanning the slots
+        // sees a page a racing create published, or the create sees the removal.
         if let Err(_winner) = self.pages[page].compare_exchange(
             core::ptr::null_mut(),
             fresh,
-            Ordering::AcqRel,
-            Ordering::Acquire,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
         ) {
             // SAFETY: `fresh` came from `Box::into_raw` of a boxed slice of `len` slots just
             // above and was never published, so this thread still owns it.
@@ -443,19 +466,6 @@ impl<D: Driver> Registry<D> {
             g => g,
         };
         let generation = NonZeroU32::new(generation).expect("generations start at 1");
-        if let Some(dep) = new.dependency {
-            let guard = epoch::pin();
-            let attached = self
-                .find(dep, &guard)
-                .ok()
-                .filter(|e| e.is_live() && e.hold())
-                .is_some();
-            if !attached {
-                self.free
-                    .push(index, |i| &self.slot(i).expect("slot exists").next_free);
-                return Err((AppError::MissingDependency.into(), new));
-            }
-        }
         let entry = Entry {
             generation,
             ty: new.ty,
@@ -623,15 +633,16 @@ impl<D: Driver> Drop for Registry<D> {
                 continue;
             }
             let len = (PAGE_BASE as usize) << page;
-            // SAFETY: `&mut self`: no other thread can reach the registry, so entries still
-            // linked are owned here (readers are gone), and the page came from
-            // `Box::into_raw` of `len` slots in `slot_or_alloc`.
+            // SAFETY: `&mut self`: no other thread can reach the slots any more, so each entry
+            // still linked is unlinked for good here and deferred once; pinned readers that
+            // found it earlier (an `ObjectRef` does not keep the device) are protected by the
+            // epoch. The page came from `Box::into_raw` of `len` slots in `slot_or_alloc`.
             unsafe {
-                let guard = epoch::unprotected();
+                let guard = epoch::pin();
                 for i in 0..len {
-                    let entry = (*base.add(i)).entry.load(Ordering::Relaxed, guard);
+                    let entry = (*base.add(i)).entry.load(Ordering::Relaxed, &guard);
                     if !entry.is_null() {
-                        drop(entry.into_owned());
+                        guard.defer_destroy(entry);
                     }
                 }
                 drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(

@@ -117,6 +117,11 @@ impl RetireQueue {
         self.deallocated += u64::from(deallocated);
     }
 
+    /// The slots queued now (device destruction).
+    pub(crate) fn queued_slots(&self) -> std::collections::HashSet<u32> {
+        self.waiting.iter().map(|w| w.index).collect()
+    }
+
     /// Queues slot `index` for destruction at tag 0 (device destruction).
     pub(crate) fn push_now(&mut self, index: u32) {
         self.waiting.push(Waiting { index, tag: 0 });

@@ -327,6 +327,8 @@ fn r_d1_resource_reached_only_through_a_view_is_not_freed_before_submit() {
     let fence = ic.open_buffer();
     device.destroy(v).unwrap();
     device.destroy(r).unwrap();
+    // The binding holds the view (and through it the resource) until it is undone.
+    ic.clear_state().unwrap();
     assert!(world.is_allocated(r_alloc));
     ic.flush().unwrap();
     let trace = world.trace();
@@ -627,6 +629,30 @@ fn r_d4_heavy_pattern_with_a_lagging_gpu() {
         "the heavy pattern left memory behind"
     );
     assert_eq!(ic.retire_stats().waiting_deallocation, 0);
+    assert_eq!(world.violations(), vec![]);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_d4_a_bound_object_waits_for_clear_state() {
+    // A binding holds its object as D3D's references do: destroyed while bound, it stays
+    // (memory included) until ClearState undoes the binding; then `Flush` destroys it,
+    // R-D4's "ClearState(); Flush();".
+    let (device, mut ic, world) = setup(Gpu::Immediate, true, Clock::Completed);
+    let r = device.create_resource(buffer(16)).unwrap();
+    let (r_id, r_alloc) = ids(&device, r);
+    ic.bind(srv_point(), Some(r.any())).unwrap();
+    device.destroy(r).unwrap();
+    for _ in 0..3 {
+        ic.flush().unwrap();
+    }
+    assert!(world.is_allocated(r_alloc), "destroyed while still bound");
+    assert_eq!(destroyed_at(&world.trace(), r_id), None);
+    ic.clear_state().unwrap();
+    ic.flush().unwrap();
+    assert!(destroyed_at(&world.trace(), r_id).is_some());
+    assert!(!world.is_allocated(r_alloc));
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
     world.assert_clean(true);

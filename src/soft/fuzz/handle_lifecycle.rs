@@ -372,7 +372,8 @@ struct Obj {
     allocated: bool,
     /// The soft kernel confirmed the deallocation (no need to ask again).
     confirmed_free: bool,
-    /// Resources: views not yet really destroyed (they hold it, R-H3).
+    /// What holds the object from its real destruction: for a resource, its views not yet
+    /// really destroyed (R-H3); for any object, the immediate context's bindings of it.
     views: u32,
     /// Resources: the contents.
     bytes: Vec<u8>,
@@ -664,7 +665,6 @@ impl<'scope> Harness<'scope> {
         match o.life {
             Life::Live if o.is_primary() => Want::App(PRIMARY),
             Life::Live => Want::Ok,
-            Life::Pending if o.is_primary() => Want::App(PRIMARY),
             Life::Pending => Want::App(DOUBLE),
             Life::Gone => Want::App(STALE),
         }
@@ -893,7 +893,9 @@ impl<'scope> Harness<'scope> {
                 let point = POINTS[point as usize % POINTS.len()];
                 let r = self.ic().bind(point, None);
                 self.expect("unbind", r, Want::Ok, true);
-                self.bindings.remove(&point);
+                if let Some(old) = self.bindings.remove(&point) {
+                    self.unhold(old);
+                }
                 self.open_ops += 1;
             }
             Step::BeginQuery { pick } => {
@@ -1372,7 +1374,18 @@ impl<'scope> Harness<'scope> {
         if self.expect("bind", r, want, true).is_some() {
             self.stamp(i);
             self.open_ops += 1;
-            self.bindings.insert(point, h);
+            // A binding holds its object until it is undone.
+            self.objs[i].views += 1;
+            if let Some(old) = self.bindings.insert(point, h) {
+                self.unhold(old);
+            }
+        }
+    }
+
+    /// A binding of `handle` was undone: it no longer holds the object.
+    fn unhold(&mut self, handle: AnyHandle) {
+        if let Some(o) = self.objs.iter_mut().find(|o| o.handle == handle) {
+            o.views -= 1;
         }
     }
 
@@ -1490,6 +1503,10 @@ impl<'scope> Harness<'scope> {
     fn clear_state(&mut self) {
         let r = self.ic().clear_state();
         self.expect("clear_state", r, Want::Ok, true);
+        let bound: Vec<AnyHandle> = self.bindings.values().copied().collect();
+        for handle in bound {
+            self.unhold(handle);
+        }
         self.bindings.clear();
         self.open_ops += 1;
     }
