@@ -872,3 +872,46 @@ fn r_l1_blocks_never_straddle_cache_lines_and_pages_are_coloured() {
     drop(dc);
     ic.destroy_device().unwrap();
 }
+
+#[test]
+fn r_l2_context_local_handles_stay_small_and_link_to_the_shared_object() {
+    // CLS data is copied per deferred context, so it stays the driver's small listed size
+    // whatever the object holds; the large data stays behind the link, in the one IC object
+    // every context reads (R-L2).
+    let (device, mut ic, world) =
+        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let big: Vec<_> = (0..64).map(|_| resource(&device, 1 << 20)).collect();
+    let mut dcs: Vec<_> = (0..2)
+        .map(|_| device.create_deferred_context().unwrap())
+        .collect();
+    for dc in &mut dcs {
+        for r in &big {
+            dc.update(*r, 0, &[1]).unwrap();
+        }
+    }
+    for dc in &dcs {
+        let stats = dc.stats();
+        assert_eq!(stats.open_handles, big.len());
+        // 64 handles of 192 bytes, each context its own copy: a few pages, not 64 MiB.
+        assert!(stats.retained_bytes < 64 * 1024, "{stats:?}");
+    }
+    // Both contexts' handles link to the same IC objects (the soft CLS holds the IC id).
+    let trace = world.trace();
+    for r in &big {
+        let id = id_of(&device, *r);
+        let opens: Vec<_> = trace
+            .iter()
+            .filter(|e| e.hook == Hook::OpenLocal && e.object == id)
+            .map(|e| e.context)
+            .collect();
+        assert_eq!(opens.len(), 2, "one handle per context (R-H1)");
+        assert_ne!(opens[0], opens[1]);
+    }
+    for dc in &mut dcs {
+        dc.abandon().unwrap();
+    }
+    drop(dcs);
+    world.assert_clean(false);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}

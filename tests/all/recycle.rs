@@ -801,3 +801,36 @@ fn r_d1_list_memory_outlives_the_buffer_that_executed_it() {
         finish_and_clean(&world, ic);
     }
 }
+
+#[test]
+fn r_r6_recycle_create_makes_a_destroyed_list_valid_again() {
+    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let dst_memory = device.object(dst).unwrap().allocation.unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let first = copy_list(&mut dc, src, dst);
+    let first_id = made(&world.trace());
+    drop(first); // destroyed: no longer executable (the value is gone), memory kept
+    for value in [5u8, 6] {
+        ic.update(src, 0, &[value; 64]).unwrap();
+        let again = copy_list(&mut dc, src, dst);
+        // The same handle memory, made valid again by RecycleCreateCommandList (R-R6) ...
+        assert_eq!(made(&world.trace()), first_id);
+        assert_eq!(
+            world
+                .trace()
+                .iter()
+                .rev()
+                .find(|e| e.object == first_id)
+                .map(|e| e.hook),
+            Some(Hook::RecycleCreateCommandList)
+        );
+        // ... and executable like a fresh list.
+        ic.execute_command_list(&again).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(world.read(dst_memory).unwrap(), vec![value; 64]);
+        drop(again);
+    }
+    assert_eq!(world.violations(), vec![]);
+    drop(dc);
+    finish_and_clean(&world, ic);
+}
