@@ -14,7 +14,7 @@
 //! # Destroy and recycle (R-R4, R-R7, R-R8)
 //! Dropping a list releases what it holds, then, while its deferred context is alive and the
 //! device recycles, calls RecycleDestroyCommandList (a light destroy: memory kept) and pushes
-//! the list's node onto the context's lock-free list ([`crate::recycle`]); otherwise it calls
+//! the list's node onto the context's lock-free list (`recycle`); otherwise it calls
 //! DestroyCommandList and frees the memory. A list is executable only while the Rust value
 //! exists, between its (recycle-)create in Finish and its drop (R-R8); a list of another
 //! device is refused.

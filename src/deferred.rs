@@ -3,7 +3,7 @@
 //!
 //! `Send` but not `Sync`: one thread at a time (R-T1). Each entry point opens the
 //! context-local handles of the objects it names on their first use in the recording
-//! ([`crate::cls`]), then appends a plain value to the recording ([`crate::record`]).
+//! (`cls`), then appends a plain value to the recording (`record`).
 //!
 //! # Errors (R-E2, R-E3)
 //! Errors are returned and reported on this context's sink

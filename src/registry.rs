@@ -5,10 +5,10 @@
 //! # Layout
 //! Slots live in pages that never move: page `k` holds `PAGE_BASE << k` slots and is
 //! allocated on first use with one CAS (a thread that loses the race frees its page). A slot
-//! holds an epoch-managed pointer to the current [`Entry`], the links of the free-slot and
+//! holds an epoch-managed pointer to the current `Entry`, the links of the free-slot and
 //! retire stacks, the retire tag, and the generation its next life will get.
 //!
-//! An [`Entry`] puts the data every thread reads (type, generation, the driver's
+//! An `Entry` puts the data every thread reads (type, generation, the driver's
 //! [`Driver::Object`], the lifecycle atomics) first, then, on cache lines of its own, the
 //! data only the immediate context's thread touches (the driver's [`Driver::IcData`] and the
 //! engine's last-referenced-buffer stamp), so IC writes never invalidate lines that deferred

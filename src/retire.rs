@@ -5,7 +5,7 @@
 //! the device's lock-free retire stack (no allocation: the link lives in the slot). Nothing
 //! else happens on that thread.
 //!
-//! The immediate context's thread runs the rest in [`RetireQueue::process`], which every
+//! The immediate context's thread runs the rest in `RetireQueue::process`, which every
 //! flush calls after submitting, *even when the buffer was empty* (R-D2):
 //!
 //! 1. It takes the whole retire stack at once.
