@@ -569,7 +569,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 &guard,
             );
         }
-        if self.amortizer.after_flush(submits, Instant::now()) {
+        if self.amortizer.after_flush(submits, Instant::now) {
             self.perform_amortized_processing();
         }
         submitted
