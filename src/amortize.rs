@@ -1,10 +1,14 @@
 //! When to perform amortised processing (R-A1, R-A2).
 //!
-//! The immediate context asks after every flush. It performs it after a submit unless it did
-//! so less than [`PUMP_INTERVAL`] ago in the same frame (never twice back to back), and
-//! pumps it at a flush without a submit, or at the end of a frame, when [`PUMP_INTERVAL`] of
-//! activity or a whole frame went by without one (never starved). A deferred context
-//! performs it when it runs out of space (R-A2).
+//! Amortised processing follows submits: it is *due* once a command buffer was submitted
+//! after the last performance, and never performed while not due, so two performances
+//! always have a submit between them (never twice back to back). The immediate context asks
+//! after every flush; it performs it at the first submit ever, at the first submit of a new
+//! frame, and whenever it has been due for [`PUMP_INTERVAL`] (at any flush, submitting or
+//! not: never starved by a quiet stretch). At the end of a frame it performs it when it is
+//! due and the frame went by without one (never starved for a frame); a frame that had its
+//! performance leaves what is due to the next. A deferred context performs it when it runs
+//! out of space (R-A2).
 //!
 //! Reading the clock costs about as much as the rest of a small flush, so the context does
 //! not read it at every flush: after a read that finds the interval not over, it skips half
@@ -29,8 +33,8 @@ pub(crate) struct Amortizer {
     /// Frames ended so far, and at the last performance.
     frame: u64,
     frame_at_last: u64,
-    /// Operations since the last performance (activity).
-    active: bool,
+    /// A buffer was submitted since the last performance: it is due.
+    due: bool,
     performed: u64,
     /// Flushes since the last performance, for the rate estimate.
     flushes: u64,
@@ -42,26 +46,15 @@ pub(crate) struct Amortizer {
 const MAX_SKIP: u64 = 1024;
 
 impl Amortizer {
-    /// Notes activity on the context.
-    pub(crate) fn touch(&mut self) {
-        self.active = true;
-    }
-
     /// After a flush: whether to perform now. `submitted` says whether the flush submitted;
     /// `now` reads the clock, called only when the decision needs it.
     pub(crate) fn after_flush(&mut self, submitted: bool, now: impl FnOnce() -> Instant) -> bool {
-        if !submitted && !self.active {
-            return false;
+        self.due |= submitted;
+        if !self.due {
+            return false; // never twice back to back
         }
         self.flushes += 1;
-        let Some(last) = self.last else {
-            if submitted {
-                self.performed(now());
-                return true;
-            }
-            return false;
-        };
-        if self.frame != self.frame_at_last {
+        if self.last.is_none() || (submitted && self.frame != self.frame_at_last) {
             self.performed(now());
             return true;
         }
@@ -70,7 +63,7 @@ impl Amortizer {
             return false;
         }
         let now = now();
-        let since = now.duration_since(last);
+        let since = now.duration_since(self.last.unwrap_or(now));
         if since >= PUMP_INTERVAL {
             self.performed(now);
             return true;
@@ -82,10 +75,11 @@ impl Amortizer {
         false
     }
 
-    /// At the end of a frame (Present): whether to perform now because the frame went by
-    /// without it.
+    /// At the end of a frame (Present): whether to perform now because it is due and the
+    /// frame went by without a performance. A frame that had one leaves what is due to the
+    /// next frame: performing again here could be twice in a row for one submit.
     pub(crate) fn end_frame(&mut self, now: Instant) -> bool {
-        let starved = self.active && self.frame == self.frame_at_last;
+        let starved = self.due && self.frame != self.frame_at_last;
         self.frame += 1;
         if starved {
             self.performed(now);
@@ -96,7 +90,7 @@ impl Amortizer {
     fn performed(&mut self, now: Instant) {
         self.last = Some(now);
         self.frame_at_last = self.frame;
-        self.active = false;
+        self.due = false;
         self.performed += 1;
         self.flushes = 0;
         self.skip = 0;
@@ -125,7 +119,6 @@ mod tests {
         let mut performed = Vec::new();
         let mut at = Duration::ZERO;
         while at <= until {
-            a.touch();
             let now = start + at;
             if a.after_flush(true, || {
                 reads.set(reads.get() + 1);
@@ -167,28 +160,34 @@ mod tests {
     fn r_a1_never_starved_for_a_frame_or_a_millisecond() {
         let mut a = Amortizer::default();
         let t = Instant::now();
-        a.touch();
-        assert!(a.after_flush(true, || t));
-        // A frame with activity but whose submits all came too soon: the end of the frame
-        // pumps it.
-        a.touch();
-        assert!(!a.after_flush(true, || t + Duration::from_micros(5)));
-        assert!(a.end_frame(t + Duration::from_micros(6)));
-        // An idle frame does not.
-        assert!(!a.end_frame(t + Duration::from_micros(7)));
-        // Activity in a new frame: its first flush performs it, even without a submit.
-        a.touch();
-        assert!(a.after_flush(false, || t + Duration::from_micros(8)));
-        // No activity: a flush never performs it.
+        let us = Duration::from_micros;
+        assert!(a.after_flush(true, || t), "the first submit performs it");
+        // A second submit too soon in the same frame: due, not performed; the frame had its
+        // performance, so its end leaves it to the next frame.
+        assert!(!a.after_flush(true, || t + us(5)));
+        assert!(!a.end_frame(t + us(6)));
+        // The next frame has no submit of its own: its end pumps what was due.
+        assert!(a.end_frame(t + us(7)));
+        // Nothing submitted since: neither an empty flush nor a frame's end performs it, however
+        // long ago the last one was (never twice back to back).
         assert!(!a.after_flush(false, || t + Duration::from_millis(5)));
+        assert!(!a.end_frame(t + Duration::from_millis(6)));
+        // A new frame's first submit performs it at once.
+        assert!(a.after_flush(true, || t + Duration::from_millis(7)));
+        // Due, then a quiet stretch of empty flushes: pumped once the interval is over, after
+        // at most the flushes the rate estimate lets go by unread.
+        assert!(!a.after_flush(true, || t + Duration::from_millis(7) + us(10)));
+        let pumped = (0..=MAX_SKIP)
+            .position(|i| a.after_flush(false, || t + Duration::from_millis(9) + us(i)));
+        assert!(pumped.is_some(), "{pumped:?}");
         // A millisecond of steady activity, no frame end: pumped within a few flushes of it.
         let (performed, _) = steady(
             &mut a,
-            t + Duration::from_millis(6),
+            t + Duration::from_millis(10),
             Duration::from_micros(50),
             Duration::from_millis(3),
         );
         assert!(performed.len() >= 2, "{performed:?}");
-        assert_eq!(a.count(), 3 + performed.len() as u64);
+        assert_eq!(a.count(), 4 + performed.len() as u64);
     }
 }

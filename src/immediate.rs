@@ -170,7 +170,6 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             Self::reference(&mut self.buffer, &s.registry, guard, *view);
         }
         self.buffer.operations += 1;
-        self.amortizer.touch();
         Ok(())
     }
 
@@ -431,7 +430,6 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // Clear-state after the list, whatever happened in it (R-C3).
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
         self.buffer.operations += 1;
-        self.amortizer.touch();
         self.unbind_all(&guard);
         result.and(cleared)
     }

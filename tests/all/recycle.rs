@@ -640,7 +640,19 @@ fn r_a1_amortized_processing_after_submits_never_starved() {
                 "frame {frame} had activity but no amortized processing"
             );
         } else {
-            assert_eq!(calls, before, "idle frame {frame}: nothing to process");
+            // At most what the frame before left due; a second idle frame has nothing.
+            assert!(
+                calls - before <= 1,
+                "idle frame {frame}: {before} -> {calls}"
+            );
+            ic.flush().unwrap();
+            flushes += 1;
+            ic.end_frame().unwrap();
+            assert_eq!(
+                world.amortized_calls(),
+                calls,
+                "second idle frame after {frame}"
+            );
         }
         assert!(calls <= flushes, "{calls} calls for {flushes} flushes");
     }
