@@ -350,8 +350,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.check_alive()?;
-        self.reserve(core::mem::size_of::<Recorded<D::Command>>() + data.len())?;
-        self.check_range(resource, offset, data.len() as u64)?;
+        self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(data.len()))?;
+        {
+            let guard = epoch::pin();
+            let registry = &self.device.shared.registry;
+            registry
+                .live(resource, &guard)?
+                .check_write(offset, data.len())?;
+        }
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.copy(data)?;
         self.rec.payload_bytes += data.len();
@@ -371,14 +377,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             .registry
             .live(resource, &guard)?
             .byte_size())
-    }
-
-    fn check_range(&self, resource: Handle<Resource>, offset: u64, len: u64) -> Result<()> {
-        let size = self.resource_size(resource)?;
-        match offset.checked_add(len) {
-            Some(end) if end <= size && len > 0 => Ok(()),
-            _ => Err(AppError::OutOfRange.into()),
-        }
     }
 
     /// Binds `object` at `point` (or unbinds with `None`).
@@ -468,7 +466,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// nothing): scratch bytes, allocated fallibly (a resource too big for memory is out of
     /// memory, not an abort).
     fn scratch_map(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        let size = self.resource_size(resource).unwrap_or(0) as usize;
+        let size = self.resource_size(resource).unwrap_or(0);
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
         self.sink.clear();
         self.sink
             .try_reserve_exact(size)
@@ -484,13 +483,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         let size = {
             let guard = epoch::pin();
-            let view = self.device.shared.registry.live(resource, &guard)?;
-            if !view.is_dynamic() {
-                return Err(AppError::InvalidState.into()); // DISCARD maps dynamic resources only
-            }
-            view.byte_size() as usize
+            let registry = &self.device.shared.registry;
+            registry.live(resource, &guard)?.discard_len()?
         };
-        self.reserve(core::mem::size_of::<Recorded<D::Command>>() + size)?;
+        self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(size))?;
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.zeroed(size)?;
         self.rec.payload_bytes += size;

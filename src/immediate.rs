@@ -44,6 +44,9 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     buffer: OpenBuffer,
     /// The newest buffer that was really submitted (0: none).
     last_submitted: u64,
+    /// The kernel's completed fence as last believed: never behind an earlier answer, never
+    /// past `last_submitted`.
+    completed: u64,
     retire: RetireQueue,
     /// Resources mapped on this context (R-C4).
     mapped: Vec<Handle<Resource>>,
@@ -69,6 +72,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 allocations: Vec::new(),
             },
             last_submitted: 0,
+            completed: 0,
             retire: RetireQueue::default(),
             mapped: Vec::new(),
             begun: Vec::new(),
@@ -124,6 +128,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn report<T>(&self, result: Result<T>) -> Result<T> {
         self.device.report(ContextId::Immediate, result)
+    }
+
+    /// The kernel's completed fence, checked: an answer behind an earlier one or past the
+    /// last submitted buffer is the kernel's error (`InvalidArg`, R-E1) and is not believed,
+    /// so nothing is deallocated on a fence the GPU never reached (R-D1, R-D4).
+    fn completed_fence(&mut self) -> Result<u64> {
+        let reported = self.device.shared.kernel.completed_fence();
+        if reported < self.completed || reported > self.last_submitted {
+            return Err(Error::InvalidArg);
+        }
+        self.completed = reported;
+        Ok(reported)
     }
 
     /// Records that the open buffer references `view`'s object, and through a view its
@@ -216,6 +232,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let guard = epoch::pin();
         let view = self.device.shared.registry.live(resource, &guard)?;
+        view.check_write(offset, data.len())?;
         self.run(
             &guard,
             &[view],
@@ -344,15 +361,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
         let guard = epoch::pin();
-        if !self
-            .device
+        self.device
             .shared
             .registry
             .live(resource, &guard)?
-            .is_dynamic()
-        {
-            return Err(AppError::InvalidState.into()); // DISCARD maps dynamic resources only
-        }
+            .discard_len()?;
         if self.mapped.contains(&resource) {
             return Err(AppError::InvalidState.into());
         }
@@ -506,7 +519,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if end >= self.buffer.number {
             self.flush_inner()?;
         }
-        Ok(self.device.shared.kernel.completed_fence() >= end)
+        Ok(self.completed_fence()? >= end)
     }
 
     /// Flush: submits the open command buffer if it holds anything, then runs every deferred
@@ -545,7 +558,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.buffer.allocations.clear();
         // SeqCst: pairs with a destroy's SeqCst mark-then-read (see `Device::destroy`).
         s.open_buffer.store(number + 1, Ordering::SeqCst);
-        let completed = s.kernel.completed_fence();
+        let (completed, fence_answer) = match self.completed_fence() {
+            Ok(completed) => (completed, Ok(())),
+            Err(e) => (self.completed, Err(e)),
+        };
+        let s = &*self.device.shared;
         // For deferred contexts recycling lists this context executed (their memory clock).
         s.submitted_through.store(through, Ordering::Release);
         s.completed.store(completed, Ordering::Release);
@@ -570,7 +587,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if self.amortizer.after_flush(submits, Instant::now) {
             self.perform_amortized_processing();
         }
-        submitted
+        submitted.and(fence_answer)
     }
 
     /// Frees command lists that ended while a buffer that executed them could still read
@@ -680,15 +697,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if last_buffer == self.buffer.number {
             self.flush_inner()?; // R-D1: the open buffer references it
         }
-        let s = &*self.device.shared;
         // R-P1 deallocates inside this call; under the completed clock that means waiting
         // for the GPU to finish the last buffer that used the primary.
-        if s.config.retire_clock == Clock::Completed
+        if self.device.shared.config.retire_clock == Clock::Completed
             && last_buffer != 0
-            && s.kernel.completed_fence() < last_buffer
+            && self.completed_fence()? < last_buffer
         {
-            s.kernel.wait_for_fence(last_buffer)?;
+            self.device.shared.kernel.wait_for_fence(last_buffer)?;
         }
+        let s = &*self.device.shared;
         let guard = epoch::pin();
         let entry = s.registry.find(primary, &guard)?;
         if !entry.mark_destroyed() {

@@ -263,6 +263,25 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     pub(crate) fn entry(&self) -> &'a Entry<D> {
         self.entry
     }
+
+    /// Checks that `len` bytes written at `offset` fit the resource, and are not nothing: an
+    /// out-of-range write is the application's error (R-E1), refused before any hook.
+    pub(crate) fn check_write(&self, offset: u64, len: usize) -> Result<()> {
+        let len = u64::try_from(len).map_err(|_| AppError::OutOfRange)?;
+        match offset.checked_add(len) {
+            Some(end) if end <= self.entry.byte_size && len > 0 => Ok(()),
+            _ => Err(AppError::OutOfRange.into()),
+        }
+    }
+
+    /// The bytes a Map(DISCARD) hands out: dynamic resources only (an application error
+    /// otherwise); a size this process cannot address is out of memory, never an overflow.
+    pub(crate) fn discard_len(&self) -> Result<usize> {
+        if !self.entry.dynamic {
+            return Err(AppError::InvalidState.into());
+        }
+        usize::try_from(self.entry.byte_size).map_err(|_| Error::OutOfMemory)
+    }
 }
 
 /// Resolves handles to objects during one driver call (the objects stay valid for the whole

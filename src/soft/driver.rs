@@ -302,7 +302,8 @@ impl Driver for SoftDriver {
             0,
         );
         match desc {
-            ObjectDesc::Resource(r) => r.byte_size as usize,
+            ObjectDesc::Resource(_) if self.world.config.resources_without_memory => 0,
+            ObjectDesc::Resource(r) => usize::try_from(r.byte_size).unwrap_or(usize::MAX),
             ObjectDesc::View { .. } => 32,
             ObjectDesc::Shader(code) => code.len(),
             ObjectDesc::Query(_) => 8,

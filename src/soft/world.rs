@@ -42,6 +42,9 @@ pub struct SoftConfig {
     /// RecycleCreateCommandList and RecycleCreateDeferredContext answer out of memory
     /// (R-R3 tests).
     pub recycle_create_fails: bool,
+    /// Resources get no kernel memory (CalcPrivate*Size answers 0 for them), so a resource
+    /// of any byte size can be created: for tests of sizes no memory could hold.
+    pub resources_without_memory: bool,
 }
 
 impl Default for SoftConfig {
@@ -53,6 +56,7 @@ impl Default for SoftConfig {
             unlisted_cls_size: None,
             list_clock: Clock::Submitted,
             recycle_create_fails: false,
+            resources_without_memory: false,
         }
     }
 }

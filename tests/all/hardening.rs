@@ -1,9 +1,16 @@
 //! Cases an embedder's own checks found: bad input refused as error values before any hook,
 //! a kernel whose fence misbehaves, amortised processing never twice back to back.
 
-use cmdlist::soft::Gpu;
+use cmdlist::soft::{self, Gpu, Hook, SoftConfig, SoftDriver, SoftKernel};
+use cmdlist::{
+    AppError, ContextId, Device, DeviceConfig, Error, Kernel, ResourceDesc, Submission, Usage,
+};
 
 use crate::common::{buffer, setup};
+
+fn hooks_since(world: &soft::SoftWorld, from: usize) -> Vec<Hook> {
+    world.trace()[from..].iter().map(|e| e.hook).collect()
+}
 
 /// R-A1: update, flush (performs it), update, end of frame: the frame had its performance,
 /// so the end of the frame must not perform it again without a submit between.
@@ -39,6 +46,146 @@ fn r_a1_end_frame_never_performs_twice_back_to_back() {
     ic.end_frame().unwrap();
     assert_eq!(world.amortized_calls(), after_flush + 2);
     assert_eq!(ic.amortized_count(), world.amortized_calls());
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+/// R-E1: the immediate context's UpdateSubresource past the end of a resource is the
+/// application's error, refused before any hook, as on deferred contexts.
+#[test]
+fn r_e1_immediate_update_out_of_range_is_refused_before_any_hook() {
+    let (device, mut ic, world) = setup(Gpu::Immediate, true, cmdlist::Clock::Completed);
+    let r = device.create_resource(buffer(16)).unwrap();
+    let from = world.trace().len();
+    let out_of_range = Err(Error::Application(AppError::OutOfRange));
+    assert_eq!(ic.update(r, 8, &[0; 9]), out_of_range);
+    assert_eq!(ic.update(r, 17, &[0; 1]), out_of_range);
+    assert_eq!(ic.update(r, u64::MAX, &[0; 2]), out_of_range);
+    assert_eq!(ic.update(r, 0, &[]), out_of_range);
+    assert!(
+        hooks_since(&world, from)
+            .iter()
+            .all(|h| *h == Hook::SetError),
+        "only the error reports: {:?}",
+        hooks_since(&world, from)
+    );
+    ic.update(r, 8, &[7; 8]).unwrap();
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+/// R-E1, R-E3: Map(DISCARD) of a dynamic resource too large to address is an error value on
+/// both contexts, never an overflow panic.
+#[test]
+fn r_e3_map_discard_of_an_unaddressable_size_is_an_error_value() {
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            resources_without_memory: true,
+            ..SoftConfig::default()
+        },
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    let huge = ResourceDesc {
+        byte_size: u64::MAX,
+        usage: Usage::Dynamic,
+        ..Default::default()
+    };
+    let r = device.create_resource(huge).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    // Out of memory removes the context locally (R-E3): later calls are accepted and do
+    // nothing, and Finish reports it once.
+    assert_eq!(dc.map_discard(r).err(), Some(Error::OutOfMemory));
+    assert!(dc.is_removed());
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    assert!(!dc.is_removed());
+    assert!(world.errors().contains(&(dc.id(), Error::OutOfMemory)));
+    // The context records again afterwards.
+    drop(dc.finish().unwrap());
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+/// A soft kernel whose completed fence can be made to lie.
+struct LyingKernel {
+    inner: SoftKernel,
+    lie: std::sync::Mutex<Option<u64>>,
+}
+
+impl Kernel for LyingKernel {
+    fn allocate(
+        &self,
+        desc: &cmdlist::AllocationDesc,
+    ) -> cmdlist::Result<cmdlist::AllocationHandle> {
+        self.inner.allocate(desc)
+    }
+    fn deallocate(&self, allocation: cmdlist::AllocationHandle) {
+        self.inner.deallocate(allocation)
+    }
+    fn submit(&self, submission: &Submission<'_>) -> cmdlist::Result<()> {
+        self.inner.submit(submission)
+    }
+    fn completed_fence(&self) -> u64 {
+        let real = self.inner.completed_fence();
+        self.lie.lock().unwrap().unwrap_or(real)
+    }
+    fn wait_for_fence(&self, fence: u64) -> cmdlist::Result<()> {
+        self.inner.wait_for_fence(fence)
+    }
+    fn set_error(&self, context: ContextId, error: Error) {
+        self.inner.set_error(context, error)
+    }
+    fn perform_amortized_processing(&self, context: ContextId) {
+        self.inner.perform_amortized_processing(context)
+    }
+}
+
+/// R-E1, R-D1, R-D4: a completed fence past the last submitted buffer, or going backwards,
+/// is the kernel's error (`InvalidArg`); the engine keeps its last trusted value, so nothing
+/// is deallocated before the GPU really finished with it.
+#[test]
+fn r_e1_kernel_fence_past_submitted_or_backwards_is_invalid_arg_and_frees_nothing_early() {
+    let (driver, kernel, world) = soft::new(SoftConfig::default()); // GPU completes by hand
+    let kernel = LyingKernel {
+        inner: kernel,
+        lie: std::sync::Mutex::new(None),
+    };
+    let (device, mut ic): (Device<SoftDriver, LyingKernel>, _) =
+        Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+    let a = device.create_resource(buffer(16)).unwrap();
+    let b = device.create_resource(buffer(16)).unwrap();
+    ic.update(a, 0, &[1; 16]).unwrap();
+    ic.update(b, 0, &[1; 16]).unwrap();
+    ic.flush().unwrap(); // buffer 1 submitted, not completed
+    device.destroy(a).unwrap();
+    // The kernel claims a fence that was never submitted.
+    *device.kernel().lie.lock().unwrap() = Some(1_000);
+    assert_eq!(ic.flush(), Err(Error::InvalidArg));
+    assert!(
+        world.live_allocations() == 2,
+        "a's memory was freed on a fence the GPU never reached"
+    );
+    // The truth: buffer 1 completes; then the kernel goes backwards.
+    *device.kernel().lie.lock().unwrap() = None;
+    world.complete_all();
+    ic.flush().unwrap();
+    assert_eq!(
+        world.live_allocations(),
+        1,
+        "a freed once buffer 1 completed"
+    );
+    ic.update(b, 0, &[2; 16]).unwrap();
+    ic.flush().unwrap(); // buffer 3
+    device.destroy(b).unwrap();
+    *device.kernel().lie.lock().unwrap() = Some(0);
+    assert_eq!(ic.flush(), Err(Error::InvalidArg));
+    assert_eq!(world.live_allocations(), 1, "b is still in use by buffer 3");
+    assert!(world
+        .errors()
+        .iter()
+        .any(|(c, e)| *c == ContextId::Immediate && *e == Error::InvalidArg));
+    *device.kernel().lie.lock().unwrap() = None;
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }

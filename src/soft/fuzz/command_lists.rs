@@ -1586,6 +1586,8 @@ impl Harness {
                 let actual = ic.update(m.res[r].handle, offset as u64, &data);
                 let expected = if m.res[r].destroyed {
                     Err(AppError::StaleHandle.into())
+                } else if data.is_empty() {
+                    Err(AppError::OutOfRange.into()) // nothing to write (R-E1)
                 } else {
                     m.apply(&MOp::Update {
                         res: r,

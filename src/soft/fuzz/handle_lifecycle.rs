@@ -1273,9 +1273,8 @@ impl<'scope> Harness<'scope> {
         let h = o.handle.cast::<handle::Resource>();
         let want = if resolves != Want::Ok {
             resolves
-        } else if size == 0 {
-            Want::App(INVALID_STATE)
-        } else if offset + len > size {
+        } else if len == 0 || offset + len > size {
+            // Refused before any hook, as on deferred contexts (R-E1).
             Want::App(OUT_OF_RANGE)
         } else {
             Want::Ok
