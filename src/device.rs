@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
+use scopeguard::ScopeGuard;
 
 use crate::caps::ThreadingCaps;
 use crate::command_list::ListData;
@@ -16,7 +17,7 @@ use crate::handle::{
     AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View,
 };
 use crate::immediate::ImmediateContext;
-use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel};
+use crate::kernel::{AllocationDesc, ContextId, Kernel};
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::recycle::DropStack;
 use crate::registry::{NewEntry, ObjectRef, Registry};
@@ -207,12 +208,13 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         self.create(&ObjectDesc::Query(kind)).map(|h| h.cast())
     }
 
-    /// The creation steps shared by free-threaded objects and primaries.
+    /// The creation steps shared by free-threaded objects and primaries. Each step that
+    /// takes something (the dependency's hold, a slot, kernel memory, the driver's object)
+    /// is guarded, so a later failure or a hook that panics gives it back, in reverse order,
+    /// on this thread: the object was never visible to anyone.
     pub(crate) fn create_object(&self, desc: &ObjectDesc<'_>) -> Result<AnyHandle> {
         let s = &*self.shared;
-        if s.registry.is_removed() {
-            return Err(Error::DeviceRemoved);
-        }
+        let _creating = s.registry.begin_create()?;
         if !desc.is_well_formed() {
             return Err(AppError::OutOfRange.into());
         }
@@ -220,107 +222,77 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         // A view holds its resource from before the driver sees it until the view is really
         // destroyed (R-H3), so the resource cannot be destroyed under the driver's create.
         let dependency = match desc.dependency() {
-            Some(dep) => Some(
-                s.registry
-                    .live(dep, &guard)
-                    .ok()
-                    .filter(|r| r.entry().hold())
-                    .ok_or(Error::from(AppError::MissingDependency))?,
-            ),
+            Some(dep) => {
+                let missing = Error::from(AppError::MissingDependency);
+                let held = match s.registry.live(dep, &guard) {
+                    Ok(r) if r.entry().hold() => r,
+                    Err(Error::DeviceRemoved) => return Err(Error::DeviceRemoved),
+                    _ => return Err(missing),
+                };
+                Some(scopeguard::guard(held, |r| r.entry().release()))
+            }
             None => None,
         };
-        let unhold = || {
-            if let Some(dep) = dependency {
-                dep.entry().release();
-            }
-        };
+        let slot = s.registry.reserve()?;
         let size = s.driver.calc_private_size(desc);
-        let allocation = if size > 0 {
-            match s.kernel.allocate(&AllocationDesc {
-                size: size as u64,
-                shared: desc.is_shared(),
-                primary: desc.is_primary(),
-            }) {
-                Ok(allocation) => Some(allocation),
-                Err(e) => {
-                    unhold();
-                    return Err(e);
-                }
+        let allocation = match size {
+            0 => None,
+            size => {
+                let allocation = s.kernel.allocate(&AllocationDesc {
+                    size: size as u64,
+                    shared: desc.is_shared(),
+                    primary: desc.is_primary(),
+                })?;
+                // No command buffer ever referenced it: given back on this thread.
+                Some(scopeguard::guard(allocation, |a| s.kernel.deallocate(a)))
             }
-        } else {
-            None
         };
-        let (object, ic_data) =
-            match s
-                .driver
-                .create_object(desc, allocation, dependency.map(|d| d.object()))
-            {
-                Ok(created) => created,
-                Err(e) => {
-                    self.release_unused(allocation);
-                    unhold();
-                    return Err(e);
-                }
-            };
         let ty = desc.handle_type();
+        let created = s.driver.create_object(
+            desc,
+            allocation.as_deref().copied(),
+            dependency.as_deref().map(|d| d.object()),
+        )?;
+        let created = scopeguard::guard(created, |(object, mut ic_data)| {
+            s.driver.destroy_object(ty, &object, &mut ic_data)
+        });
         // R-H4: once the object exists, ask the size of its context-local handles; a size the
         // table does not list fails where it would be used (opening a handle, InvalidArg).
         let local_size = s
             .driver
-            .calc_deferred_context_handle_size(ty, Some(&object));
+            .calc_deferred_context_handle_size(ty, Some(&created.0));
         let local_size = if s.handle_sizes.contains(ty, local_size) {
             u32::try_from(local_size).unwrap_or(0)
         } else {
             0
         };
-        let new = NewEntry {
-            ty,
-            primary: desc.is_primary(),
-            allocation,
-            dependency: desc.dependency().map(Handle::any),
-            byte_size: match desc {
-                ObjectDesc::Resource(r) => r.byte_size,
-                _ => 0,
+        // Nothing fails from here on: the guards are defused and the object is linked.
+        let (object, ic_data) = ScopeGuard::into_inner(created);
+        let handle = s.registry.link(
+            slot,
+            NewEntry {
+                ty,
+                primary: desc.is_primary(),
+                allocation: allocation.map(ScopeGuard::into_inner),
+                dependency: desc.dependency().map(Handle::any),
+                byte_size: match desc {
+                    ObjectDesc::Resource(r) => r.byte_size,
+                    _ => 0,
+                },
+                local_size,
+                dynamic: matches!(desc, ObjectDesc::Resource(r) if r.usage == crate::desc::Usage::Dynamic),
+                object,
+                ic_data,
             },
-            local_size,
-            dynamic: matches!(desc, ObjectDesc::Resource(r) if r.usage == crate::desc::Usage::Dynamic),
-            object,
-            ic_data,
-        };
-        let handle = match s.registry.insert(new) {
-            Ok(handle) => handle,
-            Err((e, mut new)) => {
-                // Never visible to anyone: undone on this thread.
-                s.driver.destroy_object(ty, &new.object, &mut new.ic_data);
-                self.release_unused(allocation);
-                unhold();
-                return Err(e);
-            }
-        };
-        // A device destroyed while this create ran: whoever marks the object destroyed first
-        // (this thread or the draining immediate context) destroys it.
+        );
+        if let Some(held) = dependency {
+            ScopeGuard::into_inner(held); // the view keeps the hold until really destroyed
+        }
+        // Device destruction waits for this create to end, then drains what it linked.
         if s.registry.is_removed() {
-            if let Ok(entry) = s.registry.find_linked(handle, &guard) {
-                if entry.claim_live() {
-                    // SAFETY: the device is destroyed, so no immediate context exists any
-                    // more, and winning the claim makes this thread the only one that
-                    // touches the entry's IC side (the drain skips claimed entries).
-                    let ic = unsafe { entry.ic_side() };
-                    s.driver.destroy_object(ty, entry.object(), &mut ic.data);
-                    self.release_unused(allocation);
-                    unhold();
-                }
-            }
             return Err(Error::DeviceRemoved);
         }
         Ok(handle)
-    }
-
-    /// Deallocates memory no command buffer ever referenced (a create that failed).
-    fn release_unused(&self, allocation: Option<AllocationHandle>) {
-        if let Some(allocation) = allocation {
-            self.shared.kernel.deallocate(allocation);
-        }
     }
 
     /// Destroys an object (free-threaded, R-F1, R-D1): marks it destroyed, tags it with the

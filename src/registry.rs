@@ -35,7 +35,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
 use crate::index_stack::{IndexStack, TakeAllStack, NIL};
 use crate::kernel::AllocationHandle;
-use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// Slots in the first page; page `k` holds `PAGE_BASE << k`. 32 keeps a device with a few
 /// objects small while 20 pages reach past [`MAX_SLOTS`].
@@ -48,8 +48,7 @@ const _: () = assert!((PAGE_BASE as u64) * ((1u64 << PAGES) - 1) >= MAX_SLOTS as
 const LIVE: u32 = 0;
 /// `Entry::state`: destroyed by the application, waiting for its real destruction.
 const DESTROYED: u32 = 1;
-/// `Entry::state`: claimed at device destruction by the thread that will destroy it (the
-/// draining immediate context, or a create that raced the destruction).
+/// `Entry::state`: claimed at device destruction by the draining immediate context.
 const CLAIMED: u32 = 2;
 /// `Entry::holders`: set once an object is really destroyed, so nothing can attach.
 const FREED: u32 = 1 << 31;
@@ -162,20 +161,12 @@ impl<D: Driver> Entry<D> {
     }
 
     /// Device destruction: claims the entry for the draining immediate context, whether it is
-    /// live or destroyed but not yet destroyed for real; fails if a racing create claimed it.
+    /// live or destroyed but not yet destroyed for real; fails if it was claimed already.
     pub(crate) fn claim_for_drain(&self) -> bool {
         self.state
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |s| {
                 (s != CLAIMED).then_some(CLAIMED)
             })
-            .is_ok()
-    }
-
-    /// Device destruction racing a create: the creating thread claims its new, still live
-    /// entry; fails if the drain claimed it first.
-    pub(crate) fn claim_live(&self) -> bool {
-        self.state
-            .compare_exchange(LIVE, CLAIMED, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
     }
 
@@ -387,6 +378,37 @@ pub(crate) struct Registry<D: Driver> {
     /// Destroyed objects waiting for the immediate context (R-D1).
     pub(crate) retired: TakeAllStack,
     removed: AtomicBool,
+    /// Creates in progress. Device destruction marks the registry removed, then waits for
+    /// this to reach zero: every create either sees the removal before any hook, or is
+    /// linked before the drain looks (R-D3, R-H3).
+    creating: AtomicUsize,
+}
+
+/// A slot reserved for an object being created; given back to the free stack if dropped
+/// before [`Registry::link`].
+pub(crate) struct ReservedSlot<'a, D: Driver> {
+    registry: &'a Registry<D>,
+    index: u32,
+}
+
+impl<D: Driver> Drop for ReservedSlot<'_, D> {
+    fn drop(&mut self) {
+        let registry = self.registry;
+        registry.free.push(self.index, |i| {
+            &registry.slot(i).expect("slot exists").next_free
+        });
+    }
+}
+
+/// A create in progress (see [`Registry::begin_create`]); ends when dropped, also on unwind.
+pub(crate) struct CreateGate<'a> {
+    creating: &'a AtomicUsize,
+}
+
+impl Drop for CreateGate<'_> {
+    fn drop(&mut self) {
+        self.creating.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn page_of(index: u32) -> (usize, usize) {
@@ -408,6 +430,7 @@ impl<D: Driver> Registry<D> {
             free: IndexStack::new(),
             retired: TakeAllStack::new(),
             removed: AtomicBool::new(false),
+            creating: AtomicUsize::new(0),
         }
     }
 
@@ -454,32 +477,36 @@ impl<D: Driver> Registry<D> {
         Ok(self.slot(index).expect("page published above"))
     }
 
-    /// Inserts a new object (any thread). Allocates the entry; the slot comes from the free
-    /// stack, else from never-used slots.
-    /// On failure the parts come back, for the caller to undo the driver's create.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn insert(&self, new: NewEntry<D>) -> Result<AnyHandle, (Error, NewEntry<D>)> {
+    /// Reserves a slot for a new object (any thread): from the free stack, else from
+    /// never-used slots. Dropping the reservation unused gives the slot back, so a create
+    /// that fails (or unwinds) after this loses nothing.
+    pub(crate) fn reserve(&self) -> Result<ReservedSlot<'_, D>> {
         let popped = self
             .free
             .pop(|i| &self.slot(i).expect("freed slots exist").next_free);
         let index = match popped {
             Some(index) => index,
-            // SeqCst here, on the entry's store and on `removed` lets device destruction and a
-            // racing create see each other (see `Device::create_object`).
-            None => match self
+            None => self
                 .reserved
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                     (n < MAX_SLOTS).then_some(n + 1)
-                }) {
-                Ok(index) => index,
-                Err(_) => return Err((Error::OutOfMemory, new)),
-            },
+                })
+                .map_err(|_| Error::OutOfMemory)?,
         };
-        let slot = match self.slot_or_alloc(index) {
-            Ok(slot) => slot,
-            // The index is lost for this device; running out of memory for pages is terminal.
-            Err(e) => return Err((e, new)),
-        };
+        // Running out of memory for a page loses a never-used index: terminal anyway.
+        self.slot_or_alloc(index)?;
+        Ok(ReservedSlot {
+            registry: self,
+            index,
+        })
+    }
+
+    /// Links a new object into its reserved slot: from now on lookups find it. Allocates the
+    /// entry; cannot fail.
+    pub(crate) fn link(&self, slot: ReservedSlot<'_, D>, new: NewEntry<D>) -> AnyHandle {
+        let index = slot.index;
+        core::mem::forget(slot);
+        let slot = self.slot(index).expect("reserved slots exist");
         let generation = match slot.next_generation.load(Ordering::Relaxed) {
             0 => self.first_generation,
             g => g,
@@ -503,8 +530,10 @@ impl<D: Driver> Registry<D> {
                 data: new.ic_data,
             })),
         };
+        // SeqCst, like `removed` and the page publication: device destruction scanning the
+        // slots sees every entry a create linked before the drain.
         slot.entry.store(Owned::new(entry), Ordering::SeqCst);
-        Ok(Handle::new(self.tag, index, generation))
+        Handle::new(self.tag, index, generation)
     }
 
     /// The entry `handle` names (live or destroyed-but-pending), checking device and
@@ -634,9 +663,28 @@ impl<D: Driver> Registry<D> {
         }
     }
 
-    /// From now on every lookup is [`Error::DeviceRemoved`].
+    /// Starts a create: [`Error::DeviceRemoved`] once the registry is removed; otherwise the
+    /// removal waits until the returned gate is dropped.
+    pub(crate) fn begin_create(&self) -> Result<CreateGate<'_>> {
+        // SeqCst on both sides (this increment then the flag; the flag then the count in
+        // `mark_removed`): either this create sees the removal, or the removal sees it.
+        self.creating.fetch_add(1, Ordering::SeqCst);
+        let gate = CreateGate {
+            creating: &self.creating,
+        };
+        if self.removed.load(Ordering::SeqCst) {
+            return Err(Error::DeviceRemoved);
+        }
+        Ok(gate)
+    }
+
+    /// From now on every lookup and create is [`Error::DeviceRemoved`]; returns once every
+    /// create that started before has finished, so all their entries are linked.
     pub(crate) fn mark_removed(&self) {
         self.removed.store(true, Ordering::SeqCst);
+        while self.creating.load(Ordering::SeqCst) != 0 {
+            std::thread::yield_now();
+        }
     }
 
     pub(crate) fn is_removed(&self) -> bool {

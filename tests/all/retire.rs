@@ -1,6 +1,7 @@
 //! Deferred destruction (R-D1..R-D4) and the order in which dependents go (R-H3), checked
 //! against the soft kernel's protocol checks and call trace.
 
+use std::collections::HashSet;
 use std::thread;
 
 use cmdlist::soft::{Gpu, Hook, SoftCommand, SoftWorld, TraceEvent};
@@ -527,6 +528,86 @@ fn r_d3_device_destruction_drains_free_threaded_destroys() {
     assert_eq!(count(&trace, Hook::DestroyObject), 64);
     assert_eq!(count(&trace, Hook::Deallocate), 64);
     world.assert_clean(true);
+}
+
+/// R-D3, R-H3: threads create views of a resource while the immediate context destroys the
+/// device. A create either finishes before the drain (its view is drained, before the
+/// resource) or is refused with `DeviceRemoved` before any hook: the resource is never
+/// destroyed before or while the driver creates a view of it, nor before a view of it.
+#[test]
+fn r_d3_device_destruction_racing_view_creation_keeps_views_before_their_resource() {
+    for round in 0..if cfg!(miri) { 2 } else { 300 } {
+        let (device, mut ic, world) = setup(Gpu::Immediate, true, Clock::Completed);
+        let r = device.create_resource(buffer(64)).unwrap();
+        let resource_id = {
+            let trace = world.trace();
+            trace
+                .iter()
+                .rev()
+                .find(|e| e.hook == Hook::CreateObject)
+                .expect("created")
+                .object
+        };
+        let start = std::sync::Barrier::new(3);
+        thread::scope(|s| {
+            for _ in 0..2 {
+                let (device, start) = (&device, &start);
+                s.spawn(move || {
+                    start.wait();
+                    loop {
+                        let view = device.create_view(
+                            HandleType::ShaderResourceView,
+                            ViewDesc {
+                                resource: r,
+                                first_byte: 0,
+                                byte_len: 16,
+                            },
+                        );
+                        match view {
+                            Ok(_) => {}
+                            Err(Error::DeviceRemoved) => break,
+                            Err(e) => panic!("round {round}: {e:?}"),
+                        }
+                    }
+                });
+            }
+            start.wait();
+            for _ in 0..round % 7 * 10 {
+                std::hint::spin_loop();
+            }
+            ic.destroy_device().unwrap();
+        });
+        let trace = world.trace();
+        let resource_gone = pos(&trace, |e| {
+            e.hook == Hook::DestroyObject && e.object == resource_id
+        })
+        .expect("the resource is destroyed by the drain");
+        let views: HashSet<u64> = trace
+            .iter()
+            .filter(|e| {
+                e.hook == Hook::CreateObject && e.ty == Some(HandleType::ShaderResourceView)
+            })
+            .map(|e| e.object)
+            .collect();
+        for (i, e) in trace.iter().enumerate() {
+            let is_view_event = matches!(e.hook, Hook::CreateObject | Hook::DestroyObject)
+                && views.contains(&e.object);
+            assert!(
+                !is_view_event || i < resource_gone,
+                "round {round}: {e:?} after its resource was destroyed"
+            );
+        }
+        let destroyed: HashSet<u64> = trace
+            .iter()
+            .filter(|e| e.hook == Hook::DestroyObject)
+            .map(|e| e.object)
+            .collect();
+        assert!(
+            views.is_subset(&destroyed),
+            "round {round}: a view was not drained"
+        );
+        world.assert_clean(true);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
