@@ -122,9 +122,25 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     pub(crate) body: ListBody<D>,
     /// The immediate context's buffer that last executed the list (0: never).
     pub(crate) last_executed: AtomicU64,
-    /// RecycleDestroyCommandList ran and no (recycle-)create since: the list ends with its
-    /// context's cache, never with DestroyCommandList.
-    pub(crate) recycled: bool,
+    /// Where the driver's side of the list is (R-R4, R-R5).
+    pub(crate) state: ListState,
+}
+
+/// The driver's side of a list between its (recycle-)create and its end. Every list ends
+/// exactly once: with DestroyCommandList from [`ListState::Live`] or
+/// [`ListState::RecycleDestroyed`], or, from [`ListState::Cached`], with its context's
+/// DestroyDeferredContext (the driver's memory went to that context's cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ListState {
+    /// Created or recycle-created: executable while the application holds it.
+    Live,
+    /// RecycleDestroyCommandList ran (R-R4): a light destroy, the driver keeps its memory
+    /// until the list is recycled into its context's cache, or destroyed for good if that
+    /// context goes away first.
+    RecycleDestroyed,
+    /// RecycleCommandList ran (R-R5): the driver's memory is in its context's cache; the
+    /// next RecycleCreateCommandList makes it live again (R-R6).
+    Cached,
 }
 
 pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
@@ -142,11 +158,11 @@ impl<D: Driver, K: Kernel> ListData<D, K> {
     }
 }
 
-/// Ends a list for good (free-threaded): DestroyCommandList unless the list was
-/// recycle-destroyed (its driver memory then went to its context's cache, released by
-/// DestroyDeferredContext), then its memory is freed, but never while the buffer that
-/// executed it may still read it: such a list goes to the device's queue of retired lists,
-/// which the immediate context empties after its flushes.
+/// Ends a list for good (free-threaded): DestroyCommandList unless the list is in its
+/// context's cache (its driver memory is then released by DestroyDeferredContext), then its
+/// memory is freed, but never while the buffer that executed it may still read it: such a
+/// list goes to the device's queue of retired lists, which the immediate context empties
+/// after its flushes.
 pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
     if node.value.in_flight() {
         let device = node.value.device.clone();
@@ -163,7 +179,7 @@ pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
 #[allow(clippy::boxed_local)]
 pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     let data = &mut node.value;
-    if !data.recycled {
+    if data.state != ListState::Cached {
         data.device
             .shared
             .driver
@@ -244,7 +260,7 @@ impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
             return;
         }
         s.driver.recycle_destroy_command_list(data.body.memory());
-        data.recycled = true;
+        data.state = ListState::RecycleDestroyed;
         let home = Arc::clone(&data.home);
         if let Some(back) = home.destroyed.push(node) {
             // The context went away meanwhile: nobody will recycle these.

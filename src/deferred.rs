@@ -29,7 +29,9 @@ use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
-use crate::command_list::{release, CommandList, Home, ListBody, ListData, ListNode, Watermark};
+use crate::command_list::{
+    release, CommandList, Home, ListBody, ListData, ListNode, ListState, Watermark,
+};
 use crate::device::Device;
 use crate::driver::{Command, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
@@ -617,6 +619,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             if !self.waiting[i].value.in_flight() {
                 let mut node = self.waiting.swap_remove(i);
                 s.driver.recycle_command_list(dc, node.value.body.memory());
+                node.value.state = ListState::Cached;
                 node.value.body.rec.clear();
                 self.cache.push(node);
             } else {
@@ -639,7 +642,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 .recycle_create_command_list(dc, node.value.body.memory(), state)
             {
                 Ok(()) => {
-                    node.value.recycled = false;
+                    node.value.state = ListState::Live;
                     self.stats.recycled += 1;
                     return Ok(node);
                 }
@@ -677,7 +680,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 local,
             },
             last_executed: AtomicU64::new(0),
-            recycled: false,
+            state: ListState::Live,
         });
         self.stats.created += 1;
         Ok(node)
@@ -773,7 +776,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
     fn drop(&mut self) {
         self.unload();
-        // Lists destroyed from now on free themselves; these are freed here.
+        // Lists destroyed from now on free themselves; these are freed here: the destroyed
+        // ones never reached the cache, so they end with DestroyCommandList (R-R4), the
+        // cached ones with DestroyDeferredContext below.
         self.home.destroyed.close().for_each(release);
         self.cache.drain(..).for_each(release);
         self.waiting.drain(..).for_each(release);

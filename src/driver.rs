@@ -191,7 +191,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn create_deferred_context(&self, id: u32) -> Result<Self::Deferred>;
 
     /// Destroys a deferred context's state: on the context's thread when it is dropped, and
-    /// after every Finish or Abandon when recycling is off (R-C1, R-C2).
+    /// after every Finish or Abandon when recycling is off (R-C1, R-C2). Releases the
+    /// memory of the lists in the context's cache ([`Driver::recycle_command_list`]).
     fn destroy_deferred_context(&self, dc: Self::Deferred);
 
     /// Abandon's second step (R-C2), on the deferred context's thread: the binding at
@@ -252,6 +253,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> Result<()>;
 
     /// DestroyCommandList (free-threaded, any thread): the list's memory is released after.
+    /// Ends a live list (recycling off, or its deferred context gone), and also a list that
+    /// was recycle-destroyed ([`Driver::recycle_destroy_command_list`]) but whose context
+    /// went away before its next Finish could take it into its cache (R-R4). Never called for
+    /// a list in a context's cache: [`Driver::destroy_deferred_context`] releases those.
     fn destroy_command_list(&self, list: ListMemory<'_>);
 
     /// AbandonCommandList (R-C2), on the deferred context's thread, before the context's
@@ -284,7 +289,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     }
 
     /// RecycleDestroyCommandList (R-R4): a light, free-threaded destroy that keeps the
-    /// list's memory (any thread).
+    /// list's memory (any thread). The list then goes into its context's cache at the
+    /// context's next Finish ([`Driver::recycle_command_list`]), or, if the context goes
+    /// first, ends with [`Driver::destroy_command_list`].
     fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
         let _ = list;
     }

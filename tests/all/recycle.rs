@@ -94,12 +94,13 @@ fn all_on(events: &[TraceEvent], thread: ThreadId) -> bool {
     events.iter().all(|e| e.thread == thread)
 }
 
-/// Every list CreateCommandList made was destroyed by DestroyCommandList exactly once.
+/// Every list CreateCommandList made ended exactly once (call after its context is gone).
 fn assert_each_list_destroyed_once(events: &[TraceEvent]) {
-    // Per list: CreateCommandList, then any number of light destroys and recycle-creates,
-    // ending either with DestroyCommandList (at most once, last) or with a light destroy
-    // (the list then ends with its context's cache): never a light destroy followed by a
-    // full one (R-R4, R-R7).
+    // Per list: CreateCommandList, then any number of (light destroy, into the cache,
+    // recycle-create) rounds, ending either with DestroyCommandList (once, last, never
+    // while the list is in its context's cache) or in its context's cache (released by
+    // DestroyDeferredContext). A list left light-destroyed and never recycled nor destroyed
+    // has leaked its driver memory (R-R4, R-R5, R-R7).
     for id in objects(events, Hook::CreateCommandList) {
         let life: Vec<Hook> = events
             .iter()
@@ -110,6 +111,7 @@ fn assert_each_list_destroyed_once(events: &[TraceEvent]) {
                     h,
                     Hook::CreateCommandList
                         | Hook::RecycleDestroyCommandList
+                        | Hook::RecycleCommandList
                         | Hook::RecycleCreateCommandList
                         | Hook::DestroyCommandList
                 )
@@ -121,16 +123,18 @@ fn assert_each_list_destroyed_once(events: &[TraceEvent]) {
             .filter(|h| **h == Hook::DestroyCommandList)
             .count();
         assert!(destroys <= 1, "list {id} destroyed twice: {life:?}");
+        let last = *life.last().expect("created");
+        assert_ne!(
+            last,
+            Hook::RecycleDestroyCommandList,
+            "list {id}: light-destroyed and never ended: {life:?}"
+        );
         if destroys == 1 {
-            assert_eq!(
-                life.last(),
-                Some(&Hook::DestroyCommandList),
-                "list {id}: {life:?}"
-            );
+            assert_eq!(last, Hook::DestroyCommandList, "list {id}: {life:?}");
             assert_ne!(
                 life[life.len() - 2],
-                Hook::RecycleDestroyCommandList,
-                "list {id}: a light destroy followed by a full one: {life:?}"
+                Hook::RecycleCommandList,
+                "list {id}: destroyed while in its context's cache: {life:?}"
             );
         }
     }
@@ -256,7 +260,7 @@ fn r_r7_finish_flow_order_on_the_dc_thread() {
 }
 
 #[test]
-fn r_r4_destroy_after_dc_dropped_is_full_destroy() {
+fn r_r4_destroyed_lists_end_with_destroy_command_list_once_their_context_is_gone() {
     let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
     let mut dc = device.create_deferred_context().unwrap();
     let early = copy_list(&mut dc, src, dst);
@@ -265,8 +269,9 @@ fn r_r4_destroy_after_dc_dropped_is_full_destroy() {
     let late_id = made(&world.trace());
     let mut log = drain(&world);
 
-    // Destroyed while its context lives: a light destroy (R-R4); the list then ends with its
-    // context's cache, which DestroyDeferredContext releases: never a second, full destroy.
+    // Destroyed while its context lives: a light destroy (R-R4), the driver keeps its memory.
+    // The context goes before its next Finish could recycle the list into its cache: the
+    // list is destroyed for good (DestroyCommandList), before the context's own destroy.
     drop(early);
     drop(dc);
     let dropped = drain(&world);
@@ -274,6 +279,7 @@ fn r_r4_destroy_after_dc_dropped_is_full_destroy() {
         hooks(&dropped),
         [
             Hook::RecycleDestroyCommandList,
+            Hook::DestroyCommandList,
             Hook::DestroyDeferredContext
         ],
         "{dropped:#?}"
@@ -282,6 +288,7 @@ fn r_r4_destroy_after_dc_dropped_is_full_destroy() {
         objects(&dropped, Hook::RecycleDestroyCommandList),
         [early_id]
     );
+    assert_eq!(objects(&dropped, Hook::DestroyCommandList), [early_id]);
     log.extend(dropped);
 
     // Destroyed on another thread after its context is gone: DestroyCommandList there.
@@ -318,9 +325,10 @@ fn r_r4_destroy_after_dc_dropped_is_full_destroy() {
     for hook in [Hook::RecycleCommandList, Hook::RecycleCreateCommandList] {
         assert_eq!(count(&log, hook), 0, "nothing recycled: {log:#?}");
     }
-    // Each list ended exactly once: one with its context, one with DestroyCommandList.
-    assert_eq!(objects(&log, Hook::DestroyCommandList), [late_id]);
+    // Each list ended exactly once, with DestroyCommandList.
+    assert_eq!(objects(&log, Hook::DestroyCommandList), [early_id, late_id]);
     assert_eq!(objects(&log, Hook::RecycleDestroyCommandList), [early_id]);
+    assert_each_list_destroyed_once(&log);
     finish_and_clean(&world, ic);
 }
 
