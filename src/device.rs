@@ -332,6 +332,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// The live object `handle` names, from any thread, lock-free. The returned reference
     /// keeps the CPU epoch pinned: hold it briefly.
     pub fn object<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectRef<D>> {
-        self.shared.registry.get(handle)
+        let device: Arc<dyn Send + Sync> = self.shared.clone();
+        self.shared.registry.get(handle, device)
     }
 }

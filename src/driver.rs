@@ -96,11 +96,14 @@ pub enum Op<'a, D: Driver> {
 pub trait Driver: Send + Sync + Sized + 'static {
     /// An object's read-only data, created once and shared with every context that uses the
     /// object (R-L2: the link from a context-local handle to its immediate-context handle).
-    /// Dropped once no thread can be reading it (the CPU epoch), on whichever thread reclaims
-    /// it; the driver's clean-up belongs in [`Driver::destroy_object`].
+    /// Dropped after the object's real destruction once no thread can be reading it (the
+    /// CPU epoch): by the create that reuses its registry slot, on that create's thread, or
+    /// when the device is dropped, at the latest. The driver's clean-up belongs in
+    /// [`Driver::destroy_object`]; a `Drop` here must not block.
     type Object: Send + Sync + 'static;
     /// An object's data that only the immediate context's thread reads and writes, kept on
-    /// other cache lines than [`Driver::Object`] (R-L3).
+    /// other cache lines than [`Driver::Object`] (R-L3). Dropped with the object's
+    /// [`Driver::Object`], on the same thread.
     type IcData: Send + 'static;
     /// The driver's immediate-context state (its open command buffer, bindings...).
     type Immediate: Send + 'static;

@@ -25,7 +25,7 @@ use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::primitive::Ordering;
 use crate::record::Recorded;
-use crate::registry::{Entry, ObjectView, Registry, Resolver};
+use crate::registry::{Entry, IcToken, ObjectView, Registry, Resolver};
 use crate::retire::{Clock, Clocks, RetireQueue, RetireStats};
 
 /// The open command buffer's bookkeeping.
@@ -53,6 +53,8 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Queries begun on this context and not yet ended (R-C4).
     begun: Vec<Handle<Query>>,
     amortizer: Amortizer,
+    /// Proves this is the device's one immediate context: the single reclaimer of entries.
+    token: IcToken,
     /// Command lists ended while a buffer that executed them may still read their memory.
     #[allow(clippy::vec_box)]
     lists_in_flight: Vec<Box<ListNode<D, K>>>,
@@ -62,7 +64,13 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
 
 impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(crate) fn new(device: Device<D, K>, imm: D::Immediate) -> Self {
+        let token = device
+            .shared
+            .registry
+            .take_ic_token()
+            .expect("one immediate context per device");
         ImmediateContext {
+            token,
             device,
             imm,
             bindings: Bindings::default(),
@@ -105,7 +113,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Counters of the deferred-destruction queue.
     pub fn retire_stats(&self) -> RetireStats {
-        self.retire.stats()
+        let registry = &self.device.shared.registry;
+        let mut stats = self.retire.stats();
+        stats.waiting_reclamation = registry.unreclaimed(&self.token);
+        stats.retained_bytes += registry.limbo_bytes(&self.token);
+        stats
     }
 
     /// The state-refresh query: what is bound at `point` (R-C3).
@@ -572,11 +584,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             drain: false,
         };
         Self::free_retired_lists(s, &mut self.lists_in_flight, false);
+        // Entries unlinked at earlier flushes that no pinned reader can hold any more.
+        s.registry.collect(&mut self.token);
         // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
         if self.retire.has_work(&s.registry) {
             let guard = epoch::pin();
             self.retire.process(
                 &s.registry,
+                &mut self.token,
                 &s.driver,
                 &s.kernel,
                 s.config.retire_clock,
@@ -619,6 +634,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn perform_amortized_processing(&mut self) {
         self.retire.trim();
         let s = &*self.device.shared;
+        s.registry.amortize(&mut self.token);
         s.trim_epoch.fetch_add(1, Ordering::Relaxed);
         s.kernel.perform_amortized_processing(ContextId::Immediate);
     }
@@ -642,6 +658,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// do this by themselves when they perform amortised processing.
     pub fn trim(&mut self) {
         self.retire.trim();
+        self.device.shared.registry.amortize(&mut self.token);
     }
 
     /// The driver's IC data of a live object (R-L3: only this thread touches it).
@@ -730,7 +747,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if let Some(allocation) = entry.allocation() {
             s.kernel.deallocate(allocation);
         }
-        s.registry.free(primary.slot(), &guard);
+        s.registry.free(&mut self.token, primary.slot(), &guard);
+        s.registry.seal(&mut self.token, &guard);
         self.retire.count_destroyed(entry.allocation().is_some());
         Ok(())
     }
@@ -790,6 +808,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         self.retire.process(
             &s.registry,
+            &mut self.token,
             &s.driver,
             &s.kernel,
             s.config.retire_clock,

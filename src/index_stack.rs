@@ -38,8 +38,22 @@ impl IndexStack {
 
     /// Pushes `index`; `next_of` gives its next cell.
     pub(crate) fn push<'a>(&self, index: u32, next_of: impl Fn(u32) -> &'a AtomicU32) {
-        debug_assert_ne!(index, NIL);
-        let next = next_of(index);
+        self.push_chain(index, index, next_of);
+    }
+
+    /// Pushes a chain of indices at once (one CAS): `first` becomes the top, and `last`,
+    /// reached from `first` through the next cells the caller linked, gets the old top as
+    /// its next. The caller owns every index of the chain until this returns.
+    pub(crate) fn push_chain<'a>(
+        &self,
+        first: u32,
+        last: u32,
+        next_of: impl Fn(u32) -> &'a AtomicU32,
+    ) {
+        debug_assert_ne!(first, NIL);
+        debug_assert_ne!(last, NIL);
+        let index = first;
+        let next = next_of(last);
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
             let (top, tag) = unpack(head);

@@ -16,8 +16,10 @@
 //!
 //! # Invariant
 //! A reader that finds an entry through a slot while pinned may use it until it unpins:
-//! entries are unlinked only by the immediate context's thread (the single reclaimer) and
-//! reclaimed through crossbeam-epoch (the CPU clock). The generation stored in an entry never
+//! entries are unlinked only by the immediate context's thread (the single reclaimer, proven
+//! by its `IcToken`) into the device's limbo (`reclaim`), and dropped once crossbeam-epoch
+//! says every reader pinned before has unpinned (the CPU clock), or with the device. The
+//! generation stored in an entry never
 //! changes, so comparing it with the handle's identifies the life exactly; a slot whose
 //! generation would wrap is retired, never reused.
 
@@ -26,7 +28,9 @@ use core::marker::PhantomData;
 use core::num::NonZeroU32;
 use core::ptr::NonNull;
 
-use crossbeam_epoch::{self as epoch, Atomic, Guard, Owned, Shared};
+use std::sync::Arc;
+
+use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
 use crossbeam_utils::CachePadded;
 
 use crate::bind::StateView;
@@ -36,6 +40,7 @@ use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
 use crate::index_stack::{IndexStack, TakeAllStack, NIL};
 use crate::kernel::AllocationHandle;
 use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::reclaim::Limbo;
 
 /// Slots in the first page; page `k` holds `PAGE_BASE << k`. 32 keeps a device with a few
 /// objects small while 20 pages reach past [`MAX_SLOTS`].
@@ -64,6 +69,12 @@ pub(crate) struct Slot<D: Driver> {
     pub(crate) retire_tag: AtomicU64,
     /// The generation the slot's next life gets; 0 before its first.
     next_generation: AtomicU32,
+    /// The allocation of the slot's last entry, kept for its next life (creating and
+    /// destroying objects allocates nothing in steady state), tagged with [`WHOLE`] while the
+    /// entry in it has not been dropped yet. Written by the reclaimer when it unlinks the
+    /// entry, taken by the create that pops the slot after its epoch passed (the free stack
+    /// orders the two), which drops the old entry and writes the new one in its place.
+    spare: AtomicPtr<Entry<D>>,
 }
 
 impl<D: Driver> Slot<D> {
@@ -74,6 +85,7 @@ impl<D: Driver> Slot<D> {
             next_retired: AtomicU32::new(NIL),
             retire_tag: AtomicU64::new(0),
             next_generation: AtomicU32::new(0),
+            spare: AtomicPtr::new(core::ptr::null_mut()),
         }
     }
 }
@@ -317,20 +329,24 @@ impl<'a, D: Driver> Resolver<'a, D> {
     }
 }
 
-/// A looked-up object that keeps the CPU epoch pinned while held (so keep it briefly).
-/// Dereferences to the driver's [`Driver::Object`]. Not `Send`: the pin belongs to the
-/// thread.
+/// A looked-up object that keeps the CPU epoch pinned while held (so keep it briefly), and
+/// its device alive. Dereferences to the driver's [`Driver::Object`]. Not `Send`: the pin
+/// belongs to the thread.
 pub struct ObjectRef<D: Driver> {
     _guard: Guard,
     entry: NonNull<Entry<D>>,
     handle: AnyHandle,
+    /// The device: the registry drops what is left of its entries when the device goes,
+    /// without waiting for the epoch, so a reference must keep it.
+    _device: Arc<dyn Send + Sync>,
     _entry: PhantomData<Entry<D>>,
 }
 
 impl<D: Driver> ObjectRef<D> {
     fn entry(&self) -> &Entry<D> {
-        // SAFETY: the entry was reachable from its slot while `_guard` was pinned, and the
-        // guard stays pinned as long as `self` lives, so the entry is not reclaimed.
+        // SAFETY: the entry was reachable from its slot while `_guard` was pinned; the guard
+        // stays pinned and `_device` keeps the registry as long as `self` lives, so the entry
+        // is neither reclaimed through the limbo nor dropped with the registry.
         unsafe { self.entry.as_ref() }
     }
     /// The object's handle.
@@ -382,6 +398,30 @@ pub(crate) struct Registry<D: Driver> {
     /// this to reach zero: every create either sees the removal before any hook, or is
     /// linked before the drain looks (R-D3, R-H3).
     creating: AtomicUsize,
+    /// Entries the immediate context unlinked, waiting for the CPU epoch: reached only with
+    /// the [`IcToken`] (on lines of their own, away from the heads other threads CAS).
+    reclaim: CachePadded<UnsafeCell<Limbo>>,
+    token_taken: AtomicBool,
+}
+
+/// The tag of a slot's spare whose entry has not been dropped yet (entries are aligned far
+/// beyond 2, so the low bit is free).
+const WHOLE: usize = 1;
+// An `Entry` holds a `CachePadded` field, so it is at least that aligned.
+const _: () = assert!(core::mem::align_of::<CachePadded<u8>>() > WHOLE);
+
+// SAFETY: every field but `reclaim` is `Sync` (atomics, pages of slots reached through
+// atomics); `reclaim` is only reached through `Registry::reclaim`, which requires the one
+// `&mut IcToken` of this registry, or through `&mut self` in `Drop`, so it is never shared
+// (its contents are `Send`, like the value in a `Mutex`).
+unsafe impl<D: Driver> Sync for Registry<D> {}
+
+/// The witness that its holder is the immediate context of one registry's device (the
+/// single reclaimer): made once per registry ([`Registry::take_ic_token`]), owned by the
+/// immediate context, neither `Clone` nor `Sync`.
+pub(crate) struct IcToken {
+    tag: u8,
+    _not_sync: PhantomData<core::cell::Cell<()>>,
 }
 
 /// A slot reserved for an object being created; given back to the free stack if dropped
@@ -431,6 +471,8 @@ impl<D: Driver> Registry<D> {
             retired: TakeAllStack::new(),
             removed: AtomicBool::new(false),
             creating: AtomicUsize::new(0),
+            reclaim: CachePadded::new(UnsafeCell::new(Limbo::default())),
+            token_taken: AtomicBool::new(false),
         }
     }
 
@@ -530,9 +572,26 @@ impl<D: Driver> Registry<D> {
                 data: new.ic_data,
             })),
         };
+        let spare = slot.spare.swap(core::ptr::null_mut(), Ordering::Relaxed);
+        let memory = if spare.is_null() {
+            Box::into_raw(Box::<Entry<D>>::new_uninit()).cast::<Entry<D>>()
+        } else {
+            let memory = spare.map_addr(|a| a & !WHOLE);
+            if spare.addr() & WHOLE != 0 {
+                // SAFETY: this thread popped the slot, so it owns the slot's spare; the slot
+                // reached the free stack only after the epoch passed its unlink, so no reader
+                // can hold the old entry, which is whole (tagged) and dropped only here.
+                unsafe { core::ptr::drop_in_place(memory) };
+            }
+            memory
+        };
+        // SAFETY: `memory` is an `Entry`-sized allocation owned by this thread, fresh or the
+        // slot's spare whose old value is gone (dropped just above or before).
+        unsafe { memory.write(entry) };
         // SeqCst, like `removed` and the page publication: device destruction scanning the
         // slots sees every entry a create linked before the drain.
-        slot.entry.store(Owned::new(entry), Ordering::SeqCst);
+        slot.entry
+            .store(Shared::from(memory.cast_const()), Ordering::SeqCst);
         Handle::new(self.tag, index, generation)
     }
 
@@ -602,43 +661,115 @@ impl<D: Driver> Registry<D> {
         })
     }
 
-    /// A pinned reference to the live object `handle` names.
-    pub(crate) fn get<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectRef<D>> {
+    /// A pinned reference to the live object `handle` names; `device` is what owns this
+    /// registry.
+    pub(crate) fn get<T: ObjectKind>(
+        &self,
+        handle: Handle<T>,
+        device: Arc<dyn Send + Sync>,
+    ) -> Result<ObjectRef<D>> {
         let guard = epoch::pin();
         let entry = NonNull::from(self.live(handle, &guard)?.entry);
         Ok(ObjectRef {
             _guard: guard,
             entry,
             handle: handle.any(),
+            _device: device,
             _entry: PhantomData,
         })
     }
 
-    /// Unlinks and reclaims the entry in slot `index` (immediate context's thread only, the
-    /// single reclaimer), and frees the slot unless its generation is exhausted.
-    pub(crate) fn free(&self, index: u32, guard: &Guard) {
+    /// Unlinks the entry in slot `index` into the limbo (the immediate context, the single
+    /// reclaimer, proves itself with its token), and frees the slot unless its generation is
+    /// exhausted. The entry is dropped at a later [`Registry::collect`], once no reader that
+    /// could have found it is still pinned.
+    pub(crate) fn free(&self, token: &mut IcToken, index: u32, guard: &Guard) {
         let Some(slot) = self.slot(index) else { return };
         // A load and a store, not a locked swap: only this thread unlinks entries, and the
         // slot is not in the free stack while its entry is linked, so nothing races here.
         let old = slot.entry.load(Ordering::Acquire, guard);
         slot.entry.store(Shared::null(), Ordering::Release);
-        // SAFETY: `old` was just unlinked from the only place readers find it, so no new
-        // reader can reach it; readers that found it earlier are pinned, and the epoch
-        // defers the drop until they unpin. Only the immediate context unlinks entries, so
-        // this is the one and only destruction of `old`.
+        // SAFETY: `old` was loaded under `guard` from its slot, so it is valid or null.
         let generation = match unsafe { old.as_ref() } {
             Some(entry) => entry.generation.get(),
             None => return,
         };
-        // SAFETY: see above: unlinked, single reclaimer, readers protected by the epoch.
-        unsafe { guard.defer_destroy(old) };
+        // The entry stays whole in the slot's spare (readers pinned before the unlink may
+        // still read it) until the create that reuses the slot drops it, or the registry.
+        slot.spare.store(
+            old.as_raw().cast_mut().map_addr(|a| a | WHOLE),
+            Ordering::Relaxed,
+        );
         if generation == u32::MAX {
             return; // retired for good: the generation would wrap
         }
         slot.next_generation
             .store(generation + 1, Ordering::Relaxed);
-        self.free
-            .push(index, |i| &self.slot(i).expect("slot exists").next_free);
+        let link = self.reclaim(token).push(index);
+        slot.next_free.store(link, Ordering::Relaxed);
+    }
+
+    /// The reclaimer's state, for the immediate context.
+    fn reclaim<'t>(&'t self, token: &'t mut IcToken) -> &'t mut Limbo {
+        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        // SAFETY: `take_ic_token` hands out one token per registry, held by its immediate
+        // context; `&mut IcToken` for as long as the result lives makes this the only
+        // reference to it (everything else reaches it through `&mut self` in `Drop`).
+        unsafe { &mut *self.reclaim.get() }
+    }
+
+    /// Ends a reclaiming pass: the slots it unlinked are sealed for reclamation (see
+    /// [`Limbo::seal`]).
+    pub(crate) fn seal(&self, token: &mut IcToken, guard: &Guard) {
+        self.reclaim(token).seal(guard);
+    }
+
+    /// Frees the unlinked slots no reader can hold any more: each passed chain goes onto the
+    /// free stack with one CAS. Returns how many slots.
+    pub(crate) fn collect(&self, token: &mut IcToken) -> usize {
+        self.reclaim(token).collect(|chain| {
+            self.free.push_chain(chain.top, chain.bottom, |i| {
+                &self.slot(i).expect("unlinked slots exist").next_free
+            })
+        })
+    }
+
+    /// Unlinked entries not yet dropped.
+    pub(crate) fn unreclaimed(&self, token: &IcToken) -> usize {
+        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        // SAFETY: as in `reclaim`: the one token of this registry is borrowed for the read, so
+        // no `&mut` to the limbo (which needs `&mut IcToken`) exists meanwhile.
+        unsafe { &*self.reclaim.get() }.waiting()
+    }
+
+    /// Amortised processing (R-A1): hands this thread's deferred epoch work to the global
+    /// queue so that waiting entries are reclaimed without waiting for more destroys, and
+    /// gives back the limbo's spare memory.
+    pub(crate) fn amortize(&self, token: &mut IcToken) {
+        let limbo = self.reclaim(token);
+        limbo.trim();
+        if limbo.waiting() > 0 {
+            // Twice: the first hands the bag over and moves the epoch on, the second moves it
+            // past that bag, which then runs, unless another thread is pinned meanwhile.
+            for _ in 0..2 {
+                epoch::pin().flush();
+            }
+        }
+    }
+
+    /// Memory the limbo keeps besides its entries.
+    pub(crate) fn limbo_bytes(&self, token: &IcToken) -> usize {
+        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        // SAFETY: as in `unreclaimed`.
+        unsafe { &*self.reclaim.get() }.retained_bytes()
+    }
+
+    /// The immediate context's token: `Some` once per registry.
+    pub(crate) fn take_ic_token(&self) -> Option<IcToken> {
+        (!self.token_taken.swap(true, Ordering::SeqCst)).then_some(IcToken {
+            tag: self.tag,
+            _not_sync: PhantomData,
+        })
     }
 
     /// The entry linked in slot `index`, if any (for the reclaimer).
@@ -694,22 +825,37 @@ impl<D: Driver> Registry<D> {
 
 impl<D: Driver> Drop for Registry<D> {
     fn drop(&mut self) {
+        // No reader can exist any more: every path to an entry (a context, a command list,
+        // an `ObjectRef`) holds the device that owns this registry. So every entry still
+        // linked or whole in a spare is dropped here, now, whether or not the epoch has passed
+        // it: nothing of the device outlives it.
         for (page, ptr) in self.pages.iter().enumerate() {
             let base = ptr.load(Ordering::Acquire);
             if base.is_null() {
                 continue;
             }
             let len = (PAGE_BASE as usize) << page;
-            // SAFETY: `&mut self`: no other thread can reach the slots any more, so each entry
-            // still linked is unlinked for good here and deferred once; pinned readers that
-            // found it earlier (an `ObjectRef` does not keep the device) are protected by the
-            // epoch. The page came from `Box::into_raw` of `len` slots in `slot_or_alloc`.
+            // SAFETY: `&mut self`: no other thread can reach the slots (see above). A linked
+            // entry is a whole `Entry` in an allocation of `link`; a spare is such an
+            // allocation, whose entry is whole while tagged and already dropped otherwise.
+            // The page came from `Box::into_raw` of `len` slots in `slot_or_alloc`.
             unsafe {
-                let guard = epoch::pin();
+                let guard = epoch::unprotected();
                 for i in 0..len {
-                    let entry = (*base.add(i)).entry.load(Ordering::Relaxed, &guard);
+                    let slot = &*base.add(i);
+                    let entry = slot.entry.load(Ordering::Relaxed, guard);
                     if !entry.is_null() {
-                        guard.defer_destroy(entry);
+                        drop(Box::from_raw(entry.as_raw().cast_mut()));
+                    }
+                    let spare = slot.spare.load(Ordering::Relaxed);
+                    if !spare.is_null() {
+                        let memory = spare.map_addr(|a| a & !WHOLE);
+                        if spare.addr() & WHOLE != 0 {
+                            core::ptr::drop_in_place(memory);
+                        }
+                        drop(Box::from_raw(
+                            memory.cast::<core::mem::MaybeUninit<Entry<D>>>(),
+                        ));
                     }
                 }
                 drop(Box::from_raw(core::ptr::slice_from_raw_parts_mut(
@@ -785,13 +931,24 @@ mod tests {
                 Err(Error::Application(AppError::DoubleDestroy))
             );
             ic.flush().unwrap();
-            // The slot is reused by the next object; the old handle stays dead.
-            let again = device
-                .create(&ObjectDesc::State {
-                    ty: HandleType::BlendState,
-                    desc: &[1],
-                })
-                .unwrap();
+            // The slot is reused once no reader can hold the old entry (the CPU epoch passed
+            // it: a few flushes after amortised processing handed the epoch its work); the
+            // old handle stays dead.
+            let blend = ObjectDesc::State {
+                ty: HandleType::BlendState,
+                desc: &[1],
+            };
+            ic.trim();
+            ic.flush().unwrap();
+            let mut again = device.create(&blend).unwrap();
+            let mut tries = 0;
+            while again.to_bits() as u32 != r.to_bits() as u32 && tries < 10_000 {
+                device.destroy(again).unwrap();
+                ic.trim();
+                ic.flush().unwrap();
+                again = device.create(&blend).unwrap();
+                tries += 1;
+            }
             assert_eq!(again.to_bits() as u32, r.to_bits() as u32, "same slot");
             assert_eq!(
                 device.object(r).err(),

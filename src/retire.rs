@@ -27,7 +27,7 @@ use crate::driver::Driver;
 use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, Kernel};
 use crate::primitive::Ordering;
-use crate::registry::Registry;
+use crate::registry::{IcToken, Registry};
 
 /// When an object's kernel memory may be deallocated after its destruction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -57,6 +57,10 @@ pub struct RetireStats {
     pub waiting_deallocation: usize,
     /// Bytes the queue keeps (its capacity).
     pub retained_bytes: usize,
+    /// Objects really destroyed whose entries wait until no thread that may have looked
+    /// them up is still pinned (the CPU clock); dropped at later flushes, and all of them
+    /// with the device.
+    pub waiting_reclamation: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -103,6 +107,7 @@ impl RetireQueue {
             waiting_destruction: self.waiting.len(),
             waiting_deallocation: self.deallocations.len(),
             retained_bytes: self.retained_bytes(),
+            waiting_reclamation: 0,
         }
     }
 
@@ -137,10 +142,13 @@ impl RetireQueue {
         });
     }
 
-    /// Runs every destruction and deallocation the clocks allow. Immediate context's thread.
+    /// Runs every destruction and deallocation the clocks allow, and seals the entries it
+    /// unlinked for reclamation. Immediate context's thread (its `token`).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn process<D: Driver, K: Kernel>(
         &mut self,
         registry: &Registry<D>,
+        token: &mut IcToken,
         driver: &D,
         kernel: &K,
         clock: Clock,
@@ -156,7 +164,7 @@ impl RetireQueue {
                 let w = self.waiting[i];
                 if (clocks.drain || w.tag <= clocks.submitted_through)
                     && self.destroy(
-                        registry, driver, kernel, clock, clocks, guard, w.index, resources,
+                        registry, token, driver, kernel, clock, clocks, guard, w.index, resources,
                     )
                 {
                     self.waiting.swap_remove(i);
@@ -176,6 +184,7 @@ impl RetireQueue {
             !due
         });
         self.deallocated += deallocated;
+        registry.seal(token, guard);
     }
 
     /// Really destroys the object in slot `index` if it is of the pass's kind and nothing
@@ -184,6 +193,7 @@ impl RetireQueue {
     fn destroy<D: Driver, K: Kernel>(
         &mut self,
         registry: &Registry<D>,
+        token: &mut IcToken,
         driver: &D,
         kernel: &K,
         clock: Clock,
@@ -221,7 +231,7 @@ impl RetireQueue {
                 self.deallocations.push(Deallocation { allocation, fence });
             }
         }
-        registry.free(index, guard);
+        registry.free(token, index, guard);
         self.destroyed += 1;
         true
     }

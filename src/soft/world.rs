@@ -1,7 +1,9 @@
 //! The soft world: kernel memory, the fence timeline, the protocol checks and the trace.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
+
+use super::driver::ObjectCount;
 use std::thread::ThreadId;
 
 use crate::error::Error;
@@ -165,7 +167,6 @@ pub(crate) struct State {
     pub(crate) next_allocation: u64,
     pub(crate) next_object: u64,
     pub(crate) allocations: HashMap<u64, Allocation>,
-    pub(crate) freed: HashSet<u64>,
     pub(crate) open_refs: Vec<u64>,
     pub(crate) submitted: VecDeque<(u64, u32)>,
     pub(crate) last_submitted: u64,
@@ -190,6 +191,8 @@ pub(crate) struct State {
 pub struct SoftWorld {
     pub(crate) config: SoftConfig,
     state: Mutex<State>,
+    /// Soft objects (the driver's object data) not yet dropped.
+    pub(crate) objects_alive: &'static ObjectCount,
 }
 
 impl SoftWorld {
@@ -197,6 +200,7 @@ impl SoftWorld {
         SoftWorld {
             config,
             state: Mutex::new(State::default()),
+            objects_alive: ObjectCount::leak(),
         }
     }
 
@@ -266,6 +270,13 @@ impl SoftWorld {
     /// Forgets the trace recorded so far.
     pub fn clear_trace(&self) {
         self.lock().trace.clear();
+    }
+
+    /// Soft objects whose data the engine has not dropped yet (created by the driver's
+    /// create hook, dropped when the engine reclaims the object's entry): zero once every
+    /// device of the world is gone.
+    pub fn soft_objects_alive(&self) -> usize {
+        self.objects_alive.total()
     }
 
     /// Live allocations (allocated, not yet deallocated).

@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use cmdlist::handle::ObjectKind;
 use cmdlist::soft::{self, Gpu, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
-use cmdlist::{Clock, DeviceConfig, ResourceDesc};
+use cmdlist::{AnyHandle, Clock, DeviceConfig, Handle, ResourceDesc};
 
 /// A soft device with this fence timeline, GPU strictness and retire clock.
 pub fn setup(
@@ -51,4 +52,25 @@ impl XorShift {
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next() as u8).collect()
     }
+}
+
+/// Creates objects with `create` until one lands in the slot of `old` (destroyed and flushed
+/// already), destroying the others. A freed slot comes back once the CPU epoch has passed
+/// its old entry; trimming hands the epoch its work, the next flush collects the slot.
+pub fn create_in_slot_of<T: ObjectKind>(
+    device: &SoftDevice,
+    ic: &mut SoftImmediate,
+    old: AnyHandle,
+    mut create: impl FnMut() -> Handle<T>,
+) -> Handle<T> {
+    for _ in 0..10_000 {
+        ic.trim();
+        ic.flush().unwrap();
+        let new = create();
+        if new.to_bits() as u32 == old.to_bits() as u32 {
+            return new;
+        }
+        device.destroy(new).unwrap();
+    }
+    panic!("the slot of {old:?} never came back");
 }

@@ -106,7 +106,9 @@ fn reused_slot_gets_a_new_generation() {
     let a = device.create_resource(desc).unwrap();
     device.destroy(a).unwrap();
     ic.flush().unwrap();
-    let b = device.create_resource(desc).unwrap();
+    let b = crate::common::create_in_slot_of(&device, &mut ic, a.any(), || {
+        device.create_resource(desc).unwrap()
+    });
     assert_eq!(
         a.to_bits() as u32,
         b.to_bits() as u32,
