@@ -468,7 +468,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// nothing): scratch bytes, allocated fallibly (a resource too big for memory is out of
     /// memory, not an abort).
     fn scratch_map(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        let size = self.resource_size(resource).unwrap_or(0) as usize;
+        // A resource bigger than the address space (a 32-bit process and a 4 GiB buffer) is
+        // out of memory, never a scratch of its size truncated to `usize`.
+        let size = usize::try_from(self.resource_size(resource).unwrap_or(0))
+            .map_err(|_| Error::OutOfMemory)?;
         self.sink.clear();
         self.sink
             .try_reserve_exact(size)
@@ -488,9 +491,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             if !view.is_dynamic() {
                 return Err(AppError::InvalidState.into()); // DISCARD maps dynamic resources only
             }
-            view.byte_size() as usize
+            // The new contents live in this process: a resource bigger than the address
+            // space (a 32-bit process and a 4 GiB buffer) is out of memory, not truncated.
+            usize::try_from(view.byte_size()).map_err(|_| Error::OutOfMemory)?
         };
-        self.reserve(core::mem::size_of::<Recorded<D::Command>>() + size)?;
+        self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(size))?;
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.zeroed(size)?;
         self.rec.payload_bytes += size;
