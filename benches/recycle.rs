@@ -129,9 +129,10 @@ impl Driver for NullDriver {
     }
 
     fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize {
-        // Resources get kernel memory, so the engine stamps and lists their allocations.
+        // Resources get kernel memory, so the engine stamps and lists their allocations. A
+        // size past the address space asks for the most there is, never a truncated size.
         match desc {
-            ObjectDesc::Resource(r) => r.byte_size as usize,
+            ObjectDesc::Resource(r) => usize::try_from(r.byte_size).unwrap_or(usize::MAX),
             _ => 0,
         }
     }

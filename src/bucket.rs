@@ -103,7 +103,7 @@
 
 use core::alloc::Layout;
 use core::fmt;
-use core::mem::size_of;
+use core::mem::{align_of, size_of};
 use core::ptr::{self, NonNull};
 // A process-wide id counter, not part of a lock-free protocol a loom model would check; it
 // comes from `core` rather than `crate::primitive` because loom atomics cannot be statics.
@@ -426,7 +426,8 @@ impl Class {
 /// ([`BucketAllocator::bytes`], [`BucketAllocator::bytes_mut`]). Dropping a `Block` without
 /// freeing it keeps its memory allocated until the allocator itself drops.
 ///
-/// 16 bytes: the address and a tag holding the owner's id and the class index.
+/// Only the address and a 64-bit tag holding the owner's id and the class index: 16 bytes on
+/// 64-bit targets and on 32-bit Windows, 12 on 32-bit x86 Linux (where `u64` is 4-aligned).
 #[must_use = "a block that is not given back with `free` stays allocated until its allocator drops"]
 pub struct Block {
     ptr: NonNull<u8>,
@@ -434,6 +435,21 @@ pub struct Block {
     tag: u64,
 }
 
+// A block is its address and its tag and nothing else: no field is added and no padding
+// beyond what the pair's alignment forces, so each context-local handle's bookkeeping is one
+// address and one tag on every target. That is 8 + 8 on 64-bit targets; 4 + 8 = 12 where
+// `u64` is 4-aligned (i686 Linux), 4 + 8 padded to 16 where it is 8-aligned (i686 Windows).
+const BLOCK_ALIGN: usize = if align_of::<u64>() > align_of::<NonNull<u8>>() {
+    align_of::<u64>()
+} else {
+    align_of::<NonNull<u8>>()
+};
+const _: () = assert!(align_of::<Block>() == BLOCK_ALIGN);
+const _: () = assert!(
+    size_of::<Block>()
+        == (size_of::<NonNull<u8>>() + size_of::<u64>()).next_multiple_of(BLOCK_ALIGN)
+);
+#[cfg(target_pointer_width = "64")]
 const _: () = assert!(size_of::<Block>() == 16);
 
 // SAFETY: a `Block` is only a name: its memory is read or written solely through the

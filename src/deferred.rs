@@ -468,8 +468,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// nothing): scratch bytes, allocated fallibly (a resource too big for memory is out of
     /// memory, not an abort).
     fn scratch_map(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        let size = self.resource_size(resource).unwrap_or(0);
-        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        // A resource bigger than the address space (a 32-bit process and a 4 GiB buffer) is
+        // out of memory, never a scratch of its size truncated to `usize`.
+        let size = usize::try_from(self.resource_size(resource).unwrap_or(0))
+            .map_err(|_| Error::OutOfMemory)?;
         self.sink.clear();
         self.sink
             .try_reserve_exact(size)

@@ -1,6 +1,7 @@
 //! The soft driver: objects are small descriptions, commands really move bytes in the soft
 //! kernel's memory.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -261,6 +262,16 @@ impl SoftDriver {
             .bytes)
     }
 
+    /// `len` bytes from `start` as an index range of an allocation. A range past `u64` or
+    /// past the address space is out of range: on a 32-bit target an offset of 4 GiB must
+    /// not wrap to 0 and write the allocation's first bytes.
+    fn byte_range(start: u64, len: u64) -> Result<Range<usize>> {
+        let end = start.checked_add(len).ok_or(AppError::OutOfRange)?;
+        let start = usize::try_from(start).map_err(|_| AppError::OutOfRange)?;
+        let end = usize::try_from(end).map_err(|_| AppError::OutOfRange)?;
+        Ok(start..end)
+    }
+
     fn copy(
         state: &mut State,
         dst: &SoftObject,
@@ -273,17 +284,15 @@ impl SoftDriver {
         let mut chunk = std::mem::take(&mut state.scratch);
         let result = (|| {
             let src_bytes = Self::bytes_of(state, src.allocation)?;
-            let end = src_off.checked_add(len).ok_or(AppError::OutOfRange)?;
             chunk.clear();
             chunk.extend_from_slice(
                 src_bytes
-                    .get(src_off as usize..end as usize)
+                    .get(Self::byte_range(src_off, len)?)
                     .ok_or(AppError::OutOfRange)?,
             );
             let dst_bytes = Self::bytes_of(state, dst.allocation)?;
-            let end = dst_off.checked_add(len).ok_or(AppError::OutOfRange)?;
             dst_bytes
-                .get_mut(dst_off as usize..end as usize)
+                .get_mut(Self::byte_range(dst_off, len)?)
                 .ok_or(AppError::OutOfRange)?
                 .copy_from_slice(&chunk);
             Ok::<(), crate::Error>(())
@@ -326,9 +335,8 @@ impl SoftDriver {
                 let v = objects.get(view)?.object();
                 let (allocation, first, len) = v.view.ok_or(AppError::WrongType)?;
                 let bytes = Self::bytes_of(state, Some(allocation))?;
-                let end = first.checked_add(len).ok_or(AppError::OutOfRange)?;
                 bytes
-                    .get_mut(first as usize..end as usize)
+                    .get_mut(Self::byte_range(first, len)?)
                     .ok_or(AppError::OutOfRange)?
                     .fill(value);
                 Self::touch(state, allocation);
@@ -370,6 +378,8 @@ impl Driver for SoftDriver {
         );
         match desc {
             ObjectDesc::Resource(_) if self.world.config.resources_without_memory => 0,
+            // A size the address space cannot hold asks for the most there is, which the
+            // kernel refuses as out of memory, rather than for the size truncated to `usize`.
             ObjectDesc::Resource(r) => usize::try_from(r.byte_size).unwrap_or(usize::MAX),
             ObjectDesc::View { .. } => 32,
             ObjectDesc::Shader(code) => code.len(),
@@ -494,11 +504,8 @@ impl Driver for SoftDriver {
             } => {
                 let r = resource.object();
                 let bytes = Self::bytes_of(&mut s, r.allocation)?;
-                let end = offset
-                    .checked_add(data.len() as u64)
-                    .ok_or(AppError::OutOfRange)?;
                 bytes
-                    .get_mut(offset as usize..end as usize)
+                    .get_mut(Self::byte_range(offset, data.len() as u64)?)
                     .ok_or(AppError::OutOfRange)?
                     .copy_from_slice(data);
                 Self::touch(&mut s, r.allocation.expect("checked above"));

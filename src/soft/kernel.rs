@@ -32,13 +32,21 @@ impl Kernel for SoftKernel {
         if desc.size > MAX_ALLOCATION {
             return Err(Error::OutOfMemory);
         }
+        // Fallibly: a 32-bit process may not find a gigabyte of address space, and that is
+        // out of memory for the create, not an abort.
+        let size = usize::try_from(desc.size).map_err(|_| Error::OutOfMemory)?;
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(size)
+            .map_err(|_| Error::OutOfMemory)?;
+        bytes.resize(size, 0);
         let mut s = self.world.lock();
         s.next_allocation += 1;
         let id = s.next_allocation;
         s.allocations.insert(
             id,
             Allocation {
-                bytes: vec![0; desc.size as usize],
+                bytes,
                 in_open_buffer: false,
                 last_submitted: 0,
                 ever_referenced: false,

@@ -5,7 +5,8 @@
 //!
 //! Most tests run on the soft reference driver and read its trace; the placement and
 //! dependency-content tests use `Probe`, a minimal driver of this file that logs the exact
-//! bytes and addresses the engine hands to `open_local`.
+//! bytes and addresses the engine hands to `open_local`. `Probe` asks for no kernel memory,
+//! so it also hosts resources bigger than the address space (the Map(DISCARD) size test).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +20,7 @@ use cmdlist::soft::{
 use cmdlist::{
     AllocationHandle, BindClass, BindPoint, ContextId, DeferredContext, Device, DeviceConfig,
     Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ListMemory, ObjectDesc,
-    ObjectKind, Op, QueryKind, ResourceDesc, Stage, StateView, ThreadingCaps, ViewDesc,
+    ObjectKind, Op, QueryKind, ResourceDesc, Stage, StateView, ThreadingCaps, Usage, ViewDesc,
 };
 
 type Dev = Device<SoftDriver, SoftKernel>;
@@ -726,6 +727,52 @@ fn open_all(dc: &mut DeferredContext<Probe, SoftKernel>, set: &ProbeSet) {
     for q in &set.queries {
         dc.begin_query(*q).unwrap();
     }
+}
+
+/// A deferred context's Map(DISCARD) holds the resource's new contents in this process, so a
+/// resource bigger than the address space is out of memory there (R-E3), never a map of its
+/// size truncated to `usize` nor an arithmetic overflow.
+#[test]
+fn r_e3_map_of_a_resource_beyond_the_address_space_is_out_of_memory() {
+    let (device, mut ic, _, _) = probe_device();
+    // On 32-bit targets the second is 4 GiB + 16 bytes, whose truncated size would be 16.
+    let sizes = [u64::MAX, (usize::MAX as u64).saturating_add(17)];
+    let small = device
+        .create_resource(ResourceDesc {
+            byte_size: 64,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        })
+        .unwrap();
+    for size in sizes {
+        let huge = device
+            .create_resource(ResourceDesc {
+                byte_size: size,
+                usage: Usage::Dynamic,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        let map =
+            |dc: &mut DeferredContext<Probe, SoftKernel>, r| dc.map_discard(r).map(|m| m.len());
+        assert_eq!(map(&mut dc, huge), Err(Error::OutOfMemory), "{size:#x}");
+        assert!(dc.is_removed(), "{size:#x}");
+        // Removed, the context hands out scratch bytes instead; it cannot for this resource.
+        assert_eq!(map(&mut dc, huge), Err(Error::OutOfMemory), "{size:#x}");
+        assert_eq!(map(&mut dc, small), Ok(64), "{size:#x}");
+        assert_eq!(dc.finish().err(), Some(Error::OutOfMemory), "{size:#x}");
+        // The context records again; the resource is still fine on the immediate context.
+        assert_eq!(map(&mut dc, small), Ok(64), "{size:#x}");
+        dc.unmap(small).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.map_discard(huge).unwrap();
+        ic.unmap(huge, &[1; 16]).unwrap();
+        drop((list, dc));
+        device.destroy(huge).unwrap();
+    }
+    device.destroy(small).unwrap();
+    ic.destroy_device().unwrap();
 }
 
 #[test]

@@ -119,3 +119,67 @@ fn r_c4_map_discard_needs_a_dynamic_resource() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// The soft driver and kernel keep sizes and offsets as `u64` and index CPU memory with
+/// `usize`: an offset past the address space is out of range and a resource bigger than it
+/// is out of memory, on every target (a 32-bit offset of 4 GiB never wraps to byte 0).
+#[test]
+fn soft_offsets_and_sizes_past_the_address_space_are_refused() {
+    use cmdlist::{AppError, Error};
+    let (device, mut ic, world) =
+        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let beyond = (usize::MAX as u64).saturating_add(1);
+    for size in [beyond, beyond.saturating_add(16), u64::MAX] {
+        let desc = ResourceDesc {
+            byte_size: size,
+            ..Default::default()
+        };
+        assert_eq!(
+            device.create_resource(desc),
+            Err(Error::OutOfMemory),
+            "{size:#x}"
+        );
+    }
+    let desc = ResourceDesc {
+        byte_size: 16,
+        ..Default::default()
+    };
+    let (a, b) = (
+        device.create_resource(desc).unwrap(),
+        device.create_resource(desc).unwrap(),
+    );
+    ic.update(a, 0, &[7; 16]).unwrap();
+    let out_of_range = Err(Error::Application(AppError::OutOfRange));
+    for offset in [1 << 32, beyond, u64::MAX - 3] {
+        assert_eq!(ic.update(b, offset, &[1; 4]), out_of_range, "{offset:#x}");
+        let copies = [
+            SoftCommand::CopyRegion {
+                dst: b,
+                dst_offset: offset,
+                src: a,
+                src_offset: 0,
+                len: 4,
+            },
+            SoftCommand::CopyRegion {
+                dst: b,
+                dst_offset: 0,
+                src: a,
+                src_offset: offset,
+                len: 4,
+            },
+        ];
+        for copy in copies {
+            assert_eq!(ic.command(&copy), out_of_range, "{copy:?}");
+        }
+    }
+    ic.flush().unwrap();
+    let read = |r: cmdlist::Handle<cmdlist::handle::Resource>| {
+        world
+            .read(device.object(r).unwrap().allocation.unwrap())
+            .unwrap()
+    };
+    assert_eq!(read(b), vec![0; 16], "nothing reached the first bytes");
+    assert_eq!(read(a), vec![7; 16]);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
