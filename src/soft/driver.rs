@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::lifetime::Lifetimes;
 use super::world::{Hook, SoftWorld, State};
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
@@ -371,6 +372,9 @@ impl Driver for SoftDriver {
             ObjectDesc::Resource(r) => r.byte_size,
             _ => 0,
         };
+        if self.world.config.trace {
+            Lifetimes::object_created(&mut s, id);
+        }
         Ok((
             SoftObject {
                 id,
@@ -398,6 +402,7 @@ impl Driver for SoftDriver {
             object.allocation.map_or(0, |m| m.0.get()),
             0,
         );
+        Lifetimes::object_destroyed(&mut s, object.id);
     }
 
     fn create_immediate(&self) -> Result<()> {
@@ -521,6 +526,9 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         self.check_list_reuse(&mut s, id);
+        if self.world.config.trace {
+            Lifetimes::list_recycled(&mut s, id, dc.id);
+        }
         // The context-local handle records whose cache holds the list (R-R5).
         list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
     }
@@ -559,6 +567,9 @@ impl Driver for SoftDriver {
         if self.world.config.recycle_create_fails {
             return Err(crate::Error::OutOfMemory);
         }
+        if self.world.config.trace {
+            Lifetimes::list_recycle_created(&mut s, id, dc.id);
+        }
         Ok(())
     }
 
@@ -573,6 +584,9 @@ impl Driver for SoftDriver {
             0,
             0,
         );
+        if self.world.config.trace {
+            Lifetimes::list_recycle_destroyed(&mut s, id);
+        }
     }
 
     fn create_deferred_context(&self, id: u32) -> Result<SoftDeferred> {
@@ -587,6 +601,9 @@ impl Driver for SoftDriver {
             0,
             Some(id),
         );
+        if self.world.config.trace {
+            Lifetimes::context_created(&mut s, id);
+        }
         Ok(SoftDeferred {
             id,
             ..SoftDeferred::default()
@@ -605,6 +622,9 @@ impl Driver for SoftDriver {
             0,
             Some(dc.id),
         );
+        if self.world.config.trace {
+            Lifetimes::context_destroyed(&mut s, dc.id);
+        }
         if dc.open_handles != 0 {
             let what = format!(
                 "context {} destroyed with {} handles open",
@@ -754,6 +774,9 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         private[0..8].copy_from_slice(&id.to_le_bytes());
+        if self.world.config.trace {
+            Lifetimes::list_created(&mut s, id);
+        }
         Ok(())
     }
 
@@ -771,6 +794,9 @@ impl Driver for SoftDriver {
         // Its memory goes now: the buffer that executed it must have passed the clock.
         self.check_list_reuse(&mut s, id);
         s.list_refs.remove(&id);
+        if self.world.config.trace {
+            Lifetimes::list_destroyed(&mut s, id);
+        }
     }
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
