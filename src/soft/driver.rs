@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::inject::{SameTypes, Wrappable};
 use super::lifetime::Lifetimes;
 use super::world::{Hook, SoftWorld, State};
 use crate::bind::{BindPoint, StateView};
@@ -229,10 +230,10 @@ impl SoftDriver {
         Ok(())
     }
 
-    fn run_command(
+    fn run_command<W: SameTypes<Self>>(
         &self,
         state: &mut State,
-        objects: &Resolver<'_, Self>,
+        objects: &Resolver<'_, W>,
         command: &SoftCommand,
     ) -> Result<()> {
         match *command {
@@ -410,65 +411,8 @@ impl Driver for SoftDriver {
         Ok(())
     }
 
-    fn execute(&self, _imm: &mut (), objects: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()> {
-        let mut s = self.world.lock();
-        let object = match &op {
-            Op::Update { resource, .. } => resource.object().id,
-            Op::Bind {
-                object: Some(o), ..
-            } => o.object().id,
-            Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
-            _ => 0,
-        };
-        self.world.record(&mut s, Hook::Execute, object, None, 0, 0);
-        match op {
-            Op::Command(command) => self.run_command(&mut s, objects, command),
-            Op::Update {
-                resource,
-                offset,
-                data,
-            } => {
-                let r = resource.object();
-                let bytes = Self::bytes_of(&mut s, r.allocation)?;
-                let end = offset
-                    .checked_add(data.len() as u64)
-                    .ok_or(AppError::OutOfRange)?;
-                bytes
-                    .get_mut(offset as usize..end as usize)
-                    .ok_or(AppError::OutOfRange)?
-                    .copy_from_slice(data);
-                Self::touch(&mut s, r.allocation.expect("checked above"));
-                Ok(())
-            }
-            Op::WriteDiscard { resource, data } => {
-                let r = resource.object();
-                let bytes = Self::bytes_of(&mut s, r.allocation)?;
-                bytes
-                    .get_mut(..data.len())
-                    .ok_or(AppError::OutOfRange)?
-                    .copy_from_slice(data);
-                Self::touch(&mut s, r.allocation.expect("checked above"));
-                Ok(())
-            }
-            Op::Bind {
-                object: Some(o), ..
-            } => {
-                if let Some(a) = o.object().allocation {
-                    Self::touch(&mut s, a);
-                }
-                if let Some((a, _, _)) = o.object().view {
-                    Self::touch(&mut s, a);
-                }
-                Ok(())
-            }
-            Op::EndQuery(q) | Op::BeginQuery(q) => {
-                if let Some(a) = q.object().allocation {
-                    Self::touch(&mut s, a);
-                }
-                Ok(())
-            }
-            Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
-        }
+    fn execute(&self, imm: &mut (), objects: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()> {
+        self.execute_for(imm, objects, op)
     }
 
     fn flush(&self, _imm: &mut ()) {
@@ -485,27 +429,11 @@ impl Driver for SoftDriver {
 
     fn execute_command_list(
         &self,
-        _imm: &mut (),
+        imm: &mut (),
         list: &[u8],
         objects: &Resolver<'_, Self>,
     ) -> Result<()> {
-        let mut s = self.world.lock();
-        let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
-        let state = objects.state().len();
-        self.world.record_event(
-            &mut s,
-            Hook::ExecuteCommandList,
-            id,
-            None,
-            0,
-            0,
-            state,
-            None,
-        );
-        if s.list_refs.insert(id, 0) != Some(0) {
-            s.open_lists.push(id);
-        }
-        Ok(())
+        self.execute_command_list_for(imm, list, objects)
     }
 
     fn command_list_clock(&self) -> Clock {
@@ -850,6 +778,101 @@ impl Driver for SoftDriver {
             return Err(crate::Error::OutOfMemory);
         }
         dc.renewals += 1;
+        Ok(())
+    }
+}
+
+/// The two hooks typed by the engine's driver, generic over it so that a fault-injecting
+/// wrapper ([`super::inject::FaultDriver`]) runs exactly the soft driver's code.
+impl Wrappable for SoftDriver {
+    fn execute_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut (),
+        objects: &Resolver<'_, W>,
+        op: Op<'_, W>,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        let object = match &op {
+            Op::Update { resource, .. } => resource.object().id,
+            Op::Bind {
+                object: Some(o), ..
+            } => o.object().id,
+            Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
+            _ => 0,
+        };
+        self.world.record(&mut s, Hook::Execute, object, None, 0, 0);
+        match op {
+            Op::Command(command) => self.run_command(&mut s, objects, command),
+            Op::Update {
+                resource,
+                offset,
+                data,
+            } => {
+                let r = resource.object();
+                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                let end = offset
+                    .checked_add(data.len() as u64)
+                    .ok_or(AppError::OutOfRange)?;
+                bytes
+                    .get_mut(offset as usize..end as usize)
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Ok(())
+            }
+            Op::WriteDiscard { resource, data } => {
+                let r = resource.object();
+                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                bytes
+                    .get_mut(..data.len())
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Ok(())
+            }
+            Op::Bind {
+                object: Some(o), ..
+            } => {
+                if let Some(a) = o.object().allocation {
+                    Self::touch(&mut s, a);
+                }
+                if let Some((a, _, _)) = o.object().view {
+                    Self::touch(&mut s, a);
+                }
+                Ok(())
+            }
+            Op::EndQuery(q) | Op::BeginQuery(q) => {
+                if let Some(a) = q.object().allocation {
+                    Self::touch(&mut s, a);
+                }
+                Ok(())
+            }
+            Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
+        }
+    }
+
+    fn execute_command_list_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut (),
+        list: &[u8],
+        objects: &Resolver<'_, W>,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
+        let state = objects.state().len();
+        self.world.record_event(
+            &mut s,
+            Hook::ExecuteCommandList,
+            id,
+            None,
+            0,
+            0,
+            state,
+            None,
+        );
+        if s.list_refs.insert(id, 0) != Some(0) {
+            s.open_lists.push(id);
+        }
         Ok(())
     }
 }

@@ -11,15 +11,20 @@
 //! end (allocations, driver objects, deferred-context states, list memory: R-D3) are
 //! recorded as [`Violation`]s, which tests assert empty. Every hook is recorded in a call trace
 //! ([`TraceEvent`]) with its thread, for tests that assert the documented order.
+//!
+//! [`inject`] wraps a driver and a kernel (these or an embedder's) to make one chosen hook
+//! call panic or fail, for tests of what the engine promises after a hook panics.
 
 mod driver;
 #[cfg(feature = "arbitrary")]
 pub mod fuzz;
+pub mod inject;
 mod kernel;
 mod lifetime;
 mod world;
 
 pub use driver::{SoftCommand, SoftDeferred, SoftDriver, SoftObject};
+pub use inject::{Fault, FaultDriver, FaultKernel, FaultPlan, InjectedPanic, Wrappable};
 pub use kernel::SoftKernel;
 pub use world::{Gpu, Hook, SoftConfig, SoftWorld, TraceEvent, Violation};
 
