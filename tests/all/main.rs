@@ -5,6 +5,7 @@ mod common;
 mod deferred;
 mod fuzz_command_lists;
 mod fuzz_handle_lifecycle;
+mod panic_safety;
 mod primary;
 mod recycle;
 mod recycle_memory;
