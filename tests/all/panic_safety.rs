@@ -474,6 +474,10 @@ fn body(
     run.step("flush", || ic.flush());
     world.complete_all();
     run.step("end_frame", || ic.end_frame());
+    // dc1 goes with a recording open: its drop closes the handle (R-H2).
+    if let (Some(dc), Some(c)) = (dc1.as_mut(), c) {
+        run.step("dc1.update c (left open)", || dc.update(c, 0, &[9; 8]));
+    }
     if let Some(dc) = dc1.take() {
         run.step("drop dc1", dropping::<FaultSoftDeferredContext>(dc));
     }
