@@ -5,6 +5,8 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::inject::{SameTypes, Wrappable};
+use super::lifetime::Lifetimes;
 use super::world::{Hook, SoftWorld, State};
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
@@ -304,10 +306,10 @@ impl SoftDriver {
         Ok(())
     }
 
-    fn run_command(
+    fn run_command<W: SameTypes<Self>>(
         &self,
         state: &mut State,
-        objects: &Resolver<'_, Self>,
+        objects: &Resolver<'_, W>,
         command: &SoftCommand,
     ) -> Result<()> {
         match *command {
@@ -449,6 +451,9 @@ impl Driver for SoftDriver {
             ObjectDesc::Resource(r) => r.byte_size,
             _ => 0,
         };
+        if self.world.config.trace {
+            Lifetimes::object_created(&mut s, id);
+        }
         Ok((
             SoftObject {
                 id,
@@ -477,6 +482,7 @@ impl Driver for SoftDriver {
             object.allocation.map_or(0, |m| m.0.get()),
             0,
         );
+        Lifetimes::object_destroyed(&mut s, object.id);
     }
 
     fn create_immediate(&self) -> Result<()> {
@@ -484,62 +490,8 @@ impl Driver for SoftDriver {
         Ok(())
     }
 
-    fn execute(&self, _imm: &mut (), objects: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()> {
-        let mut s = self.world.lock();
-        let object = match &op {
-            Op::Update { resource, .. } => resource.object().id,
-            Op::Bind {
-                object: Some(o), ..
-            } => o.object().id,
-            Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
-            _ => 0,
-        };
-        self.world.record(&mut s, Hook::Execute, object, None, 0, 0);
-        match op {
-            Op::Command(command) => self.run_command(&mut s, objects, command),
-            Op::Update {
-                resource,
-                offset,
-                data,
-            } => {
-                let r = resource.object();
-                let bytes = Self::bytes_of(&mut s, r.allocation)?;
-                bytes
-                    .get_mut(Self::byte_range(offset, data.len() as u64)?)
-                    .ok_or(AppError::OutOfRange)?
-                    .copy_from_slice(data);
-                Self::touch(&mut s, r.allocation.expect("checked above"));
-                Ok(())
-            }
-            Op::WriteDiscard { resource, data } => {
-                let r = resource.object();
-                let bytes = Self::bytes_of(&mut s, r.allocation)?;
-                bytes
-                    .get_mut(..data.len())
-                    .ok_or(AppError::OutOfRange)?
-                    .copy_from_slice(data);
-                Self::touch(&mut s, r.allocation.expect("checked above"));
-                Ok(())
-            }
-            Op::Bind {
-                object: Some(o), ..
-            } => {
-                if let Some(a) = o.object().allocation {
-                    Self::touch(&mut s, a);
-                }
-                if let Some((a, _, _)) = o.object().view {
-                    Self::touch(&mut s, a);
-                }
-                Ok(())
-            }
-            Op::EndQuery(q) | Op::BeginQuery(q) => {
-                if let Some(a) = q.object().allocation {
-                    Self::touch(&mut s, a);
-                }
-                Ok(())
-            }
-            Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
-        }
+    fn execute(&self, imm: &mut (), objects: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()> {
+        self.execute_for(imm, objects, op)
     }
 
     fn flush(&self, _imm: &mut ()) {
@@ -556,27 +508,11 @@ impl Driver for SoftDriver {
 
     fn execute_command_list(
         &self,
-        _imm: &mut (),
+        imm: &mut (),
         list: &[u8],
         objects: &Resolver<'_, Self>,
     ) -> Result<()> {
-        let mut s = self.world.lock();
-        let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
-        let state = objects.state().len();
-        self.world.record_event(
-            &mut s,
-            Hook::ExecuteCommandList,
-            id,
-            None,
-            0,
-            0,
-            state,
-            None,
-        );
-        if s.list_refs.insert(id, 0) != Some(0) {
-            s.open_lists.push(id);
-        }
-        Ok(())
+        self.execute_command_list_for(imm, list, objects)
     }
 
     fn command_list_clock(&self) -> Clock {
@@ -597,6 +533,9 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         self.check_list_reuse(&mut s, id);
+        if self.world.config.trace {
+            Lifetimes::list_recycled(&mut s, id, dc.id);
+        }
         // The context-local handle records whose cache holds the list (R-R5).
         list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
     }
@@ -635,6 +574,9 @@ impl Driver for SoftDriver {
         if self.world.config.recycle_create_fails {
             return Err(crate::Error::OutOfMemory);
         }
+        if self.world.config.trace {
+            Lifetimes::list_recycle_created(&mut s, id, dc.id);
+        }
         Ok(())
     }
 
@@ -649,6 +591,9 @@ impl Driver for SoftDriver {
             0,
             0,
         );
+        if self.world.config.trace {
+            Lifetimes::list_recycle_destroyed(&mut s, id);
+        }
     }
 
     fn create_deferred_context(&self, id: u32) -> Result<SoftDeferred> {
@@ -663,6 +608,9 @@ impl Driver for SoftDriver {
             0,
             Some(id),
         );
+        if self.world.config.trace {
+            Lifetimes::context_created(&mut s, id);
+        }
         Ok(SoftDeferred {
             id,
             ..SoftDeferred::default()
@@ -681,6 +629,9 @@ impl Driver for SoftDriver {
             0,
             Some(dc.id),
         );
+        if self.world.config.trace {
+            Lifetimes::context_destroyed(&mut s, dc.id);
+        }
         if dc.open_handles != 0 {
             let what = format!(
                 "context {} destroyed with {} handles open",
@@ -830,6 +781,9 @@ impl Driver for SoftDriver {
             Some(dc.id),
         );
         private[0..8].copy_from_slice(&id.to_le_bytes());
+        if self.world.config.trace {
+            Lifetimes::list_created(&mut s, id);
+        }
         Ok(())
     }
 
@@ -847,6 +801,9 @@ impl Driver for SoftDriver {
         // Its memory goes now: the buffer that executed it must have passed the clock.
         self.check_list_reuse(&mut s, id);
         s.list_refs.remove(&id);
+        if self.world.config.trace {
+            Lifetimes::list_destroyed(&mut s, id);
+        }
     }
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
@@ -900,6 +857,98 @@ impl Driver for SoftDriver {
             return Err(crate::Error::OutOfMemory);
         }
         dc.renewals += 1;
+        Ok(())
+    }
+}
+
+/// The two hooks typed by the engine's driver, generic over it so that a fault-injecting
+/// wrapper ([`super::inject::FaultDriver`]) runs exactly the soft driver's code.
+impl Wrappable for SoftDriver {
+    fn execute_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut (),
+        objects: &Resolver<'_, W>,
+        op: Op<'_, W>,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        let object = match &op {
+            Op::Update { resource, .. } => resource.object().id,
+            Op::Bind {
+                object: Some(o), ..
+            } => o.object().id,
+            Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
+            _ => 0,
+        };
+        self.world.record(&mut s, Hook::Execute, object, None, 0, 0);
+        match op {
+            Op::Command(command) => self.run_command(&mut s, objects, command),
+            Op::Update {
+                resource,
+                offset,
+                data,
+            } => {
+                let r = resource.object();
+                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                bytes
+                    .get_mut(Self::byte_range(offset, data.len() as u64)?)
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Ok(())
+            }
+            Op::WriteDiscard { resource, data } => {
+                let r = resource.object();
+                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                bytes
+                    .get_mut(..data.len())
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Ok(())
+            }
+            Op::Bind {
+                object: Some(o), ..
+            } => {
+                if let Some(a) = o.object().allocation {
+                    Self::touch(&mut s, a);
+                }
+                if let Some((a, _, _)) = o.object().view {
+                    Self::touch(&mut s, a);
+                }
+                Ok(())
+            }
+            Op::EndQuery(q) | Op::BeginQuery(q) => {
+                if let Some(a) = q.object().allocation {
+                    Self::touch(&mut s, a);
+                }
+                Ok(())
+            }
+            Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
+        }
+    }
+
+    fn execute_command_list_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut (),
+        list: &[u8],
+        objects: &Resolver<'_, W>,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
+        let state = objects.state().len();
+        self.world.record_event(
+            &mut s,
+            Hook::ExecuteCommandList,
+            id,
+            None,
+            0,
+            0,
+            state,
+            None,
+        );
+        if s.list_refs.insert(id, 0) != Some(0) {
+            s.open_lists.push(id);
+        }
         Ok(())
     }
 }

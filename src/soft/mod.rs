@@ -6,17 +6,25 @@
 //! submissions when told, at once, or after a set lag, and it *checks the protocol*: a
 //! deallocation while the open command buffer references the allocation (R-D1), while a
 //! submitted buffer that references it is still running (full destruction, R-D4), a double
-//! free, a submit off the immediate context's thread (R-T2), or a leak at the end are recorded
-//! as [`Violation`]s, which tests assert empty. Every hook is recorded in a call trace
+//! free, a submit off the immediate context's thread (R-T2), a driver object destroyed twice,
+//! a command list's memory recycled or destroyed out of turn (R-R4..R-R6), or a leak at the
+//! end (allocations, driver objects, deferred-context states, list memory: R-D3) are
+//! recorded as [`Violation`]s, which tests assert empty. Every hook is recorded in a call trace
 //! ([`TraceEvent`]) with its thread, for tests that assert the documented order.
+//!
+//! [`inject`] wraps a driver and a kernel (these or an embedder's) to make one chosen hook
+//! call panic or fail, for tests of what the engine promises after a hook panics.
 
 mod driver;
 #[cfg(feature = "arbitrary")]
 pub mod fuzz;
+pub mod inject;
 mod kernel;
+mod lifetime;
 mod world;
 
 pub use driver::{SoftCommand, SoftDeferred, SoftDriver, SoftObject};
+pub use inject::{Fault, FaultDriver, FaultKernel, FaultPlan, InjectedPanic, Wrappable};
 pub use kernel::SoftKernel;
 pub use world::{Gpu, Hook, SoftConfig, SoftWorld, TraceEvent, Violation};
 

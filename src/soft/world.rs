@@ -11,6 +11,8 @@ use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, ContextId};
 use crate::retire::Clock;
 
+use super::lifetime::Lifetimes;
+
 /// How the simulated GPU completes submitted buffers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Gpu {
@@ -32,7 +34,9 @@ pub struct SoftConfig {
     /// Whether deallocating while a submitted, unfinished buffer references the allocation is
     /// a violation (true for [`crate::Clock::Completed`] devices).
     pub strict_gpu: bool,
-    /// Record every hook in the trace.
+    /// Record every hook in the trace, and check that every driver object, deferred-context
+    /// state and command list's memory ends exactly once (`soft::lifetime`). Off, the
+    /// destroy hook takes no lock (benches) and those lifetimes are not checked.
     pub trace: bool,
     /// The driver answers this size, not listed in its table, for this handle type (R-H4
     /// tests).
@@ -184,6 +188,8 @@ pub(crate) struct State {
     pub(crate) open_lists: Vec<u64>,
     /// Scratch bytes for copies (capacity kept).
     pub(crate) scratch: Vec<u8>,
+    /// What the driver handed out and how it ended (checked while tracing).
+    pub(crate) lifetimes: Lifetimes,
 }
 
 /// The state a soft driver and kernel share.
@@ -345,8 +351,9 @@ impl SoftWorld {
         s.violations.push(Violation { rule, what });
     }
 
-    /// The violations plus one `leak` per allocation still live: call after the device is
-    /// destroyed (R-D3).
+    /// The violations plus one `leak` per allocation still live and, while tracing, per
+    /// driver object, deferred-context state and command list's memory not ended: call after
+    /// the device is destroyed (R-D3, R-R4).
     pub fn check_after_device_destroyed(&self) -> Vec<Violation> {
         let s = self.lock();
         let mut v = s.violations.clone();
@@ -358,6 +365,7 @@ impl SoftWorld {
                 what: format!("allocation {id} still live after device destruction (leak)"),
             });
         }
+        s.lifetimes.leaks(&mut v);
         v
     }
 

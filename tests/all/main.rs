@@ -6,6 +6,7 @@ mod deferred;
 mod fuzz_command_lists;
 mod fuzz_handle_lifecycle;
 mod hardening;
+mod panic_safety;
 mod primary;
 mod recycle;
 mod recycle_memory;

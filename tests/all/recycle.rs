@@ -854,3 +854,20 @@ fn r_r6_recycle_create_makes_a_destroyed_list_valid_again() {
     drop(dc);
     finish_and_clean(&world, ic);
 }
+
+#[test]
+fn r_r4_recycle_destroyed_list_memory_returned_when_context_dropped() {
+    // A list destroyed while its context lives gets the light destroy (R-R4): its memory
+    // waits for the context's next Finish to go into the context's cache (R-R5). When the
+    // context is dropped before that Finish, the memory must still come back to the driver
+    // (recycled into the cache that DestroyDeferredContext releases, or destroyed), never
+    // stay with nobody.
+    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let mut dc = device.create_deferred_context().unwrap();
+    let list = copy_list(&mut dc, src, dst);
+    ic.execute_command_list(&list).unwrap();
+    drop(list);
+    ic.flush().unwrap();
+    drop(dc);
+    finish_and_clean(&world, ic);
+}
