@@ -15,6 +15,7 @@
 //! O(objects).
 
 use crossbeam_epoch::Guard;
+use scopeguard::ScopeGuard;
 use slab::Slab;
 
 use crate::bind::StateView;
@@ -146,27 +147,32 @@ impl ClsTable {
         if size == 0 {
             return Err(Error::InvalidArg); // R-H4: a size the driver never listed
         }
-        let mut block = self.bucket.alloc(size)?;
+        // The dependency's context-local bytes, copied for the open hook (R-H5).
+        self.scratch.clear();
+        if let Some(dep) = dependency {
+            self.scratch
+                .extend_from_slice(self.bucket.bytes(&self.open[dep].block)?);
+        }
+        let block = self.bucket.alloc(size)?;
+        // From here until the handle is in the table, a failure or a panic in the open hook
+        // gives back the block and the hold.
+        let mut taken =
+            scopeguard::guard((&mut self.bucket, block, None), |(bucket, block, held)| {
+                let _ = bucket.free(block);
+                if let Some(entry) = held {
+                    crate::registry::Entry::<D>::release(entry);
+                }
+            });
         if !view.entry().hold() {
-            let _ = self.bucket.free(block);
             return Err(AppError::StaleHandle.into());
         }
-        self.scratch.clear();
-        let result = (|| {
-            if let Some(dep) = dependency {
-                self.scratch
-                    .extend_from_slice(self.bucket.bytes(&self.open[dep].block)?);
-            }
-            let dep_bytes = dependency.map(|_| &self.scratch[..]);
-            let local = self.bucket.bytes_mut(&mut block)?;
-            ctx.driver
-                .open_local(ctx.dc, ty, view.object(), dep_bytes, local)
-        })();
-        if let Err(e) = result {
-            let _ = self.bucket.free(block);
-            view.entry().release();
-            return Err(e);
-        }
+        taken.2 = Some(view.entry());
+        let (bucket, block, _) = &mut *taken;
+        let local = bucket.bytes_mut(block)?;
+        let dep_bytes = dependency.map(|_| &self.scratch[..]);
+        ctx.driver
+            .open_local(ctx.dc, ty, view.object(), dep_bytes, local)?;
+        let (_, block, _) = ScopeGuard::into_inner(taken);
         let key = self.open.insert(LocalHandle { handle, ty, block });
         self.order.push(key as u32);
         self.set_key(handle, key as u32 + 1);
@@ -183,21 +189,34 @@ impl ClsTable {
         mut keep: Option<&mut Vec<AnyHandle>>,
     ) {
         while let Some(key) = self.order.pop() {
-            let mut local = self.open.remove(key as usize);
+            // Out of the table before the hook runs; its hold and block are handed on even
+            // if the hook panics (the handles not reached yet stay open, and a later close
+            // takes them).
+            let local = self.open.remove(key as usize);
             self.set_key(local.handle, 0);
-            if let Ok(entry) = ctx.registry.find_linked(local.handle, ctx.guard) {
-                // The block is this context's own, so its bytes are always there.
-                if let Ok(bytes) = self.bucket.bytes_mut(&mut local.block) {
-                    ctx.driver
-                        .close_local(ctx.dc, local.ty, entry.object(), bytes, state);
-                }
-                match keep.as_deref_mut() {
-                    Some(held) => held.push(local.handle),
-                    None => entry.release(),
-                }
+            let Ok(entry) = ctx.registry.find_linked(local.handle, ctx.guard) else {
+                // After device destruction the object is gone: nothing to close or release.
+                let freed = self.bucket.free(local.block);
+                debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
+                continue;
+            };
+            let handle = local.handle;
+            let keep_it = keep.as_deref_mut();
+            let mut closing =
+                scopeguard::guard((&mut self.bucket, local.block), |(bucket, block)| {
+                    match keep_it {
+                        Some(held) => held.push(handle),
+                        None => entry.release(),
+                    }
+                    let freed = bucket.free(block);
+                    debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
+                });
+            let (bucket, block) = &mut *closing;
+            // The block is this context's own, so its bytes are always there.
+            if let Ok(bytes) = bucket.bytes_mut(block) {
+                ctx.driver
+                    .close_local(ctx.dc, local.ty, entry.object(), bytes, state);
             }
-            let freed = self.bucket.free(local.block);
-            debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
         }
     }
 }

@@ -29,6 +29,7 @@ use std::sync::Arc;
 
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
+use scopeguard::ScopeGuard;
 
 use crate::device::Device;
 use crate::driver::{Driver, ListMemory};
@@ -150,7 +151,7 @@ impl<D: Driver, K: Kernel> ListData<D, K> {
     /// the driver's list clock yet: its memory may still be read.
     pub(crate) fn in_flight(&self) -> bool {
         let s = &*self.device.shared;
-        let safe = match s.driver.command_list_clock() {
+        let safe = match s.list_clock {
             Clock::Submitted => s.submitted_through.load(Ordering::Acquire),
             Clock::Completed => s.completed.load(Ordering::Acquire),
         };
@@ -173,6 +174,25 @@ pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
         return;
     }
     free_now(node);
+}
+
+/// Ends a list that never became a [`CommandList`] (a Finish that failed or unwound after
+/// making it): the holds it took are released, then the list is ended for good.
+pub(crate) fn end_unfinished<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
+    release_holds(&mut node.value);
+    release(node);
+}
+
+/// Releases what a list holds (no hook runs).
+fn release_holds<D: Driver, K: Kernel>(data: &mut ListData<D, K>) {
+    let registry = &data.device.shared.registry;
+    let guard = epoch::pin();
+    for handle in data.body.held.drain(..) {
+        // After device destruction the objects are gone already: nothing to release.
+        if let Ok(entry) = registry.find_linked(handle, &guard) {
+            entry.release();
+        }
+    }
 }
 
 /// [`release`] without the clock check (the caller knows the memory is not read).
@@ -245,26 +265,28 @@ impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
         let Some(mut node) = self.node.take() else {
             return;
         };
-        let data = &mut node.value;
-        let s = &*data.device.shared;
-        let guard = epoch::pin();
-        for handle in data.body.held.drain(..) {
-            // After device destruction the objects are gone already: nothing to release.
-            if let Ok(entry) = s.registry.find_linked(handle, &guard) {
-                entry.release();
-            }
-        }
-        drop(guard);
-        if !s.recycles() || data.home.destroyed.is_closed() {
+        release_holds(&mut node.value);
+        if !node.value.device.shared.recycles() || node.value.home.destroyed.is_closed() {
             release(node);
             return;
         }
-        s.driver.recycle_destroy_command_list(data.body.memory());
-        data.state = ListState::RecycleDestroyed;
-        let home = Arc::clone(&data.home);
-        if let Some(back) = home.destroyed.push(node) {
-            // The context went away meanwhile: nobody will recycle these.
-            back.for_each(release);
-        }
+        // Light-destroyed from the hook on: if it panics, the list still goes to its
+        // context, which recycles it or ends it with DestroyCommandList (R-R4).
+        node.value.state = ListState::RecycleDestroyed;
+        let mut node = scopeguard::guard_on_unwind(node, send_home);
+        let data = &mut node.value;
+        let driver = &data.device.shared.driver;
+        driver.recycle_destroy_command_list(data.body.memory());
+        send_home(ScopeGuard::into_inner(node));
+    }
+}
+
+/// Pushes a recycle-destroyed list onto its context's list of destroyed ones; if the context
+/// is gone, the list ends for good here.
+fn send_home<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
+    let home = Arc::clone(&node.value.home);
+    if let Some(back) = home.destroyed.push(node) {
+        // The context went away meanwhile: nobody will recycle these.
+        back.for_each(release);
     }
 }

@@ -24,13 +24,14 @@ use core::marker::PhantomData;
 
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
+use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
 use crate::command_list::{
-    release, CommandList, Home, ListBody, ListData, ListNode, ListState, Watermark,
+    end_unfinished, release, CommandList, Home, ListBody, ListData, ListNode, ListState, Watermark,
 };
 use crate::device::Device;
 use crate::driver::{Command, Driver, ListMemory};
@@ -537,7 +538,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.removed = false;
             return Err(Error::OutOfMemory);
         }
-        let result = self.finish_inner();
+        // A hook that panics during Finish abandons the recording: none of its operations
+        // reach a later list.
+        let mut this = scopeguard::guard_on_unwind(&mut *self, |dc| dc.rec.clear());
+        let result = this.finish_inner();
+        ScopeGuard::into_inner(this);
         if let Err(error) = result {
             if error != Error::OutOfMemory {
                 // R-C2: abandon after an error (out of memory abandons in `settle`).
@@ -562,7 +567,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh
         // queries still answer the context's bindings (R-C1).
         self.recycle_destroyed()?;
-        let mut node = self.make_list()?;
+        // Until it is a `CommandList`, the list ends for good (its holds released,
+        // DestroyCommandList) if a hook below panics.
+        let mut node = scopeguard::guard_on_unwind(self.make_list()?, end_unfinished);
         // From here on, nothing is bound.
         self.bindings.clear();
         let s = &*self.device.shared;
@@ -589,7 +596,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             .last_executed
             .store(0, crate::primitive::Ordering::Relaxed);
         self.made_since_trim += 1;
-        let list = CommandList::new(node);
+        let list = CommandList::new(ScopeGuard::into_inner(node));
         self.renew()?;
         self.stats.finished += 1;
         let epoch = self
@@ -619,11 +626,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let mut i = 0;
         while i < self.waiting.len() {
             if !self.waiting[i].value.in_flight() {
+                // Into the cache first: the list ends there even if the hook panics.
                 let mut node = self.waiting.swap_remove(i);
-                s.driver.recycle_command_list(dc, node.value.body.memory());
                 node.value.state = ListState::Cached;
                 node.value.body.rec.clear();
                 self.cache.push(node);
+                let node = self.cache.last_mut().expect("pushed just above");
+                s.driver.recycle_command_list(dc, node.value.body.memory());
             } else {
                 i += 1;
             }
@@ -655,23 +664,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // CalcDeferredContextHandleSize(COMMANDLIST).
         let mut private = zeroed(s.driver.calc_private_command_list_size())?;
         s.driver.create_command_list(dc, &mut private, state)?;
+        // Created: destroyed again if anything below fails or panics.
+        let private = scopeguard::guard(private, |mut private| {
+            s.driver.destroy_command_list(ListMemory {
+                private: &mut private,
+                local: &mut [],
+            })
+        });
         let local_size = s
             .driver
             .calc_deferred_context_handle_size(HandleType::CommandList, None);
         let local = match s.handle_sizes.contains(HandleType::CommandList, local_size) {
-            true => zeroed(local_size),
-            false => Err(Error::InvalidArg), // R-H4
+            true => zeroed(local_size)?,
+            false => return Err(Error::InvalidArg), // R-H4
         };
-        let local = match local {
-            Ok(local) => local,
-            Err(e) => {
-                s.driver.destroy_command_list(ListMemory {
-                    private: &mut private,
-                    local: &mut [],
-                });
-                return Err(e);
-            }
-        };
+        let private = ScopeGuard::into_inner(private);
         let node = Node::new(ListData {
             device: self.device.clone(),
             home: Arc::clone(&self.home),
@@ -777,21 +784,41 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
 impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
     fn drop(&mut self) {
-        self.unload();
-        // Lists destroyed from now on free themselves; these are freed here: the destroyed
-        // ones never reached the cache, so they end with DestroyCommandList (R-R4), the
-        // cached ones with DestroyDeferredContext below.
-        self.home.destroyed.close().for_each(release);
-        self.cache.drain(..).for_each(release);
-        self.waiting.drain(..).for_each(release);
-        if let Some(dc) = self.dc.take() {
-            self.device.shared.driver.destroy_deferred_context(dc);
+        // Every step below runs even if a hook in an earlier one panics (guards run in reverse
+        // order of their creation): the handles closed, the lists ended, the driver's state
+        // destroyed, and last the live count dropped, so that DestroyDevice never waits for
+        // a context that is gone.
+        let shared = Arc::clone(&self.device.shared);
+        let _counted = scopeguard::guard((), |()| {
+            shared
+                .live_deferred
+                .fetch_sub(1, crate::primitive::Ordering::SeqCst);
+        });
+        let mut this = scopeguard::guard(&mut *self, |dc| dc.end_lists_and_state());
+        this.unload();
+    }
+}
+
+impl<D: Driver, K: Kernel> DeferredContext<D, K> {
+    /// The end of a dropped context: lists destroyed from now on free themselves; these are
+    /// freed here (the destroyed ones never reached the cache, so they end with
+    /// DestroyCommandList, R-R4; the cached ones with DestroyDeferredContext, which runs
+    /// last, also if ending a list panics).
+    fn end_lists_and_state(&mut self) {
+        let shared = &*self.device.shared;
+        let _state = scopeguard::guard(self.dc.take(), |dc| {
+            if let Some(dc) = dc {
+                shared.driver.destroy_deferred_context(dc);
+            }
+        });
+        let mut lists: Vec<Box<ListNode<D, K>>> = self.home.destroyed.close().collect();
+        lists.append(&mut self.cache);
+        lists.append(&mut self.waiting);
+        // Each list ends even if ending an earlier one panics.
+        let mut rest = scopeguard::guard(lists, |lists| lists.into_iter().for_each(release));
+        while let Some(node) = rest.pop() {
+            release(node);
         }
-        // Last: DestroyDevice waits for no context once this reads zero.
-        self.device
-            .shared
-            .live_deferred
-            .fetch_sub(1, crate::primitive::Ordering::SeqCst);
     }
 }
 

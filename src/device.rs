@@ -75,6 +75,8 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// Bumped by the IC each time it performs amortised processing; deferred contexts trim
     /// their pools when they see it change (R-A1). Read-mostly: a load at each Finish.
     pub(crate) trim_epoch: CachePadded<AtomicU64>,
+    /// [`Driver::command_list_clock`], asked once at creation.
+    pub(crate) list_clock: Clock,
     _tag: DeviceTag,
 }
 
@@ -114,6 +116,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let caps = driver.threading_caps().validate()?;
         let handle_sizes =
             HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?;
+        let list_clock = driver.command_list_clock();
         let tag = DeviceTag::acquire()?;
         let imm = driver.create_immediate()?;
         let registry = Registry::new(tag.tag(), tag.first_generation());
@@ -132,6 +135,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 submitted_through: CachePadded::new(AtomicU64::new(0)),
                 completed: CachePadded::new(AtomicU64::new(0)),
                 trim_epoch: CachePadded::new(AtomicU64::new(0)),
+                list_clock,
                 _tag: tag,
             }),
         };

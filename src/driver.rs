@@ -22,6 +22,39 @@
 //!   [`Driver::recycle_destroy_command_list`]; [`Driver::create_deferred_context`] runs on
 //!   the thread creating the context.
 //!
+//! # When a hook panics
+//! The engine is panic-safe the way std's collections are: a hook may panic, the caller may
+//! catch the unwind, and the device stays sound and usable. No object is destroyed twice,
+//! no memory is reused or deallocated before its clock allows, what the engine took is given
+//! back (holds, handle blocks, slots, kernel memory) by guards, and device destruction still
+//! completes. What the panicking hook itself did, or left half done, is the driver's own
+//! state; the engine treats the call as:
+//!
+//! - **Create-type hooks** ([`Driver::create_object`], [`Driver::open_local`],
+//!   [`Driver::create_command_list`], [`Driver::create_deferred_context`], the size
+//!   queries): as failed. What the engine took for it is given back, in reverse order (a
+//!   created object through [`Driver::destroy_object`], a created list through
+//!   [`Driver::destroy_command_list`], on the same thread).
+//! - **Destroy-type hooks** ([`Driver::destroy_object`], [`Driver::close_local`],
+//!   [`Driver::destroy_command_list`], [`Driver::recycle_destroy_command_list`],
+//!   [`Driver::recycle_command_list`], [`Driver::destroy_deferred_context`]): as done. The
+//!   object leaves its queue, the handle its table, the list its state before the hook runs,
+//!   and the rest of the step (its dependency's hold, its slot, its kernel memory, the
+//!   handles still to close, the context's other lists and its live count) completes on the
+//!   unwind. A Finish or context drop cut short leaves the other handles open for the next
+//!   close; the recording is abandoned.
+//! - **Work on the immediate context** ([`Driver::execute`],
+//!   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
+//!   operation counts as in the open buffer and its objects are stamped with it, so nothing
+//!   it references is freed before that buffer is submitted (R-D1), and a list executed in
+//!   it waits for it too.
+//! - **Device destruction** (R-D3): a hook that panics during the drain leaves the rest
+//!   queued; calling [`crate::ImmediateContext::destroy_device`] again, or dropping the
+//!   immediate context, finishes it.
+//!
+//! A hook that panics again while the engine unwinds from an earlier panic aborts the
+//! process, as a `Drop` that panics during an unwind does.
+//!
 //! # Memory the driver lays out itself
 //! Context-local handles (R-H4) and command-list handles (R-R2) are raw, zeroed byte blocks
 //! of the sizes the driver answered, as in the C DDI: the driver decides their layout (plain
@@ -268,7 +301,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// When a destroyed command list's memory may be recycled after the immediate context
     /// executed it: once the executing buffer was submitted, or once it completed (for a
-    /// driver whose GPU reads the list's own memory). Free-threaded.
+    /// driver whose GPU reads the list's own memory). Asked once, at device creation, on the
+    /// creating thread.
     fn command_list_clock(&self) -> Clock {
         Clock::Submitted
     }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Guard};
+use scopeguard::ScopeGuard;
 
 use crate::amortize::Amortizer;
 use crate::bind::{BindPoint, Bindings, StateView};
@@ -21,12 +22,12 @@ use crate::desc::{ObjectDesc, ResourceDesc};
 use crate::device::{Device, DeviceShared};
 use crate::driver::{Command, Driver, Op};
 use crate::error::{AppError, Error, Result};
-use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
+use crate::handle::{AnyHandle, Handle, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::primitive::Ordering;
 use crate::record::Recorded;
 use crate::registry::{Entry, IcToken, ObjectView, Registry, Resolver};
-use crate::retire::{Clock, Clocks, RetireQueue, RetireStats};
+use crate::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
 
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]
@@ -34,6 +35,18 @@ struct OpenBuffer {
     number: u64,
     operations: u32,
     allocations: Vec<AllocationHandle>,
+}
+
+/// Where the immediate context is in its device's life (R-D3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Life {
+    /// Working.
+    Open,
+    /// DestroyDevice began: the device is removed, its drain not finished (a hook panicked;
+    /// the next call, or the drop, finishes it).
+    Draining,
+    /// Everything of the device was destroyed and deallocated.
+    Destroyed,
 }
 
 /// The immediate context. See the module docs.
@@ -58,7 +71,7 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Command lists ended while a buffer that executed them may still read their memory.
     #[allow(clippy::vec_box)]
     lists_in_flight: Vec<Box<ListNode<D, K>>>,
-    destroyed: bool,
+    life: Life,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -86,7 +99,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             begun: Vec::new(),
             amortizer: Amortizer::default(),
             lists_in_flight: Vec::new(),
-            destroyed: false,
+            life: Life::Open,
             _not_sync: PhantomData,
         }
     }
@@ -131,7 +144,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     fn check_alive(&self) -> Result<()> {
-        if self.destroyed || self.device.is_removed() {
+        if self.life != Life::Open || self.device.is_removed() {
             Err(Error::DeviceRemoved)
         } else {
             Ok(())
@@ -189,15 +202,33 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         &mut self,
         guard: &'g Guard,
         objects: &[ObjectView<'g, D>],
+        command: Option<&D::Command>,
         op: Op<'_, D>,
     ) -> Result<()> {
         let s = &*self.device.shared;
         let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), false);
-        s.driver.execute(&mut self.imm, &resolver, op)?;
-        for view in objects {
-            Self::reference(&mut self.buffer, &s.registry, guard, *view);
-        }
-        self.buffer.operations += 1;
+        let stamp = |buffer: &mut OpenBuffer| {
+            for view in objects {
+                Self::reference(buffer, &s.registry, guard, *view);
+            }
+            // `held`, not `live`: another thread may destroy an object meanwhile, but only
+            // this thread frees entries, so everything validated before is there to stamp.
+            if let Some(command) = command {
+                command.for_each_object(&mut |h| {
+                    if let Ok(view) = s.registry.held(h, guard) {
+                        Self::reference(buffer, &s.registry, guard, view);
+                    }
+                });
+            }
+            buffer.operations += 1;
+        };
+        // A driver that panics mid-operation may have put part of it in the buffer: stamp it
+        // all the same, so that nothing it references is freed before the buffer's submit.
+        let on_unwind = scopeguard::guard_on_unwind(&mut self.buffer, stamp);
+        let result = s.driver.execute(&mut self.imm, &resolver, op);
+        let buffer = ScopeGuard::into_inner(on_unwind);
+        result?;
+        stamp(buffer);
         Ok(())
     }
 
@@ -222,16 +253,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if let Some(e) = failed {
             return Err(e);
         }
-        self.run(&guard, &[], Op::Command(command))?;
-        let (buffer, registry) = (&mut self.buffer, &self.device.shared.registry);
-        // `held`, not `live`: another thread may destroy an object meanwhile, but only this
-        // thread frees entries, so everything validated above is still there to stamp.
-        command.for_each_object(&mut |h| {
-            if let Ok(view) = registry.held(h, &guard) {
-                Self::reference(buffer, registry, &guard, view);
-            }
-        });
-        Ok(())
+        self.run(&guard, &[], Some(command), Op::Command(command))
     }
 
     /// UpdateSubresource: writes `data` at byte `offset` of `resource`.
@@ -248,6 +270,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.run(
             &guard,
             &[view],
+            None,
             Op::Update {
                 resource: view,
                 offset,
@@ -276,6 +299,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.run(
             &guard,
             objects,
+            None,
             Op::Bind {
                 point,
                 object: view,
@@ -317,7 +341,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(crate) fn clear_state_inner(&mut self) -> Result<()> {
         self.check_alive()?;
         let guard = epoch::pin();
-        self.run(&guard, &[], Op::ClearState)?;
+        self.run(&guard, &[], None, Op::ClearState)?;
         self.unbind_all(&guard);
         Ok(())
     }
@@ -347,7 +371,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         } else {
             Op::EndQuery(view)
         };
-        self.run(&guard, &[view], op)?;
+        self.run(&guard, &[view], None, op)?;
         match (begin, begun) {
             (true, _) => self.begun.push(query),
             (false, Some(i)) => {
@@ -407,6 +431,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.run(
             &guard,
             &[view],
+            None,
             Op::WriteDiscard {
                 resource: view,
                 data,
@@ -449,12 +474,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         let resolver = Resolver::new(&s.registry, &guard, StateView::of(&self.bindings), true);
         list.executed_in(self.buffer.number);
+        // The execute is in the buffer from here on (also if a hook below fails or panics):
+        // the buffer is submitted, and the list's memory waits for it.
+        self.buffer.operations += 1;
         s.driver
             .execute_command_list(&mut self.imm, &body.private, &resolver)?;
         let result = Self::replay(&s.driver, &mut self.imm, &resolver, body, &mut self.buffer);
         // Clear-state after the list, whatever happened in it (R-C3).
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
-        self.buffer.operations += 1;
         self.unbind_all(&guard);
         result.and(cleared)
     }
@@ -558,18 +585,19 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 self.last_submitted = number;
             }
         }
-        // A buffer the kernel refused never reached it: what it referenced is not known to be
-        // submitted, so destructions tagged with it wait for the next successful flush.
         let through = if submitted.is_ok() {
+            self.buffer.number = number + 1;
+            self.buffer.operations = 0;
+            self.buffer.allocations.clear();
+            // SeqCst: pairs with a destroy's SeqCst mark-then-read (see `Device::destroy`).
+            s.open_buffer.store(number + 1, Ordering::SeqCst);
             number
         } else {
+            // A buffer the kernel refused never reached it: it stays the open buffer, with its
+            // operations and allocation list, and is flushed and submitted again at the next
+            // flush; what it references waits for that (R-D1).
             number - 1
         };
-        self.buffer.number = number + 1;
-        self.buffer.operations = 0;
-        self.buffer.allocations.clear();
-        // SeqCst: pairs with a destroy's SeqCst mark-then-read (see `Device::destroy`).
-        s.open_buffer.store(number + 1, Ordering::SeqCst);
         let (completed, fence_answer) = match self.completed_fence() {
             Ok(completed) => (completed, Ok(())),
             Err(e) => (self.completed, Err(e)),
@@ -589,15 +617,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
         if self.retire.has_work(&s.registry) {
             let guard = epoch::pin();
-            self.retire.process(
-                &s.registry,
-                &mut self.token,
-                &s.driver,
-                &s.kernel,
-                s.config.retire_clock,
+            self.retire.process(Pass {
+                registry: &s.registry,
+                token: &mut self.token,
+                driver: &s.driver,
+                kernel: &s.kernel,
+                clock: s.config.retire_clock,
                 clocks,
-                &guard,
-            );
+                guard: &guard,
+            });
         }
         if self.amortizer.after_flush(submits, Instant::now) {
             self.perform_amortized_processing();
@@ -740,16 +768,25 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             });
             return Ok(());
         }
-        // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
-        let ic = unsafe { entry.ic_side() };
-        s.driver
-            .destroy_object(HandleType::Resource, entry.object(), &mut ic.data);
-        if let Some(allocation) = entry.allocation() {
-            s.kernel.deallocate(allocation);
-        }
-        s.registry.free(&mut self.token, primary.slot(), &guard);
-        s.registry.seal(&mut self.token, &guard);
-        self.retire.count_destroyed(entry.allocation().is_some());
+        // R-P1: destroyed and deallocated inside this call, whatever the clocks say (the GPU
+        // is done with it, see above); the rest of the destruction runs even if a hook panics.
+        let mut pass = Pass {
+            registry: &s.registry,
+            token: &mut self.token,
+            driver: &s.driver,
+            kernel: &s.kernel,
+            clock: Clock::Submitted,
+            clocks: Clocks {
+                submitted_through: u64::MAX,
+                completed: u64::MAX,
+                drain: false,
+            },
+            guard: &guard,
+        };
+        let mut sealed = scopeguard::guard(&mut pass, |pass| {
+            pass.registry.seal(pass.token, pass.guard);
+        });
+        self.retire.destroy_now(&mut sealed, primary.slot(), entry);
         Ok(())
     }
 
@@ -773,8 +810,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     fn destroy_device_inner(&mut self) -> Result<()> {
-        if self.destroyed {
-            return Ok(());
+        match self.life {
+            Life::Destroyed => return Ok(()),
+            // A hook panicked during the drain: finish it.
+            Life::Draining => {
+                self.drain();
+                return Ok(());
+            }
+            Life::Open => {}
         }
         let flushed = self.flush_inner();
         let s = &*self.device.shared;
@@ -783,11 +826,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         } else {
             Ok(())
         };
-        self.destroyed = true;
+        self.life = Life::Draining;
         s.registry.mark_removed();
         // The GPU is idle: every retired list's memory can go, and lists ended from now on
         // free themselves.
         self.lists_in_flight.extend(s.retired_lists.close());
+        self.drain();
+        flushed.and(waited)
+    }
+
+    /// Device destruction's drain (R-D3): every retired list freed, every object still
+    /// linked destroyed (dependents first) and every allocation deallocated. Each step
+    /// leaves its queue before its hook runs, so after a hook panics, calling this again
+    /// (the immediate context's drop does) finishes the rest without repeating anything.
+    fn drain(&mut self) {
+        let s = &*self.device.shared;
         Self::free_retired_lists(s, &mut self.lists_in_flight, true);
         let guard = epoch::pin();
         // Every entry still linked is destroyed now: the live ones as if by the application,
@@ -806,16 +859,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed: u64::MAX,
             drain: true,
         };
-        self.retire.process(
-            &s.registry,
-            &mut self.token,
-            &s.driver,
-            &s.kernel,
-            s.config.retire_clock,
+        self.retire.process(Pass {
+            registry: &s.registry,
+            token: &mut self.token,
+            driver: &s.driver,
+            kernel: &s.kernel,
+            clock: s.config.retire_clock,
             clocks,
-            &guard,
-        );
-        flushed.and(waited)
+            guard: &guard,
+        });
+        self.life = Life::Destroyed;
     }
 }
 

@@ -3,6 +3,16 @@
 //!
 //! Static dispatch: the device is generic over its `Kernel`, so calls are monomorphised.
 //! Each method's doc says from which thread the engine calls it and which rule says so.
+//!
+//! # When a callback panics
+//! As for the driver's hooks (see [`crate::driver`]): the engine stays sound and usable.
+//! [`Kernel::allocate`] that panics counts as failed (the create gives back what it took);
+//! [`Kernel::deallocate`] as done (the allocation left the engine's books before the call,
+//! and the rest of the object's destruction completes on the unwind: never freed twice);
+//! [`Kernel::submit`] as not done (the buffer stays open and is submitted again);
+//! [`Kernel::completed_fence`] and [`Kernel::wait_for_fence`] as not answered (nothing is
+//! freed on their account); [`Kernel::set_error`] and
+//! [`Kernel::perform_amortized_processing`] as done.
 
 use core::num::NonZeroU64;
 
@@ -61,7 +71,9 @@ pub trait Kernel: Send + Sync + 'static {
     fn deallocate(&self, allocation: AllocationHandle);
 
     /// Submits a closed command buffer (the render callback). Called on the immediate
-    /// context's thread during a flush (R-T1, R-T2).
+    /// context's thread during a flush (R-T1, R-T2). A buffer refused with an error stays the
+    /// open one: the next flush closes ([`crate::Driver::flush`]) and submits it again, with
+    /// the same fence number, and nothing it references is deallocated meanwhile (R-D1).
     fn submit(&self, submission: &Submission<'_>) -> Result<()>;
 
     /// The fence value of the newest buffer the GPU has finished (0 before any). Called on
@@ -69,7 +81,11 @@ pub trait Kernel: Send + Sync + 'static {
     fn completed_fence(&self) -> u64;
 
     /// Blocks until the GPU has finished the buffer with fence value `fence`. Called on the
-    /// immediate context's thread, during device destruction (R-D3).
+    /// immediate context's thread: during device destruction (R-D3), and when a primary whose
+    /// last buffer is still running is destroyed (R-P1). A failure during device destruction
+    /// is returned by it, and everything is still destroyed and deallocated before it returns
+    /// (R-D3): a kernel that cannot wait for its own fence is taken to have lost the device,
+    /// whose buffers will not run any more.
     fn wait_for_fence(&self, fence: u64) -> Result<()>;
 
     /// Reports an error on the context it happened on (the set-error callback, R-E2). Called

@@ -27,7 +27,7 @@ use crate::driver::Driver;
 use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, Kernel};
 use crate::primitive::Ordering;
-use crate::registry::{IcToken, Registry};
+use crate::registry::{Entry, IcToken, Registry};
 
 /// When an object's kernel memory may be deallocated after its destruction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -86,6 +86,19 @@ pub(crate) struct Clocks {
     pub(crate) drain: bool,
 }
 
+/// What a pass over the queue needs: the immediate context's view of its device.
+pub(crate) struct Pass<'a, D: Driver, K: Kernel> {
+    pub(crate) registry: &'a Registry<D>,
+    /// Proves the immediate context runs the pass (the single reclaimer).
+    pub(crate) token: &'a mut IcToken,
+    pub(crate) driver: &'a D,
+    pub(crate) kernel: &'a K,
+    /// When deallocations are due ([`crate::DeviceConfig::retire_clock`]).
+    pub(crate) clock: Clock,
+    pub(crate) clocks: Clocks,
+    pub(crate) guard: &'a Guard,
+}
+
 /// The immediate context's queue of pending destructions and deallocations. Its vectors keep
 /// their capacity, so steady state allocates nothing; [`RetireQueue::trim`] gives it back.
 #[derive(Debug, Default)]
@@ -116,12 +129,6 @@ impl RetireQueue {
         !self.waiting.is_empty() || !self.deallocations.is_empty() || !registry.retired.is_empty()
     }
 
-    /// Counts a destruction that ran outside the queue (a primary's, R-P1).
-    pub(crate) fn count_destroyed(&mut self, deallocated: bool) {
-        self.destroyed += 1;
-        self.deallocated += u64::from(deallocated);
-    }
-
     /// The slots queued now (device destruction).
     pub(crate) fn queued_slots(&self) -> std::collections::HashSet<u32> {
         self.waiting.iter().map(|w| w.index).collect()
@@ -143,97 +150,107 @@ impl RetireQueue {
     }
 
     /// Runs every destruction and deallocation the clocks allow, and seals the entries it
-    /// unlinked for reclamation. Immediate context's thread (its `token`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn process<D: Driver, K: Kernel>(
-        &mut self,
-        registry: &Registry<D>,
-        token: &mut IcToken,
-        driver: &D,
-        kernel: &K,
-        clock: Clock,
-        clocks: Clocks,
-        guard: &Guard,
-    ) {
-        self.collect(registry);
+    /// unlinked for reclamation. Immediate context's thread (its token, in `pass`).
+    ///
+    /// Panic-safe: each object and each deallocation leaves the queue before its hook runs,
+    /// and an object's remaining steps run even when its destroy hook panics, so a hook that
+    /// panics never makes the queue destroy or free anything twice, and the next pass (or
+    /// the resumed drain) carries on with the rest.
+    pub(crate) fn process<D: Driver, K: Kernel>(&mut self, mut pass: Pass<'_, D, K>) {
+        self.collect(pass.registry);
         self.peak_waiting = self.peak_waiting.max(self.waiting.len());
+        let clocks = pass.clocks;
         // Dependents (views) before what they depend on (resources), R-H3.
         for resources in [false, true] {
             let mut i = 0;
             while i < self.waiting.len() {
                 let w = self.waiting[i];
-                if (clocks.drain || w.tag <= clocks.submitted_through)
-                    && self.destroy(
-                        registry, token, driver, kernel, clock, clocks, guard, w.index, resources,
-                    )
+                let due = clocks.drain || w.tag <= clocks.submitted_through;
+                match due
+                    .then(|| Self::claim(&pass, w.index, resources))
+                    .flatten()
                 {
-                    self.waiting.swap_remove(i);
-                } else {
-                    i += 1;
+                    Some(entry) => {
+                        self.waiting.swap_remove(i);
+                        self.destroy_now(&mut pass, w.index, entry);
+                    }
+                    None => i += 1,
                 }
             }
         }
         self.peak_deallocations = self.peak_deallocations.max(self.deallocations.len());
-        let mut deallocated = 0;
-        self.deallocations.retain(|d| {
-            let due = clocks.drain || d.fence <= clocks.completed;
-            if due {
-                kernel.deallocate(d.allocation);
-                deallocated += 1;
+        let mut i = 0;
+        while i < self.deallocations.len() {
+            let d = self.deallocations[i];
+            if clocks.drain || d.fence <= clocks.completed {
+                self.deallocations.swap_remove(i);
+                self.deallocated += 1;
+                pass.kernel.deallocate(d.allocation);
+            } else {
+                i += 1;
             }
-            !due
-        });
-        self.deallocated += deallocated;
-        registry.seal(token, guard);
+        }
+        pass.registry.seal(pass.token, pass.guard);
     }
 
-    /// Really destroys the object in slot `index` if it is of the pass's kind and nothing
-    /// holds it; returns whether it did.
-    #[allow(clippy::too_many_arguments)]
-    fn destroy<D: Driver, K: Kernel>(
-        &mut self,
-        registry: &Registry<D>,
-        token: &mut IcToken,
-        driver: &D,
-        kernel: &K,
-        clock: Clock,
-        clocks: Clocks,
-        guard: &Guard,
+    /// The entry in slot `index`, sealed for its real destruction, if it is of the pass's
+    /// kind and nothing holds it (at device destruction, whatever holds it).
+    fn claim<'g, D: Driver, K: Kernel>(
+        pass: &Pass<'g, D, K>,
         index: u32,
         resources: bool,
-    ) -> bool {
-        let Some(entry) = registry.linked(index, guard) else {
-            return true; // already reclaimed (cannot happen: each destroy is queued once)
-        };
+    ) -> Option<&'g Entry<D>> {
+        // Always linked: each destroy is queued once and only this pass unlinks.
+        let entry = pass.registry.linked(index, pass.guard)?;
         if (entry.ty() == HandleType::Resource) != resources {
-            return false;
+            return None;
         }
-        if clocks.drain {
+        if pass.clocks.drain {
             entry.seal();
         } else if !entry.try_seal() {
-            return false; // held by views (R-H3), context-local handles or command lists
+            return None; // held by views (R-H3), context-local handles or command lists
         }
-        // SAFETY: this runs on the immediate context's thread (the queue is the IC's), and no
-        // other reference to this entry's IC side is alive during the call.
+        Some(entry)
+    }
+
+    /// Really destroys a sealed entry that left the queue: the driver's destroy hook, then,
+    /// also when that hook panics, the dependency's hold released, the slot unlinked, and
+    /// the kernel memory deallocated (or queued for the completed fence).
+    pub(crate) fn destroy_now<D: Driver, K: Kernel>(
+        &mut self,
+        pass: &mut Pass<'_, D, K>,
+        index: u32,
+        entry: &Entry<D>,
+    ) {
+        let allocation = entry.allocation();
+        // SAFETY: this runs on the immediate context's thread (the queue is the IC's, and
+        // `pass` carries its token), and no other reference to this entry's IC side is alive
+        // during the call.
         let ic = unsafe { entry.ic_side() };
-        driver.destroy_object(entry.ty(), entry.object(), &mut ic.data);
-        if let Some(dep) = entry.dependency() {
-            if let Ok(dep) = registry.find_linked(dep, guard) {
-                dep.release();
+        let fence = ic.last_buffer;
+        let (registry, guard, clock, clocks) = (pass.registry, pass.guard, pass.clock, pass.clocks);
+        let kernel = pass.kernel;
+        let token = &mut *pass.token;
+        let rest = scopeguard::guard(self, |queue| {
+            if let Some(dep) = entry.dependency() {
+                if let Ok(dep) = registry.find_linked(dep, guard) {
+                    dep.release();
+                }
             }
-        }
-        if let Some(allocation) = entry.allocation() {
-            let fence = ic.last_buffer;
-            if clock == Clock::Submitted || clocks.drain || fence <= clocks.completed {
-                kernel.deallocate(allocation);
-                self.deallocated += 1;
-            } else {
-                self.deallocations.push(Deallocation { allocation, fence });
+            registry.free(token, index, guard);
+            queue.destroyed += 1;
+            if let Some(allocation) = allocation {
+                if clock == Clock::Submitted || clocks.drain || fence <= clocks.completed {
+                    queue.deallocated += 1;
+                    kernel.deallocate(allocation);
+                } else {
+                    queue.deallocations.push(Deallocation { allocation, fence });
+                }
             }
-        }
-        registry.free(token, index, guard);
-        self.destroyed += 1;
-        true
+        });
+        pass.driver
+            .destroy_object(entry.ty(), entry.object(), &mut ic.data);
+        drop(rest);
     }
 
     /// Gives back capacity beyond the high watermark since the last trim (R-A1), with

@@ -51,14 +51,15 @@
 //! use cmdlist::{Device, DeviceConfig, ResourceDesc};
 //!
 //! inject::silence_injected_panics();
-//! // Call 0 is create_immediate (device creation); call 1 is the resource's size query.
-//! let plan = Arc::new(FaultPlan::at(1, Fault::Panic));
+//! // Calls 0 and 1 are device creation's command_list_clock and create_immediate; call 2
+//! // is the resource's size query.
+//! let plan = Arc::new(FaultPlan::at(2, Fault::Panic));
 //! let (driver, kernel, world) = inject::new(&plan, SoftConfig::default());
 //! let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default())?;
 //! let desc = ResourceDesc { byte_size: 64, ..Default::default() };
 //! let caught = catch_unwind(AssertUnwindSafe(|| device.create_resource(desc))).unwrap_err();
 //! assert_eq!(InjectedPanic::of(&*caught).map(|p| p.hook), Some("calc_private_size"));
-//! assert_eq!(plan.hit().map(|h| (h.call, h.hook)), Some((1, "calc_private_size")));
+//! assert_eq!(plan.hit().map(|h| (h.call, h.hook)), Some((2, "calc_private_size")));
 //! ic.destroy_device()?;
 //! world.assert_clean(true);
 //! # Ok::<(), cmdlist::Error>(())

@@ -732,6 +732,21 @@ fn r_e1_error_at_every_fallible_hook_is_clean() {
     for error in [Error::OutOfMemory, Error::InvalidArg] {
         failures.extend(sweep(Fault::Error(error), |hook| FALLIBLE.contains(&hook)));
     }
-    let failures: Vec<&Failure> = failures.iter().collect();
+    // A kernel that cannot wait for its last fence during DestroyDevice has lost its device:
+    // R-D3 still has everything destroyed and deallocated before DestroyDevice returns (the
+    // `Kernel::wait_for_fence` contract). The soft GPU, whose wait the fault wrapper refused
+    // without telling it, still counts that buffer as running: its R-D4 complaint is that
+    // contract, not a bug. Everything else must be clean.
+    let (expected, failures): (Vec<&Failure>, Vec<&Failure>) = failures.iter().partition(|f| {
+        f.hook == "wait_for_fence"
+            && f.during == "destroy_device"
+            && f.problem.kind == Kind::Violation
+            && f.problem.detail.starts_with("R-D4:")
+    });
+    assert!(
+        expected.len() <= 4,
+        "only the final wait's allocations: {}",
+        report(&expected)
+    );
     assert!(failures.is_empty(), "{}", report(&failures));
 }
