@@ -10,19 +10,21 @@
 //!   tag, generation, type), marks the entry destroyed (CAS), reads the IC's open buffer and
 //!   pushes the slot on the lock-free retire stack; `flush` (an empty buffer: no submit)
 //!   takes the stack, checks each tag against the submitted clock, seals the entry, runs the
-//!   driver's destroy hook, unlinks the entry and defers its drop through crossbeam-epoch,
-//!   and pushes the slot on the free list. The flush is asserted to leave nothing waiting.
+//!   driver's destroy hook and unlinks the entry onto the device's chain of slots waiting
+//!   for the epoch (a link write), then defers one closure for the whole batch; a later
+//!   flush puts the chain back on the free list with one CAS, and the create that reuses a
+//!   slot drops the old entry in place. The flush is asserted to leave nothing waiting.
 //! - `crossbeam_epoch`: the same payload reclaimed with crossbeam-epoch alone: per object
 //!   `pin()`, swap the published `Atomic` to null, `defer_destroy`; then one
 //!   `pin().flush()` so the garbage is handed to the collector.
 //!
-//! Why the comparison is fair: the payload is a 256-byte, 128-byte-aligned struct, the size
-//! and alignment of `registry::Entry<SoftDriver>` (its IC half is `CachePadded`), so both
-//! sides free the same allocation through the same epoch collector and the same global
-//! allocator, on one thread, in batches of the same size, and both pin once per destroyed
-//! object. What differs is the engine's own bookkeeping, which the baseline does not do:
-//! handle validation, the lifecycle CASes, the two clocks, the driver hook (the soft
-//! driver's takes its world mutex) and the slot recycling.
+//! What the comparison says: the payload is a 256-byte, 128-byte-aligned struct, the size
+//! and alignment of `registry::Entry<SoftDriver>` (its IC half is `CachePadded`), reclaimed
+//! on one thread in batches of the same size, and both sides pin once per destroyed object.
+//! The baseline frees each object through the epoch collector and the allocator; cmdlist
+//! keeps each entry's memory with its slot (the next create drops it in place), and adds
+//! its own bookkeeping: handle validation, the lifecycle CASes, the two clocks, the driver
+//! hook and the slot recycling.
 //!
 //! Where the frees land: crossbeam drops deferred garbage two epochs later, from the
 //! collection that every 128th outermost `pin()` (and `Guard::flush`) runs. Untimed
