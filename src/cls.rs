@@ -25,8 +25,10 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, HandleSizeTable, HandleType};
 use crate::registry::Registry;
 
-/// Entries in one page of the slot-to-key table: 4 KiB of `u32`.
-const TABLE_PAGE: usize = 1024;
+/// Entries in one page of the slot-to-key table: 512 bytes of `u32`, so a context that
+/// names a few objects keeps little, while the pages a large recording touches are still
+/// whole cache-line runs.
+const TABLE_PAGE: usize = 128;
 
 struct LocalHandle {
     handle: AnyHandle,
@@ -70,9 +72,16 @@ impl ClsTable {
         self.open.len()
     }
 
-    /// The bucket allocator behind the handles.
-    pub(crate) fn bucket(&self) -> &BucketAllocator {
-        &self.bucket
+    /// Memory the table keeps: its bucket pages, its slot-to-key pages and its vectors.
+    pub(crate) fn retained_bytes(&self) -> usize {
+        let pages = self.table.iter().flatten().count();
+        self.bucket.stats().bytes_reserved
+            + pages * core::mem::size_of::<[u32; TABLE_PAGE]>()
+            + self.table.capacity() * core::mem::size_of::<Option<Box<[u32; TABLE_PAGE]>>>()
+            // A slab slot is a handle or a vacancy link, and a tag: at most this.
+            + self.open.capacity() * core::mem::size_of::<(usize, LocalHandle)>()
+            + self.order.capacity() * core::mem::size_of::<u32>()
+            + self.scratch.capacity()
     }
 
     /// Gives back bucket pages down to the high watermark (R-A2).

@@ -212,7 +212,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             operations: self.rec.ops.len(),
             recorded_bytes: self.rec.bytes(),
             retained_bytes: self.rec.retained_bytes()
-                + self.cls.bucket().stats().bytes_reserved
+                + self.cls.retained_bytes()
                 + self
                     .cache
                     .iter()

@@ -103,3 +103,28 @@ fn r_a1_retained_memory_falls_back_after_a_burst() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// R-L2, R-R1: a deferred context that recorded one small list keeps at most 2 KiB for it
+/// (handle pages start small, the slot table's pages are small, the recording's vectors
+/// hold what it needed), measured with the recycled list in its cache.
+#[test]
+fn r_r1_context_of_one_small_list_keeps_at_most_2_kib() {
+    let (device, mut ic, world, src, dst) = setup();
+    let mut dc = device.create_deferred_context().unwrap();
+    for _ in 0..3 {
+        one_frame(&mut dc, &mut ic, src, dst);
+    }
+    let stats = dc.stats();
+    eprintln!(
+        "one small list: the context keeps {} bytes",
+        stats.retained_bytes
+    );
+    assert!(
+        stats.retained_bytes <= 2048,
+        "the context keeps {} bytes: {stats:?}",
+        stats.retained_bytes
+    );
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
