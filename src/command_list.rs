@@ -35,10 +35,9 @@ use crate::device::Device;
 use crate::driver::{Driver, ListMemory};
 use crate::handle::AnyHandle;
 use crate::kernel::Kernel;
-use crate::primitive::{AtomicU64, Ordering};
+use crate::list_clock::ListStamp;
 use crate::record::Recording;
 use crate::recycle::{DropStack, Node};
-use crate::retire::Clock;
 
 /// What a command list is made of; recycled with its node.
 pub(crate) struct ListBody<D: Driver> {
@@ -121,8 +120,8 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     /// share a cache line.
     pub(crate) home: Arc<CachePadded<Home<D, K>>>,
     pub(crate) body: ListBody<D>,
-    /// The immediate context's buffer that last executed the list (0: never).
-    pub(crate) last_executed: AtomicU64,
+    /// The immediate context's buffer that last executed the list.
+    pub(crate) stamp: ListStamp,
     /// Where the driver's side of the list is (R-R4, R-R5).
     pub(crate) state: ListState,
 }
@@ -150,12 +149,7 @@ impl<D: Driver, K: Kernel> ListData<D, K> {
     /// Whether the immediate context's buffer that last executed the list has not passed
     /// the driver's list clock yet: its memory may still be read.
     pub(crate) fn in_flight(&self) -> bool {
-        let s = &*self.device.shared;
-        let safe = match s.list_clock {
-            Clock::Submitted => s.submitted_through.load(Ordering::Acquire),
-            Clock::Completed => s.completed.load(Ordering::Acquire),
-        };
-        self.last_executed.load(Ordering::Relaxed) > safe
+        !self.device.shared.list_clock.passed(&self.stamp)
     }
 }
 
@@ -256,7 +250,7 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
 
     /// Stamps the list with the immediate context's buffer executing it.
     pub(crate) fn executed_in(&self, buffer: u64) {
-        self.data().last_executed.store(buffer, Ordering::Relaxed);
+        self.data().stamp.executed_in(buffer);
     }
 }
 

@@ -38,7 +38,7 @@ use crate::driver::{Command, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
-use crate::primitive::AtomicU64;
+use crate::list_clock::ListStamp;
 use crate::record::{Payload, Recorded, Recording};
 use crate::recycle::{DropStack, Node};
 
@@ -592,9 +592,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             core::mem::swap(&mut self.rec, &mut body.rec);
             self.watermark.note(body);
         }
-        node.value
-            .last_executed
-            .store(0, crate::primitive::Ordering::Relaxed);
+        node.value.stamp.reset();
         self.made_since_trim += 1;
         let list = CommandList::new(ScopeGuard::into_inner(node));
         self.renew()?;
@@ -688,7 +686,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 private,
                 local,
             },
-            last_executed: AtomicU64::new(0),
+            stamp: ListStamp::default(),
             state: ListState::Live,
         });
         self.stats.created += 1;

@@ -18,6 +18,7 @@ use crate::handle::{
 };
 use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationDesc, ContextId, Kernel};
+use crate::list_clock::ListClock;
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::recycle::DropStack;
 use crate::registry::{NewEntry, ObjectRef, Registry};
@@ -67,16 +68,13 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// Command lists ended for good while a buffer that executed them may still read their
     /// memory; the immediate context frees them once the list clock has passed.
     pub(crate) retired_lists: DropStack<ListData<D, K>>,
-    /// Every IC buffer numbered at or below this was submitted (or was empty): when an
-    /// executed command list may be recycled under [`Clock::Submitted`].
-    pub(crate) submitted_through: CachePadded<AtomicU64>,
-    /// The completed fence the IC saw at its last flush (for [`Clock::Completed`]).
-    pub(crate) completed: CachePadded<AtomicU64>,
     /// Bumped by the IC each time it performs amortised processing; deferred contexts trim
     /// their pools when they see it change (R-A1). Read-mostly: a load at each Finish.
     pub(crate) trim_epoch: CachePadded<AtomicU64>,
+    /// When executed command lists may be reused: published by the IC after each flush,
+    /// asked by whoever recycles or frees a list; its policy is
     /// [`Driver::command_list_clock`], asked once at creation.
-    pub(crate) list_clock: Clock,
+    pub(crate) list_clock: ListClock,
     _tag: DeviceTag,
 }
 
@@ -132,10 +130,8 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 next_deferred_id: AtomicU32::new(0),
                 live_deferred: AtomicUsize::new(0),
                 retired_lists: DropStack::new(),
-                submitted_through: CachePadded::new(AtomicU64::new(0)),
-                completed: CachePadded::new(AtomicU64::new(0)),
                 trim_epoch: CachePadded::new(AtomicU64::new(0)),
-                list_clock,
+                list_clock: ListClock::new(list_clock),
                 _tag: tag,
             }),
         };

@@ -604,8 +604,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         let s = &*self.device.shared;
         // For deferred contexts recycling lists this context executed (their memory clock).
-        s.submitted_through.store(through, Ordering::Release);
-        s.completed.store(completed, Ordering::Release);
+        s.list_clock.publish(through, completed);
         let clocks = Clocks {
             submitted_through: through,
             completed,
