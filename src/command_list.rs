@@ -160,10 +160,15 @@ impl<D: Driver, K: Kernel> ListData<D, K> {
 /// after its flushes.
 pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
     if node.value.in_flight() {
-        let device = node.value.device.clone();
-        if let Some(back) = device.shared.retired_lists.push(node) {
+        // The stack lives in the device the node keeps: reached through a pointer, since the
+        // node moves into it.
+        let retired: *const DropStack<ListData<D, K>> = &node.value.device.shared.retired_lists;
+        // SAFETY: the node keeps its device, and with it `retired_lists`, alive until the
+        // node is dropped; `push` reads the stack only until its CAS publishes the node, and
+        // a refused node comes back to this thread, which still owns it (and its device).
+        if let Err(back) = unsafe { &*retired }.push(node) {
             // The device is destroyed: the GPU is idle, nothing reads the memory any more.
-            back.for_each(free_now);
+            free_now(back);
         }
         return;
     }
@@ -278,9 +283,12 @@ impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
 /// Pushes a recycle-destroyed list onto its context's list of destroyed ones; if the context
 /// is gone, the list ends for good here.
 fn send_home<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
-    let home = Arc::clone(&node.value.home);
-    if let Some(back) = home.destroyed.push(node) {
-        // The context went away meanwhile: nobody will recycle these.
-        back.for_each(release);
+    let home: *const DropStack<ListData<D, K>> = &node.value.home.destroyed;
+    // SAFETY: the node keeps its home alive until the node is dropped; `push` reads the
+    // stack only until its CAS publishes the node (after which the context may take, recycle
+    // or free it at once), and a refused node comes back to this thread, which owns it.
+    if let Err(back) = unsafe { &*home }.push(node) {
+        // The context went away meanwhile: nobody will recycle it.
+        release(back);
     }
 }

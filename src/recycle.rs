@@ -5,17 +5,19 @@
 //! submission clock allows. Nodes are boxes that live as long as their context: a recycled
 //! node is reused for a later list, so steady state allocates nothing.
 //!
-//! When the context is dropped it *closes* the list (flag, then take all); a push that lands
-//! after the close is seen by the pusher itself (push, then read the flag), which then takes
-//! the list back and destroys what it got. Both sides use SeqCst on the flag and the head, so
-//! at least one of them sees the node: none is stranded. Push is ABA-safe (Treiber push with
-//! take-all consumers), so the head needs no tag.
+//! When the context is dropped it *closes* the list: one swap installs a closed mark as the
+//! head and takes what was pushed. A push CASes against the head it read, so it either lands
+//! before the close (and the closer takes it) or sees the mark and is refused, handing the
+//! node straight back to the pusher: none is stranded, and the pusher never touches the
+//! stack after its node was published (so it needs no reference of its own to keep the
+//! stack alive). Push is ABA-safe (Treiber push with take-all consumers), so the head needs
+//! no tag.
 //!
 //! Loom models check that every pushed node is taken exactly once, with and without a close.
 
 use core::ptr;
 
-use crate::primitive::{AtomicBool, AtomicPtr, Ordering};
+use crate::primitive::{AtomicPtr, Ordering};
 
 /// A node of the stack.
 pub(crate) struct Node<T> {
@@ -43,15 +45,22 @@ impl<T> Node<T> {
 
 /// Many producers push nodes; the owner takes them all; closing hands later pushes back.
 pub(crate) struct DropStack<T> {
+    /// The newest node, null when empty, or [`closed`] once closed.
     head: AtomicPtr<Node<T>>,
-    closed: AtomicBool,
 }
+
+/// The head of a closed stack: an address no node has (nodes are aligned past 1).
+fn closed<T>() -> *mut Node<T> {
+    ptr::without_provenance_mut(1)
+}
+
+const _: () = assert!(core::mem::align_of::<Node<u8>>() > 1);
 
 // SAFETY: the stack owns the nodes linked from `head` (each was a `Box` given up by `push`)
 // and hands each back as a `Box` exactly once; moving `T`s between threads that way needs
 // only `T: Send`.
 unsafe impl<T: Send> Send for DropStack<T> {}
-// SAFETY: as above; all shared access goes through the atomics.
+// SAFETY: as above; all shared access goes through the atomic head.
 unsafe impl<T: Send> Sync for DropStack<T> {}
 
 /// Nodes taken from the stack, newest first.
@@ -85,43 +94,43 @@ impl<T> DropStack<T> {
     pub(crate) fn new() -> Self {
         DropStack {
             head: AtomicPtr::new(ptr::null_mut()),
-            closed: AtomicBool::new(false),
         }
     }
 
-    /// Pushes `node` (any thread). If the stack was closed meanwhile, returns what this
-    /// thread took back for destruction (possibly nothing: the closer took it).
-    pub(crate) fn push(&self, node: Box<Node<T>>) -> Option<Taken<T>> {
+    /// Pushes `node` (any thread); a closed stack refuses it and hands it back.
+    pub(crate) fn push(&self, node: Box<Node<T>>) -> Result<(), Box<Node<T>>> {
         let node = Box::into_raw(node);
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
+            if head == closed() {
+                // SAFETY: `node` came from `Box::into_raw` above and was never published.
+                return Err(unsafe { Box::from_raw(node) });
+            }
             // SAFETY: `node` came from `Box::into_raw` just above and is not published yet,
             // so this thread owns it.
             unsafe { (*node).next = head };
+            // Release: the taker that acquires the head sees the node's contents.
             match self
                 .head
-                .compare_exchange_weak(head, node, Ordering::SeqCst, Ordering::Relaxed)
+                .compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed)
             {
-                Ok(_) => break,
+                Ok(_) => return Ok(()),
                 Err(now) => head = now,
             }
         }
-        if self.closed.load(Ordering::SeqCst) {
-            Some(self.take_all())
-        } else {
-            None
-        }
     }
 
-    /// Takes every pushed node (one swap).
+    /// Takes every pushed node (one swap); nothing once closed. The owner's call (the owner
+    /// alone closes the stack, so no close races it).
     pub(crate) fn take_all(&self) -> Taken<T> {
-        if self.head.load(Ordering::Relaxed).is_null() {
+        let head = self.head.load(Ordering::Relaxed);
+        if head.is_null() || head == closed() {
             return Taken {
                 top: ptr::null_mut(),
             };
         }
         Taken {
-            top: self.head.swap(ptr::null_mut(), Ordering::SeqCst),
+            top: self.head.swap(ptr::null_mut(), Ordering::Acquire),
         }
     }
 
@@ -130,26 +139,27 @@ impl<T> DropStack<T> {
         self.head.load(Ordering::Relaxed).is_null()
     }
 
-    /// Whether the stack was closed (its owner is gone).
+    /// Whether the stack was closed (its owner is gone): a hint, a push finds out for sure.
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.head.load(Ordering::Relaxed) == closed()
     }
 
-    /// Closes the stack and takes what it holds; later pushes hand their nodes back.
+    /// Closes the stack and takes what it holds; later pushes are refused.
     pub(crate) fn close(&self) -> Taken<T> {
-        self.closed.store(true, Ordering::SeqCst);
-        // No relaxed fast path here: the SeqCst swap is what a racing pusher's SeqCst CAS
-        // and flag load are ordered against (the loom model finds the stranded node
-        // otherwise).
+        let top = self.head.swap(closed(), Ordering::Acquire);
         Taken {
-            top: self.head.swap(ptr::null_mut(), Ordering::SeqCst),
+            top: if top == closed() {
+                ptr::null_mut()
+            } else {
+                top
+            },
         }
     }
 }
 
 impl<T> Drop for DropStack<T> {
     fn drop(&mut self) {
-        drop(self.take_all());
+        drop(self.close());
     }
 }
 
@@ -162,7 +172,7 @@ mod tests {
     fn take_all_returns_every_push_once() {
         let s = DropStack::new();
         for i in 0..5 {
-            assert!(s.push(Node::new(i)).is_none());
+            assert!(s.push(Node::new(i)).is_ok());
         }
         let got: Vec<i32> = s.take_all().map(|n| n.value).collect();
         assert_eq!(got, vec![4, 3, 2, 1, 0]);
@@ -172,10 +182,14 @@ mod tests {
     #[test]
     fn pushes_after_close_come_back_to_the_pusher() {
         let s = DropStack::new();
-        s.push(Node::new(1));
+        assert!(s.push(Node::new(1)).is_ok());
         assert_eq!(s.close().map(|n| n.value).collect::<Vec<_>>(), vec![1]);
-        let back = s.push(Node::new(2)).expect("closed");
-        assert_eq!(back.map(|n| n.value).collect::<Vec<_>>(), vec![2]);
+        assert!(s.is_closed());
+        let back = s.push(Node::new(2)).expect_err("closed");
+        assert_eq!(back.value, 2);
+        assert_eq!(s.close().count(), 0, "closing again takes nothing");
+        assert_eq!(s.take_all().count(), 0, "a closed stack gives nothing");
+        assert!(s.is_closed(), "and stays closed");
     }
 
     #[test]
@@ -187,7 +201,7 @@ mod tests {
                 let s = s.clone();
                 std::thread::spawn(move || {
                     for i in 0..per {
-                        assert!(s.push(Node::new(t * per + i)).is_none());
+                        assert!(s.push(Node::new(t * per + i)).is_ok());
                     }
                 })
             })
@@ -217,7 +231,7 @@ mod loom_models {
             let producers: Vec<_> = (0..2)
                 .map(|i| {
                     let s = s.clone();
-                    loom::thread::spawn(move || assert!(s.push(Node::new(i)).is_none()))
+                    loom::thread::spawn(move || assert!(s.push(Node::new(i)).is_ok()))
                 })
                 .collect();
             let mut seen: Vec<i32> = s.take_all().map(|n| n.value).collect();
@@ -237,7 +251,7 @@ mod loom_models {
             let s = Arc::new(DropStack::new());
             let pusher = {
                 let s = s.clone();
-                loom::thread::spawn(move || s.push(Node::new(7)).map_or(0, |t| t.count()))
+                loom::thread::spawn(move || usize::from(s.push(Node::new(7)).is_err()))
             };
             let closer = s.close().count();
             let pusher = pusher.join().unwrap();
