@@ -240,7 +240,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn command_inner(&mut self, command: &D::Command) -> Result<()> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         let registry = &self.device.shared.registry;
         // Two passes, so that nothing is stamped unless every handle is good and no list of
         // views is allocated: validate, then stamp.
@@ -264,7 +264,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = self.device.shared.registry.live(resource, &guard)?;
         view.check_write(offset, data.len())?;
         self.run(
@@ -287,7 +287,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn bind_inner(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = match object {
             Some(h) => Some(self.device.shared.registry.live(h, &guard)?),
             None => None,
@@ -340,7 +340,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     pub(crate) fn clear_state_inner(&mut self) -> Result<()> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         self.run(&guard, &[], None, Op::ClearState)?;
         self.unbind_all(&guard);
         Ok(())
@@ -360,7 +360,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn query_op(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = self.device.shared.registry.live(query, &guard)?;
         let begun = self.begun.iter().position(|q| *q == query);
         if begin && begun.is_some() {
@@ -396,7 +396,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         self.device
             .shared
             .registry
@@ -423,7 +423,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             .iter()
             .position(|r| *r == resource)
             .ok_or(AppError::InvalidState)?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = self.device.shared.registry.live(resource, &guard)?;
         if data.len() as u64 > view.byte_size() {
             return Err(AppError::OutOfRange.into());
@@ -467,7 +467,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             return Err(AppError::QueryConflict.into());
         }
         let s = &*self.device.shared;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         for handle in &body.held {
             let view = s.registry.held(*handle, &guard)?;
             Self::reference(&mut self.buffer, &s.registry, &guard, view);
@@ -547,7 +547,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn query_signaled_inner(&mut self, query: Handle<Query>) -> Result<bool> {
         self.check_alive()?;
         let end = {
-            let guard = epoch::pin();
+            let guard = self.device.shared.registry.ic_guard(&self.token);
             let view = self.device.shared.registry.live(query, &guard)?;
             // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
             unsafe { view.entry().ic_side() }.query_end
@@ -691,12 +691,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The driver's IC data of a live object (R-L3: only this thread touches it).
     pub fn ic_data_mut<T: ObjectKind>(&mut self, handle: Handle<T>) -> Result<&mut D::IcData> {
         self.check_alive()?;
-        let guard = epoch::pin();
+        let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = self.device.shared.registry.live(handle, &guard)?;
         let entry: *const Entry<D> = view.entry();
-        drop(guard);
-        // SAFETY: only this context frees entries, and it cannot while `&mut self` is
-        // borrowed by the result, so the entry outlives the result even unpinned; the IC side
+        // SAFETY: only this context unlinks entries, and it cannot while `&mut self` is
+        // borrowed by the result, so the entry outlives the result (see `ic_guard`); the IC side
         // is only ever touched on this thread, and the `&mut self` borrow keeps this the only
         // reference to it.
         Ok(&mut unsafe { (*entry).ic_side() }.data)
@@ -727,7 +726,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn destroy_primary_inner(&mut self, primary: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
         let last_buffer = {
-            let guard = epoch::pin();
+            let guard = self.device.shared.registry.ic_guard(&self.token);
             let entry = self.device.shared.registry.find(primary, &guard)?;
             if !entry.is_primary() {
                 return Err(AppError::PrimaryMismatch.into());

@@ -764,6 +764,18 @@ impl<D: Driver> Registry<D> {
         unsafe { &*self.reclaim.get() }.retained_bytes()
     }
 
+    /// The guard the immediate context looks entries up under: none at all. Only the
+    /// token's holder unlinks entries, so every entry it finds linked stays valid while it
+    /// uses it, pinned or not (the CPU epoch protects other threads from its unlinks, not
+    /// itself). Never used to defer work: deferring on it would run at once.
+    pub(crate) fn ic_guard(&self, token: &IcToken) -> &'static Guard {
+        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        // SAFETY: see above: entries reached through this guard are linked ones, found by
+        // the single reclaimer, which cannot unlink them while it reads them; the limbo (and
+        // so slot reuse) never defers through it (`seal` takes a pinned guard).
+        unsafe { epoch::unprotected() }
+    }
+
     /// The immediate context's token: `Some` once per registry.
     pub(crate) fn take_ic_token(&self) -> Option<IcToken> {
         (!self.token_taken.swap(true, Ordering::SeqCst)).then_some(IcToken {
