@@ -23,24 +23,25 @@ use crate::bucket::{Block, BucketAllocator};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, HandleSizeTable, HandleType};
-use crate::registry::Registry;
+use crate::registry::{HeldEntry, Registry};
 
 /// Entries in one page of the slot-to-key table: 512 bytes of `u32`, so a context that
 /// names a few objects keeps little, while the pages a large recording touches are still
 /// whole cache-line runs.
 const TABLE_PAGE: usize = 128;
 
-struct LocalHandle {
-    handle: AnyHandle,
+struct LocalHandle<D: Driver> {
+    /// The hold on the object (R-H2), with its handle: reached without a lookup.
+    held: HeldEntry<D>,
     ty: HandleType,
     block: Block,
 }
 
 /// The open context-local handles of one deferred context.
-pub(crate) struct ClsTable {
+pub(crate) struct ClsTable<D: Driver> {
     /// Registry slot -> slab key + 1 (0: not open), in lazily allocated pages.
     table: Vec<Option<Box<[u32; TABLE_PAGE]>>>,
-    open: Slab<LocalHandle>,
+    open: Slab<LocalHandle<D>>,
     /// Slab keys in the order the handles were opened.
     order: Vec<u32>,
     bucket: BucketAllocator,
@@ -56,7 +57,7 @@ pub(crate) struct ClsCtx<'a, D: Driver> {
     pub(crate) guard: &'a Guard,
 }
 
-impl ClsTable {
+impl<D: Driver> ClsTable<D> {
     pub(crate) fn new(sizes: &HandleSizeTable) -> Result<Self> {
         Ok(ClsTable {
             table: Vec::new(),
@@ -79,7 +80,7 @@ impl ClsTable {
             + pages * core::mem::size_of::<[u32; TABLE_PAGE]>()
             + self.table.capacity() * core::mem::size_of::<Option<Box<[u32; TABLE_PAGE]>>>()
             // A slab slot is a handle or a vacancy link, and a tag: at most this.
-            + self.open.capacity() * core::mem::size_of::<(usize, LocalHandle)>()
+            + self.open.capacity() * core::mem::size_of::<(usize, LocalHandle<D>)>()
             + self.order.capacity() * core::mem::size_of::<u32>()
             + self.scratch.capacity()
     }
@@ -96,7 +97,7 @@ impl ClsTable {
         let key = page[slot % TABLE_PAGE].checked_sub(1)? as usize;
         // The open handle holds its object, so the slot cannot have been reused while open;
         // the comparison is a cheap guard all the same.
-        (self.open.get(key)?.handle == handle).then_some(key)
+        (self.open.get(key)?.held.handle() == handle).then_some(key)
     }
 
     #[inline]
@@ -114,16 +115,19 @@ impl ClsTable {
     /// object the application destroyed cannot be named again, even if this recording
     /// still holds it). Opens its context-local handle on first use (dependency first), else
     /// tells the driver of the use.
-    pub(crate) fn use_object<D: Driver>(
-        &mut self,
-        ctx: &mut ClsCtx<'_, D>,
-        handle: AnyHandle,
-    ) -> Result<()> {
+    pub(crate) fn use_object(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
         if let Some(key) = self.key_of(handle) {
-            let view = ctx.registry.live(handle, ctx.guard)?;
             let local = &mut self.open[key];
+            let entry = local.held.entry();
+            if ctx.registry.is_removed() {
+                return Err(Error::DeviceRemoved);
+            }
+            if !entry.is_live() {
+                return Err(AppError::StaleHandle.into());
+            }
             let bytes = self.bucket.bytes_mut(&mut local.block)?;
-            ctx.driver.use_local(ctx.dc, local.ty, view.object(), bytes);
+            ctx.driver
+                .use_local(ctx.dc, local.ty, entry.object(), bytes);
             return Ok(());
         }
         self.open_handle(ctx, handle, false).map(|_| ())
@@ -132,7 +136,7 @@ impl ClsTable {
     /// Opens `handle`'s context-local handle. `dependency` says it is opened for a dependent
     /// (a view's resource): then it only has to be held (by the live view), not live itself,
     /// since a view keeps a resource the application already destroyed (R-H3).
-    fn open_handle<D: Driver>(
+    fn open_handle(
         &mut self,
         ctx: &mut ClsCtx<'_, D>,
         handle: AnyHandle,
@@ -168,21 +172,19 @@ impl ClsTable {
         let mut taken =
             scopeguard::guard((&mut self.bucket, block, None), |(bucket, block, held)| {
                 let _ = bucket.free(block);
-                if let Some(entry) = held {
-                    crate::registry::Entry::<D>::release(entry);
+                if let Some(held) = held {
+                    HeldEntry::<D>::release(held);
                 }
             });
-        if !view.entry().hold() {
-            return Err(AppError::StaleHandle.into());
-        }
-        taken.2 = Some(view.entry());
+        taken.2 = Some(HeldEntry::take(view).ok_or(AppError::StaleHandle)?);
         let (bucket, block, _) = &mut *taken;
         let local = bucket.bytes_mut(block)?;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
             .open_local(ctx.dc, ty, view.object(), dep_bytes, local)?;
-        let (_, block, _) = ScopeGuard::into_inner(taken);
-        let key = self.open.insert(LocalHandle { handle, ty, block });
+        let (_, block, held) = ScopeGuard::into_inner(taken);
+        let held = held.expect("taken above");
+        let key = self.open.insert(LocalHandle { held, ty, block });
         self.order.push(key as u32);
         self.set_key(handle, key as u32 + 1);
         Ok(key)
@@ -191,40 +193,40 @@ impl ClsTable {
     /// Closes every open handle, dependents first (R-H3, R-C1, R-C2); `state` is what
     /// state-refresh queries answer meanwhile. Each closed handle's hold on its object is
     /// passed to `keep` (a command list takes it) or released when `keep` is `None`.
-    pub(crate) fn close_all<D: Driver>(
+    pub(crate) fn close_all(
         &mut self,
         ctx: &mut ClsCtx<'_, D>,
         state: StateView<'_>,
-        mut keep: Option<&mut Vec<AnyHandle>>,
+        mut keep: Option<&mut Vec<HeldEntry<D>>>,
     ) {
+        // After device destruction the objects are destroyed already: their handles are
+        // released without closing (R-H2 was kept by refusing DestroyDevice while contexts
+        // live; only dropping the immediate context gets here).
+        let removed = ctx.registry.is_removed();
         while let Some(key) = self.order.pop() {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).
-            let local = self.open.remove(key as usize);
-            self.set_key(local.handle, 0);
-            let Ok(entry) = ctx.registry.find_linked(local.handle, ctx.guard) else {
-                // After device destruction the object is gone: nothing to close or release.
-                let freed = self.bucket.free(local.block);
-                debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
-                continue;
-            };
-            let handle = local.handle;
+            let LocalHandle { held, ty, block } = self.open.remove(key as usize);
+            self.set_key(held.handle(), 0);
             let keep_it = keep.as_deref_mut();
             let mut closing =
-                scopeguard::guard((&mut self.bucket, local.block), |(bucket, block)| {
+                scopeguard::guard((&mut self.bucket, block, held), |(bucket, block, held)| {
                     match keep_it {
-                        Some(held) => held.push(handle),
-                        None => entry.release(),
+                        Some(list) => list.push(held),
+                        None => held.release(),
                     }
                     let freed = bucket.free(block);
                     debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
                 });
-            let (bucket, block) = &mut *closing;
+            if removed {
+                continue;
+            }
+            let (bucket, block, held) = &mut *closing;
             // The block is this context's own, so its bytes are always there.
             if let Ok(bytes) = bucket.bytes_mut(block) {
                 ctx.driver
-                    .close_local(ctx.dc, local.ty, entry.object(), bytes, state);
+                    .close_local(ctx.dc, ty, held.entry().object(), bytes, state);
             }
         }
     }

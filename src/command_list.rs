@@ -27,23 +27,22 @@
 
 use std::sync::Arc;
 
-use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
 
 use crate::device::Device;
 use crate::driver::{Driver, ListMemory};
-use crate::handle::AnyHandle;
 use crate::kernel::Kernel;
 use crate::list_clock::ListStamp;
 use crate::record::Recording;
 use crate::recycle::{DropStack, Node};
+use crate::registry::HeldEntry;
 
 /// What a command list is made of; recycled with its node.
 pub(crate) struct ListBody<D: Driver> {
     pub(crate) rec: Recording<D::Command>,
     /// Objects the list holds (R-H2: their immediate-context handles outlive it).
-    pub(crate) held: Vec<AnyHandle>,
+    pub(crate) held: Vec<HeldEntry<D>>,
     /// The immediate-context command-list handle's memory (R-R2).
     pub(crate) private: Box<[u8]>,
     /// The deferred context's context-local command-list handle's memory (R-R2).
@@ -62,7 +61,7 @@ impl<D: Driver> ListBody<D> {
     pub(crate) fn retained_bytes<K: Kernel>(&self) -> usize {
         core::mem::size_of::<ListNode<D, K>>()
             + self.rec.retained_bytes()
-            + self.held.capacity() * core::mem::size_of::<AnyHandle>()
+            + self.held.capacity() * core::mem::size_of::<HeldEntry<D>>()
             + self.private.len()
             + self.local.len()
     }
@@ -182,16 +181,9 @@ pub(crate) fn end_unfinished<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>
     release(node);
 }
 
-/// Releases what a list holds (no hook runs).
+/// Releases what a list holds (no hook runs, no lookup, no pin).
 fn release_holds<D: Driver, K: Kernel>(data: &mut ListData<D, K>) {
-    let registry = &data.device.shared.registry;
-    let guard = epoch::pin();
-    for handle in data.body.held.drain(..) {
-        // After device destruction the objects are gone already: nothing to release.
-        if let Ok(entry) = registry.find_linked(handle, &guard) {
-            entry.release();
-        }
-    }
+    data.body.held.drain(..).for_each(HeldEntry::release);
 }
 
 /// [`release`] without the clock check (the caller knows the memory is not read).

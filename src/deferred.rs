@@ -74,7 +74,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     device: Device<D, K>,
     id: u32,
     dc: Option<D::Deferred>,
-    cls: ClsTable,
+    cls: ClsTable<D>,
     rec: Recording<D::Command>,
     bindings: Bindings,
     /// Resources mapped and not yet unmapped, with their payload.

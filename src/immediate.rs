@@ -246,14 +246,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // views is allocated: validate, then stamp.
         let mut failed = None;
         command.for_each_object(&mut |h| {
-            if let Err(e) = registry.live(h, &guard) {
+            if let Err(e) = registry.live(h, guard) {
                 failed = failed.or(Some(e));
             }
         });
         if let Some(e) = failed {
             return Err(e);
         }
-        self.run(&guard, &[], Some(command), Op::Command(command))
+        self.run(guard, &[], Some(command), Op::Command(command))
     }
 
     /// UpdateSubresource: writes `data` at byte `offset` of `resource`.
@@ -265,10 +265,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(resource, &guard)?;
+        let view = self.device.shared.registry.live(resource, guard)?;
         view.check_write(offset, data.len())?;
         self.run(
-            &guard,
+            guard,
             &[view],
             None,
             Op::Update {
@@ -289,7 +289,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = match object {
-            Some(h) => Some(self.device.shared.registry.live(h, &guard)?),
+            Some(h) => Some(self.device.shared.registry.live(h, guard)?),
             None => None,
         };
         let objects: &[ObjectView<'_, D>] = match &view {
@@ -297,7 +297,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             None => &[],
         };
         self.run(
-            &guard,
+            guard,
             objects,
             None,
             Op::Bind {
@@ -311,7 +311,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.entry().hold();
         }
         if let Some(old) = self.bindings.get(point) {
-            Self::release_binding(&self.device.shared.registry, &guard, old);
+            Self::release_binding(&self.device.shared.registry, guard, old);
         }
         self.bindings.set(point, object);
         Ok(())
@@ -341,8 +341,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(crate) fn clear_state_inner(&mut self) -> Result<()> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        self.run(&guard, &[], None, Op::ClearState)?;
-        self.unbind_all(&guard);
+        self.run(guard, &[], None, Op::ClearState)?;
+        self.unbind_all(guard);
         Ok(())
     }
 
@@ -361,7 +361,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn query_op(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(query, &guard)?;
+        let view = self.device.shared.registry.live(query, guard)?;
         let begun = self.begun.iter().position(|q| *q == query);
         if begin && begun.is_some() {
             return Err(AppError::InvalidState.into());
@@ -371,7 +371,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         } else {
             Op::EndQuery(view)
         };
-        self.run(&guard, &[view], None, op)?;
+        self.run(guard, &[view], None, op)?;
         match (begin, begun) {
             (true, _) => self.begun.push(query),
             (false, Some(i)) => {
@@ -400,7 +400,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.device
             .shared
             .registry
-            .live(resource, &guard)?
+            .live(resource, guard)?
             .discard_len()?;
         if self.mapped.contains(&resource) {
             return Err(AppError::InvalidState.into());
@@ -424,12 +424,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             .position(|r| *r == resource)
             .ok_or(AppError::InvalidState)?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(resource, &guard)?;
+        let view = self.device.shared.registry.live(resource, guard)?;
         if data.len() as u64 > view.byte_size() {
             return Err(AppError::OutOfRange.into());
         }
         self.run(
-            &guard,
+            guard,
             &[view],
             None,
             Op::WriteDiscard {
@@ -468,11 +468,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         let s = &*self.device.shared;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        for handle in &body.held {
-            let view = s.registry.held(*handle, &guard)?;
-            Self::reference(&mut self.buffer, &s.registry, &guard, view);
+        for held in &body.held {
+            Self::reference(&mut self.buffer, &s.registry, guard, held.view());
         }
-        let resolver = Resolver::new(&s.registry, &guard, StateView::of(&self.bindings), true);
+        let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), true);
         list.executed_in(self.buffer.number);
         // The execute is in the buffer from here on (also if a hook below fails or panics):
         // the buffer is submitted, and the list's memory waits for it.
@@ -482,7 +481,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let result = Self::replay(&s.driver, &mut self.imm, &resolver, body, &mut self.buffer);
         // Clear-state after the list, whatever happened in it (R-C3).
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
-        self.unbind_all(&guard);
+        self.unbind_all(guard);
         result.and(cleared)
     }
 
@@ -548,7 +547,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let end = {
             let guard = self.device.shared.registry.ic_guard(&self.token);
-            let view = self.device.shared.registry.live(query, &guard)?;
+            let view = self.device.shared.registry.live(query, guard)?;
             // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
             unsafe { view.entry().ic_side() }.query_end
         };
@@ -692,7 +691,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub fn ic_data_mut<T: ObjectKind>(&mut self, handle: Handle<T>) -> Result<&mut D::IcData> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(handle, &guard)?;
+        let view = self.device.shared.registry.live(handle, guard)?;
         let entry: *const Entry<D> = view.entry();
         // SAFETY: only this context unlinks entries, and it cannot while `&mut self` is
         // borrowed by the result, so the entry outlives the result (see `ic_guard`); the IC side
@@ -727,7 +726,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let last_buffer = {
             let guard = self.device.shared.registry.ic_guard(&self.token);
-            let entry = self.device.shared.registry.find(primary, &guard)?;
+            let entry = self.device.shared.registry.find(primary, guard)?;
             if !entry.is_primary() {
                 return Err(AppError::PrimaryMismatch.into());
             }

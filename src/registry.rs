@@ -287,6 +287,60 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     }
 }
 
+/// An entry that its holder holds (a hold taken with [`Entry::hold`], R-H2): a context-local
+/// handle's or a command list's reference to its object, reached without a lookup or a pin.
+///
+/// Valid for as long as the hold is, whatever the epoch: a held entry is unlinked only by
+/// device destruction (the retire queue waits for holds), after which no create can reuse
+/// its slot, and the entry itself lives until the registry drops, which the holder's device
+/// handle prevents. Releasing the hold ([`HeldEntry::release`]) ends it.
+pub(crate) struct HeldEntry<D: Driver> {
+    handle: AnyHandle,
+    entry: NonNull<Entry<D>>,
+}
+
+// SAFETY: a `HeldEntry` is a shared reference to an `Entry`, which is `Sync`; its validity
+// does not depend on the thread (see the type's docs), so it may move and be shared like
+// `&Entry`.
+unsafe impl<D: Driver> Send for HeldEntry<D> {}
+// SAFETY: as above.
+unsafe impl<D: Driver> Sync for HeldEntry<D> {}
+
+impl<D: Driver> HeldEntry<D> {
+    /// Takes a hold on `view`'s entry; `None` once the object is really destroyed.
+    pub(crate) fn take(view: ObjectView<'_, D>) -> Option<Self> {
+        view.entry.hold().then(|| HeldEntry {
+            handle: view.handle,
+            entry: NonNull::from(view.entry),
+        })
+    }
+
+    /// The handle the hold was taken through.
+    pub(crate) fn handle(&self) -> AnyHandle {
+        self.handle
+    }
+
+    /// The held entry.
+    pub(crate) fn entry(&self) -> &Entry<D> {
+        // SAFETY: valid while held (see the type's docs); the hold is released only by
+        // `release`, which consumes `self`.
+        unsafe { self.entry.as_ref() }
+    }
+
+    /// The held object, as lookups give it.
+    pub(crate) fn view(&self) -> ObjectView<'_, D> {
+        ObjectView {
+            handle: self.handle,
+            entry: self.entry(),
+        }
+    }
+
+    /// Releases the hold.
+    pub(crate) fn release(self) {
+        self.entry().release();
+    }
+}
+
 /// Resolves handles to objects during one driver call (the objects stay valid for the whole
 /// call), and answers state-refresh queries (R-C3).
 pub struct Resolver<'a, D: Driver> {
