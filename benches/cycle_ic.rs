@@ -22,6 +22,11 @@
 //! measured cycle did not perform amortised processing and that it recycled (or did not)
 //! as its function says.
 //!
+//! # The gate
+//! `recycled` carries a hard limit on its instruction count: [`RECYCLED_BUDGET_IR`], the
+//! count recorded when the budget was last set, plus 5%. A run above it is a regression and
+//! `cargo bench --bench cycle_ic` exits with an error. When the cycle gets cheaper, record
+//! the new count here.
 
 // gungraun's macros generate public modules, constants and functions without docs.
 #![allow(missing_docs)]
@@ -37,8 +42,15 @@ use std::hint::black_box;
 
 use cmdlist::{DeferredContext, ImmediateContext};
 use gungraun::prelude::*;
+use gungraun::EventKind;
 
 use null::{copy_of, null_device, Copy2, NullDriver, NullKernel};
+
+/// Instructions of one warm recycled cycle (`cycle_1cmd::warm_cycle recycled`), as last
+/// recorded.
+const RECYCLED_BUDGET_IR: u64 = 1_816;
+/// The gate: the budget plus 5%.
+const RECYCLED_LIMIT_IR: u64 = RECYCLED_BUDGET_IR + RECYCLED_BUDGET_IR * 5 / 100;
 
 /// A warm context, its immediate context and the copy it records.
 struct Warm {
@@ -102,8 +114,18 @@ fn check(w: Box<Warm>) {
     ic.destroy_device().expect("destroy device");
 }
 
+/// The gate's configuration: callgrind as in every instruction-count bench, with the hard
+/// limit on instructions.
+fn gated() -> LibraryBenchmarkConfig {
+    let mut callgrind = ic::callgrind();
+    callgrind.hard_limits([(EventKind::Ir, RECYCLED_LIMIT_IR)]);
+    let mut config = LibraryBenchmarkConfig::default();
+    config.tool(callgrind);
+    config
+}
+
 #[library_benchmark(teardown = check)]
-#[bench::recycled(args = (true), setup = warm)]
+#[bench::recycled(args = (true), setup = warm, config = gated())]
 #[bench::no_recycle(args = (false), setup = warm)]
 fn warm_cycle(mut w: Box<Warm>) -> Box<Warm> {
     cycle::cycle(&mut w.dc, &mut w.ic, w.copy);
