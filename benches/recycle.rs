@@ -2,10 +2,11 @@
 //! floor, in one criterion run; and the deferred-context half of it on 1 and 2 threads.
 //!
 //! # Which driver
-//! The headline figures use a bench-local *null* driver and kernel ([`NullDriver`],
-//! [`NullKernel`]): every hook is a no-op (no lock, no allocation, no trace), its CLS sizes
-//! are listed in its handle-size table, and the kernel hands out allocation handles from a
-//! counter and completes every submission at once. So the figures measure the engine
+//! The headline figures use the bench-local *null* driver and kernel of `common/null.rs`
+//! ([`NullDriver`], [`NullKernel`], shared with the instruction-count benches): every hook
+//! is a no-op (no lock, no allocation, no trace), its CLS sizes are listed in its
+//! handle-size table, and the kernel hands out allocation handles from a counter and
+//! completes every submission at once. So the figures measure the engine
 //! itself: handle lookups, context-local handle open/close, the recording, the lock-free
 //! list of destroyed lists, the replay, the flush and the clocks. The soft reference driver
 //! takes its world mutex in every hook (and keeps hash maps of lists and allocations), which
@@ -51,242 +52,22 @@
 //!   short-lived thread of its own (as a pool of worker threads would), so with glibc the
 //!   engine's per-context heap blocks come from one malloc arena, back to back.
 
+#[path = "common/cycle.rs"]
+mod cycle;
+#[path = "common/null.rs"]
+mod null;
+
 use std::hint::black_box;
-use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use cmdlist::handle::Resource;
 use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
-use cmdlist::{
-    AllocationDesc, AllocationHandle, AnyHandle, Clock, Command, ContextId, DeferredContext,
-    Device, DeviceConfig, Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType,
-    ImmediateContext, Kernel, ListMemory, ObjectDesc, Op, Resolver, ResourceDesc, Result,
-    StateView, Submission, ThreadingCaps,
-};
+use cmdlist::{DeferredContext, DeviceConfig, Driver, ImmediateContext, Kernel, ResourceDesc};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use crossbeam_utils::CachePadded;
 
-/// Cycles run before timing: the context's pools, the list cache and the epoch handle warm.
-const WARM: usize = 1_000;
-
-/// CopyResource: two handles, the two-pointer payload of R-R1's example.
-#[derive(Clone, Copy, Debug)]
-struct Copy2 {
-    dst: Handle<Resource>,
-    src: Handle<Resource>,
-}
-
-impl Command for Copy2 {
-    fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
-        visit(self.src.any());
-        visit(self.dst.any());
-    }
-}
-
-/// Context-local handle sizes of the null driver: all listed in its table (R-H4).
-fn null_cls_size(ty: HandleType) -> usize {
-    match ty {
-        HandleType::Resource => 64,
-        HandleType::CommandList => 64,
-        t if t.is_view() => 48,
-        _ => 32,
-    }
-}
-
-/// A driver whose hooks do nothing: no locks, no allocation, no bookkeeping.
-struct NullDriver {
-    sizes: HandleSizeTable,
-}
-
-impl NullDriver {
-    fn new() -> Self {
-        let sizes = HandleSizeTable::new(HandleType::ALL.iter().map(|&ty| HandleSize {
-            ty,
-            size: null_cls_size(ty),
-        }))
-        .expect("null CLS sizes are valid");
-        NullDriver { sizes }
-    }
-}
-
-impl Driver for NullDriver {
-    type Object = ();
-    type IcData = ();
-    type Immediate = ();
-    type Command = Copy2;
-    type Deferred = ();
-
-    fn threading_caps(&self) -> ThreadingCaps {
-        ThreadingCaps::FREETHREADED
-            | ThreadingCaps::COMMANDLISTS
-            | ThreadingCaps::COMMANDLISTS_BUILD_2
-    }
-
-    fn check_deferred_context_handle_sizes(&self, out: Option<&mut [HandleSize]>) -> usize {
-        self.sizes.answer_poll(out)
-    }
-
-    fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize {
-        // Resources get kernel memory, so the engine stamps and lists their allocations. A
-        // size past the address space asks for the most there is, never a truncated size.
-        match desc {
-            ObjectDesc::Resource(r) => usize::try_from(r.byte_size).unwrap_or(usize::MAX),
-            _ => 0,
-        }
-    }
-
-    fn calc_deferred_context_handle_size(&self, ty: HandleType, _object: Option<&()>) -> usize {
-        null_cls_size(ty)
-    }
-
-    fn calc_private_command_list_size(&self) -> usize {
-        64
-    }
-
-    fn create_object(
-        &self,
-        _desc: &ObjectDesc<'_>,
-        _memory: Option<AllocationHandle>,
-        _dependency: Option<&()>,
-    ) -> Result<((), ())> {
-        Ok(((), ()))
-    }
-
-    fn destroy_object(&self, _ty: HandleType, _object: &(), _ic: &mut ()) {}
-
-    fn create_immediate(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn execute(
-        &self,
-        _imm: &mut (),
-        _objects: &Resolver<'_, Self>,
-        _op: Op<'_, Self>,
-    ) -> Result<()> {
-        Ok(())
-    }
-
-    fn flush(&self, _imm: &mut ()) {}
-
-    fn create_deferred_context(&self, _id: u32) -> Result<()> {
-        Ok(())
-    }
-
-    fn destroy_deferred_context(&self, _dc: ()) {}
-
-    fn open_local(
-        &self,
-        _dc: &mut (),
-        _ty: HandleType,
-        _object: &(),
-        _dependency: Option<&[u8]>,
-        _local: &mut [u8],
-    ) -> Result<()> {
-        Ok(())
-    }
-
-    fn close_local(
-        &self,
-        _dc: &mut (),
-        _ty: HandleType,
-        _object: &(),
-        _local: &mut [u8],
-        _state: StateView<'_>,
-    ) {
-    }
-
-    fn create_command_list(
-        &self,
-        _dc: &mut (),
-        _private: &mut [u8],
-        _state: StateView<'_>,
-    ) -> Result<()> {
-        Ok(())
-    }
-
-    fn destroy_command_list(&self, _list: ListMemory<'_>) {}
-
-    fn abandon_command_list(&self, _dc: &mut ()) {}
-
-    fn command_list_clock(&self) -> Clock {
-        Clock::Submitted
-    }
-}
-
-/// A kernel whose GPU completes every submission at once; allocations are counter values.
-#[derive(Default)]
-struct NullKernel {
-    next_allocation: AtomicU64,
-    completed: AtomicU64,
-}
-
-impl Kernel for NullKernel {
-    fn allocate(&self, _desc: &AllocationDesc) -> Result<AllocationHandle> {
-        let id = self.next_allocation.fetch_add(1, Ordering::Relaxed) + 1;
-        Ok(AllocationHandle(
-            NonZeroU64::new(id).expect("ids start at 1"),
-        ))
-    }
-
-    fn deallocate(&self, _allocation: AllocationHandle) {}
-
-    fn submit(&self, submission: &Submission<'_>) -> Result<()> {
-        self.completed.store(submission.fence, Ordering::Relaxed);
-        Ok(())
-    }
-
-    fn completed_fence(&self) -> u64 {
-        self.completed.load(Ordering::Relaxed)
-    }
-
-    fn wait_for_fence(&self, _fence: u64) -> Result<()> {
-        Ok(())
-    }
-
-    fn set_error(&self, context: ContextId, error: Error) {
-        panic!("unexpected error on {context:?}: {error:?}");
-    }
-
-    fn perform_amortized_processing(&self, _context: ContextId) {}
-}
-
-type NullDevice = Device<NullDriver, NullKernel>;
-
-fn null_device(recycle: bool) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
-    let config = DeviceConfig {
-        recycle,
-        ..DeviceConfig::default()
-    };
-    Device::new(NullDriver::new(), NullKernel::default(), config).expect("null device")
-}
-
-fn copy_of(device: &NullDevice) -> Copy2 {
-    let desc = ResourceDesc {
-        byte_size: 256,
-        ..Default::default()
-    };
-    Copy2 {
-        dst: device.create_resource(desc).expect("dst"),
-        src: device.create_resource(desc).expect("src"),
-    }
-}
-
-/// One warm cycle: record one copy, Finish, CommandListExecute, drop the list, Flush.
-#[inline(never)]
-fn cycle<D: Driver, K: Kernel>(
-    dc: &mut DeferredContext<D, K>,
-    ic: &mut ImmediateContext<D, K>,
-    command: D::Command,
-) {
-    dc.command(black_box(command)).expect("record");
-    let list = dc.finish().expect("finish");
-    ic.execute_command_list(black_box(&list)).expect("execute");
-    drop(list);
-    ic.flush().expect("flush");
-}
+use cycle::{cycle, floor, warm};
+use null::{copy_of, null_device, Copy2, NullDriver, NullKernel};
 
 /// The deferred-context half: record one copy, Finish, drop the list.
 #[inline(never)]
@@ -297,35 +78,6 @@ where
     dc.command(black_box(command)).expect("record");
     let list = dc.finish().expect("finish");
     drop(black_box(list));
-}
-
-/// Warms `dc` and checks that it recycles exactly when `recycle` says.
-fn warm<D: Driver, K: Kernel>(
-    dc: &mut DeferredContext<D, K>,
-    ic: &mut ImmediateContext<D, K>,
-    command: D::Command,
-    recycle: bool,
-) where
-    D::Command: Copy,
-{
-    for _ in 0..WARM {
-        cycle(dc, ic, command);
-    }
-    let stats = dc.stats();
-    if recycle {
-        assert_eq!(
-            stats.created, 1,
-            "only the first list is created: {stats:?}"
-        );
-        assert_eq!(
-            stats.recycled,
-            WARM as u64 - 1,
-            "every later one is recycled: {stats:?}"
-        );
-    } else {
-        assert_eq!(stats.recycled, 0, "nothing recycled: {stats:?}");
-        assert_eq!(stats.created, WARM as u64, "every list created: {stats:?}");
-    }
 }
 
 fn cycle_1cmd(c: &mut Criterion) {
@@ -355,15 +107,7 @@ fn cycle_1cmd(c: &mut Criterion) {
 
     let mut commands: Vec<[u64; 2]> = Vec::with_capacity(1);
     let words = [1u64 << 32, 2u64 << 32];
-    group.bench_function("floor", |b| {
-        b.iter(|| {
-            commands.clear();
-            commands.push(black_box(words));
-            for command in &commands {
-                black_box(command);
-            }
-        })
-    });
+    group.bench_function("floor", |b| b.iter(|| floor(&mut commands, words)));
 
     for (name, recycle) in [("recycled_soft", true), ("no_recycle_soft", false)] {
         let mut setup = None;

@@ -35,55 +35,31 @@
 //! both sides, and each figure is the full steady-state cost of retiring one object,
 //! its `free` included.
 
-use std::hint::black_box;
+#[path = "common/retire.rs"]
+mod batch;
+
 use std::time::{Duration, Instant};
 
-use cmdlist::soft::{self, SoftConfig};
-use cmdlist::{DeviceConfig, HandleType, ObjectDesc};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use crossbeam_epoch::{self as epoch, Atomic, Owned, Shared};
-use std::sync::atomic::Ordering;
+use crossbeam_epoch::Atomic;
 
-/// Objects destroyed per timed batch (one flush / one collection each).
-const N: usize = 256;
-
-/// The baseline's payload: the size and alignment of the registry entry cmdlist reclaims
-/// (`Entry<SoftDriver>`: 256 bytes, aligned to 128 by its `CachePadded` IC half).
-#[repr(align(128))]
-#[allow(dead_code)] // written, never read: only its size and alignment matter
-struct Payload {
-    words: [u64; 32],
-}
-const _: () = assert!(core::mem::size_of::<Payload>() == 256);
+use batch::{blend, create_batch, defer_batch, destroy_batch, publish_batch, Payload, N};
 
 fn retire(c: &mut Criterion) {
     let mut group = c.benchmark_group("retire");
     group.throughput(Throughput::Elements(N as u64));
 
-    let config = SoftConfig {
-        trace: false,
-        ..SoftConfig::default()
-    };
-    let (device, mut ic, _world) = soft::device(config, DeviceConfig::default()).expect("device");
-    let blend = [0u8; 32];
-    let desc = ObjectDesc::State {
-        ty: HandleType::BlendState,
-        desc: &blend,
-    };
+    let (device, mut ic, _world) = batch::device();
+    let bytes = [0u8; 32];
+    let desc = blend(&bytes);
     let mut handles = Vec::with_capacity(N);
     group.bench_function("cmdlist", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                {
-                    let _outer = epoch::pin(); // see "Where the frees land"
-                    handles.extend((0..N).map(|_| device.create(&desc).expect("create")));
-                }
+                create_batch(&device, &desc, &mut handles); // see "Where the frees land"
                 let start = Instant::now();
-                for &h in &handles {
-                    device.destroy(black_box(h)).expect("destroy");
-                }
-                ic.flush().expect("flush");
+                destroy_batch(&device, &mut ic, &handles);
                 total += start.elapsed();
                 handles.clear();
                 assert_eq!(
@@ -101,23 +77,9 @@ fn retire(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for i in 0..iters {
-                {
-                    let _outer = epoch::pin(); // see "Where the frees land"
-                    for slot in &slots {
-                        let _guard = epoch::pin();
-                        slot.store(Owned::new(Payload { words: [i; 32] }), Ordering::Release);
-                    }
-                }
+                publish_batch(&slots, i); // see "Where the frees land"
                 let start = Instant::now();
-                for slot in black_box(&slots) {
-                    let guard = epoch::pin();
-                    let old = slot.swap(Shared::null(), Ordering::AcqRel, &guard);
-                    // SAFETY: `old` was just unlinked from the only place it is published,
-                    // and only this thread reclaims, so it is destroyed exactly once, after
-                    // every pinned reader is gone.
-                    unsafe { guard.defer_destroy(old) };
-                }
-                epoch::pin().flush();
+                defer_batch(&slots);
                 total += start.elapsed();
             }
             total

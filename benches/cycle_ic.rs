@@ -1,0 +1,149 @@
+//! Instruction counts of the small-command-list cycle (R-R1), one warm cycle per function,
+//! with gungraun on callgrind: the same cycle and null driver as the criterion bench
+//! `recycle` (`common/cycle.rs`, `common/null.rs`), counted instead of timed, so the figures
+//! repeat exactly on a loaded machine.
+//!
+//! - `cycle_1cmd::warm_cycle recycled`: record one copy, Finish, CommandListExecute, drop the
+//!   list, Flush, with recycling on: exactly one iteration of criterion's
+//!   `cycle_1cmd/recycled`.
+//! - `cycle_1cmd::warm_cycle no_recycle`: the same without the recycle hooks
+//!   (`cycle_1cmd/no_recycle`).
+//! - `cycle_1cmd::floor`: the physical floor of the payload (`cycle_1cmd/floor`).
+//!
+//! Setup, not counted, on a thread of its own (see `common/ic.rs`): the device, the two
+//! resources and the context, then the warm-up of the criterion bench (`WARM` cycles,
+//! checked to recycle exactly when they should), then a frame end and two more cycles. The
+//! frame end (or, when nothing was due, the first flush after it) performs amortised
+//! processing; the next flush reads the clock and, the millisecond being far from over,
+//! lets the following flushes go by without reading it. The measured flush is one of
+//! those, as almost every flush is (the clock is read a handful of times per millisecond).
+//! Otherwise whether the one measured flush reads the clock, or trims the pools, would
+//! depend on how fast the warm-up ran under valgrind. The teardown checks that the
+//! measured cycle did not perform amortised processing and that it recycled (or did not)
+//! as its function says.
+//!
+//! # The gate
+//! `recycled` carries a hard limit on its instruction count: [`RECYCLED_BUDGET_IR`], the
+//! count recorded when the budget was last set, plus 5%. A run above it is a regression and
+//! `cargo bench --bench cycle_ic` exits with an error. When the cycle gets cheaper, record
+//! the new count here.
+
+// gungraun's macros generate public modules, constants and functions without docs.
+#![allow(missing_docs)]
+
+#[path = "common/cycle.rs"]
+mod cycle;
+#[path = "common/ic.rs"]
+mod ic;
+#[path = "common/null.rs"]
+mod null;
+
+use std::hint::black_box;
+
+use cmdlist::{DeferredContext, ImmediateContext};
+use gungraun::prelude::*;
+use gungraun::EventKind;
+
+use null::{copy_of, null_device, Copy2, NullDriver, NullKernel};
+
+/// Instructions of one warm recycled cycle (`cycle_1cmd::warm_cycle recycled`), as last
+/// recorded.
+const RECYCLED_BUDGET_IR: u64 = 1_816;
+/// The gate: the budget plus 5%.
+const RECYCLED_LIMIT_IR: u64 = RECYCLED_BUDGET_IR + RECYCLED_BUDGET_IR * 5 / 100;
+
+/// A warm context, its immediate context and the copy it records.
+struct Warm {
+    dc: DeferredContext<NullDriver, NullKernel>,
+    ic: ImmediateContext<NullDriver, NullKernel>,
+    copy: Copy2,
+    recycle: bool,
+    /// Amortised processing performed before the measured cycle.
+    amortized: u64,
+}
+
+/// A null device with recycling on or off, warmed as the criterion bench warms it (boxed:
+/// the measured function moves a pointer, not the contexts).
+fn warm(recycle: bool) -> Box<Warm> {
+    ic::prepared(move || {
+        let (device, mut ic) = null_device(recycle);
+        let copy = copy_of(&device);
+        let mut dc = device.create_deferred_context().expect("dc");
+        cycle::warm(&mut dc, &mut ic, copy, recycle);
+        ic.end_frame().expect("end frame");
+        for _ in 0..2 {
+            cycle::cycle(&mut dc, &mut ic, copy);
+        }
+        let amortized = ic.amortized_count();
+        Box::new(Warm {
+            dc,
+            ic,
+            copy,
+            recycle,
+            amortized,
+        })
+    })
+}
+
+/// Checks what the measured cycle did, then destroys the device.
+fn check(w: Box<Warm>) {
+    let Warm {
+        dc,
+        mut ic,
+        recycle,
+        amortized,
+        ..
+    } = *w;
+    assert_eq!(
+        ic.amortized_count(),
+        amortized,
+        "the measured flush performed amortised processing: the setup stalled (rerun)"
+    );
+    let stats = dc.stats();
+    let cycles = cycle::WARM as u64 + 3;
+    if recycle {
+        assert_eq!(
+            (stats.created, stats.recycled),
+            (1, cycles - 1),
+            "{stats:?}"
+        );
+    } else {
+        assert_eq!((stats.created, stats.recycled), (cycles, 0), "{stats:?}");
+    }
+    drop(dc);
+    ic.destroy_device().expect("destroy device");
+}
+
+/// The gate's configuration: callgrind as in every instruction-count bench, with the hard
+/// limit on instructions.
+fn gated() -> LibraryBenchmarkConfig {
+    let mut callgrind = ic::callgrind();
+    callgrind.hard_limits([(EventKind::Ir, RECYCLED_LIMIT_IR)]);
+    let mut config = LibraryBenchmarkConfig::default();
+    config.tool(callgrind);
+    config
+}
+
+#[library_benchmark(teardown = check)]
+#[bench::recycled(args = (true), setup = warm, config = gated())]
+#[bench::no_recycle(args = (false), setup = warm)]
+fn warm_cycle(mut w: Box<Warm>) -> Box<Warm> {
+    cycle::cycle(&mut w.dc, &mut w.ic, w.copy);
+    w
+}
+
+/// The floor's command vector, its one slot allocated.
+fn commands() -> Vec<[u64; 2]> {
+    Vec::with_capacity(1)
+}
+
+#[library_benchmark]
+#[bench::floor(setup = commands)]
+fn floor(mut commands: Vec<[u64; 2]>) -> Vec<[u64; 2]> {
+    cycle::floor(&mut commands, black_box([1u64 << 32, 2u64 << 32]));
+    commands
+}
+
+library_benchmark_group!(name = cycle_1cmd, benchmarks = [warm_cycle, floor]);
+
+main!(config = ic::config(); library_benchmark_groups = cycle_1cmd);
