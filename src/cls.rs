@@ -193,16 +193,19 @@ impl<D: Driver> ClsTable<D> {
     /// Closes every open handle, dependents first (R-H3, R-C1, R-C2); `state` is what
     /// state-refresh queries answer meanwhile. Each closed handle's hold on its object is
     /// passed to `keep` (a command list takes it) or released when `keep` is `None`.
+    /// Needs no pin: every handle reaches its object through its hold.
     pub(crate) fn close_all(
         &mut self,
-        ctx: &mut ClsCtx<'_, D>,
+        driver: &D,
+        dc: &mut D::Deferred,
+        registry: &Registry<D>,
         state: StateView<'_>,
         mut keep: Option<&mut Vec<HeldEntry<D>>>,
     ) {
         // After device destruction the objects are destroyed already: their handles are
         // released without closing (R-H2 was kept by refusing DestroyDevice while contexts
         // live; only dropping the immediate context gets here).
-        let removed = ctx.registry.is_removed();
+        let removed = registry.is_removed();
         while let Some(key) = self.order.pop() {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
@@ -225,8 +228,7 @@ impl<D: Driver> ClsTable<D> {
             let (bucket, block, held) = &mut *closing;
             // The block is this context's own, so its bytes are always there.
             if let Ok(bytes) = bucket.bytes_mut(block) {
-                ctx.driver
-                    .close_local(ctx.dc, ty, held.entry().object(), bytes, state);
+                driver.close_local(dc, ty, held.entry().object(), bytes, state);
             }
         }
     }

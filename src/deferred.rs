@@ -293,16 +293,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.mapped.clear();
         self.begun.clear();
         self.bindings.clear();
-        let guard = epoch::pin();
         let s = &*self.device.shared;
         if let Some(dc) = self.dc.as_mut() {
-            let mut ctx = ClsCtx {
-                driver: &s.driver,
-                dc,
-                registry: &s.registry,
-                guard: &guard,
-            };
-            self.cls.close_all(&mut ctx, StateView::empty(), None);
+            self.cls
+                .close_all(&s.driver, dc, &s.registry, StateView::empty(), None);
         }
     }
 
@@ -577,15 +571,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
             let body = &mut node.value.body;
             body.held.clear();
-            let guard = epoch::pin();
-            let mut ctx = ClsCtx {
-                driver: &s.driver,
+            self.cls.close_all(
+                &s.driver,
                 dc,
-                registry: &s.registry,
-                guard: &guard,
-            };
-            self.cls
-                .close_all(&mut ctx, StateView::empty(), Some(&mut body.held));
+                &s.registry,
+                StateView::empty(),
+                Some(&mut body.held),
+            );
             // The recording becomes the list's; the list's emptied recording (its capacity
             // kept) becomes the context's next.
             body.rec.clear();

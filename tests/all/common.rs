@@ -55,22 +55,27 @@ impl XorShift {
 }
 
 /// Creates objects with `create` until one lands in the slot of `old` (destroyed and flushed
-/// already), destroying the others. A freed slot comes back once the CPU epoch has passed
-/// its old entry; trimming hands the epoch its work, the next flush collects the slot.
+/// already), then destroys the others. A freed slot comes back once the CPU epoch has passed
+/// its old entry (trimming hands the epoch its work, the next flush collects the slot); the
+/// others are kept meanwhile, so that the free stack, last in first out, reaches it.
 pub fn create_in_slot_of<T: ObjectKind>(
     device: &SoftDevice,
     ic: &mut SoftImmediate,
     old: AnyHandle,
     mut create: impl FnMut() -> Handle<T>,
 ) -> Handle<T> {
-    for _ in 0..10_000 {
+    let mut others = Vec::new();
+    while others.len() < 10_000 {
         ic.trim();
         ic.flush().unwrap();
         let new = create();
         if new.to_bits() as u32 == old.to_bits() as u32 {
+            for other in others {
+                device.destroy(other).unwrap();
+            }
             return new;
         }
-        device.destroy(new).unwrap();
+        others.push(new);
     }
     panic!("the slot of {old:?} never came back");
 }
