@@ -23,7 +23,6 @@ use core::cell::Cell;
 use core::marker::PhantomData;
 
 use crossbeam_epoch as epoch;
-use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
@@ -31,7 +30,7 @@ use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
 use crate::command_list::{
-    end_unfinished, release, CommandList, Home, ListBody, ListData, ListNode, ListState, Watermark,
+    end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListState,
 };
 use crate::device::Device;
 use crate::driver::{Command, Driver, ListMemory};
@@ -39,8 +38,9 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
 use crate::list_clock::ListStamp;
+use crate::list_pool::ListPool;
 use crate::record::{Payload, Recorded, Recording};
-use crate::recycle::{DropStack, Node};
+use crate::recycle::Node;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -85,20 +85,10 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     removed: bool,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
-    /// What the context shares with its lists: the lock-free list of destroyed ones.
-    home: Arc<CachePadded<Home<D, K>>>,
-    /// Recycled lists ready for RecycleCreateCommandList. Boxed: nodes move between the
-    /// lock-free list and these vectors by pointer, never copied.
-    #[allow(clippy::vec_box)]
-    cache: Vec<Box<ListNode<D, K>>>,
-    /// Destroyed lists whose executing buffer has not passed the clock yet.
-    #[allow(clippy::vec_box)]
-    waiting: Vec<Box<ListNode<D, K>>>,
+    /// The memory of this context's destroyed lists, until their next use.
+    lists: ListPool<D, K>,
     /// The device's trim epoch this context last trimmed at (R-A1).
     trim_seen: u64,
-    /// Lists made since the last trim, and the largest contents among them.
-    made_since_trim: usize,
-    watermark: Watermark,
     stats: DeferredStats,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -134,14 +124,8 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             begun: Vec::new(),
             removed: false,
             sink: Vec::new(),
-            home: Arc::new(CachePadded::new(Home {
-                destroyed: DropStack::new(),
-            })),
-            cache: Vec::new(),
-            waiting: Vec::new(),
+            lists: ListPool::new(),
             trim_seen: s.trim_epoch.load(crate::primitive::Ordering::Relaxed),
-            made_since_trim: 0,
-            watermark: Watermark::default(),
             stats: DeferredStats::default(),
             _not_sync: PhantomData,
         })
@@ -213,14 +197,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             recorded_bytes: self.rec.bytes(),
             retained_bytes: self.rec.retained_bytes()
                 + self.cls.retained_bytes()
-                + self
-                    .cache
-                    .iter()
-                    .chain(self.waiting.iter())
-                    .map(|n| n.value.body.retained_bytes::<K>())
-                    .sum::<usize>(),
-            cached_lists: self.cache.len(),
-            waiting_lists: self.waiting.len(),
+                + self.lists.retained_bytes(),
+            cached_lists: self.lists.cached(),
+            waiting_lists: self.lists.waiting(),
             ..self.stats
         }
     }
@@ -582,10 +561,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             // kept) becomes the context's next.
             body.rec.clear();
             core::mem::swap(&mut self.rec, &mut body.rec);
-            self.watermark.note(body);
         }
         node.value.stamp.reset();
-        self.made_since_trim += 1;
+        self.lists.made(&node);
         let list = CommandList::new(ScopeGuard::into_inner(node));
         self.renew()?;
         self.stats.finished += 1;
@@ -608,25 +586,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if !s.recycles() {
             return Ok(());
         }
-        self.waiting.extend(self.home.destroyed.take_all());
-        if self.waiting.is_empty() {
-            return Ok(());
-        }
         let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
-        let mut i = 0;
-        while i < self.waiting.len() {
-            if !self.waiting[i].value.in_flight() {
-                // Into the cache first: the list ends there even if the hook panics.
-                let mut node = self.waiting.swap_remove(i);
-                node.value.state = ListState::Cached;
-                node.value.body.rec.clear();
-                self.cache.push(node);
-                let node = self.cache.last_mut().expect("pushed just above");
-                s.driver.recycle_command_list(dc, node.value.body.memory());
-            } else {
-                i += 1;
-            }
-        }
+        self.lists.take_destroyed(|node| {
+            s.driver.recycle_command_list(dc, node.value.body.memory());
+        });
         Ok(())
     }
 
@@ -637,7 +600,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let s = &*self.device.shared;
         let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
         let state = StateView::of(&self.bindings);
-        if let Some(mut node) = self.cache.pop() {
+        if let Some(mut node) = self.lists.pop_cached() {
             match s
                 .driver
                 .recycle_create_command_list(dc, node.value.body.memory(), state)
@@ -671,7 +634,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let private = ScopeGuard::into_inner(private);
         let node = Node::new(ListData {
             device: self.device.clone(),
-            home: Arc::clone(&self.home),
+            home: Arc::clone(self.lists.home()),
             body: ListBody {
                 rec: Recording::default(),
                 held: Vec::new(),
@@ -689,19 +652,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// beyond what was made since the last trim, oversized list memory, bucket pages.
     fn trim_pools(&mut self) -> usize {
         let before = self.stats().retained_bytes;
-        let keep = self.made_since_trim.max(1);
-        while self.cache.len() > keep {
-            if let Some(node) = self.cache.pop() {
-                release(node);
-            }
-        }
-        let watermark = self.watermark;
-        for node in &mut self.cache {
-            node.value.body.shrink_to(&watermark);
-        }
+        self.lists.trim();
         self.cls.trim();
-        self.made_since_trim = 0;
-        self.watermark = Watermark::default();
         before.saturating_sub(self.stats().retained_bytes)
     }
 
@@ -801,9 +753,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 shared.driver.destroy_deferred_context(dc);
             }
         });
-        let mut lists: Vec<Box<ListNode<D, K>>> = self.home.destroyed.close().collect();
-        lists.append(&mut self.cache);
-        lists.append(&mut self.waiting);
+        let lists = self.lists.close();
         // Each list ends even if ending an earlier one panics.
         let mut rest = scopeguard::guard(lists, |lists| lists.into_iter().for_each(release));
         while let Some(node) = rest.pop() {

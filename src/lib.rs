@@ -28,6 +28,7 @@
 pub(crate) mod cls;
 pub(crate) mod index_stack;
 pub(crate) mod list_clock;
+pub(crate) mod list_pool;
 pub(crate) mod primitive;
 pub(crate) mod reclaim;
 pub(crate) mod record;
