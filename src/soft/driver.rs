@@ -91,22 +91,21 @@ pub struct SoftObject {
 
 /// One soft object counted alive in its world ([`SoftWorld::soft_objects_alive`]): made with
 /// the object, counted again by a clone, uncounted when dropped, so a test can check that
-/// the engine drops every object's data, and when. Counting touches only the current
-/// thread's shard of the world's counter: it does not add contention of its own to what a
-/// test measures.
+/// the engine drops every object's data, and when. It keeps its counter (objects may outlive
+/// their world); counting touches the current thread's shard of it.
 #[derive(Debug)]
-pub(crate) struct Tally(&'static ObjectCount);
+pub(crate) struct Tally(Arc<ObjectCount>);
 
 impl Tally {
-    pub(crate) fn new(count: &'static ObjectCount) -> Self {
+    pub(crate) fn new(count: &Arc<ObjectCount>) -> Self {
         count.add(1);
-        Tally(count)
+        Tally(Arc::clone(count))
     }
 }
 
 impl Clone for Tally {
     fn clone(&self) -> Self {
-        Tally::new(self.0)
+        Tally::new(&self.0)
     }
 }
 
@@ -124,20 +123,13 @@ impl PartialEq for Tally {
 }
 impl Eq for Tally {}
 
-/// A counter sharded by thread, one per world, leaked (a few cache lines) so that objects
-/// may outlive their world without keeping it.
-#[derive(Debug)]
+/// A counter sharded by thread, one per world.
+#[derive(Debug, Default)]
 pub(crate) struct ObjectCount {
     shards: [crossbeam_utils::CachePadded<AtomicIsize>; 8],
 }
 
 impl ObjectCount {
-    pub(crate) fn leak() -> &'static Self {
-        Box::leak(Box::new(ObjectCount {
-            shards: Default::default(),
-        }))
-    }
-
     fn add(&self, n: isize) {
         thread_local!(static SHARD: usize = {
             static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -462,7 +454,7 @@ impl Driver for SoftDriver {
                 byte_size,
                 view,
                 resource_id,
-                tally: Tally::new(self.world.objects_alive),
+                tally: Tally::new(&self.world.objects_alive),
             },
             0,
         ))

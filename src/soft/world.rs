@@ -1,7 +1,7 @@
 //! The soft world: kernel memory, the fence timeline, the protocol checks and the trace.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::driver::ObjectCount;
 use std::thread::ThreadId;
@@ -198,7 +198,7 @@ pub struct SoftWorld {
     pub(crate) config: SoftConfig,
     state: Mutex<State>,
     /// Soft objects (the driver's object data) not yet dropped.
-    pub(crate) objects_alive: &'static ObjectCount,
+    pub(crate) objects_alive: Arc<ObjectCount>,
 }
 
 impl SoftWorld {
@@ -206,7 +206,7 @@ impl SoftWorld {
         SoftWorld {
             config,
             state: Mutex::new(State::default()),
-            objects_alive: ObjectCount::leak(),
+            objects_alive: Arc::default(),
         }
     }
 
