@@ -65,6 +65,8 @@ use crate::kernel::{AllocationHandle, ContextId};
 use crate::record::Recorded;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 
+use super::elsewhere;
+
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
@@ -102,7 +104,7 @@ pub enum Step {
     Destroy {
         /// The object.
         object: Obj,
-        /// Destroy it from a thread spawned for the step.
+        /// Destroy it from another thread.
         elsewhere: bool,
     },
     /// Records a burst of operations on a deferred context, maybe from another thread (a
@@ -110,7 +112,7 @@ pub enum Step {
     Record {
         /// The context.
         dc: u8,
-        /// Record from a thread spawned for the step.
+        /// Make the calls from another thread.
         elsewhere: bool,
         /// What to record.
         ops: Burst,
@@ -133,7 +135,7 @@ pub enum Step {
     DropList {
         /// The kept list.
         list: u8,
-        /// Drop it on a thread spawned for the step.
+        /// Drop it on another thread.
         elsewhere: bool,
     },
     /// An operation on the immediate context.
@@ -588,19 +590,6 @@ fn room(destroyed: impl Iterator<Item = bool>, (live_cap, total_cap): (usize, us
     total < total_cap && live < live_cap
 }
 
-/// Runs `f` here, or on a scoped thread spawned for it.
-fn maybe_elsewhere<R: Send>(elsewhere: bool, f: impl FnOnce() -> R + Send) -> R {
-    if elsewhere {
-        std::thread::scope(|s| {
-            s.spawn(f)
-                .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e))
-        })
-    } else {
-        f()
-    }
-}
-
 /// A model object: which vector, which index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
@@ -958,6 +947,15 @@ enum Call {
 /// A map's answer: the length of the returned bytes and whether they were all zero.
 type Mapped = Option<(usize, bool)>;
 
+/// A deferred-context call and the answer the model predicts for it.
+struct Planned {
+    call: Call,
+    expected: Result<()>,
+    /// The context was removed (R-E3) when the call was made: it accepts anything.
+    removed: bool,
+    id: ContextId,
+}
+
 fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
     match call {
         Call::Update(r, offset, data) => dc.update(*r, *offset, data).map(|()| None),
@@ -1143,9 +1141,13 @@ impl Harness {
                     return;
                 };
                 let handle = self.m.any(key);
-                let device = &self.device;
                 self.cov.elsewhere += u64::from(elsewhere);
-                let actual = maybe_elsewhere(elsewhere, || device.destroy(handle));
+                let actual = if elsewhere {
+                    let device = self.device.clone();
+                    elsewhere::run(move || device.destroy(handle))
+                } else {
+                    self.device.destroy(handle)
+                };
                 if self.m.destroyed(key) {
                     // Pending: a double destroy; really destroyed already: a stale handle.
                     let e = actual.expect_err("destroying a destroyed object must fail");
@@ -1168,7 +1170,7 @@ impl Harness {
             } => {
                 self.cov.elsewhere += u64::from(elsewhere);
                 let d = usize::from(dc) % CONTEXTS;
-                maybe_elsewhere(elsewhere, || ops.ops().for_each(|op| self.record(d, op)));
+                self.record(d, ops.ops(), elsewhere);
             }
             Step::Close { dc, how } => {
                 let d = usize::from(dc) % CONTEXTS;
@@ -1208,7 +1210,11 @@ impl Harness {
                 };
                 let list = self.lists.remove(l).list;
                 self.cov.elsewhere += u64::from(elsewhere);
-                maybe_elsewhere(elsewhere, move || drop(list));
+                if elsewhere {
+                    elsewhere::run(move || drop(list));
+                } else {
+                    drop(list);
+                }
             }
             Step::Immediate(op) => self.immediate(op),
             Step::Timeline(Timeline::Flush) => {
@@ -1396,19 +1402,89 @@ impl Harness {
         })
     }
 
-    fn record(&mut self, d: usize, op: DcOp) {
-        let mut rec = self.dcs[d].rec.clone();
-        let Some((call_, predicted)) = self.predict(&mut rec, op, None) else {
+    /// Records `ops` on context `d`: each call is predicted on the model first (the next
+    /// prediction depends on the previous ones, never on what the engine answered), then the
+    /// calls are made in order, here or, with `elsewhere`, all on another thread (a deferred
+    /// context is `Send`: it moves there for the burst and back), then each answer is checked
+    /// against its prediction, in order.
+    fn record(&mut self, d: usize, ops: impl Iterator<Item = DcOp>, elsewhere: bool) {
+        let planned: Vec<Planned> = ops.filter_map(|op| self.plan(d, op)).collect();
+        if planned.is_empty() {
             return;
+        }
+        let make = |dc: &mut Dc, planned: &[Planned]| -> Vec<Result<Mapped>> {
+            planned.iter().map(|p| call(dc, &p.call)).collect()
         };
+        let (planned, answers) = if elsewhere {
+            let mut slot = self.dcs.remove(d);
+            let (slot, planned, answers) = elsewhere::run(move || {
+                let answers = make(&mut slot.dc, &planned);
+                (slot, planned, answers)
+            });
+            self.dcs.insert(d, slot);
+            (planned, answers)
+        } else {
+            let answers = make(&mut self.dcs[d].dc, &planned);
+            (planned, answers)
+        };
+        for (planned, actual) in planned.into_iter().zip(answers) {
+            self.verify(planned, actual);
+        }
+    }
+
+    /// Predicts one deferred-context call on context `d` and updates the model as its
+    /// predicted answer says (a refused call changes nothing, an out-of-memory one removes
+    /// the context, R-E3).
+    fn plan(&mut self, d: usize, op: DcOp) -> Option<Planned> {
+        let mut rec = self.dcs[d].rec.clone();
+        let (call, predicted) = self.predict(&mut rec, op, None)?;
         let slot = &mut self.dcs[d];
         let id = slot.dc.id();
+        let expected = match predicted {
+            Err(Fault::Err(e)) => Err(e),
+            Ok(()) => Ok(()),
+        };
+        let planned = Planned {
+            call,
+            expected,
+            removed: slot.removed,
+            id,
+        };
         if slot.removed {
             self.cov.while_removed += 1;
+            return Some(planned);
+        }
+        match expected {
+            Err(Error::OutOfMemory) => {
+                slot.rec = MRec::default();
+                slot.removed = true;
+                slot.removals += 1;
+                self.removals += 1;
+                self.cov.removals += 1;
+            }
+            Err(_) => {
+                slot.rec = rec;
+                self.cov.refused += 1;
+            }
+            Ok(()) => {
+                slot.rec = rec;
+                self.cov.recorded += 1;
+            }
+        }
+        Some(planned)
+    }
+
+    /// Checks the engine's answer to a planned call.
+    fn verify(&mut self, planned: Planned, actual: Result<Mapped>) {
+        let Planned {
+            call: call_,
+            expected,
+            removed,
+            id,
+        } = planned;
+        if removed {
             // R-E3: a removed context accepts every call and records nothing; a map hands
             // out scratch bytes.
-            let dc = &mut slot.dc;
-            let actual = call(dc, &call_);
             match (&call_, &actual) {
                 (Call::Map(r, _), Ok(Some((len, zero)))) => {
                     let live = self
@@ -1425,12 +1501,6 @@ impl Harness {
             }
             return;
         }
-        let expected = match predicted {
-            Err(Fault::Err(e)) => Err(e),
-            Ok(()) => Ok(()),
-        };
-        let dc = &mut slot.dc;
-        let actual = call(dc, &call_);
         if let Call::Map(r, _) = &call_ {
             let size = self
                 .m
@@ -1455,24 +1525,6 @@ impl Harness {
             }
         } else {
             self.expect("deferred-context call", id, actual, expected);
-        }
-        let slot = &mut self.dcs[d];
-        match expected {
-            Err(Error::OutOfMemory) => {
-                slot.rec = MRec::default();
-                slot.removed = true;
-                slot.removals += 1;
-                self.removals += 1;
-                self.cov.removals += 1;
-            }
-            Err(_) => {
-                slot.rec = rec;
-                self.cov.refused += 1;
-            }
-            Ok(()) => {
-                slot.rec = rec;
-                self.cov.recorded += 1;
-            }
         }
     }
 
