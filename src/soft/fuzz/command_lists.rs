@@ -5,7 +5,8 @@
 //! # What a run does
 //! A run is a list of [`Step`]s over one soft device (built with a small
 //! [`crate::DeviceConfig::deferred_budget`], so that recordings run out of memory often),
-//! three deferred contexts and the immediate context: objects are created and destroyed
+//! up to three deferred contexts (each made at the first step that uses it) and the
+//! immediate context: objects are created and destroyed
 //! (sometimes from another thread), deferred contexts record updates, copies, fills, view
 //! clears, binds, Map(DISCARD) + writes + Unmap and query begin/end (sometimes from another
 //! thread), finish (keeping the list or dropping it at once), abandon or are dropped and made
@@ -34,11 +35,11 @@
 //! - the soft world saw no rule broken.
 //!
 //! At the end, destroying the device is refused while contexts are alive (R-H2: their
-//! handles must close first); the contexts are dropped, then half the lists; after R-D4's
-//! heavy pattern (`ClearState; Flush; End(event); spin on GetData; Flush`) every destroyed
-//! object nothing holds is deallocated (R-D2, R-D4); the device is destroyed with the other
-//! lists still alive, the kernel must be clean (R-D3), and dropping the lists afterwards
-//! must keep it clean.
+//! handles must close first; a context is made for the check if no step made one); the
+//! contexts are dropped, then half the lists; after R-D4's heavy pattern (`ClearState;
+//! Flush; End(event); spin on GetData; Flush`) every destroyed object nothing holds is
+//! deallocated (R-D2, R-D4); the device is destroyed with the other lists still alive, the
+//! kernel must be clean (R-D3), and dropping the lists afterwards must keep it clean.
 //!
 //! The engine must never panic; any mismatch is an `assert!` of this module.
 //!
@@ -923,6 +924,18 @@ struct MDc {
     removals: u64,
 }
 
+impl MDc {
+    /// A new deferred context of `device`, recording nothing.
+    fn new(device: &Dev) -> Self {
+        MDc {
+            dc: device.create_deferred_context().expect("deferred context"),
+            rec: MRec::default(),
+            removed: false,
+            removals: 0,
+        }
+    }
+}
+
 /// A kept command list beside what the model knows of it.
 struct MList {
     list: List,
@@ -982,7 +995,8 @@ struct Harness {
     world: Arc<SoftWorld>,
     budget: usize,
     m: Model,
-    dcs: Vec<MDc>,
+    /// The deferred contexts, each made at the first step that uses it.
+    dcs: [Option<MDc>; CONTEXTS],
     lists: Vec<MList>,
     ic_mapped: Vec<usize>,
     ic_begun: Vec<usize>,
@@ -1007,21 +1021,13 @@ impl Harness {
             ..SoftConfig::default()
         };
         let (device, ic, world) = soft::device(soft_config, config).expect("soft device");
-        let dcs = (0..CONTEXTS)
-            .map(|_| MDc {
-                dc: device.create_deferred_context().expect("deferred context"),
-                rec: MRec::default(),
-                removed: false,
-                removals: 0,
-            })
-            .collect();
         Harness {
             device,
             ic: Some(ic),
             world,
             budget,
             m: Model::default(),
-            dcs,
+            dcs: [const { None }; CONTEXTS],
             lists: Vec::new(),
             ic_mapped: Vec::new(),
             ic_begun: Vec::new(),
@@ -1031,6 +1037,12 @@ impl Harness {
             removals: 0,
             cov: Coverage::default(),
         }
+    }
+
+    /// Deferred context `d`, made if no step has used it yet.
+    fn slot(&mut self, d: usize) -> &mut MDc {
+        let device = &self.device;
+        self.dcs[d].get_or_insert_with(|| MDc::new(device))
     }
 
     fn ic(&mut self) -> &mut Ic {
@@ -1178,21 +1190,14 @@ impl Harness {
                     Close::FinishKeep => self.finish(d, true),
                     Close::FinishDrop => self.finish(d, false),
                     Close::Abandon => {
-                        let slot = &mut self.dcs[d];
+                        let slot = self.slot(d);
                         assert_eq!(slot.dc.abandon(), Ok(()), "abandon");
                         slot.rec = MRec::default();
                         slot.removed = false;
                     }
                     Close::Reset => {
-                        let fresh = self
-                            .device
-                            .create_deferred_context()
-                            .expect("deferred context");
-                        let slot = &mut self.dcs[d];
-                        drop(core::mem::replace(&mut slot.dc, fresh));
-                        slot.rec = MRec::default();
-                        slot.removed = false;
-                        slot.removals = 0;
+                        let fresh = MDc::new(&self.device);
+                        drop(self.dcs[d].replace(fresh));
                     }
                 }
             }
@@ -1416,15 +1421,15 @@ impl Harness {
             planned.iter().map(|p| call(dc, &p.call)).collect()
         };
         let (planned, answers) = if elsewhere {
-            let mut slot = self.dcs.remove(d);
+            let mut slot = self.dcs[d].take().expect("planning made the context");
             let (slot, planned, answers) = elsewhere::run(move || {
                 let answers = make(&mut slot.dc, &planned);
                 (slot, planned, answers)
             });
-            self.dcs.insert(d, slot);
+            self.dcs[d] = Some(slot);
             (planned, answers)
         } else {
-            let answers = make(&mut self.dcs[d].dc, &planned);
+            let answers = make(&mut self.slot(d).dc, &planned);
             (planned, answers)
         };
         for (planned, actual) in planned.into_iter().zip(answers) {
@@ -1436,9 +1441,9 @@ impl Harness {
     /// predicted answer says (a refused call changes nothing, an out-of-memory one removes
     /// the context, R-E3).
     fn plan(&mut self, d: usize, op: DcOp) -> Option<Planned> {
-        let mut rec = self.dcs[d].rec.clone();
+        let mut rec = self.slot(d).rec.clone();
         let (call, predicted) = self.predict(&mut rec, op, None)?;
-        let slot = &mut self.dcs[d];
+        let slot = self.dcs[d].as_mut().expect("made above");
         let id = slot.dc.id();
         let expected = match predicted {
             Err(Fault::Err(e)) => Err(e),
@@ -1529,7 +1534,8 @@ impl Harness {
     }
 
     fn finish(&mut self, d: usize, keep: bool) {
-        let slot = &mut self.dcs[d];
+        self.slot(d);
+        let slot = self.dcs[d].as_mut().expect("made above");
         let id = slot.dc.id();
         let rec = core::mem::take(&mut slot.rec);
         let actual = slot.dc.finish();
@@ -1768,7 +1774,11 @@ impl Harness {
         };
         live_view
             || self.lists.iter().any(|l| l.held.iter().any(holds))
-            || self.dcs.iter().any(|d| d.rec.open.iter().any(holds))
+            || self
+                .dcs
+                .iter()
+                .flatten()
+                .any(|d| d.rec.open.iter().any(holds))
     }
 
     fn keys(&self) -> impl Iterator<Item = Key> {
@@ -1825,6 +1835,7 @@ impl Harness {
             "{when}: amortised processing (R-A1, R-A2)"
         );
         for (d, slot) in self.dcs.iter().enumerate() {
+            let Some(slot) = slot else { continue };
             let stats = slot.dc.stats();
             assert_eq!(
                 slot.dc.is_removed(),
@@ -1869,7 +1880,11 @@ impl Harness {
     /// deallocated after R-D4's heavy pattern, destroys the device with the
     /// other lists alive (R-D3), then drops them.
     fn teardown(mut self) -> Coverage {
-        // R-H2: the device is not destroyed while contexts may have handles open.
+        // R-H2: the device is not destroyed while contexts may have handles open (one is
+        // made for the check if no step made one).
+        if self.dcs.iter().all(Option::is_none) {
+            self.slot(0);
+        }
         let ic = self.ic.as_mut().expect("device alive");
         let refused = ic.destroy_device();
         assert_eq!(
@@ -1883,8 +1898,8 @@ impl Harness {
             "teardown: rules broken: {violations:#?}"
         );
         self.check_memory("refused device destruction");
-        for slot in self.dcs.drain(..) {
-            drop(slot.dc);
+        for slot in &mut self.dcs {
+            drop(slot.take());
         }
         let keep = self.lists.len() / 2;
         for list in self.lists.drain(keep..) {

@@ -7,11 +7,11 @@
 //! # What a run does
 //! One soft device under [`Clock::Completed`] (the GPU completes buffers only when a step
 //! says so), a second small device whose handles the first must refuse (and the reverse),
-//! and two threads that call the free-threaded destroy off the immediate context's thread
-//! (kept from run to run: see `super::elsewhere`). Steps create resources (empty, shared,
-//! with views), views of every type (and of objects that are not live resources), queries
-//! and primaries; destroy from another thread, twice, from two threads at once, through the
-//! primary path; use live, destroyed, forged
+//! made at the first step that uses it, and two threads that call the free-threaded destroy
+//! off the immediate context's thread (kept from run to run: see `super::elsewhere`). Steps
+//! create resources (empty, shared, with views), views of every type (and of objects that
+//! are not live resources), queries and primaries; destroy from another thread, twice, from
+//! two threads at once, through the primary path; use live, destroyed, forged
 //! (a known handle with bits flipped), wrong-type and other-device handles on every entry
 //! point; update, copy, fill, clear through views, bind and unbind, map and unmap, begin, end
 //! and poll queries; flush, complete fences, clear state, run R-D4's heavy pattern, and
@@ -443,13 +443,14 @@ fn matches_want<T>(result: &Result<T>, want: Want) -> bool {
     }
 }
 
-/// The engine under test (two devices over soft worlds) and the model it is checked
-/// against. Destroys "from another thread" run on the threads of [`elsewhere`].
+/// The engine under test (a device over a soft world, and a second one made at the first
+/// step that uses it) and the model it is checked against. Destroys "from another thread"
+/// run on the threads of [`elsewhere`].
 struct Harness {
     device: SoftDevice,
     ic: Option<SoftImmediate>,
     world: Arc<SoftWorld>,
-    other: Other,
+    other: Option<Other>,
     objs: Vec<Obj>,
     /// Every handle the run has seen, by bits.
     by_bits: HashMap<u64, usize>,
@@ -512,7 +513,7 @@ impl Harness {
             device,
             ic: Some(ic),
             world,
-            other: Other::new(),
+            other: None,
             objs: Vec::new(),
             by_bits: HashMap::new(),
             open: 1,
@@ -1160,9 +1161,9 @@ impl Harness {
         }
     }
 
-    /// The second device.
+    /// The second device, made on first use.
     fn other(&mut self) -> &mut Other {
-        &mut self.other
+        self.other.get_or_insert_with(Other::new)
     }
 
     fn other_device(&mut self, pick: u16) {
@@ -1649,7 +1650,7 @@ impl Harness {
     }
 
     fn check_other(&self) {
-        let other = &self.other;
+        let Some(other) = &self.other else { return };
         let violations = other.world.violations();
         let errors = other.world.errors().len();
         if !violations.is_empty() || errors != other.errors {
@@ -1662,7 +1663,7 @@ impl Harness {
     }
 
     /// The end of every run: a sweep of every handle the run has seen, then device
-    /// destruction and the leak checks, for both devices.
+    /// destruction and the leak checks, for both devices (the second if a step made it).
     fn finish(&mut self) {
         self.at = None;
         if self.ic.is_some() {
@@ -1674,7 +1675,9 @@ impl Harness {
             self.drop_device();
         }
         self.check_other();
-        let other = &mut self.other;
+        let Some(other) = self.other.as_mut() else {
+            return;
+        };
         let mut ic = other
             .ic
             .take()
