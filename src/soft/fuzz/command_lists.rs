@@ -29,9 +29,11 @@
 //!   has belongs to an object the application destroyed that nothing (a list, an open
 //!   recording, a live view) still holds (R-D1, R-H2);
 //! - each deferred context's removal flag, open handles, operations, budget count, removals
-//!   and bindings equal the model's (R-C1, R-E3), the kernel's amortised-processing callback
-//!   ran once per removal (R-A2) plus the immediate context's own calls (R-A1), and the
-//!   immediate context's bindings equal the model's (R-C3);
+//!   and bindings equal the model's (R-C1, R-E3; checked after the steps that used the
+//!   context, and for every context at the end of the steps: a context changes only through
+//!   calls on it), the kernel's amortised-processing callback ran once per removal (R-A2)
+//!   plus the immediate context's own calls (R-A1), and the immediate context's bindings
+//!   equal the model's (R-C3);
 //! - the soft world saw no rule broken.
 //!
 //! At the end, destroying the device is refused while contexts are alive (R-H2: their
@@ -50,6 +52,7 @@
 //! deallocation waits for a buffer that is never submitted (R-D1).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use arbitrary::Arbitrary;
@@ -639,6 +642,8 @@ struct MRes {
     alloc: AllocationHandle,
     bytes: Vec<u8>,
     destroyed: bool,
+    /// The kernel was seen to have deallocated it (for good).
+    freed: bool,
 }
 
 /// A view: its resource and the range it covers.
@@ -649,6 +654,8 @@ struct MView {
     first: usize,
     len: usize,
     destroyed: bool,
+    /// The kernel was seen to have deallocated it (for good).
+    freed: bool,
 }
 
 /// A query.
@@ -656,6 +663,8 @@ struct MQuery {
     handle: Handle<Query>,
     alloc: AllocationHandle,
     destroyed: bool,
+    /// The kernel was seen to have deallocated it (for good).
+    freed: bool,
 }
 
 /// The model's objects.
@@ -664,6 +673,8 @@ struct Model {
     res: Vec<MRes>,
     views: Vec<MView>,
     queries: Vec<MQuery>,
+    /// Every object's allocation id, ascending (the kernel numbers allocations in order).
+    allocs: Vec<(u64, Key)>,
 }
 
 /// Why a predicted call will not run as the specification says.
@@ -690,6 +701,29 @@ impl Model {
             Key::R(i) => self.res[i].destroyed,
             Key::V(i) => self.views[i].destroyed,
             Key::Q(i) => self.queries[i].destroyed,
+        }
+    }
+
+    /// Files a new object's allocation in [`Model::allocs`].
+    fn index_alloc(&mut self, key: Key) {
+        let id = self.alloc(key).0.get();
+        let at = self.allocs.partition_point(|(a, _)| *a < id);
+        self.allocs.insert(at, (id, key));
+    }
+
+    fn freed(&self, key: Key) -> bool {
+        match key {
+            Key::R(i) => self.res[i].freed,
+            Key::V(i) => self.views[i].freed,
+            Key::Q(i) => self.queries[i].freed,
+        }
+    }
+
+    fn set_freed(&mut self, key: Key) {
+        match key {
+            Key::R(i) => self.res[i].freed = true,
+            Key::V(i) => self.views[i].freed = true,
+            Key::Q(i) => self.queries[i].freed = true,
         }
     }
 
@@ -987,6 +1021,16 @@ fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
     }
 }
 
+/// Names the step a check follows in its failure message: "after step {i} ({step:?})",
+/// formatted only when a check fails.
+struct After<'a>(usize, &'a Step);
+
+impl fmt::Display for After<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "after step {} ({:?})", self.0, self.1)
+    }
+}
+
 /// The engine under test, the model beside it, and the run's bookkeeping.
 struct Harness {
     device: Dev,
@@ -997,6 +1041,10 @@ struct Harness {
     m: Model,
     /// The deferred contexts, each made at the first step that uses it.
     dcs: [Option<MDc>; CONTEXTS],
+    /// The contexts a step used since the last check.
+    used: [bool; CONTEXTS],
+    /// Scratch for [`Harness::check_memory`]: which of [`Model::allocs`] the kernel has.
+    seen: Vec<bool>,
     lists: Vec<MList>,
     ic_mapped: Vec<usize>,
     ic_begun: Vec<usize>,
@@ -1028,6 +1076,8 @@ impl Harness {
             budget,
             m: Model::default(),
             dcs: [const { None }; CONTEXTS],
+            used: [false; CONTEXTS],
+            seen: Vec::new(),
             lists: Vec::new(),
             ic_mapped: Vec::new(),
             ic_begun: Vec::new(),
@@ -1039,8 +1089,10 @@ impl Harness {
         }
     }
 
-    /// Deferred context `d`, made if no step has used it yet.
+    /// Deferred context `d`, made if no step has used it yet; marked used, for the next
+    /// check.
     fn slot(&mut self, d: usize) -> &mut MDc {
+        self.used[d] = true;
         let device = &self.device;
         self.dcs[d].get_or_insert_with(|| MDc::new(device))
     }
@@ -1091,7 +1143,9 @@ impl Harness {
                     alloc,
                     bytes: vec![0; size],
                     destroyed: false,
+                    freed: false,
                 });
+                self.m.index_alloc(Key::R(self.m.res.len() - 1));
             }
             Step::Create(New::View {
                 resource,
@@ -1132,7 +1186,9 @@ impl Harness {
                         first,
                         len,
                         destroyed: false,
+                        freed: false,
                     });
+                    self.m.index_alloc(Key::V(self.m.views.len() - 1));
                 }
                 self.expect("create_view", ContextId::Immediate, actual, expected);
             }
@@ -1146,7 +1202,9 @@ impl Harness {
                     handle,
                     alloc,
                     destroyed: false,
+                    freed: false,
                 });
+                self.m.index_alloc(Key::Q(self.m.queries.len() - 1));
             }
             Step::Destroy { object, elsewhere } => {
                 let Some(key) = self.m.key(object) else {
@@ -1198,6 +1256,7 @@ impl Harness {
                     Close::Reset => {
                         let fresh = MDc::new(&self.device);
                         drop(self.dcs[d].replace(fresh));
+                        self.used[d] = true;
                     }
                 }
             }
@@ -1441,8 +1500,24 @@ impl Harness {
     /// predicted answer says (a refused call changes nothing, an out-of-memory one removes
     /// the context, R-E3).
     fn plan(&mut self, d: usize, op: DcOp) -> Option<Planned> {
-        let mut rec = self.slot(d).rec.clone();
-        let (call, predicted) = self.predict(&mut rec, op, None)?;
+        // A removed context's recording is empty and stays so whatever the call: predict on
+        // a copy. Otherwise the prediction's changes stand, even when the call is refused
+        // (a refused command keeps the handles it opened before the failing one), so
+        // predict on the recording itself, moved out of the slot meanwhile.
+        let slot = self.slot(d);
+        let removed = slot.removed;
+        let mut rec = if removed {
+            slot.rec.clone()
+        } else {
+            core::mem::take(&mut slot.rec)
+        };
+        let Some((call, predicted)) = self.predict(&mut rec, op, None) else {
+            // Nothing to pick: no change.
+            if !removed {
+                self.slot(d).rec = rec;
+            }
+            return None;
+        };
         let slot = self.dcs[d].as_mut().expect("made above");
         let id = slot.dc.id();
         let expected = match predicted {
@@ -1789,53 +1864,92 @@ impl Harness {
     }
 
     /// Memory: resources' bytes equal the model's; whatever the kernel no longer has was
-    /// destroyed and is held by nothing (R-D1, R-H2).
-    fn check_memory(&self, when: &str) {
-        for key in self.keys() {
-            match self.world.read(self.m.alloc(key)) {
-                Some(bytes) => {
-                    if let Key::R(r) = key {
-                        assert!(
-                            bytes == self.m.res[r].bytes,
-                            "{when}: resource {r} holds {bytes:?}, the model {:?}",
-                            self.m.res[r].bytes
-                        );
-                    }
-                }
-                None => assert!(
-                    self.m.destroyed(key) && !self.pinned(key),
-                    "{when}: {key:?} deallocated while live or held"
-                ),
+    /// destroyed and is held by nothing (R-D1, R-H2). One pass over the kernel's live
+    /// allocations, each found in [`Model::allocs`] by id; the kernel never reuses an id, so
+    /// an object found deallocated once is not looked at again.
+    fn check_memory(&mut self, when: &dyn fmt::Display) {
+        let mut seen = core::mem::take(&mut self.seen);
+        seen.clear();
+        seen.resize(self.m.allocs.len(), false);
+        let world = self.world.lock();
+        for (id, allocation) in &world.allocations {
+            let Ok(i) = self.m.allocs.binary_search_by_key(id, |(a, _)| *a) else {
+                continue;
+            };
+            seen[i] = true;
+            if let (_, Key::R(r)) = self.m.allocs[i] {
+                let bytes = &allocation.bytes;
+                assert!(
+                    *bytes == self.m.res[r].bytes,
+                    "{when}: resource {r} holds {bytes:?}, the model {:?}",
+                    self.m.res[r].bytes
+                );
             }
         }
+        drop(world);
+        for (i, &found) in seen.iter().enumerate() {
+            let key = self.m.allocs[i].1;
+            if found || self.m.freed(key) {
+                continue;
+            }
+            assert!(
+                self.m.destroyed(key) && !self.pinned(key),
+                "{when}: {key:?} deallocated while live or held"
+            );
+            self.m.set_freed(key);
+        }
+        self.seen = seen;
     }
 
     fn check(&mut self, i: usize, step: &Step) {
-        let when = format!("after step {i} ({step:?})");
-        let violations = self.world.violations();
-        assert!(
-            violations.is_empty(),
-            "{when}: rules broken: {violations:#?}"
-        );
+        let when = After(i, step);
+        let amortized = {
+            let world = self.world.lock();
+            assert!(
+                world.violations.is_empty(),
+                "{when}: rules broken: {:#?}",
+                world.violations
+            );
+            world.amortized
+        };
         self.check_memory(&when);
-        let errors = self.world.errors();
-        let reported = errors.get(self.errors_seen..).unwrap_or_default();
-        assert_eq!(
-            reported,
-            &self.expected_errors[..],
-            "{when}: errors reported (R-E2)"
-        );
-        self.errors_seen = errors.len();
+        {
+            let world = self.world.lock();
+            let reported = world.errors.get(self.errors_seen..).unwrap_or_default();
+            assert_eq!(
+                reported,
+                &self.expected_errors[..],
+                "{when}: errors reported (R-E2)"
+            );
+            self.errors_seen = world.errors.len();
+        }
         self.expected_errors.clear();
         let ic = self.ic.as_ref().expect("device alive");
         let pumped = self.removals + ic.amortized_count();
         assert_eq!(
-            self.world.amortized_calls(),
-            pumped,
+            amortized, pumped,
             "{when}: amortised processing (R-A1, R-A2)"
         );
+        self.check_contexts(&when, false);
+        let ic = self.ic.as_ref().expect("device alive");
+        let bound: Vec<_> = ic.bindings().collect();
+        let model: Vec<_> = self.ic_bindings.iter().map(|(p, h)| (*p, *h)).collect();
+        assert_eq!(bound, model, "{when}: immediate-context bindings (R-C3)");
+    }
+
+    /// Each deferred context's removal flag, open handles, operations, budget count, removals
+    /// and bindings against the model's (R-C1, R-E3): with `all`, every context; otherwise
+    /// the contexts a step used since the last check. The others cannot have changed: a
+    /// context's recording changes only through calls on it, and every context is checked
+    /// at the end of the run (before teardown), so a change to a context that no step used
+    /// still fails the run.
+    fn check_contexts(&mut self, when: &dyn fmt::Display, all: bool) {
+        let used = core::mem::take(&mut self.used);
         for (d, slot) in self.dcs.iter().enumerate() {
             let Some(slot) = slot else { continue };
+            if !all && !used[d] {
+                continue;
+            }
             let stats = slot.dc.stats();
             assert_eq!(
                 slot.dc.is_removed(),
@@ -1871,15 +1985,13 @@ impl Harness {
                 );
             }
         }
-        let bound: Vec<_> = ic.bindings().collect();
-        let model: Vec<_> = self.ic_bindings.iter().map(|(p, h)| (*p, *h)).collect();
-        assert_eq!(bound, model, "{when}: immediate-context bindings (R-C3)");
     }
 
     /// Drops the contexts and half the lists, checks that everything destroyed and unheld is
     /// deallocated after R-D4's heavy pattern, destroys the device with the
     /// other lists alive (R-D3), then drops them.
     fn teardown(mut self) -> Coverage {
+        self.check_contexts(&"at the end of the steps", true);
         // R-H2: the device is not destroyed while contexts may have handles open (one is
         // made for the check if no step made one).
         if self.dcs.iter().all(Option::is_none) {
@@ -1897,7 +2009,7 @@ impl Harness {
             violations.is_empty(),
             "teardown: rules broken: {violations:#?}"
         );
-        self.check_memory("refused device destruction");
+        self.check_memory(&"refused device destruction");
         for slot in &mut self.dcs {
             drop(slot.take());
         }
@@ -1932,7 +2044,7 @@ impl Harness {
             violations.is_empty(),
             "teardown: rules broken: {violations:#?}"
         );
-        self.check_memory("teardown");
+        self.check_memory(&"teardown");
         for key in self.keys() {
             if self.m.destroyed(key) && !self.pinned(key) {
                 let gone = !self.world.is_allocated(self.m.alloc(key));

@@ -1532,15 +1532,19 @@ impl Harness {
         }
     }
 
-    /// The checks run after every step.
+    /// The checks run after every step. The soft kernel's side is read under one lock of
+    /// its world, after the engine's side (whose calls may take that lock).
     fn check(&mut self) {
-        let violations = self.world.violations();
-        if !violations.is_empty() {
+        let (violations, errors) = {
+            let world = self.world.lock();
+            (world.violations.is_empty(), world.errors.len())
+        };
+        if !violations {
+            let violations = self.world.violations();
             self.fail(format_args!(
                 "the soft kernel saw rules broken: {violations:#?}"
             ));
         }
-        let errors = self.world.errors().len();
         if errors != self.errors {
             self.fail(format_args!(
                 "R-E2: {errors} errors reported through set-error, the model counted {}",
@@ -1588,9 +1592,7 @@ impl Harness {
                 "bindings {bindings:?}; the model: {model_bindings:?}"
             ));
         }
-        let mut allocated = 0;
-        for i in 0..self.objs.len() {
-            let o = &self.objs[i];
+        for (i, o) in self.objs.iter().enumerate() {
             if o.life == Life::Live {
                 if let Err(e) = self.device.object(o.handle) {
                     self.fail(format_args!(
@@ -1599,19 +1601,24 @@ impl Harness {
                     ));
                 }
             }
+        }
+        let world = self.world.lock();
+        let mut allocated = 0;
+        for i in 0..self.objs.len() {
+            let o = &self.objs[i];
             let Some(allocation) = o.allocation else {
                 continue;
             };
+            // The kernel never reuses an allocation id: freed once is freed for good.
             if o.confirmed_free {
                 continue;
             }
             // One lookup in the soft kernel: a resource's bytes, or whether the memory lives.
-            let bytes = if o.is_resource() {
-                self.world.read(allocation)
-            } else {
-                None
-            };
-            let is = bytes.is_some() || (!o.is_resource() && self.world.is_allocated(allocation));
+            let bytes = world
+                .allocations
+                .get(&allocation.0.get())
+                .map(|a| &a.bytes[..]);
+            let is = bytes.is_some();
             if is != o.allocated {
                 let rule = if o.allocated {
                     "R-D1/R-D4: deallocated early"
@@ -1624,7 +1631,7 @@ impl Harness {
                     o.handle,
                     o.life,
                     o.last_buffer,
-                    self.world.completed(),
+                    world.completed,
                     allocation.0,
                     if is { "live" } else { "freed" }
                 ));
@@ -1634,14 +1641,14 @@ impl Harness {
                 continue;
             }
             allocated += 1;
-            if o.is_resource() && bytes.as_deref() != Some(&o.bytes[..]) {
+            if o.is_resource() && bytes != Some(&o.bytes[..]) {
                 self.fail(format_args!(
                     "contents of object {i} ({:?}): {bytes:?}, the model: {:?}",
                     o.handle, o.bytes
                 ));
             }
         }
-        let live = self.world.live_allocations();
+        let live = world.allocations.len();
         if live != allocated {
             self.fail(format_args!(
                 "{live} allocations live in the soft kernel, the model knows {allocated}"
@@ -1651,9 +1658,12 @@ impl Harness {
 
     fn check_other(&self) {
         let Some(other) = &self.other else { return };
-        let violations = other.world.violations();
-        let errors = other.world.errors().len();
-        if !violations.is_empty() || errors != other.errors {
+        let (clean, errors) = {
+            let world = other.world.lock();
+            (world.violations.is_empty(), world.errors.len())
+        };
+        if !clean || errors != other.errors {
+            let violations = other.world.violations();
             self.fail(format_args!(
                 "second device: violations {violations:#?}, {errors} errors reported \
                  (the model: {})",
