@@ -13,7 +13,8 @@
 //! again; kept lists are executed (once or several times in a row, after their objects were
 //! destroyed, around immediate-context writes) and dropped (sometimes on another thread); the
 //! immediate context updates, copies, maps and unmaps, binds, begins and ends queries (which
-//! provokes the conflicts of R-C4), flushes; the simulated GPU completes fences.
+//! provokes the conflicts of R-C4), flushes; the simulated GPU completes fences. A run
+//! decoded from bytes ([`run_bytes`]) is at most [`MAX_STEPS`] steps.
 //!
 //! # The model
 //! Plain vectors: every resource's bytes, every view's range, what each context has mapped
@@ -497,12 +498,19 @@ impl core::ops::AddAssign for Coverage {
     }
 }
 
-/// Decodes steps from raw bytes until they run out (a dense decoding for fuzzers and PRNG
-/// inputs: `Vec::<Step>::arbitrary_take_rest` spends a byte per element on "go on").
+/// Steps [`steps`] decodes at most. A step takes about ten bytes and, with the checks after
+/// it, about ten microseconds under AddressSanitizer: the cap keeps a fuzzer's input cheap
+/// (the campaign's `-max_len` matches it) and leaves room for several recordings, executions
+/// and destructions in one run.
+pub const MAX_STEPS: usize = 64;
+
+/// Decodes steps from raw bytes until they run out or [`MAX_STEPS`] are decoded (a dense
+/// decoding for fuzzers and PRNG inputs: `Vec::<Step>::arbitrary_take_rest` spends a byte
+/// per element on "go on").
 pub fn steps(data: &[u8]) -> Vec<Step> {
     let mut u = arbitrary::Unstructured::new(data);
     let mut steps = Vec::new();
-    while !u.is_empty() {
+    while !u.is_empty() && steps.len() < MAX_STEPS {
         match Step::arbitrary(&mut u) {
             Ok(step) => steps.push(step),
             Err(_) => break,
