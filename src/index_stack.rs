@@ -249,6 +249,61 @@ mod loom_models {
         });
     }
 
+    /// The ABA schedule the tag exists for. The stack holds A, B, C (A on top). One thread
+    /// pops once; the other pops A, pops B and pushes A back while keeping B. Interleaved
+    /// so that the first thread reads head A and A's next (B), stalls, and then tries its
+    /// CAS after the other thread's three operations, an untagged head still equals A, the
+    /// CAS installs the stale B, and B ends up both in the stack and owned by the second
+    /// thread while C is lost. With the tag, that CAS fails and the pop retries.
+    ///
+    /// At the end every index is owned by exactly one party (a thread or the stack).
+    /// Catches the mutant without the ABA tag (push and pop installing `pack(_, tag)`
+    /// instead of `pack(_, tag + 1)`, which leaves the head comparing by index only), on
+    /// which `loom_index_stack_pop_push_race` still passes: with two indices and one
+    /// pop-push per thread, no thread can pop two indices and push the first back. A tag
+    /// bumped by only one of push and pop still makes the stale CAS fail (the schedule needs
+    /// both a pop and a push of A), and the model passes on those two variants.
+    #[test]
+    fn loom_index_stack_aba_pop_pop_push() {
+        const A: u32 = 0;
+        const B: u32 = 1;
+        const C: u32 = 2;
+        loom::model(|| {
+            let next = Arc::new(cells(3));
+            let s = Arc::new(IndexStack::new());
+            for i in [C, B, A] {
+                s.push(i, |i| &next[i as usize]);
+            }
+            let popper = {
+                let (s, next) = (s.clone(), next.clone());
+                loom::thread::spawn(move || s.pop(|i| &next[i as usize]))
+            };
+            let kept = {
+                let (s, next) = (s.clone(), next.clone());
+                loom::thread::spawn(move || {
+                    let first = s.pop(|i| &next[i as usize]);
+                    let second = s.pop(|i| &next[i as usize]);
+                    if let Some(first) = first {
+                        s.push(first, |i| &next[i as usize]);
+                    }
+                    second
+                })
+            };
+            let mut all: Vec<u32> = popper.join().unwrap().into_iter().collect();
+            all.extend(kept.join().unwrap());
+            while let Some(i) = s.pop(|i| &next[i as usize]) {
+                // Bounded: a corrupted stack can hold a cycle.
+                assert!(
+                    all.len() < 3,
+                    "the stack holds more than was pushed: {all:?}"
+                );
+                all.push(i);
+            }
+            all.sort_unstable();
+            assert_eq!(all, vec![A, B, C], "every index owned exactly once");
+        });
+    }
+
     /// Two producers push while the consumer takes all: every index is taken exactly once.
     #[test]
     fn loom_take_all_many_producers_one_consumer() {

@@ -5,14 +5,16 @@
 //! # What a run does
 //! A run is a list of [`Step`]s over one soft device (built with a small
 //! [`crate::DeviceConfig::deferred_budget`], so that recordings run out of memory often),
-//! three deferred contexts and the immediate context: objects are created and destroyed
+//! up to three deferred contexts (each made at the first step that uses it) and the
+//! immediate context: objects are created and destroyed
 //! (sometimes from another thread), deferred contexts record updates, copies, fills, view
 //! clears, binds, Map(DISCARD) + writes + Unmap and query begin/end (sometimes from another
 //! thread), finish (keeping the list or dropping it at once), abandon or are dropped and made
 //! again; kept lists are executed (once or several times in a row, after their objects were
 //! destroyed, around immediate-context writes) and dropped (sometimes on another thread); the
 //! immediate context updates, copies, maps and unmaps, binds, begins and ends queries (which
-//! provokes the conflicts of R-C4), flushes; the simulated GPU completes fences.
+//! provokes the conflicts of R-C4), flushes; the simulated GPU completes fences. A run
+//! decoded from bytes ([`run_bytes`]) is at most [`MAX_STEPS`] steps.
 //!
 //! # The model
 //! Plain vectors: every resource's bytes, every view's range, what each context has mapped
@@ -28,17 +30,19 @@
 //!   has belongs to an object the application destroyed that nothing (a list, an open
 //!   recording, a live view) still holds (R-D1, R-H2);
 //! - each deferred context's removal flag, open handles, operations, budget count, removals
-//!   and bindings equal the model's (R-C1, R-E3), the kernel's amortised-processing callback
-//!   ran once per removal (R-A2) plus the immediate context's own calls (R-A1), and the
-//!   immediate context's bindings equal the model's (R-C3);
+//!   and bindings equal the model's (R-C1, R-E3; checked after the steps that used the
+//!   context, and for every context at the end of the steps: a context changes only through
+//!   calls on it), the kernel's amortised-processing callback ran once per removal (R-A2)
+//!   plus the immediate context's own calls (R-A1), and the immediate context's bindings
+//!   equal the model's (R-C3);
 //! - the soft world saw no rule broken.
 //!
 //! At the end, destroying the device is refused while contexts are alive (R-H2: their
-//! handles must close first); the contexts are dropped, then half the lists; after R-D4's
-//! heavy pattern (`ClearState; Flush; End(event); spin on GetData; Flush`) every destroyed
-//! object nothing holds is deallocated (R-D2, R-D4); the device is destroyed with the other
-//! lists still alive, the kernel must be clean (R-D3), and dropping the lists afterwards
-//! must keep it clean.
+//! handles must close first; a context is made for the check if no step made one); the
+//! contexts are dropped, then half the lists; after R-D4's heavy pattern (`ClearState;
+//! Flush; End(event); spin on GetData; Flush`) every destroyed object nothing holds is
+//! deallocated (R-D2, R-D4); the device is destroyed with the other lists still alive, the
+//! kernel must be clean (R-D3), and dropping the lists afterwards must keep it clean.
 //!
 //! The engine must never panic; any mismatch is an `assert!` of this module.
 //!
@@ -49,6 +53,7 @@
 //! deallocation waits for a buffer that is never submitted (R-D1).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 
 use arbitrary::Arbitrary;
@@ -64,6 +69,8 @@ use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationHandle, ContextId};
 use crate::record::Recorded;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+
+use super::elsewhere;
 
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
@@ -102,7 +109,7 @@ pub enum Step {
     Destroy {
         /// The object.
         object: Obj,
-        /// Destroy it from a thread spawned for the step.
+        /// Destroy it from another thread.
         elsewhere: bool,
     },
     /// Records a burst of operations on a deferred context, maybe from another thread (a
@@ -110,7 +117,7 @@ pub enum Step {
     Record {
         /// The context.
         dc: u8,
-        /// Record from a thread spawned for the step.
+        /// Make the calls from another thread.
         elsewhere: bool,
         /// What to record.
         ops: Burst,
@@ -133,7 +140,7 @@ pub enum Step {
     DropList {
         /// The kept list.
         list: u8,
-        /// Drop it on a thread spawned for the step.
+        /// Drop it on another thread.
         elsewhere: bool,
     },
     /// An operation on the immediate context.
@@ -491,12 +498,19 @@ impl core::ops::AddAssign for Coverage {
     }
 }
 
-/// Decodes steps from raw bytes until they run out (a dense decoding for fuzzers and PRNG
-/// inputs: `Vec::<Step>::arbitrary_take_rest` spends a byte per element on "go on").
+/// Steps [`steps`] decodes at most. A step takes about ten bytes and, with the checks after
+/// it, about ten microseconds under AddressSanitizer: the cap keeps a fuzzer's input cheap
+/// (the campaign's `-max_len` matches it) and leaves room for several recordings, executions
+/// and destructions in one run.
+pub const MAX_STEPS: usize = 64;
+
+/// Decodes steps from raw bytes until they run out or [`MAX_STEPS`] are decoded (a dense
+/// decoding for fuzzers and PRNG inputs: `Vec::<Step>::arbitrary_take_rest` spends a byte
+/// per element on "go on").
 pub fn steps(data: &[u8]) -> Vec<Step> {
     let mut u = arbitrary::Unstructured::new(data);
     let mut steps = Vec::new();
-    while !u.is_empty() {
+    while !u.is_empty() && steps.len() < MAX_STEPS {
         match Step::arbitrary(&mut u) {
             Ok(step) => steps.push(step),
             Err(_) => break,
@@ -588,19 +602,6 @@ fn room(destroyed: impl Iterator<Item = bool>, (live_cap, total_cap): (usize, us
     total < total_cap && live < live_cap
 }
 
-/// Runs `f` here, or on a scoped thread spawned for it.
-fn maybe_elsewhere<R: Send>(elsewhere: bool, f: impl FnOnce() -> R + Send) -> R {
-    if elsewhere {
-        std::thread::scope(|s| {
-            s.spawn(f)
-                .join()
-                .unwrap_or_else(|e| std::panic::resume_unwind(e))
-        })
-    } else {
-        f()
-    }
-}
-
 /// A model object: which vector, which index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
@@ -649,6 +650,8 @@ struct MRes {
     alloc: AllocationHandle,
     bytes: Vec<u8>,
     destroyed: bool,
+    /// The kernel was seen to have deallocated it (for good).
+    freed: bool,
 }
 
 /// A view: its resource and the range it covers.
@@ -659,6 +662,8 @@ struct MView {
     first: usize,
     len: usize,
     destroyed: bool,
+    /// The kernel was seen to have deallocated it (for good).
+    freed: bool,
 }
 
 /// A query.
@@ -666,6 +671,8 @@ struct MQuery {
     handle: Handle<Query>,
     alloc: AllocationHandle,
     destroyed: bool,
+    /// The kernel was seen to have deallocated it (for good).
+    freed: bool,
 }
 
 /// The model's objects.
@@ -674,6 +681,8 @@ struct Model {
     res: Vec<MRes>,
     views: Vec<MView>,
     queries: Vec<MQuery>,
+    /// Every object's allocation id, ascending (the kernel numbers allocations in order).
+    allocs: Vec<(u64, Key)>,
 }
 
 /// Why a predicted call will not run as the specification says.
@@ -700,6 +709,29 @@ impl Model {
             Key::R(i) => self.res[i].destroyed,
             Key::V(i) => self.views[i].destroyed,
             Key::Q(i) => self.queries[i].destroyed,
+        }
+    }
+
+    /// Files a new object's allocation in [`Model::allocs`].
+    fn index_alloc(&mut self, key: Key) {
+        let id = self.alloc(key).0.get();
+        let at = self.allocs.partition_point(|(a, _)| *a < id);
+        self.allocs.insert(at, (id, key));
+    }
+
+    fn freed(&self, key: Key) -> bool {
+        match key {
+            Key::R(i) => self.res[i].freed,
+            Key::V(i) => self.views[i].freed,
+            Key::Q(i) => self.queries[i].freed,
+        }
+    }
+
+    fn set_freed(&mut self, key: Key) {
+        match key {
+            Key::R(i) => self.res[i].freed = true,
+            Key::V(i) => self.views[i].freed = true,
+            Key::Q(i) => self.queries[i].freed = true,
         }
     }
 
@@ -934,6 +966,18 @@ struct MDc {
     removals: u64,
 }
 
+impl MDc {
+    /// A new deferred context of `device`, recording nothing.
+    fn new(device: &Dev) -> Self {
+        MDc {
+            dc: device.create_deferred_context().expect("deferred context"),
+            rec: MRec::default(),
+            removed: false,
+            removals: 0,
+        }
+    }
+}
+
 /// A kept command list beside what the model knows of it.
 struct MList {
     list: List,
@@ -958,6 +1002,15 @@ enum Call {
 /// A map's answer: the length of the returned bytes and whether they were all zero.
 type Mapped = Option<(usize, bool)>;
 
+/// A deferred-context call and the answer the model predicts for it.
+struct Planned {
+    call: Call,
+    expected: Result<()>,
+    /// The context was removed (R-E3) when the call was made: it accepts anything.
+    removed: bool,
+    id: ContextId,
+}
+
 fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
     match call {
         Call::Update(r, offset, data) => dc.update(*r, *offset, data).map(|()| None),
@@ -976,6 +1029,16 @@ fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
     }
 }
 
+/// Names the step a check follows in its failure message: "after step {i} ({step:?})",
+/// formatted only when a check fails.
+struct After<'a>(usize, &'a Step);
+
+impl fmt::Display for After<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "after step {} ({:?})", self.0, self.1)
+    }
+}
+
 /// The engine under test, the model beside it, and the run's bookkeeping.
 struct Harness {
     device: Dev,
@@ -984,7 +1047,12 @@ struct Harness {
     world: Arc<SoftWorld>,
     budget: usize,
     m: Model,
-    dcs: Vec<MDc>,
+    /// The deferred contexts, each made at the first step that uses it.
+    dcs: [Option<MDc>; CONTEXTS],
+    /// The contexts a step used since the last check.
+    used: [bool; CONTEXTS],
+    /// Scratch for [`Harness::check_memory`]: which of [`Model::allocs`] the kernel has.
+    seen: Vec<bool>,
     lists: Vec<MList>,
     ic_mapped: Vec<usize>,
     ic_begun: Vec<usize>,
@@ -1009,21 +1077,15 @@ impl Harness {
             ..SoftConfig::default()
         };
         let (device, ic, world) = soft::device(soft_config, config).expect("soft device");
-        let dcs = (0..CONTEXTS)
-            .map(|_| MDc {
-                dc: device.create_deferred_context().expect("deferred context"),
-                rec: MRec::default(),
-                removed: false,
-                removals: 0,
-            })
-            .collect();
         Harness {
             device,
             ic: Some(ic),
             world,
             budget,
             m: Model::default(),
-            dcs,
+            dcs: [const { None }; CONTEXTS],
+            used: [false; CONTEXTS],
+            seen: Vec::new(),
             lists: Vec::new(),
             ic_mapped: Vec::new(),
             ic_begun: Vec::new(),
@@ -1033,6 +1095,14 @@ impl Harness {
             removals: 0,
             cov: Coverage::default(),
         }
+    }
+
+    /// Deferred context `d`, made if no step has used it yet; marked used, for the next
+    /// check.
+    fn slot(&mut self, d: usize) -> &mut MDc {
+        self.used[d] = true;
+        let device = &self.device;
+        self.dcs[d].get_or_insert_with(|| MDc::new(device))
     }
 
     fn ic(&mut self) -> &mut Ic {
@@ -1081,7 +1151,9 @@ impl Harness {
                     alloc,
                     bytes: vec![0; size],
                     destroyed: false,
+                    freed: false,
                 });
+                self.m.index_alloc(Key::R(self.m.res.len() - 1));
             }
             Step::Create(New::View {
                 resource,
@@ -1122,7 +1194,9 @@ impl Harness {
                         first,
                         len,
                         destroyed: false,
+                        freed: false,
                     });
+                    self.m.index_alloc(Key::V(self.m.views.len() - 1));
                 }
                 self.expect("create_view", ContextId::Immediate, actual, expected);
             }
@@ -1136,16 +1210,22 @@ impl Harness {
                     handle,
                     alloc,
                     destroyed: false,
+                    freed: false,
                 });
+                self.m.index_alloc(Key::Q(self.m.queries.len() - 1));
             }
             Step::Destroy { object, elsewhere } => {
                 let Some(key) = self.m.key(object) else {
                     return;
                 };
                 let handle = self.m.any(key);
-                let device = &self.device;
                 self.cov.elsewhere += u64::from(elsewhere);
-                let actual = maybe_elsewhere(elsewhere, || device.destroy(handle));
+                let actual = if elsewhere {
+                    let device = self.device.clone();
+                    elsewhere::run(move || device.destroy(handle))
+                } else {
+                    self.device.destroy(handle)
+                };
                 if self.m.destroyed(key) {
                     // Pending: a double destroy; really destroyed already: a stale handle.
                     let e = actual.expect_err("destroying a destroyed object must fail");
@@ -1168,7 +1248,7 @@ impl Harness {
             } => {
                 self.cov.elsewhere += u64::from(elsewhere);
                 let d = usize::from(dc) % CONTEXTS;
-                maybe_elsewhere(elsewhere, || ops.ops().for_each(|op| self.record(d, op)));
+                self.record(d, ops.ops(), elsewhere);
             }
             Step::Close { dc, how } => {
                 let d = usize::from(dc) % CONTEXTS;
@@ -1176,21 +1256,15 @@ impl Harness {
                     Close::FinishKeep => self.finish(d, true),
                     Close::FinishDrop => self.finish(d, false),
                     Close::Abandon => {
-                        let slot = &mut self.dcs[d];
+                        let slot = self.slot(d);
                         assert_eq!(slot.dc.abandon(), Ok(()), "abandon");
                         slot.rec = MRec::default();
                         slot.removed = false;
                     }
                     Close::Reset => {
-                        let fresh = self
-                            .device
-                            .create_deferred_context()
-                            .expect("deferred context");
-                        let slot = &mut self.dcs[d];
-                        drop(core::mem::replace(&mut slot.dc, fresh));
-                        slot.rec = MRec::default();
-                        slot.removed = false;
-                        slot.removals = 0;
+                        let fresh = MDc::new(&self.device);
+                        drop(self.dcs[d].replace(fresh));
+                        self.used[d] = true;
                     }
                 }
             }
@@ -1208,7 +1282,11 @@ impl Harness {
                 };
                 let list = self.lists.remove(l).list;
                 self.cov.elsewhere += u64::from(elsewhere);
-                maybe_elsewhere(elsewhere, move || drop(list));
+                if elsewhere {
+                    elsewhere::run(move || drop(list));
+                } else {
+                    drop(list);
+                }
             }
             Step::Immediate(op) => self.immediate(op),
             Step::Timeline(Timeline::Flush) => {
@@ -1396,19 +1474,105 @@ impl Harness {
         })
     }
 
-    fn record(&mut self, d: usize, op: DcOp) {
-        let mut rec = self.dcs[d].rec.clone();
-        let Some((call_, predicted)) = self.predict(&mut rec, op, None) else {
+    /// Records `ops` on context `d`: each call is predicted on the model first (the next
+    /// prediction depends on the previous ones, never on what the engine answered), then the
+    /// calls are made in order, here or, with `elsewhere`, all on another thread (a deferred
+    /// context is `Send`: it moves there for the burst and back), then each answer is checked
+    /// against its prediction, in order.
+    fn record(&mut self, d: usize, ops: impl Iterator<Item = DcOp>, elsewhere: bool) {
+        let planned: Vec<Planned> = ops.filter_map(|op| self.plan(d, op)).collect();
+        if planned.is_empty() {
             return;
+        }
+        let make = |dc: &mut Dc, planned: &[Planned]| -> Vec<Result<Mapped>> {
+            planned.iter().map(|p| call(dc, &p.call)).collect()
         };
-        let slot = &mut self.dcs[d];
+        let (planned, answers) = if elsewhere {
+            let mut slot = self.dcs[d].take().expect("planning made the context");
+            let (slot, planned, answers) = elsewhere::run(move || {
+                let answers = make(&mut slot.dc, &planned);
+                (slot, planned, answers)
+            });
+            self.dcs[d] = Some(slot);
+            (planned, answers)
+        } else {
+            let answers = make(&mut self.slot(d).dc, &planned);
+            (planned, answers)
+        };
+        for (planned, actual) in planned.into_iter().zip(answers) {
+            self.verify(planned, actual);
+        }
+    }
+
+    /// Predicts one deferred-context call on context `d` and updates the model as its
+    /// predicted answer says (a refused call changes nothing, an out-of-memory one removes
+    /// the context, R-E3).
+    fn plan(&mut self, d: usize, op: DcOp) -> Option<Planned> {
+        // A removed context's recording is empty and stays so whatever the call: predict on
+        // a copy. Otherwise the prediction's changes stand, even when the call is refused
+        // (a refused command keeps the handles it opened before the failing one), so
+        // predict on the recording itself, moved out of the slot meanwhile.
+        let slot = self.slot(d);
+        let removed = slot.removed;
+        let mut rec = if removed {
+            slot.rec.clone()
+        } else {
+            core::mem::take(&mut slot.rec)
+        };
+        let Some((call, predicted)) = self.predict(&mut rec, op, None) else {
+            // Nothing to pick: no change.
+            if !removed {
+                self.slot(d).rec = rec;
+            }
+            return None;
+        };
+        let slot = self.dcs[d].as_mut().expect("made above");
         let id = slot.dc.id();
+        let expected = match predicted {
+            Err(Fault::Err(e)) => Err(e),
+            Ok(()) => Ok(()),
+        };
+        let planned = Planned {
+            call,
+            expected,
+            removed: slot.removed,
+            id,
+        };
         if slot.removed {
             self.cov.while_removed += 1;
+            return Some(planned);
+        }
+        match expected {
+            Err(Error::OutOfMemory) => {
+                slot.rec = MRec::default();
+                slot.removed = true;
+                slot.removals += 1;
+                self.removals += 1;
+                self.cov.removals += 1;
+            }
+            Err(_) => {
+                slot.rec = rec;
+                self.cov.refused += 1;
+            }
+            Ok(()) => {
+                slot.rec = rec;
+                self.cov.recorded += 1;
+            }
+        }
+        Some(planned)
+    }
+
+    /// Checks the engine's answer to a planned call.
+    fn verify(&mut self, planned: Planned, actual: Result<Mapped>) {
+        let Planned {
+            call: call_,
+            expected,
+            removed,
+            id,
+        } = planned;
+        if removed {
             // R-E3: a removed context accepts every call and records nothing; a map hands
             // out scratch bytes.
-            let dc = &mut slot.dc;
-            let actual = call(dc, &call_);
             match (&call_, &actual) {
                 (Call::Map(r, _), Ok(Some((len, zero)))) => {
                     let live = self
@@ -1425,12 +1589,6 @@ impl Harness {
             }
             return;
         }
-        let expected = match predicted {
-            Err(Fault::Err(e)) => Err(e),
-            Ok(()) => Ok(()),
-        };
-        let dc = &mut slot.dc;
-        let actual = call(dc, &call_);
         if let Call::Map(r, _) = &call_ {
             let size = self
                 .m
@@ -1456,28 +1614,11 @@ impl Harness {
         } else {
             self.expect("deferred-context call", id, actual, expected);
         }
-        let slot = &mut self.dcs[d];
-        match expected {
-            Err(Error::OutOfMemory) => {
-                slot.rec = MRec::default();
-                slot.removed = true;
-                slot.removals += 1;
-                self.removals += 1;
-                self.cov.removals += 1;
-            }
-            Err(_) => {
-                slot.rec = rec;
-                self.cov.refused += 1;
-            }
-            Ok(()) => {
-                slot.rec = rec;
-                self.cov.recorded += 1;
-            }
-        }
     }
 
     fn finish(&mut self, d: usize, keep: bool) {
-        let slot = &mut self.dcs[d];
+        self.slot(d);
+        let slot = self.dcs[d].as_mut().expect("made above");
         let id = slot.dc.id();
         let rec = core::mem::take(&mut slot.rec);
         let actual = slot.dc.finish();
@@ -1718,7 +1859,11 @@ impl Harness {
         };
         live_view
             || self.lists.iter().any(|l| l.held.iter().any(holds))
-            || self.dcs.iter().any(|d| d.rec.open.iter().any(holds))
+            || self
+                .dcs
+                .iter()
+                .flatten()
+                .any(|d| d.rec.open.iter().any(holds))
     }
 
     fn keys(&self) -> impl Iterator<Item = Key> {
@@ -1729,52 +1874,92 @@ impl Harness {
     }
 
     /// Memory: resources' bytes equal the model's; whatever the kernel no longer has was
-    /// destroyed and is held by nothing (R-D1, R-H2).
-    fn check_memory(&self, when: &str) {
-        for key in self.keys() {
-            match self.world.read(self.m.alloc(key)) {
-                Some(bytes) => {
-                    if let Key::R(r) = key {
-                        assert!(
-                            bytes == self.m.res[r].bytes,
-                            "{when}: resource {r} holds {bytes:?}, the model {:?}",
-                            self.m.res[r].bytes
-                        );
-                    }
-                }
-                None => assert!(
-                    self.m.destroyed(key) && !self.pinned(key),
-                    "{when}: {key:?} deallocated while live or held"
-                ),
+    /// destroyed and is held by nothing (R-D1, R-H2). One pass over the kernel's live
+    /// allocations, each found in [`Model::allocs`] by id; the kernel never reuses an id, so
+    /// an object found deallocated once is not looked at again.
+    fn check_memory(&mut self, when: &dyn fmt::Display) {
+        let mut seen = core::mem::take(&mut self.seen);
+        seen.clear();
+        seen.resize(self.m.allocs.len(), false);
+        let world = self.world.lock();
+        for (id, allocation) in &world.allocations {
+            let Ok(i) = self.m.allocs.binary_search_by_key(id, |(a, _)| *a) else {
+                continue;
+            };
+            seen[i] = true;
+            if let (_, Key::R(r)) = self.m.allocs[i] {
+                let bytes = &allocation.bytes;
+                assert!(
+                    *bytes == self.m.res[r].bytes,
+                    "{when}: resource {r} holds {bytes:?}, the model {:?}",
+                    self.m.res[r].bytes
+                );
             }
         }
+        drop(world);
+        for (i, &found) in seen.iter().enumerate() {
+            let key = self.m.allocs[i].1;
+            if found || self.m.freed(key) {
+                continue;
+            }
+            assert!(
+                self.m.destroyed(key) && !self.pinned(key),
+                "{when}: {key:?} deallocated while live or held"
+            );
+            self.m.set_freed(key);
+        }
+        self.seen = seen;
     }
 
     fn check(&mut self, i: usize, step: &Step) {
-        let when = format!("after step {i} ({step:?})");
-        let violations = self.world.violations();
-        assert!(
-            violations.is_empty(),
-            "{when}: rules broken: {violations:#?}"
-        );
+        let when = After(i, step);
+        let amortized = {
+            let world = self.world.lock();
+            assert!(
+                world.violations.is_empty(),
+                "{when}: rules broken: {:#?}",
+                world.violations
+            );
+            world.amortized
+        };
         self.check_memory(&when);
-        let errors = self.world.errors();
-        let reported = errors.get(self.errors_seen..).unwrap_or_default();
-        assert_eq!(
-            reported,
-            &self.expected_errors[..],
-            "{when}: errors reported (R-E2)"
-        );
-        self.errors_seen = errors.len();
+        {
+            let world = self.world.lock();
+            let reported = world.errors.get(self.errors_seen..).unwrap_or_default();
+            assert_eq!(
+                reported,
+                &self.expected_errors[..],
+                "{when}: errors reported (R-E2)"
+            );
+            self.errors_seen = world.errors.len();
+        }
         self.expected_errors.clear();
         let ic = self.ic.as_ref().expect("device alive");
         let pumped = self.removals + ic.amortized_count();
         assert_eq!(
-            self.world.amortized_calls(),
-            pumped,
+            amortized, pumped,
             "{when}: amortised processing (R-A1, R-A2)"
         );
+        self.check_contexts(&when, false);
+        let ic = self.ic.as_ref().expect("device alive");
+        let bound: Vec<_> = ic.bindings().collect();
+        let model: Vec<_> = self.ic_bindings.iter().map(|(p, h)| (*p, *h)).collect();
+        assert_eq!(bound, model, "{when}: immediate-context bindings (R-C3)");
+    }
+
+    /// Each deferred context's removal flag, open handles, operations, budget count, removals
+    /// and bindings against the model's (R-C1, R-E3): with `all`, every context; otherwise
+    /// the contexts a step used since the last check. The others cannot have changed: a
+    /// context's recording changes only through calls on it, and every context is checked
+    /// at the end of the run (before teardown), so a change to a context that no step used
+    /// still fails the run.
+    fn check_contexts(&mut self, when: &dyn fmt::Display, all: bool) {
+        let used = core::mem::take(&mut self.used);
         for (d, slot) in self.dcs.iter().enumerate() {
+            let Some(slot) = slot else { continue };
+            if !all && !used[d] {
+                continue;
+            }
             let stats = slot.dc.stats();
             assert_eq!(
                 slot.dc.is_removed(),
@@ -1810,16 +1995,18 @@ impl Harness {
                 );
             }
         }
-        let bound: Vec<_> = ic.bindings().collect();
-        let model: Vec<_> = self.ic_bindings.iter().map(|(p, h)| (*p, *h)).collect();
-        assert_eq!(bound, model, "{when}: immediate-context bindings (R-C3)");
     }
 
     /// Drops the contexts and half the lists, checks that everything destroyed and unheld is
     /// deallocated after R-D4's heavy pattern, destroys the device with the
     /// other lists alive (R-D3), then drops them.
     fn teardown(mut self) -> Coverage {
-        // R-H2: the device is not destroyed while contexts may have handles open.
+        self.check_contexts(&"at the end of the steps", true);
+        // R-H2: the device is not destroyed while contexts may have handles open (one is
+        // made for the check if no step made one).
+        if self.dcs.iter().all(Option::is_none) {
+            self.slot(0);
+        }
         let ic = self.ic.as_mut().expect("device alive");
         let refused = ic.destroy_device();
         assert_eq!(
@@ -1832,9 +2019,9 @@ impl Harness {
             violations.is_empty(),
             "teardown: rules broken: {violations:#?}"
         );
-        self.check_memory("refused device destruction");
-        for slot in self.dcs.drain(..) {
-            drop(slot.dc);
+        self.check_memory(&"refused device destruction");
+        for slot in &mut self.dcs {
+            drop(slot.take());
         }
         let keep = self.lists.len() / 2;
         for list in self.lists.drain(keep..) {
@@ -1867,7 +2054,7 @@ impl Harness {
             violations.is_empty(),
             "teardown: rules broken: {violations:#?}"
         );
-        self.check_memory("teardown");
+        self.check_memory(&"teardown");
         for key in self.keys() {
             if self.m.destroyed(key) && !self.pinned(key) {
                 let gone = !self.world.is_allocated(self.m.alloc(key));

@@ -7,10 +7,11 @@
 //! # What a run does
 //! One soft device under [`Clock::Completed`] (the GPU completes buffers only when a step
 //! says so), a second small device whose handles the first must refuse (and the reverse),
-//! and two worker threads that call the free-threaded destroy off the immediate context's
-//! thread. Steps create resources (empty, shared, with views), views of every type (and of
-//! objects that are not live resources), queries and primaries; destroy from another thread,
-//! twice, from two threads at once, through the primary path; use live, destroyed, forged
+//! made at the first step that uses it, and two threads that call the free-threaded destroy
+//! off the immediate context's thread (kept from run to run: see `super::elsewhere`). Steps
+//! create resources (empty, shared, with views), views of every type (and of objects that
+//! are not live resources), queries and primaries; destroy from another thread, twice, from
+//! two threads at once, through the primary path; use live, destroyed, forged
 //! (a known handle with bits flipped), wrong-type and other-device handles on every entry
 //! point; update, copy, fill, clear through views, bind and unbind, map and unmap, begin, end
 //! and poll queries; flush, complete fences, clear state, run R-D4's heavy pattern, and
@@ -59,8 +60,7 @@
 //! from a fixed-seed PRNG ([`run_bytes`], [`steps_from_bytes`]) plus hand-written sequences.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{mpsc, Arc, Barrier};
-use std::thread::{Scope, ScopedJoinHandle};
+use std::sync::{Arc, Barrier};
 
 use arbitrary::{Arbitrary, Unstructured};
 
@@ -73,6 +73,8 @@ use crate::immediate::ImmediateContext;
 use crate::kernel::AllocationHandle;
 use crate::retire::Clock;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+
+use super::elsewhere;
 
 type SoftDevice = Device<SoftDriver, SoftKernel>;
 type SoftImmediate = ImmediateContext<SoftDriver, SoftKernel>;
@@ -277,17 +279,15 @@ pub enum Step {
 /// after every step, then destroys the device (unless a step did) and checks for leaks.
 /// Panics on the first mismatch.
 pub fn run(steps: &[Step]) {
-    std::thread::scope(|scope| {
-        let mut harness = Harness::new(scope);
-        for (index, step) in steps.iter().take(MAX_STEPS).enumerate() {
-            harness.at = Some((index, *step));
-            if !harness.step(step) {
-                break;
-            }
-            harness.check();
+    let mut harness = Harness::new();
+    for (index, step) in steps.iter().take(MAX_STEPS).enumerate() {
+        harness.at = Some((index, *step));
+        if !harness.step(step) {
+            break;
         }
-        harness.finish();
-    });
+        harness.check();
+    }
+    harness.finish();
 }
 
 /// Decodes steps from raw bytes with [`arbitrary::Unstructured`] (as many as the bytes
@@ -432,80 +432,6 @@ fn device_config() -> DeviceConfig {
     }
 }
 
-/// A destroy to run on a worker thread, after `start` lets it (races).
-struct Job {
-    handle: AnyHandle,
-    start: Option<Arc<Barrier>>,
-}
-
-/// A thread of the run's scope that destroys what it is sent: the free-threaded destroy
-/// called off the immediate context's thread (R-F1, R-D1). Two per run, kept for the whole
-/// run (spawning a thread per destroy would cost more than everything else).
-struct Worker<'scope> {
-    jobs: Option<mpsc::Sender<Job>>,
-    done: mpsc::Receiver<Result<()>>,
-    thread: Option<ScopedJoinHandle<'scope, ()>>,
-}
-
-/// Closes the worker's inbox and joins its thread, so that it has really exited (thread
-/// locals destroyed) when the run returns: a scope only waits for its threads' closures, and
-/// LeakSanitizer, at the fuzzer's exit, reports the thread-local destructors of threads still
-/// exiting as leaks.
-impl Drop for Worker<'_> {
-    fn drop(&mut self) {
-        self.jobs = None;
-        if let Some(thread) = self.thread.take() {
-            // A panic of the worker was re-raised when its result was awaited.
-            let _ = thread.join();
-        }
-    }
-}
-
-impl<'scope> Worker<'scope> {
-    fn spawn<'env>(scope: &'scope Scope<'scope, 'env>, device: SoftDevice) -> Self {
-        let (jobs, inbox) = mpsc::channel::<Job>();
-        let (outbox, done) = mpsc::channel();
-        let thread = scope.spawn(move || {
-            for job in inbox {
-                if let Some(start) = &job.start {
-                    start.wait();
-                }
-                if outbox.send(device.destroy(job.handle)).is_err() {
-                    break;
-                }
-            }
-        });
-        Worker {
-            jobs: Some(jobs),
-            done,
-            thread: Some(thread),
-        }
-    }
-
-    fn send(&mut self, job: Job) {
-        let sent = self.jobs.as_ref().map(|jobs| jobs.send(job));
-        if !matches!(sent, Some(Ok(()))) {
-            self.rethrow();
-        }
-    }
-
-    fn result(&mut self) -> Result<()> {
-        match self.done.recv() {
-            Ok(result) => result,
-            Err(_) => self.rethrow(),
-        }
-    }
-
-    /// The worker is gone: it panicked (a bug), so re-raise its panic here.
-    fn rethrow(&mut self) -> ! {
-        self.jobs = None;
-        match self.thread.take().map(ScopedJoinHandle::join) {
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            _ => panic!("handle_lifecycle: a destroy worker stopped"),
-        }
-    }
-}
-
 fn matches_want<T>(result: &Result<T>, want: Want) -> bool {
     match (result, want) {
         (Ok(_), Want::Ok) => true,
@@ -517,14 +443,14 @@ fn matches_want<T>(result: &Result<T>, want: Want) -> bool {
     }
 }
 
-/// The engine under test (two devices over soft worlds, two destroy workers) and the model
-/// it is checked against.
-struct Harness<'scope> {
+/// The engine under test (a device over a soft world, and a second one made at the first
+/// step that uses it) and the model it is checked against. Destroys "from another thread"
+/// run on the threads of [`elsewhere`].
+struct Harness {
     device: SoftDevice,
-    workers: [Worker<'scope>; 2],
     ic: Option<SoftImmediate>,
     world: Arc<SoftWorld>,
-    other: Other,
+    other: Option<Other>,
     objs: Vec<Obj>,
     /// Every handle the run has seen, by bits.
     by_bits: HashMap<u64, usize>,
@@ -546,18 +472,18 @@ struct Harness<'scope> {
     at: Option<(usize, Step)>,
 }
 
-impl<'scope> Harness<'scope> {
-    fn new<'env>(scope: &'scope Scope<'scope, 'env>) -> Self {
-        let (device, ic, world) = soft::device(config(), device_config()).expect("soft device");
-        let (o_device, o_ic, o_world) =
+impl Other {
+    /// The second device, with a resource, a view of it and a query.
+    fn new() -> Self {
+        let (device, ic, world) =
             soft::device(config(), device_config()).expect("second soft device");
-        let r = o_device
+        let r = device
             .create_resource(ResourceDesc {
                 byte_size: 16,
                 ..ResourceDesc::default()
             })
             .expect("other device: resource");
-        let v = o_device
+        let v = device
             .create_view(
                 HandleType::ShaderResourceView,
                 ViewDesc {
@@ -567,25 +493,27 @@ impl<'scope> Harness<'scope> {
                 },
             )
             .expect("other device: view");
-        let q = o_device
+        let q = device
             .create_query(QueryKind::Event)
             .expect("other device: query");
-        let workers = [
-            Worker::spawn(scope, device.clone()),
-            Worker::spawn(scope, device.clone()),
-        ];
-        Harness {
+        Other {
             device,
-            workers,
             ic: Some(ic),
             world,
-            other: Other {
-                device: o_device,
-                ic: Some(o_ic),
-                world: o_world,
-                handles: [r.any(), v.any(), q.any()],
-                errors: 0,
-            },
+            handles: [r.any(), v.any(), q.any()],
+            errors: 0,
+        }
+    }
+}
+
+impl Harness {
+    fn new() -> Self {
+        let (device, ic, world) = soft::device(config(), device_config()).expect("soft device");
+        Harness {
+            device,
+            ic: Some(ic),
+            world,
+            other: None,
             objs: Vec::new(),
             by_bits: HashMap::new(),
             open: 1,
@@ -1027,11 +955,8 @@ impl<'scope> Harness<'scope> {
         let want = self.want_destroy(i);
         let h = self.objs[i].handle;
         let r = if other_thread {
-            self.workers[0].send(Job {
-                handle: h,
-                start: None,
-            });
-            self.workers[0].result()
+            let device = self.device.clone();
+            elsewhere::run(move || device.destroy(h))
         } else {
             self.device.destroy(h)
         };
@@ -1043,14 +968,16 @@ impl<'scope> Harness<'scope> {
     fn destroy_race(&mut self, i: usize) {
         let want = self.want_destroy(i);
         let h = self.objs[i].handle;
+        // Two threads, released together by a barrier.
         let start = Arc::new(Barrier::new(2));
-        for worker in &mut self.workers {
-            worker.send(Job {
-                handle: h,
-                start: Some(Arc::clone(&start)),
-            });
-        }
-        let (a, b) = (self.workers[0].result(), self.workers[1].result());
+        let [a, b] = [(); 2].map(|()| {
+            let (device, start) = (self.device.clone(), Arc::clone(&start));
+            elsewhere::start(move || {
+                start.wait();
+                device.destroy(h)
+            })
+        });
+        let (a, b) = (a.wait(), b.wait());
         if want == Want::Ok {
             // Exactly one thread wins; the loser sees a double destroy.
             let (win, lose) = if a.is_ok() { (a, b) } else { (b, a) };
@@ -1234,8 +1161,14 @@ impl<'scope> Harness<'scope> {
         }
     }
 
+    /// The second device, made on first use.
+    fn other(&mut self) -> &mut Other {
+        self.other.get_or_insert_with(Other::new)
+    }
+
     fn other_device(&mut self, pick: u16) {
-        let theirs = self.other.handles[pick as usize % self.other.handles.len()];
+        let handles = self.other().handles;
+        let theirs = handles[pick as usize % handles.len()];
         let want = Want::App(WRONG_DEVICE);
         let r = self.device.object(theirs).map(|_| ());
         self.expect("object(other device)", r, want, false);
@@ -1253,16 +1186,16 @@ impl<'scope> Harness<'scope> {
         let r = self.ic().end_query(theirs.cast());
         self.expect("end_query(other device)", r, want, true);
         // Still live on their own device.
-        let r = self.other.device.object(theirs).map(|_| ());
+        let r = self.other().device.object(theirs).map(|_| ());
         self.expect("object on its own device", r, Want::Ok, false);
         // And ours on theirs.
         if let Some(i) = self.pick(pick) {
             let ours = self.objs[i].handle;
-            let r = self.other.device.object(ours).map(|_| ());
+            let r = self.other().device.object(ours).map(|_| ());
             self.expect("other device: object(ours)", r, want, false);
-            let r = self.other.device.destroy(ours);
+            let r = self.other().device.destroy(ours);
             self.expect("other device: destroy(ours)", r, want, false);
-            self.other.errors += 1;
+            self.other().errors += 1;
         }
     }
 
@@ -1598,15 +1531,19 @@ impl<'scope> Harness<'scope> {
         }
     }
 
-    /// The checks run after every step.
+    /// The checks run after every step. The soft kernel's side is read under one lock of
+    /// its world, after the engine's side (whose calls may take that lock).
     fn check(&mut self) {
-        let violations = self.world.violations();
-        if !violations.is_empty() {
+        let (violations, errors) = {
+            let world = self.world.lock();
+            (world.violations.is_empty(), world.errors.len())
+        };
+        if !violations {
+            let violations = self.world.violations();
             self.fail(format_args!(
                 "the soft kernel saw rules broken: {violations:#?}"
             ));
         }
-        let errors = self.world.errors().len();
         if errors != self.errors {
             self.fail(format_args!(
                 "R-E2: {errors} errors reported through set-error, the model counted {}",
@@ -1654,9 +1591,7 @@ impl<'scope> Harness<'scope> {
                 "bindings {bindings:?}; the model: {model_bindings:?}"
             ));
         }
-        let mut allocated = 0;
-        for i in 0..self.objs.len() {
-            let o = &self.objs[i];
+        for (i, o) in self.objs.iter().enumerate() {
             if o.life == Life::Live {
                 if let Err(e) = self.device.object(o.handle) {
                     self.fail(format_args!(
@@ -1665,19 +1600,24 @@ impl<'scope> Harness<'scope> {
                     ));
                 }
             }
+        }
+        let world = self.world.lock();
+        let mut allocated = 0;
+        for i in 0..self.objs.len() {
+            let o = &self.objs[i];
             let Some(allocation) = o.allocation else {
                 continue;
             };
+            // The kernel never reuses an allocation id: freed once is freed for good.
             if o.confirmed_free {
                 continue;
             }
             // One lookup in the soft kernel: a resource's bytes, or whether the memory lives.
-            let bytes = if o.is_resource() {
-                self.world.read(allocation)
-            } else {
-                None
-            };
-            let is = bytes.is_some() || (!o.is_resource() && self.world.is_allocated(allocation));
+            let bytes = world
+                .allocations
+                .get(&allocation.0.get())
+                .map(|a| &a.bytes[..]);
+            let is = bytes.is_some();
             if is != o.allocated {
                 let rule = if o.allocated {
                     "R-D1/R-D4: deallocated early"
@@ -1690,7 +1630,7 @@ impl<'scope> Harness<'scope> {
                     o.handle,
                     o.life,
                     o.last_buffer,
-                    self.world.completed(),
+                    world.completed,
                     allocation.0,
                     if is { "live" } else { "freed" }
                 ));
@@ -1700,14 +1640,14 @@ impl<'scope> Harness<'scope> {
                 continue;
             }
             allocated += 1;
-            if o.is_resource() && bytes.as_deref() != Some(&o.bytes[..]) {
+            if o.is_resource() && bytes != Some(&o.bytes[..]) {
                 self.fail(format_args!(
                     "contents of object {i} ({:?}): {bytes:?}, the model: {:?}",
                     o.handle, o.bytes
                 ));
             }
         }
-        let live = self.world.live_allocations();
+        let live = world.allocations.len();
         if live != allocated {
             self.fail(format_args!(
                 "{live} allocations live in the soft kernel, the model knows {allocated}"
@@ -1716,19 +1656,23 @@ impl<'scope> Harness<'scope> {
     }
 
     fn check_other(&self) {
-        let violations = self.other.world.violations();
-        let errors = self.other.world.errors().len();
-        if !violations.is_empty() || errors != self.other.errors {
+        let Some(other) = &self.other else { return };
+        let (clean, errors) = {
+            let world = other.world.lock();
+            (world.violations.is_empty(), world.errors.len())
+        };
+        if !clean || errors != other.errors {
+            let violations = other.world.violations();
             self.fail(format_args!(
                 "second device: violations {violations:#?}, {errors} errors reported \
                  (the model: {})",
-                self.other.errors
+                other.errors
             ));
         }
     }
 
     /// The end of every run: a sweep of every handle the run has seen, then device
-    /// destruction and the leak checks, for both devices.
+    /// destruction and the leak checks, for both devices (the second if a step made it).
     fn finish(&mut self) {
         self.at = None;
         if self.ic.is_some() {
@@ -1740,15 +1684,17 @@ impl<'scope> Harness<'scope> {
             self.drop_device();
         }
         self.check_other();
-        let ic = self
-            .other
+        let Some(other) = self.other.as_mut() else {
+            return;
+        };
+        let mut ic = other
             .ic
             .take()
             .expect("the second device lives until the end");
-        let mut ic = ic;
+        let world = Arc::clone(&other.world);
         let r = ic.destroy_device();
         self.expect("second device: destroy_device", r, Want::Ok, false);
-        let leaks = self.other.world.check_after_device_destroyed();
+        let leaks = world.check_after_device_destroyed();
         if !leaks.is_empty() {
             self.fail(format_args!(
                 "R-D3: second device: violations or leaks: {leaks:#?}"

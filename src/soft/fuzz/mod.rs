@@ -2,4 +2,5 @@
 //! every step against a plain reference model. cargo-fuzz targets and the stable tests share
 //! them.
 pub mod command_lists;
+mod elsewhere;
 pub mod handle_lifecycle;
