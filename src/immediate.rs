@@ -397,11 +397,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        self.device
-            .shared
-            .registry
-            .live(resource, guard)?
-            .discard_len()?;
+        // DISCARD maps dynamic resources only. No buffer of the resource's size is made here
+        // (the unmap brings the data), so any size is fine.
+        if !self.device.shared.registry.live(resource, guard)?.is_dynamic() {
+            return Err(AppError::InvalidState.into());
+        }
         if self.mapped.contains(&resource) {
             return Err(AppError::InvalidState.into());
         }
