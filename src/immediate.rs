@@ -399,7 +399,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let guard = self.device.shared.registry.ic_guard(&self.token);
         // DISCARD maps dynamic resources only. No buffer of the resource's size is made here
         // (the unmap brings the data), so any size is fine.
-        if !self.device.shared.registry.live(resource, guard)?.is_dynamic() {
+        if !self
+            .device
+            .shared
+            .registry
+            .live(resource, guard)?
+            .is_dynamic()
+        {
             return Err(AppError::InvalidState.into());
         }
         if self.mapped.contains(&resource) {
