@@ -621,20 +621,32 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
         if self.retire.has_work(&s.registry) {
             let guard = epoch::pin();
-            self.retire.process(Pass {
-                registry: &s.registry,
-                token: &mut self.token,
-                driver: &s.driver,
-                kernel: &s.kernel,
-                clock: s.config.retire_clock,
-                clocks,
-                guard: &guard,
-            });
+            let pass = Self::pass(s, &mut self.token, s.config.retire_clock, clocks, &guard);
+            self.retire.process(pass);
         }
         if self.amortizer.after_flush(submits, Instant::now) {
             self.perform_amortized_processing();
         }
         submitted.and(fence_answer)
+    }
+
+    /// A pass over the retire queue on this context's device.
+    fn pass<'a>(
+        s: &'a DeviceShared<D, K>,
+        token: &'a mut IcToken,
+        clock: Clock,
+        clocks: Clocks,
+        guard: &'a Guard,
+    ) -> Pass<'a, D, K> {
+        Pass {
+            registry: &s.registry,
+            token,
+            driver: &s.driver,
+            kernel: &s.kernel,
+            clock,
+            clocks,
+            guard,
+        }
     }
 
     /// Frees command lists that ended while a buffer that executed them could still read
@@ -773,19 +785,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         // R-P1: destroyed and deallocated inside this call, whatever the clocks say (the GPU
         // is done with it, see above); the rest of the destruction runs even if a hook panics.
-        let mut pass = Pass {
-            registry: &s.registry,
-            token: &mut self.token,
-            driver: &s.driver,
-            kernel: &s.kernel,
-            clock: Clock::Submitted,
-            clocks: Clocks {
-                submitted_through: u64::MAX,
-                completed: u64::MAX,
-                drain: false,
-            },
-            guard: &guard,
+        let everything_due = Clocks {
+            submitted_through: u64::MAX,
+            completed: u64::MAX,
+            drain: false,
         };
+        let mut pass = Self::pass(s, &mut self.token, Clock::Submitted, everything_due, &guard);
         let mut sealed = scopeguard::guard(&mut pass, |pass| {
             pass.registry.seal(pass.token, pass.guard);
         });
@@ -862,15 +867,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed: u64::MAX,
             drain: true,
         };
-        self.retire.process(Pass {
-            registry: &s.registry,
-            token: &mut self.token,
-            driver: &s.driver,
-            kernel: &s.kernel,
-            clock: s.config.retire_clock,
-            clocks,
-            guard: &guard,
-        });
+        let pass = Self::pass(s, &mut self.token, s.config.retire_clock, clocks, &guard);
+        self.retire.process(pass);
         self.life = Life::Destroyed;
     }
 }
