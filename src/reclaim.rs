@@ -183,6 +183,18 @@ mod tests {
         assert_eq!(*into.last().expect("chains are not empty"), chain.bottom);
     }
 
+    /// Moves the epoch on until every chain came back (or gives up); how many tries it took.
+    fn drain(limbo: &mut Limbo, links: &[AtomicU32], back: &mut Vec<u32>) -> usize {
+        let mut spins = 0;
+        while limbo.waiting() > 0 && spins < 100_000 {
+            let guard = epoch::pin();
+            guard.flush();
+            limbo.collect(|c| walk(c, links, back));
+            spins += 1;
+        }
+        spins
+    }
+
     /// Chains come back once their epoch passed, oldest first, each slot exactly once, and
     /// the backlog stays a few passes whatever the rate.
     #[test]
@@ -199,13 +211,7 @@ mod tests {
             unlink(&mut limbo, &links, &mut next, per);
             limbo.seal(&guard);
         }
-        let mut spins = 0;
-        while limbo.waiting() > 0 && spins < 100_000 {
-            let guard = epoch::pin();
-            guard.flush();
-            limbo.collect(|c| walk(c, &links, &mut back));
-            spins += 1;
-        }
+        let spins = drain(&mut limbo, &links, &mut back);
         assert_eq!(
             limbo.waiting(),
             0,
@@ -243,13 +249,7 @@ mod tests {
         assert!(back.is_empty(), "handed back under a pinned reader");
         release_tx.send(()).unwrap();
         reader.join().unwrap();
-        let mut spins = 0;
-        while limbo.waiting() > 0 && spins < 100_000 {
-            let guard = epoch::pin();
-            guard.flush();
-            limbo.collect(|c| walk(c, &links, &mut back));
-            spins += 1;
-        }
-        assert_eq!(back, [1, 0]);
+        let spins = drain(&mut limbo, &links, &mut back);
+        assert_eq!(back, [1, 0], "after {spins} collections");
     }
 }
