@@ -454,6 +454,11 @@ struct Harness {
     objs: Vec<Obj>,
     /// Every handle the run has seen, by bits.
     by_bits: HashMap<u64, usize>,
+    /// Every object's allocation id and index, ascending by id (the kernel numbers
+    /// allocations in order).
+    allocs: Vec<(u64, usize)>,
+    /// Scratch for [`Harness::check`]: which of `allocs` the kernel has.
+    seen: Vec<bool>,
     /// The open buffer's number, and whether it holds an operation.
     open: u64,
     open_ops: u32,
@@ -516,6 +521,8 @@ impl Harness {
             other: None,
             objs: Vec::new(),
             by_bits: HashMap::new(),
+            allocs: Vec::new(),
+            seen: Vec::new(),
             open: 1,
             open_ops: 0,
             last_submitted: 0,
@@ -572,10 +579,9 @@ impl Harness {
     }
 
     fn pick_where(&self, pick: u16, pred: impl Fn(&Obj) -> bool) -> Option<usize> {
-        let matching: Vec<usize> = (0..self.objs.len())
-            .filter(|&i| pred(&self.objs[i]))
-            .collect();
-        (!matching.is_empty()).then(|| matching[pick as usize % matching.len()])
+        let matching = || (0..self.objs.len()).filter(|&i| pred(&self.objs[i]));
+        let count = matching().count();
+        (count > 0).then(|| matching().nth(pick as usize % count))?
     }
 
     /// The outcome of a lookup of object `i` as a kind that accepts its type or not.
@@ -652,6 +658,11 @@ impl Harness {
             },
             query_end: 0,
         });
+        if let Some(allocation) = allocation {
+            let id = allocation.0.get();
+            let at = self.allocs.partition_point(|(a, _)| *a < id);
+            self.allocs.insert(at, (id, index));
+        }
         index
     }
 
@@ -1553,7 +1564,6 @@ impl Harness {
         self.check_other();
         let Some(ic) = self.ic.as_ref() else { return };
         let (open, submitted, stats) = (ic.open_buffer(), ic.last_submitted(), ic.retire_stats());
-        let bindings: Vec<(BindPoint, AnyHandle)> = ic.bindings().collect();
         if open != self.open || submitted != self.last_submitted {
             self.fail(format_args!(
                 "buffers: open {open}, last submitted {submitted}; the model: {}, {}",
@@ -1584,9 +1594,10 @@ impl Harness {
                 self.queue_destroyed, self.queue_deallocated
             ));
         }
-        let model_bindings: Vec<(BindPoint, AnyHandle)> =
-            self.bindings.iter().map(|(p, h)| (*p, *h)).collect();
-        if bindings != model_bindings {
+        let model_bindings = || self.bindings.iter().map(|(p, h)| (*p, *h));
+        if !ic.bindings().eq(model_bindings()) {
+            let bindings: Vec<(BindPoint, AnyHandle)> = ic.bindings().collect();
+            let model_bindings: Vec<(BindPoint, AnyHandle)> = model_bindings().collect();
             self.fail(format_args!(
                 "bindings {bindings:?}; the model: {model_bindings:?}"
             ));
@@ -1601,23 +1612,35 @@ impl Harness {
                 }
             }
         }
+        // The kernel's side: one pass over its live allocations, each found by id in
+        // `allocs` (no hashing per object), then every object's expected state. The kernel
+        // never reuses an allocation id: freed once is freed for good, not looked at again.
+        let mut seen = core::mem::take(&mut self.seen);
+        seen.clear();
+        seen.resize(self.allocs.len(), false);
         let world = self.world.lock();
-        let mut allocated = 0;
-        for i in 0..self.objs.len() {
-            let o = &self.objs[i];
-            let Some(allocation) = o.allocation else {
+        for (id, allocation) in &world.allocations {
+            let Ok(k) = self.allocs.binary_search_by_key(id, |(a, _)| *a) else {
                 continue;
             };
-            // The kernel never reuses an allocation id: freed once is freed for good.
+            seen[k] = true;
+            let i = self.allocs[k].1;
+            let o = &self.objs[i];
+            if o.allocated && o.is_resource() && allocation.bytes != o.bytes {
+                self.fail(format_args!(
+                    "contents of object {i} ({:?}): {:?}, the model: {:?}",
+                    o.handle, allocation.bytes, o.bytes
+                ));
+            }
+        }
+        let mut allocated = 0;
+        let mut freed = Vec::new();
+        for (k, &(id, i)) in self.allocs.iter().enumerate() {
+            let o = &self.objs[i];
             if o.confirmed_free {
                 continue;
             }
-            // One lookup in the soft kernel: a resource's bytes, or whether the memory lives.
-            let bytes = world
-                .allocations
-                .get(&allocation.0.get())
-                .map(|a| &a.bytes[..]);
-            let is = bytes.is_some();
+            let is = seen[k];
             if is != o.allocated {
                 let rule = if o.allocated {
                     "R-D1/R-D4: deallocated early"
@@ -1626,25 +1649,18 @@ impl Harness {
                 };
                 self.fail(format_args!(
                     "{rule}: object {i} ({:?}, {:?}, last buffer {}, completed {}) \
-                     allocation {} is {}",
+                     allocation {id} is {}",
                     o.handle,
                     o.life,
                     o.last_buffer,
                     world.completed,
-                    allocation.0,
                     if is { "live" } else { "freed" }
                 ));
             }
-            if !o.allocated {
-                self.objs[i].confirmed_free = true;
-                continue;
-            }
-            allocated += 1;
-            if o.is_resource() && bytes != Some(&o.bytes[..]) {
-                self.fail(format_args!(
-                    "contents of object {i} ({:?}): {bytes:?}, the model: {:?}",
-                    o.handle, o.bytes
-                ));
+            if o.allocated {
+                allocated += 1;
+            } else {
+                freed.push(i);
             }
         }
         let live = world.allocations.len();
@@ -1653,6 +1669,11 @@ impl Harness {
                 "{live} allocations live in the soft kernel, the model knows {allocated}"
             ));
         }
+        drop(world);
+        for i in freed {
+            self.objs[i].confirmed_free = true;
+        }
+        self.seen = seen;
     }
 
     fn check_other(&self) {
