@@ -643,7 +643,24 @@ impl BucketAllocator {
             .sizes
             .binary_search(&size)
             .map_err(|_| Error::InvalidArg)?;
-        let class = &mut self.classes[index];
+        self.alloc_at(index)
+    }
+
+    /// [`BucketAllocator::alloc`] of the size of class `index` (its position in
+    /// [`BucketAllocator::sizes`], which [`HandleSizeTable::size_class`] answers for the table
+    /// the allocator was made from): no search. An index past the classes is
+    /// [`Error::InvalidArg`].
+    ///
+    /// [`HandleSizeTable::size_class`]: crate::handle::HandleSizeTable::size_class
+    #[inline]
+    pub fn alloc_class(&mut self, index: u16) -> Result<Block> {
+        self.alloc_at(usize::from(index))
+    }
+
+    #[inline]
+    fn alloc_at(&mut self, index: usize) -> Result<Block> {
+        let class = self.classes.get_mut(index).ok_or(Error::InvalidArg)?;
+        let size = class.size;
         let block = match class.free {
             Some(block) => block,
             None => {
@@ -835,6 +852,50 @@ mod tests {
 
         let mut empty = allocator(&[]);
         assert_eq!(empty.alloc(8).unwrap_err(), Error::InvalidArg);
+    }
+
+    /// The table's size class of a (type, size) pair is the allocator's class of that size,
+    /// so an entry's class, found once at creation, allocates with no search (R-H4).
+    #[test]
+    fn r_h4_size_class_of_the_table_is_the_allocators_class() {
+        let table = HandleSizeTable::new([
+            HandleSize {
+                ty: HandleType::ShaderResourceView,
+                size: 200,
+            },
+            HandleSize {
+                ty: HandleType::Resource,
+                size: 96,
+            },
+            HandleSize {
+                ty: HandleType::Resource,
+                size: 48,
+            },
+            HandleSize {
+                ty: HandleType::Query,
+                size: 96,
+            },
+        ])
+        .unwrap();
+        let mut a = BucketAllocator::new(&table).unwrap();
+        for &(ty, size) in &[
+            (HandleType::Resource, 48),
+            (HandleType::Resource, 96),
+            (HandleType::Query, 96),
+            (HandleType::ShaderResourceView, 200),
+        ] {
+            let class = table.size_class(ty, size).expect("listed");
+            let block = a.alloc_class(class).unwrap();
+            assert_eq!(a.size_of(&block).unwrap(), size, "{ty:?} {size}");
+            a.free(block).unwrap();
+        }
+        assert_eq!(
+            table.size_class(HandleType::ShaderResourceView, 96),
+            None,
+            "not listed for views"
+        );
+        assert_eq!(table.size_class(HandleType::Resource, 64), None);
+        assert_eq!(a.alloc_class(3).unwrap_err(), Error::InvalidArg);
     }
 
     #[test]

@@ -8,15 +8,14 @@
 //! (R-H5). The open handle *holds* its immediate-context object, so the IC handle is the
 //! first created and the last destroyed (R-H2).
 //!
-//! Later uses find the handle in O(1) without hashing: a two-level table indexed by the
-//! object's registry slot gives a key into a slab of open handles. Closing (Finish, Abandon)
-//! walks the handles in reverse order of opening, so dependents close before their
-//! dependencies (R-H3), and clears only the table entries it set: O(handles opened), not
-//! O(objects).
+//! The open handles are a vector in the order they were opened: handles are only ever closed
+//! all together (Finish, Abandon), last opened first, so dependents close before their
+//! dependencies (R-H3). Later uses find a handle in O(1) without hashing: a two-level table
+//! indexed by the object's registry slot gives its position in that vector. Closing clears
+//! only the table entries it set: O(handles opened), not O(objects).
 
 use crossbeam_epoch::Guard;
 use scopeguard::ScopeGuard;
-use slab::Slab;
 
 use crate::bind::StateView;
 use crate::bucket::{Block, BucketAllocator};
@@ -25,7 +24,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, HandleSizeTable, HandleType};
 use crate::registry::{HeldEntry, Registry};
 
-/// Entries in one page of the slot-to-key table: 512 bytes of `u32`, so a context that
+/// Entries in one page of the slot-to-position table: 512 bytes of `u32`, so a context that
 /// names a few objects keeps little, while the pages a large recording touches are still
 /// whole cache-line runs.
 const TABLE_PAGE: usize = 128;
@@ -39,11 +38,10 @@ struct LocalHandle<D: Driver> {
 
 /// The open context-local handles of one deferred context.
 pub(crate) struct ClsTable<D: Driver> {
-    /// Registry slot -> slab key + 1 (0: not open), in lazily allocated pages.
+    /// Registry slot -> position in `open` + 1 (0: not open), in lazily allocated pages.
     table: Vec<Option<Box<[u32; TABLE_PAGE]>>>,
-    open: Slab<LocalHandle<D>>,
-    /// Slab keys in the order the handles were opened.
-    order: Vec<u32>,
+    /// The open handles, in the order they were opened.
+    open: Vec<LocalHandle<D>>,
     bucket: BucketAllocator,
     /// The dependency's context-local bytes, copied for the open hook (capacity kept).
     scratch: Vec<u8>,
@@ -61,8 +59,7 @@ impl<D: Driver> ClsTable<D> {
     pub(crate) fn new(sizes: &HandleSizeTable) -> Result<Self> {
         Ok(ClsTable {
             table: Vec::new(),
-            open: Slab::new(),
-            order: Vec::new(),
+            open: Vec::new(),
             bucket: BucketAllocator::new(sizes)?,
             scratch: Vec::new(),
         })
@@ -73,15 +70,13 @@ impl<D: Driver> ClsTable<D> {
         self.open.len()
     }
 
-    /// Memory the table keeps: its bucket pages, its slot-to-key pages and its vectors.
+    /// Memory the table keeps: its bucket pages, its slot-to-position pages and its vectors.
     pub(crate) fn retained_bytes(&self) -> usize {
         let pages = self.table.iter().flatten().count();
         self.bucket.stats().bytes_reserved
             + pages * core::mem::size_of::<[u32; TABLE_PAGE]>()
             + self.table.capacity() * core::mem::size_of::<Option<Box<[u32; TABLE_PAGE]>>>()
-            // A slab slot is a handle or a vacancy link, and a tag: at most this.
-            + self.open.capacity() * core::mem::size_of::<(usize, LocalHandle<D>)>()
-            + self.order.capacity() * core::mem::size_of::<u32>()
+            + self.open.capacity() * core::mem::size_of::<LocalHandle<D>>()
             + self.scratch.capacity()
     }
 
@@ -90,18 +85,19 @@ impl<D: Driver> ClsTable<D> {
         self.bucket.trim()
     }
 
+    /// Where `handle`'s open context-local handle is in `open`, if it is open.
     #[inline]
-    fn key_of(&self, handle: AnyHandle) -> Option<usize> {
+    fn position_of(&self, handle: AnyHandle) -> Option<usize> {
         let slot = handle.slot() as usize;
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
-        let key = page[slot % TABLE_PAGE].checked_sub(1)? as usize;
+        let at = page[slot % TABLE_PAGE].checked_sub(1)? as usize;
         // The open handle holds its object, so the slot cannot have been reused while open;
         // the comparison is a cheap guard all the same.
-        (self.open.get(key)?.held.handle() == handle).then_some(key)
+        (self.open.get(at)?.held.handle() == handle).then_some(at)
     }
 
     #[inline]
-    fn set_key(&mut self, handle: AnyHandle, value: u32) {
+    fn set_position(&mut self, handle: AnyHandle, value: u32) {
         let slot = handle.slot() as usize;
         let page = slot / TABLE_PAGE;
         if self.table.len() <= page {
@@ -116,78 +112,80 @@ impl<D: Driver> ClsTable<D> {
     /// still holds it). Opens its context-local handle on first use (dependency first), else
     /// tells the driver of the use.
     pub(crate) fn use_object(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
-        if let Some(key) = self.key_of(handle) {
-            let local = &mut self.open[key];
-            let entry = local.held.entry();
-            if ctx.registry.is_removed() {
-                return Err(Error::DeviceRemoved);
-            }
-            if !entry.is_live() {
-                return Err(AppError::StaleHandle.into());
-            }
-            let bytes = self.bucket.bytes_mut(&mut local.block)?;
-            ctx.driver
-                .use_local(ctx.dc, local.ty, entry.object(), bytes);
-            return Ok(());
+        let Some(at) = self.position_of(handle) else {
+            return self.open_new(ctx, handle, false).map(|_| ());
+        };
+        let local = &mut self.open[at];
+        let entry = local.held.entry();
+        if ctx.registry.is_removed() {
+            return Err(Error::DeviceRemoved);
         }
-        self.open_handle(ctx, handle, false).map(|_| ())
+        if !entry.is_live() {
+            return Err(AppError::StaleHandle.into());
+        }
+        let bytes = self.bucket.bytes_mut(&mut local.block)?;
+        ctx.driver
+            .use_local(ctx.dc, local.ty, entry.object(), bytes);
+        Ok(())
     }
 
-    /// Opens `handle`'s context-local handle. `dependency` says it is opened for a dependent
-    /// (a view's resource): then it only has to be held (by the live view), not live itself,
-    /// since a view keeps a resource the application already destroyed (R-H3).
-    fn open_handle(
+    /// The position of `handle`'s context-local handle, opened now if it is not open yet
+    /// (for a view's resource: see [`ClsTable::open_new`]).
+    fn dependency_handle(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<usize> {
+        match self.position_of(handle) {
+            Some(at) => Ok(at),
+            None => self.open_new(ctx, handle, true),
+        }
+    }
+
+    /// Opens `handle`'s context-local handle, which is not open; returns its position.
+    /// `dependency` says it is opened for a dependent (a view's resource): then it only has
+    /// to be held (by the live view), not live itself, since a view keeps a resource the
+    /// application already destroyed (R-H3).
+    fn open_new(
         &mut self,
         ctx: &mut ClsCtx<'_, D>,
         handle: AnyHandle,
         dependency: bool,
     ) -> Result<usize> {
-        if let Some(key) = self.key_of(handle) {
-            return Ok(key);
-        }
         let view = if dependency {
             ctx.registry.held(handle, ctx.guard)?
         } else {
             ctx.registry.live(handle, ctx.guard)?
         };
         let dependency = match view.dependency() {
-            Some(dep) => Some(self.open_handle(ctx, dep, true)?),
+            Some(dep) => Some(self.dependency_handle(ctx, dep)?),
             None => None,
         };
         let ty = view.ty();
-        // Asked once, when the object was created (R-H4); 0 when the table did not list it.
-        let size = view.entry().local_size();
-        if size == 0 {
-            return Err(Error::InvalidArg); // R-H4: a size the driver never listed
-        }
+        // Found once, when the object was created (R-H4); none when the table did not list
+        // the driver's answer.
+        let class = view.entry().local_class().ok_or(Error::InvalidArg)?;
         // The dependency's context-local bytes, copied for the open hook (R-H5).
         self.scratch.clear();
         if let Some(dep) = dependency {
             self.scratch
                 .extend_from_slice(self.bucket.bytes(&self.open[dep].block)?);
         }
-        let block = self.bucket.alloc(size)?;
-        // From here until the handle is in the table, a failure or a panic in the open hook
-        // gives back the block and the hold.
-        let mut taken =
-            scopeguard::guard((&mut self.bucket, block, None), |(bucket, block, held)| {
-                let _ = bucket.free(block);
-                if let Some(held) = held {
-                    HeldEntry::<D>::release(held);
-                }
-            });
-        taken.2 = Some(HeldEntry::take(view).ok_or(AppError::StaleHandle)?);
-        let (bucket, block, _) = &mut *taken;
-        let local = bucket.bytes_mut(block)?;
+        // From here until the handle is in the table, a failure or a panic gives back the
+        // hold and the block.
+        let held = HeldEntry::take(view).ok_or(AppError::StaleHandle)?;
+        let held = scopeguard::guard(held, HeldEntry::release);
+        let block = self.bucket.alloc_class(class)?;
+        let mut block = scopeguard::guard((&mut self.bucket, block), |(bucket, block)| {
+            let _ = bucket.free(block);
+        });
+        let (bucket, block_ref) = &mut *block;
+        let local = bucket.bytes_mut(block_ref)?;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
             .open_local(ctx.dc, ty, view.object(), dep_bytes, local)?;
-        let (_, block, held) = ScopeGuard::into_inner(taken);
-        let held = held.expect("taken above");
-        let key = self.open.insert(LocalHandle { held, ty, block });
-        self.order.push(key as u32);
-        self.set_key(handle, key as u32 + 1);
-        Ok(key)
+        let (_, block) = ScopeGuard::into_inner(block);
+        let held = ScopeGuard::into_inner(held);
+        let at = self.open.len();
+        self.open.push(LocalHandle { held, ty, block });
+        self.set_position(handle, at as u32 + 1);
+        Ok(at)
     }
 
     /// Closes every open handle, dependents first (R-H3, R-C1, R-C2); `state` is what
@@ -206,12 +204,11 @@ impl<D: Driver> ClsTable<D> {
         // released without closing (R-H2 was kept by refusing DestroyDevice while contexts
         // live; only dropping the immediate context gets here).
         let removed = registry.is_removed();
-        while let Some(key) = self.order.pop() {
+        while let Some(LocalHandle { held, ty, block }) = self.open.pop() {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).
-            let LocalHandle { held, ty, block } = self.open.remove(key as usize);
-            self.set_key(held.handle(), 0);
+            self.set_position(held.handle(), 0);
             let keep_it = keep.as_deref_mut();
             let mut closing =
                 scopeguard::guard((&mut self.bucket, block, held), |(bucket, block, held)| {

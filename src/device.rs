@@ -261,11 +261,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let local_size = s
             .driver
             .calc_deferred_context_handle_size(ty, Some(&created.0));
-        let local_size = if s.handle_sizes.contains(ty, local_size) {
-            u32::try_from(local_size).unwrap_or(0)
-        } else {
-            0
-        };
+        let local_class = s.handle_sizes.size_class(ty, local_size);
         // Nothing fails from here on: the guards are defused and the object is linked.
         let (object, ic_data) = ScopeGuard::into_inner(created);
         let handle = s.registry.link(
@@ -279,7 +275,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                     ObjectDesc::Resource(r) => r.byte_size,
                     _ => 0,
                 },
-                local_size,
+                local_class,
                 dynamic: matches!(desc, ObjectDesc::Resource(r) if r.usage == crate::desc::Usage::Dynamic),
                 object,
                 ic_data,

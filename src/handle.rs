@@ -325,6 +325,8 @@ pub struct HandleSize {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HandleSizeTable {
     entries: Vec<HandleSize>,
+    /// The distinct sizes, ascending: the bucket size classes.
+    classes: Vec<usize>,
 }
 
 impl HandleSizeTable {
@@ -344,7 +346,10 @@ impl HandleSizeTable {
         }
         entries.sort_unstable();
         entries.dedup();
-        Ok(HandleSizeTable { entries })
+        let mut classes: Vec<usize> = entries.iter().map(|e| e.size).collect();
+        classes.sort_unstable();
+        classes.dedup();
+        Ok(HandleSizeTable { entries, classes })
     }
 
     /// The table in CheckDeferredContextHandleSizes' two-poll form (R-H4): `poll(None)` answers
@@ -384,10 +389,18 @@ impl HandleSizeTable {
 
     /// The distinct sizes, ascending: one bucket size class each (R-H4, R-L1).
     pub fn distinct_sizes(&self) -> Vec<usize> {
-        let mut sizes: Vec<usize> = self.entries.iter().map(|e| e.size).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        sizes
+        self.classes.clone()
+    }
+
+    /// The size class of `size` for `ty`: its index among [`HandleSizeTable::distinct_sizes`]
+    /// (the index of the bucket allocators' class, [`crate::bucket::BucketAllocator::alloc_class`]),
+    /// or `None` if the driver did not list `size` for `ty` (R-H4).
+    pub fn size_class(&self, ty: HandleType, size: usize) -> Option<u16> {
+        if !self.contains(ty, size) {
+            return None;
+        }
+        let index = self.classes.binary_search(&size).ok()?;
+        u16::try_from(index).ok()
     }
 
     /// Fills `out` with as many entries as fit, returning the total count: the driver side of

@@ -110,9 +110,9 @@ pub(crate) struct Entry<D: Driver> {
     allocation: Option<AllocationHandle>,
     dependency: Option<AnyHandle>,
     byte_size: u64,
-    /// The size of the object's context-local handles (R-H4), asked once after creation; 0
-    /// when the driver answered a size its table does not list.
-    local_size: u32,
+    /// The bucket size class of the object's context-local handles (R-H4), found once after
+    /// creation; none when the driver answered a size its table does not list.
+    local_class: Option<u16>,
     /// A resource of dynamic usage (the only kind Map(DISCARD) may map).
     dynamic: bool,
     /// [`LIVE`] or [`DESTROYED`].
@@ -149,10 +149,10 @@ impl<D: Driver> Entry<D> {
         self.dependency
     }
 
-    /// The size of the object's context-local handles (0: the driver's answer was not
-    /// listed in its table, R-H4).
-    pub(crate) fn local_size(&self) -> usize {
-        self.local_size as usize
+    /// The bucket size class of the object's context-local handles (none: the driver's
+    /// answer was not listed in its table, R-H4).
+    pub(crate) fn local_class(&self) -> Option<u16> {
+        self.local_class
     }
 
     pub(crate) fn is_primary(&self) -> bool {
@@ -431,7 +431,7 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) allocation: Option<AllocationHandle>,
     pub(crate) dependency: Option<AnyHandle>,
     pub(crate) byte_size: u64,
-    pub(crate) local_size: u32,
+    pub(crate) local_class: Option<u16>,
     pub(crate) dynamic: bool,
     pub(crate) object: D::Object,
     pub(crate) ic_data: D::IcData,
@@ -615,7 +615,7 @@ impl<D: Driver> Registry<D> {
             allocation: new.allocation,
             dependency: new.dependency,
             byte_size: new.byte_size,
-            local_size: new.local_size,
+            local_class: new.local_class,
             dynamic: new.dynamic,
             state: AtomicU32::new(LIVE),
             holders: AtomicU32::new(0),
