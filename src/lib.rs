@@ -7,8 +7,8 @@
 //! recycling and deferred destruction on the submission clock. It calls a [`Driver`] at the
 //! DDI points and a [`Kernel`] for memory, submission and fences, statically dispatched.
 //!
-//! Rule ids (`R-D2`, `R-R7`, ...) refer to the numbered protocol the crate implements
-//! (`SEMANTICS.md`); `ARCHITECTURE.md` maps each rule to its module.
+//! Rule ids (`R-D2`, `R-R7`, ...) refer to the numbered protocol the crate implements, in the
+//! repository's `docs/PROTOCOL.md`; `ARCHITECTURE.md` maps each rule to its module.
 //!
 //! # Threading contract
 //! - [`Device`]: `Send + Sync`; create, destroy and lookups are free-threaded (R-F1).

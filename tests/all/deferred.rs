@@ -1,4 +1,4 @@
-//! Deferred contexts and command lists against the rules of SEMANTICS.md: state-refresh
+//! Deferred contexts and command lists against the rules of docs/PROTOCOL.md: state-refresh
 //! answers around Finish and Execute (R-C1, R-C3), Abandon's order (R-C2), the API
 //! guarantees at Execute and Finish (R-C4), error sinks (R-E2), context-local removal after
 //! running out of memory (R-E3) and lists executed on the wrong device (R-R8).
