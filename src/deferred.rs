@@ -75,7 +75,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     id: u32,
     dc: Option<D::Deferred>,
     cls: ClsTable<D>,
-    rec: Recording<D::Command>,
+    rec: Box<Recording<D::Command>>,
     bindings: Bindings,
     /// Resources mapped and not yet unmapped, with their payload.
     mapped: Vec<(Handle<Resource>, Payload)>,
@@ -118,7 +118,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             id,
             dc: Some(dc),
             cls,
-            rec: Recording::default(),
+            rec: Box::default(),
             bindings: Bindings::default(),
             mapped: Vec::new(),
             begun: Vec::new(),
@@ -557,9 +557,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 StateView::empty(),
                 Some(&mut body.held),
             );
-            // The recording becomes the list's; the list's emptied recording (its capacity
-            // kept) becomes the context's next.
-            body.rec.clear();
+            // The recording becomes the list's; the list's empty recording (its capacity
+            // kept: cleared when the list was recycled, `ListPool::take_destroyed`) becomes
+            // the context's next. Both are boxed: the swap moves two pointers.
+            debug_assert!(body.rec.ops.is_empty() && body.rec.payload_bytes == 0);
             core::mem::swap(&mut self.rec, &mut body.rec);
         }
         node.value.stamp.reset();
@@ -636,7 +637,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             device: self.device.clone(),
             home: Arc::clone(self.lists.home()),
             body: ListBody {
-                rec: Recording::default(),
+                rec: Box::default(),
                 held: Vec::new(),
                 private,
                 local,
