@@ -57,6 +57,9 @@ pub(crate) enum Recorded<C> {
 #[derive(Debug, Default)]
 pub(crate) struct Payloads {
     bump: Bump,
+    /// Whether anything was allocated since the last reset: most small lists carry no
+    /// payload, and their reset is then nothing.
+    used: bool,
 }
 
 // SAFETY: `Bump` is `!Sync` because its allocation methods use `Cell`s; those are only
@@ -67,6 +70,7 @@ unsafe impl Sync for Payloads {}
 impl Payloads {
     /// A copy of `data` in the arena.
     pub(crate) fn copy(&mut self, data: &[u8]) -> Result<Payload> {
+        self.used = true;
         let bytes = self
             .bump
             .try_alloc_slice_copy(data)
@@ -79,6 +83,7 @@ impl Payloads {
 
     /// `len` zeroed bytes in the arena.
     pub(crate) fn zeroed(&mut self, len: usize) -> Result<Payload> {
+        self.used = true;
         let bytes = self
             .bump
             .try_alloc_slice_fill_copy(len, 0u8)
@@ -115,7 +120,9 @@ impl Payloads {
 
     /// Frees every payload at once; keeps the largest chunk for reuse (bumpalo's reset).
     pub(crate) fn reset(&mut self) {
-        self.bump.reset();
+        if core::mem::take(&mut self.used) {
+            self.bump.reset();
+        }
     }
 }
 
@@ -200,6 +207,24 @@ mod tests {
         let after = arena.copy(&[9]).unwrap();
         // SAFETY: allocated after the reset.
         assert_eq!(unsafe { arena.bytes(after) }, &[9]);
+    }
+
+    /// A reset gives the whole arena back (the next payload reuses the first one's bytes),
+    /// and a reset with nothing allocated since changes nothing.
+    #[test]
+    fn reset_reuses_the_arena_from_its_start() {
+        let mut arena = Payloads::default();
+        let a = arena.copy(&[1; 8]).unwrap();
+        arena.reset();
+        let b = arena.copy(&[2; 8]).unwrap();
+        assert_eq!(a.ptr, b.ptr);
+        arena.reset();
+        arena.reset();
+        let c = arena.zeroed(8).unwrap();
+        assert_eq!(b.ptr, c.ptr);
+        arena.reset();
+        let d = arena.copy(&[4; 8]).unwrap();
+        assert_eq!(c.ptr, d.ptr, "a zeroed payload is freed by the reset too");
     }
 
     #[test]
