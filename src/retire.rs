@@ -28,6 +28,7 @@ use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, Kernel};
 use crate::primitive::Ordering;
 use crate::registry::{Entry, IcToken, Registry};
+use scopeguard::ScopeGuard;
 
 /// When an object's kernel memory may be deallocated after its destruction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -231,7 +232,9 @@ impl RetireQueue {
         let (registry, guard, clock, clocks) = (pass.registry, pass.guard, pass.clock, pass.clocks);
         let kernel = pass.kernel;
         let token = &mut *pass.token;
-        let rest = scopeguard::guard(self, |queue| {
+        // The rest, after the hook: run in place when it returns (inlined into the pass), by
+        // the guard when it unwinds.
+        let rest = |queue: &mut Self, token: &mut IcToken| {
             if let Some(dep) = entry.dependency() {
                 if let Ok(dep) = registry.find_linked(dep, guard) {
                     dep.release();
@@ -247,10 +250,13 @@ impl RetireQueue {
                     queue.deallocations.push(Deallocation { allocation, fence });
                 }
             }
-        });
+        };
+        let unwinding =
+            scopeguard::guard_on_unwind((self, token), |(queue, token)| rest(queue, token));
         pass.driver
             .destroy_object(entry.ty(), entry.object(), &mut ic.data);
-        drop(rest);
+        let (queue, token) = ScopeGuard::into_inner(unwinding);
+        rest(queue, token);
     }
 
     /// Gives back capacity beyond the high watermark since the last trim (R-A1), with
