@@ -48,7 +48,7 @@ use null::{copy_of, null_device, Copy2, NullDriver, NullKernel};
 
 /// Instructions of one warm recycled cycle (`cycle_1cmd::warm_cycle recycled`), as last
 /// recorded.
-const RECYCLED_BUDGET_IR: u64 = 1_451;
+const RECYCLED_BUDGET_IR: u64 = 1_217;
 /// The gate: the budget plus 5%.
 const RECYCLED_LIMIT_IR: u64 = RECYCLED_BUDGET_IR + RECYCLED_BUDGET_IR * 5 / 100;
 
