@@ -67,8 +67,8 @@ use crate::desc::ObjectDesc;
 use crate::error::Result;
 use crate::handle::{AnyHandle, HandleSize, HandleType};
 use crate::kernel::AllocationHandle;
+use crate::registry::retire::Clock;
 use crate::registry::{ObjectView, Resolver};
-use crate::retire::Clock;
 
 /// The memory behind a command list's handles (R-R2): the immediate-context handle
 /// (CalcPrivateCommandListSize bytes) and the deferred context's context-local handle

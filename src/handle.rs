@@ -393,7 +393,7 @@ impl HandleSizeTable {
     }
 
     /// The size class of `size` for `ty`: its index among [`HandleSizeTable::distinct_sizes`]
-    /// (the index of the bucket allocators' class, [`crate::bucket::BucketAllocator::alloc_class`]),
+    /// (the index of the bucket allocators' class, [`crate::cls::bucket::BucketAllocator::alloc_class`]),
     /// or `None` if the driver did not list `size` for `ty` (R-H4).
     pub fn size_class(&self, ty: HandleType, size: usize) -> Option<u16> {
         if !self.contains(ty, size) {

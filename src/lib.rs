@@ -17,54 +17,57 @@
 //! - [`DeferredContext`]: `Send`, not `Sync`; one thread at a time records on it.
 //! - [`CommandList`]: `Send + Sync`; executed on the immediate context, dropped anywhere.
 //!
-//! # Modules
-//! Vocabulary: [`handle`], [`error`], [`caps`], [`desc`], [`bind`]. The driver side:
-//! [`driver`], [`kernel`]. The engine: [`device`], [`registry`], [`retire`],
-//! [`immediate`], [`deferred`], [`command_list`], [`bucket`], [`amortize`]. The software
-//! reference driver and kernel: `soft` (feature `soft`).
+//! # What is here
+//! - The engine: [`Device`] (with [`DeviceConfig`]), [`ImmediateContext`],
+//!   [`DeferredContext`], [`CommandList`]; their statistics [`RetireStats`],
+//!   [`DeferredStats`], [`ListStats`]; the clocks of deferred destruction ([`Clock`]) and of
+//!   amortised processing ([`PUMP_INTERVAL`]).
+//! - What the engine calls: the [`Driver`] trait (with [`Command`], [`Op`], [`ListMemory`],
+//!   [`Resolver`], [`ObjectView`], [`StateView`]) and the [`Kernel`] trait (with
+//!   [`AllocationDesc`], [`AllocationHandle`], [`Submission`], [`ContextId`]).
+//! - Vocabulary: handles ([`Handle`], [`AnyHandle`], the kinds in [`handle`], [`HandleType`],
+//!   the [`HandleSizeTable`] of R-H4), object descriptions ([`ObjectDesc`], [`ResourceDesc`],
+//!   [`ViewDesc`], [`QueryKind`], [`Usage`], [`BindFlags`], [`ResourceFlags`]), bind points
+//!   ([`BindPoint`], [`BindClass`], [`Stage`]), [`ThreadingCaps`], and errors ([`Error`],
+//!   [`AppError`], [`Result`]).
+//! - The CLS-size bucket allocator, usable on its own: [`bucket`].
+//! - The software reference driver and kernel: `soft` (feature `soft`).
+//!
+//! How the source is laid out and who may call what from which thread: `ARCHITECTURE.md`.
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
-pub(crate) mod cls;
-pub(crate) mod index_stack;
-pub(crate) mod list_clock;
-pub(crate) mod list_pool;
-pub(crate) mod primitive;
-pub(crate) mod reclaim;
-pub(crate) mod record;
-pub(crate) mod recycle;
-pub(crate) mod tag;
+mod bind;
+mod caps;
+mod cls;
+mod context;
+mod desc;
+mod driver;
+mod error;
+mod kernel;
+mod lists;
+mod primitive;
+mod registry;
 
-pub mod amortize;
-pub mod bind;
-pub mod bucket;
-pub mod caps;
-pub mod command_list;
-pub mod deferred;
-pub mod desc;
-pub mod device;
-pub mod driver;
-pub mod error;
 pub mod handle;
-pub mod immediate;
-pub mod kernel;
-pub mod registry;
-pub mod retire;
+
+pub use cls::bucket;
 
 pub use caps::ThreadingCaps;
 pub use error::{AppError, Error, Result};
 pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};
 
 pub use bind::{BindClass, BindPoint, Stage, StateView};
-pub use command_list::{CommandList, ListStats};
-pub use deferred::{DeferredContext, DeferredStats};
+pub use context::amortize::PUMP_INTERVAL;
+pub use context::command_list::{CommandList, ListStats};
+pub use context::deferred::{DeferredContext, DeferredStats};
+pub use context::device::{Device, DeviceConfig};
+pub use context::immediate::ImmediateContext;
 pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};
-pub use device::{Device, DeviceConfig};
 pub use driver::{Command, Driver, ListMemory, Op};
-pub use immediate::ImmediateContext;
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};
-pub use retire::{Clock, RetireStats};
 
 #[cfg(feature = "soft")]
 pub mod soft;

@@ -15,8 +15,8 @@ use crate::driver::{Command, Driver, ListMemory, Op};
 use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
 use crate::kernel::AllocationHandle;
+use crate::registry::retire::Clock;
 use crate::registry::Resolver;
-use crate::retire::Clock;
 
 /// The soft driver's commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -78,8 +78,8 @@ use crate::driver::{Driver, ListMemory, Op};
 use crate::error::{Error, Result};
 use crate::handle::{HandleSize, HandleType};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+use crate::registry::retire::Clock;
 use crate::registry::Resolver;
-use crate::retire::Clock;
 
 /// What to inject at the target call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use std::thread::ThreadId;
 use crate::error::Error;
 use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, ContextId};
-use crate::retire::Clock;
+use crate::registry::retire::Clock;
 
 use super::lifetime::Lifetimes;
 

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cmdlist::handle::{Query, Resource, View};
-use cmdlist::registry::Resolver;
 use cmdlist::soft::{
     self, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
 };
+use cmdlist::Resolver;
 use cmdlist::{
     AllocationHandle, BindClass, BindPoint, ContextId, DeferredContext, Device, DeviceConfig,
     Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ListMemory, ObjectDesc,

@@ -59,15 +59,15 @@ use std::sync::Arc;
 use arbitrary::Arbitrary;
 
 use crate::bind::{BindClass, BindPoint, Stage};
-use crate::command_list::CommandList;
-use crate::deferred::DeferredContext;
+use crate::context::command_list::CommandList;
+use crate::context::deferred::DeferredContext;
+use crate::context::device::{Device, DeviceConfig};
+use crate::context::immediate::ImmediateContext;
 use crate::desc::{QueryKind, ResourceDesc, ViewDesc};
-use crate::device::{Device, DeviceConfig};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
-use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationHandle, ContextId};
-use crate::record::Recorded;
+use crate::lists::record::Recorded;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 
 use super::elsewhere;

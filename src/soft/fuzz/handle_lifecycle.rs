@@ -65,13 +65,13 @@ use std::sync::{Arc, Barrier};
 use arbitrary::{Arbitrary, Unstructured};
 
 use crate::bind::{BindClass, BindPoint, Stage};
+use crate::context::device::{Device, DeviceConfig};
+use crate::context::immediate::ImmediateContext;
 use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, ViewDesc};
-use crate::device::{Device, DeviceConfig};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{self, AnyHandle, HandleType, ObjectKind};
-use crate::immediate::ImmediateContext;
 use crate::kernel::AllocationHandle;
-use crate::retire::Clock;
+use crate::registry::retire::Clock;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 
 use super::elsewhere;

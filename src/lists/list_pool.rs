@@ -4,7 +4,7 @@
 //! - The **inbox** ([`Home`]): the lock-free list any thread pushes a recycle-destroyed list
 //!   onto (`CommandList`'s drop); closed when the context goes.
 //! - **Waiting**: destroyed lists whose executing buffer has not passed the list clock
-//!   ([`crate::list_clock::ListClock`]) yet: a real driver's buffer may still read them.
+//!   ([`crate::lists::list_clock::ListClock`]) yet: a real driver's buffer may still read them.
 //! - The **cache**: lists recycled into the context (RecycleCommandList, R-R5), ready for
 //!   RecycleCreateCommandList (R-R6) at a later Finish.
 //! - The **watermark**: the largest lists made since the last trim, down to which a trim
@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-use crate::command_list::{release, Home, ListNode, ListState, Watermark};
+use crate::context::command_list::{release, Home, ListNode, ListState, Watermark};
 use crate::driver::Driver;
 use crate::kernel::Kernel;
-use crate::recycle::DropStack;
+use crate::lists::recycle::DropStack;
 
 /// A deferred context's pool of list memory. See the module docs.
 pub(crate) struct ListPool<D: Driver, K: Kernel> {

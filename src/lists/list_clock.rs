@@ -25,7 +25,7 @@
 use crossbeam_utils::CachePadded;
 
 use crate::primitive::{AtomicU64, Ordering};
-use crate::retire::Clock;
+use crate::registry::retire::Clock;
 
 /// The device-wide list clock. See the module docs.
 #[derive(Debug)]

@@ -29,18 +29,18 @@ use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
-use crate::command_list::{
+use crate::context::command_list::{
     end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListState,
 };
-use crate::device::Device;
+use crate::context::device::Device;
 use crate::driver::{Command, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
-use crate::list_clock::ListStamp;
-use crate::list_pool::ListPool;
-use crate::record::{Payload, Recorded, Recording};
-use crate::recycle::Node;
+use crate::lists::list_clock::ListStamp;
+use crate::lists::list_pool::ListPool;
+use crate::lists::record::{Payload, Recorded, Recording};
+use crate::lists::recycle::Node;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

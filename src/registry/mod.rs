@@ -23,6 +23,11 @@
 //! changes, so comparing it with the handle's identifies the life exactly; a slot whose
 //! generation would wrap is retired, never reused.
 
+pub(crate) mod index_stack;
+pub(crate) mod reclaim;
+pub(crate) mod retire;
+pub(crate) mod tag;
+
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
 use core::num::NonZeroU32;
@@ -37,10 +42,10 @@ use crate::bind::StateView;
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
-use crate::index_stack::{IndexStack, TakeAllStack, NIL};
 use crate::kernel::AllocationHandle;
 use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use crate::reclaim::Limbo;
+use crate::registry::index_stack::{IndexStack, TakeAllStack, NIL};
+use crate::registry::reclaim::Limbo;
 
 /// Slots in the first page; page `k` holds `PAGE_BASE << k`. 32 keeps a device with a few
 /// objects small while 20 pages reach past [`MAX_SLOTS`].

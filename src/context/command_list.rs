@@ -46,12 +46,12 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
 
-use crate::device::Device;
+use crate::context::device::Device;
 use crate::driver::{Driver, ListMemory};
 use crate::kernel::Kernel;
-use crate::list_clock::ListStamp;
-use crate::record::Recording;
-use crate::recycle::{DropStack, Node};
+use crate::lists::list_clock::ListStamp;
+use crate::lists::record::Recording;
+use crate::lists::recycle::{DropStack, Node};
 use crate::registry::HeldEntry;
 
 /// What a command list is made of; recycled with its node.

@@ -14,11 +14,13 @@
 //! indexed by the object's registry slot gives its position in that vector. Closing clears
 //! only the table entries it set: O(handles opened), not O(objects).
 
+pub mod bucket;
+
 use crossbeam_epoch::Guard;
 use scopeguard::ScopeGuard;
 
 use crate::bind::StateView;
-use crate::bucket::{Block, BucketAllocator};
+use crate::cls::bucket::{Block, BucketAllocator};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, HandleSizeTable, HandleType};

@@ -15,19 +15,19 @@ use std::time::Instant;
 use crossbeam_epoch::{self as epoch, Guard};
 use scopeguard::ScopeGuard;
 
-use crate::amortize::Amortizer;
 use crate::bind::{BindPoint, Bindings, StateView};
-use crate::command_list::{free_now, CommandList, ListBody, ListNode};
+use crate::context::amortize::Amortizer;
+use crate::context::command_list::{free_now, CommandList, ListBody, ListNode};
+use crate::context::device::{Device, DeviceShared};
 use crate::desc::{ObjectDesc, ResourceDesc};
-use crate::device::{Device, DeviceShared};
 use crate::driver::{Command, Driver, Op};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
+use crate::lists::record::Recorded;
 use crate::primitive::Ordering;
-use crate::record::Recorded;
+use crate::registry::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
 use crate::registry::{Entry, IcToken, ObjectView, Registry, Resolver};
-use crate::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
 
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]

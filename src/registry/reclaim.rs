@@ -34,8 +34,8 @@ use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
 
-use crate::index_stack::NIL;
 use crate::primitive::{AtomicU64, Ordering};
+use crate::registry::index_stack::NIL;
 
 /// Slots in one pass from which sealing it also flushes the thread's epoch bag, so the epoch
 /// advances now rather than after 64 more deferred functions. Small enough to bound the

@@ -9,21 +9,21 @@ use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
 
 use crate::caps::ThreadingCaps;
-use crate::command_list::ListData;
+use crate::context::command_list::ListData;
+use crate::context::immediate::ImmediateContext;
 use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ViewDesc};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{
     AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View,
 };
-use crate::immediate::ImmediateContext;
 use crate::kernel::{AllocationDesc, ContextId, Kernel};
-use crate::list_clock::ListClock;
+use crate::lists::list_clock::ListClock;
+use crate::lists::recycle::DropStack;
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use crate::recycle::DropStack;
+use crate::registry::retire::Clock;
+use crate::registry::tag::DeviceTag;
 use crate::registry::{NewEntry, ObjectRef, Registry};
-use crate::retire::Clock;
-use crate::tag::DeviceTag;
 
 /// Device-wide settings, fixed at creation.
 #[derive(Clone, Debug)]
