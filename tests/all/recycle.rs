@@ -1,9 +1,9 @@
 //! Small-command-list recycling against the protocol (docs/PROTOCOL.md): the Finish call flow
-//! and its threads (R-R7), light destroys and full destroys once the context is gone (R-R4), out of memory
-//! from the recycle hooks as a return value (R-R3), handle memory kept across recycling
-//! (R-R2), each context recycling only its own lists (R-R5), lists of another device (R-R8),
-//! list memory under the submission clock (DESIGN.md "Two clocks"; R-D1, R-D4), amortised
-//! processing (R-A1, R-A2) and a runtime without the recycle hooks (R-R1).
+//! and its threads (R-R7), light destroys and full destroys once the context is gone (R-R4),
+//! out of memory from the recycle hooks as a return value (R-R3), handle memory kept across
+//! recycling (R-R2), each context recycling only its own lists (R-R5), lists of another
+//! device (R-R8), list memory under the submission clock (the list clock; R-D1, R-D4),
+//! amortised processing (R-A1, R-A2) and a runtime without the recycle hooks (R-R1).
 
 use std::collections::HashSet;
 use std::sync::Arc;
