@@ -33,12 +33,12 @@ use crate::context::command_list::{
     end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListState,
 };
 use crate::context::device::Device;
+use crate::context::list_pool::ListPool;
 use crate::driver::{Command, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
 use crate::lists::list_clock::ListStamp;
-use crate::lists::list_pool::ListPool;
 use crate::lists::record::{Payload, Recorded, Recording};
 use crate::lists::recycle::Node;
 

@@ -2,7 +2,8 @@
 //! [`ImmediateContext`](immediate::ImmediateContext), the
 //! [`DeferredContext`](deferred::DeferredContext)s and the
 //! [`CommandList`](command_list::CommandList)s they finish, and the immediate context's
-//! amortised-processing policy. These four refer to one another (a context knows its device, a
+//! amortised-processing policy and a deferred context's pool of list memory (which holds
+//! lists, and so the device). These refer to one another (a context knows its device, a
 //! list its context's pool, the device its immediate context's clocks); the references stay
 //! inside this folder, and everything below it (registry, lists, context-local handles)
 //! depends on none of them.
@@ -12,3 +13,4 @@ pub(crate) mod command_list;
 pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod immediate;
+pub(crate) mod list_pool;
