@@ -34,6 +34,7 @@
 //! - The software reference driver and kernel: `soft` (feature `soft`).
 //!
 //! How the source is laid out and who may call what from which thread: `ARCHITECTURE.md`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
@@ -70,6 +71,7 @@ pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};
 
 #[cfg(feature = "soft")]
+#[cfg_attr(docsrs, doc(cfg(feature = "soft")))]
 pub mod soft;
 
 /// The README's example, compiled and run as a doctest.

@@ -491,6 +491,8 @@ pub struct Block {
 // beyond what the pair's alignment forces, so each context-local handle's bookkeeping is one
 // address and one tag on every target. That is 8 + 8 on 64-bit targets; 4 + 8 = 12 where
 // `u64` is 4-aligned (i686 Linux), 4 + 8 padded to 16 where it is 8-aligned (i686 Windows).
+// Read only by the assertions below, which Rust before 1.88 does not count as a use.
+#[allow(dead_code)]
 const BLOCK_ALIGN: usize = if align_of::<u64>() > align_of::<NonNull<u8>>() {
     align_of::<u64>()
 } else {

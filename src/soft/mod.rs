@@ -17,6 +17,7 @@
 
 mod driver;
 #[cfg(feature = "arbitrary")]
+#[cfg_attr(docsrs, doc(cfg(feature = "arbitrary")))]
 pub mod fuzz;
 pub mod inject;
 mod kernel;
