@@ -23,7 +23,7 @@
 //! - `recycled`: `DeviceConfig::default()` (recycling on; the null driver reports
 //!   `COMMANDLISTS_BUILD_2`): Finish takes the destroyed list back from the context's
 //!   lock-free list and recycle-creates it; the context state is recycle-created.
-//! - `no_recycle`: the same with `DeviceConfig { recycle: false, .. }`, a runtime without
+//! - `no_recycle`: the same with `DeviceConfig::default().with_recycle(false)`, a runtime without
 //!   the recycle hooks: CreateCommandList with fresh memory at every Finish,
 //!   DestroyCommandList and freeing at every drop, and the context state destroyed and
 //!   created again after every Finish.
@@ -118,10 +118,7 @@ fn cycle_1cmd(c: &mut Criterion) {
                     gpu: Gpu::Immediate,
                     ..SoftConfig::default()
                 };
-                let device_config = DeviceConfig {
-                    recycle,
-                    ..DeviceConfig::default()
-                };
+                let device_config = DeviceConfig::default().with_recycle(recycle);
                 let (device, mut ic, world) =
                     soft::device(config, device_config).expect("soft device");
                 let desc = ResourceDesc {

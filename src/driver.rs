@@ -90,7 +90,9 @@ pub trait Command: Send + Sync + 'static {
 
 /// One operation for the driver to perform on the immediate context, with its objects
 /// resolved: the replay side of a recorded command (recorded with handles, replayed with
-/// references).
+/// references). More operations may come in later versions: a driver's `match` keeps a
+/// wildcard arm (an operation it does not know is one it does not do).
+#[non_exhaustive]
 pub enum Op<'a, D: Driver> {
     /// A driver-defined command; its handles resolve through the [`Resolver`].
     Command(&'a D::Command),

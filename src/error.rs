@@ -41,6 +41,7 @@ pub enum AppError {
 
 /// An engine error. See the module docs for whose fault each variant is (R-E1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Error {
     /// Memory (a context's budget, a kernel allocation, a pool) ran out (R-E3, R-R3).
     OutOfMemory,

@@ -200,10 +200,7 @@ impl Kernel for NullKernel {
 pub type NullDevice = Device<NullDriver, NullKernel>;
 
 pub fn null_device(recycle: bool) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
-    let config = DeviceConfig {
-        recycle,
-        ..DeviceConfig::default()
-    };
+    let config = DeviceConfig::default().with_recycle(recycle);
     Device::new(NullDriver::new(), NullKernel::default(), config).expect("null device")
 }
 

@@ -221,6 +221,7 @@ pub struct CommandList<D: Driver, K: Kernel> {
 
 /// What a command list holds, for diagnostics and memory accounting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListStats {
     /// Recorded operations.
     pub operations: usize,

@@ -44,6 +44,7 @@ use crate::lists::recycle::Node;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeferredStats {
     /// Context-local handles open in the current recording.
     pub open_handles: usize,

@@ -25,8 +25,19 @@ use crate::registry::retire::Clock;
 use crate::registry::tag::DeviceTag;
 use crate::registry::{NewEntry, ObjectRef, Registry};
 
-/// Device-wide settings, fixed at creation.
+/// Device-wide settings, fixed at creation. Made from [`DeviceConfig::default`] and the
+/// `with_*` methods (new settings may come in later versions):
+///
+/// ```
+/// use cmdlist::{Clock, DeviceConfig};
+///
+/// let config = DeviceConfig::default()
+///     .with_retire_clock(Clock::Completed)
+///     .with_deferred_budget(1 << 20);
+/// assert!(config.recycle);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct DeviceConfig {
     /// When destroyed objects' kernel memory is deallocated (R-D1, R-D4).
     pub retire_clock: Clock,
@@ -46,6 +57,26 @@ impl Default for DeviceConfig {
             recycle: true,
             deferred_budget: 64 << 20,
         }
+    }
+}
+
+impl DeviceConfig {
+    /// With [`DeviceConfig::retire_clock`] set (R-D1, R-D4).
+    pub fn with_retire_clock(mut self, clock: Clock) -> Self {
+        self.retire_clock = clock;
+        self
+    }
+
+    /// With [`DeviceConfig::recycle`] set (R-R1..R-R7).
+    pub fn with_recycle(mut self, recycle: bool) -> Self {
+        self.recycle = recycle;
+        self
+    }
+
+    /// With [`DeviceConfig::deferred_budget`] set, in bytes (R-E3).
+    pub fn with_deferred_budget(mut self, bytes: usize) -> Self {
+        self.deferred_budget = bytes;
+        self
     }
 }
 

@@ -44,6 +44,7 @@ pub enum Clock {
 
 /// Counters of the deferred-destruction queue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RetireStats {
     /// Objects whose real destruction has run (driver hook called, handle dead), primaries
     /// included.

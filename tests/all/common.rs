@@ -18,10 +18,7 @@ pub fn setup(
             strict_gpu,
             ..Default::default()
         },
-        DeviceConfig {
-            retire_clock,
-            ..Default::default()
-        },
+        DeviceConfig::default().with_retire_clock(retire_clock),
     )
     .unwrap()
 }

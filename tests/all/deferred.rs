@@ -226,10 +226,7 @@ fn r_c1_recycled_list_create_also_reports_bindings_then_nothing() {
 
 #[test]
 fn r_c1_without_recycling_closes_then_destroys_and_recreates_the_context() {
-    let (device, mut ic, world) = setup(DeviceConfig {
-        recycle: false,
-        ..DeviceConfig::default()
-    });
+    let (device, mut ic, world) = setup(DeviceConfig::default().with_recycle(false));
     let r = resource(&device, 64);
     let v = view(&device, r, 8, 8);
     let mut dc = device.create_deferred_context().unwrap();
@@ -549,10 +546,7 @@ fn r_c4_finish_ends_begun_queries_and_unmaps() {
 #[test]
 fn r_c2_abandon_order_hook_unbind_close_recycle() {
     for recycle in [true, false] {
-        let (device, mut ic, world) = setup(DeviceConfig {
-            recycle,
-            ..DeviceConfig::default()
-        });
+        let (device, mut ic, world) = setup(DeviceConfig::default().with_recycle(recycle));
         let r = resource(&device, 64);
         let r2 = resource(&device, 64);
         let r3 = resource(&device, 64);
@@ -701,10 +695,7 @@ fn r_e2_dc_error_goes_to_its_own_sink() {
 #[test]
 fn r_e3_out_of_memory_removes_context_locally() {
     const BUDGET: usize = 4096;
-    let (device, mut ic, world) = setup(DeviceConfig {
-        deferred_budget: BUDGET,
-        ..DeviceConfig::default()
-    });
+    let (device, mut ic, world) = setup(DeviceConfig::default().with_deferred_budget(BUDGET));
     let r = resource(&device, 2048);
     let other = resource(&device, 64);
     let v = view(&device, r, 0, 16);
@@ -874,10 +865,7 @@ fn r_e3_out_of_memory_removes_context_locally() {
 
 #[test]
 fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
-    let (device, mut ic, world) = setup(DeviceConfig {
-        deferred_budget: 1024,
-        ..DeviceConfig::default()
-    });
+    let (device, mut ic, world) = setup(DeviceConfig::default().with_deferred_budget(1024));
     let big = resource(&device, 4000);
     let small = resource(&device, 16);
     let abig = allocation(&device, big);
@@ -919,10 +907,7 @@ type EntryPoint = fn(&mut Dc, Handle<Resource>, Handle<View>, Handle<Query>) -> 
 #[test]
 fn r_e3_any_entry_point_may_run_out_of_memory() {
     const BUDGET: usize = 4096;
-    let (device, mut ic, world) = setup(DeviceConfig {
-        deferred_budget: BUDGET,
-        ..DeviceConfig::default()
-    });
+    let (device, mut ic, world) = setup(DeviceConfig::default().with_deferred_budget(BUDGET));
     let r = resource(&device, BUDGET as u64);
     let v = view(&device, r, 0, 8);
     let q = query(&device, QueryKind::Occlusion);
@@ -1022,10 +1007,7 @@ fn r_c2_abandon_after_an_error_runs_the_abandon_sequence() {
     // R-C2: "Abandon (explicit, or after an error)". Running out of memory is such an error:
     // by the time Finish answers out of memory, the driver must have seen AbandonCommandList,
     // the bindings undone one by one, every handle closed and the context recycled.
-    let (device, mut ic, world) = setup(DeviceConfig {
-        deferred_budget: 1024,
-        ..DeviceConfig::default()
-    });
+    let (device, mut ic, world) = setup(DeviceConfig::default().with_deferred_budget(1024));
     let r = resource(&device, 2048);
     let r2 = resource(&device, 64);
     let v = view(&device, r, 0, 16);

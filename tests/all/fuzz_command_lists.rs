@@ -363,10 +363,7 @@ fn r_e3_finish_out_of_memory_ending_begun_queries_then_records_again() {
         ..SoftConfig::default()
     };
     let budget = 1024;
-    let device_config = DeviceConfig {
-        deferred_budget: budget,
-        ..DeviceConfig::default()
-    };
+    let device_config = DeviceConfig::default().with_deferred_budget(budget);
     let (device, mut ic, world) = soft::device(config, device_config).unwrap();
     let r = device
         .create_resource(ResourceDesc {

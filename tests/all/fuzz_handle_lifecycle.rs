@@ -304,10 +304,7 @@ fn r_p1_primaries_are_destroyed_synchronously() {
 fn r_p1_r_d4_destroy_primary_waits_for_the_gpu_under_the_completed_clock() {
     use cmdlist::soft::{self, SoftConfig};
     use cmdlist::{Clock, DeviceConfig, ResourceDesc};
-    let config = DeviceConfig {
-        retire_clock: Clock::Completed,
-        ..DeviceConfig::default()
-    };
+    let config = DeviceConfig::default().with_retire_clock(Clock::Completed);
     let (_device, mut ic, world) = soft::device(SoftConfig::default(), config).unwrap();
     let primary = ic
         .create_primary(ResourceDesc {

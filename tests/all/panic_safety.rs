@@ -199,12 +199,11 @@ fn soft_config() -> SoftConfig {
 }
 
 fn device_config() -> DeviceConfig {
-    DeviceConfig {
-        retire_clock: Clock::Completed,
-        recycle: true,
+    DeviceConfig::default()
+        .with_retire_clock(Clock::Completed)
+        .with_recycle(true)
         // Small, so that one large update runs the context out of memory (R-E3, R-A2).
-        deferred_budget: 4096,
-    }
+        .with_deferred_budget(4096)
 }
 
 /// Drops `value` as an engine call (a list's or a context's destroy).

@@ -22,10 +22,7 @@ fn setup(gpu: Gpu) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
             gpu,
             ..Default::default()
         },
-        DeviceConfig {
-            retire_clock: Clock::Completed,
-            ..Default::default()
-        },
+        DeviceConfig::default().with_retire_clock(Clock::Completed),
     )
     .unwrap()
 }

@@ -688,10 +688,7 @@ fn r_a1_amortized_processing_after_submits_never_starved() {
 
 #[test]
 fn r_a2_dc_out_of_memory_pumps_amortized_processing() {
-    let config = DeviceConfig {
-        deferred_budget: 1024,
-        ..DeviceConfig::default()
-    };
+    let config = DeviceConfig::default().with_deferred_budget(1024);
     let (device, ic, world, _, _) = setup(SoftConfig::default(), config);
     let big = device
         .create_resource(ResourceDesc {
@@ -742,10 +739,7 @@ fn r_a2_dc_out_of_memory_pumps_amortized_processing() {
 
 #[test]
 fn r_r1_no_recycle_config_creates_and_destroys_every_time() {
-    let config = DeviceConfig {
-        recycle: false,
-        ..DeviceConfig::default()
-    };
+    let config = DeviceConfig::default().with_recycle(false);
     let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), config);
     let mut dc = device.create_deferred_context().unwrap();
     let mut ids = HashSet::new();
@@ -797,10 +791,7 @@ fn r_r1_no_recycle_config_creates_and_destroys_every_time() {
 #[test]
 fn r_d1_list_memory_outlives_the_buffer_that_executed_it() {
     for recycle in [false, true] {
-        let config = DeviceConfig {
-            recycle,
-            ..DeviceConfig::default()
-        };
+        let config = DeviceConfig::default().with_recycle(recycle);
         let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), config);
         let mut dc = device.create_deferred_context().unwrap();
         let list = copy_list(&mut dc, src, dst);

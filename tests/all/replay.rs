@@ -561,10 +561,7 @@ fn r_c3_replay_of_lists_recorded_on_many_threads_equals_direct_execution() {
         let parts = 2 + rng.index(3);
         let ranges = cuts(&mut rng, steps.len(), parts);
         let recycle = seed % 2 == 1;
-        let config = DeviceConfig {
-            recycle,
-            ..DeviceConfig::default()
-        };
+        let config = DeviceConfig::default().with_recycle(recycle);
 
         // The model.
         let mut expect: Vec<Vec<u8>> = SIZES.iter().map(|&s| vec![0; s as usize]).collect();
