@@ -248,8 +248,9 @@ impl<T: ObjectKind> Handle<T> {
     }
 
     /// The same handle under another kind, unchecked: the registry checks the object's real
-    /// type on every lookup, so a wrong cast is caught there.
-    pub const fn cast<U: ObjectKind>(self) -> Handle<U> {
+    /// type on every lookup, so a wrong cast is caught there. Outside the crate the checked
+    /// [`crate::Device::typed`] does this.
+    pub(crate) const fn cast<U: ObjectKind>(self) -> Handle<U> {
         Handle {
             index: self.index,
             generation: self.generation,

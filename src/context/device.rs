@@ -362,4 +362,25 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let device: Arc<dyn Send + Sync> = self.shared.clone();
         self.shared.registry.get(handle, device)
     }
+
+    /// `handle` as a handle of kind `U`, if it names a live object of that kind: what a shim
+    /// that keeps untyped handles (one DDI handle type for several kinds) needs before a typed
+    /// entry point. A handle of another kind is [`AppError::WrongType`]; a stale, forged,
+    /// destroyed or other-device one is the application error a lookup gives (R-E1).
+    ///
+    /// ```
+    /// # use cmdlist::soft::{self, SoftConfig};
+    /// # use cmdlist::{AppError, DeviceConfig, Error, ResourceDesc, handle::{Query, Resource}};
+    /// # let (device, _ic, _world) = soft::device(SoftConfig::default(), DeviceConfig::default())?;
+    /// let any = device.create_resource(ResourceDesc::default())?.any();
+    /// let resource = device.typed::<Resource>(any)?;
+    /// assert_eq!(resource.any(), any);
+    /// assert_eq!(device.typed::<Query>(any), Err(Error::Application(AppError::WrongType)));
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn typed<U: ObjectKind>(&self, handle: AnyHandle) -> Result<Handle<U>> {
+        let guard = epoch::pin();
+        self.shared.registry.live(handle.cast::<U>(), &guard)?;
+        Ok(handle.cast())
+    }
 }

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use cmdlist::handle::{Any, Query, Resource, View};
+
+use crate::common::forge;
 use cmdlist::soft::{self, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 use cmdlist::{
     AppError, BindClass, BindPoint, ContextId, Device, DeviceConfig, Error, Handle, HandleSize,
@@ -51,10 +53,10 @@ fn all_entry_points_refuse<T: ObjectKind>(
 ) {
     assert_eq!(device.object(h).err(), Some(expected), "object");
     assert_eq!(device.object(h.any()).err(), Some(expected), "object(any)");
-    let r = h.cast::<Resource>();
-    let q = h.cast::<Query>();
-    let v = h.cast::<View>();
-    // Through a cast, a wrong-type answer may legitimately come first, so these calls must
+    let r = forge::<Resource, _>(h);
+    let q = forge::<Query, _>(h);
+    let v = forge::<View, _>(h);
+    // Through a forged kind, a wrong-type answer may legitimately come first, so these calls must
     // only be application errors (the callers check the exact kind on the real type).
     for result in [
         ic.update(r, 0, &[0; 4]),
@@ -256,6 +258,32 @@ fn r_e1_forged_handle_is_application_error() {
     world.assert_clean(true);
 }
 
+/// `Device::typed`, the checked way from an untyped handle to a typed one: the kind must
+/// match and the object must be live.
+#[test]
+fn r_e1_typed_handle_needs_the_right_kind_and_a_live_object() {
+    let (device, mut ic, world) = setup();
+    let r = device.create_resource(buffer(16)).unwrap();
+    let q = device.create_query(QueryKind::Event).unwrap();
+    assert_eq!(device.typed::<Resource>(r.any()), Ok(r));
+    assert_eq!(device.typed::<Query>(q.any()), Ok(q));
+    assert_eq!(device.typed::<Any>(q.any()), Ok(q.any()));
+    assert_eq!(
+        device.typed::<Query>(r.any()),
+        Err(app(AppError::WrongType))
+    );
+    assert_eq!(device.typed::<View>(r.any()), Err(app(AppError::WrongType)));
+    device.destroy(r).unwrap();
+    assert_eq!(
+        device.typed::<Resource>(r.any()),
+        Err(app(AppError::StaleHandle))
+    );
+    device.destroy(q).unwrap();
+    ic.flush().unwrap();
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
 #[test]
 fn r_e1_wrong_type_handle_is_application_error() {
     let (device, mut ic, world) = setup();
@@ -263,27 +291,27 @@ fn r_e1_wrong_type_handle_is_application_error() {
     let q = device.create_query(QueryKind::Event).unwrap();
     let v = view_of(&device, r).unwrap();
     let wrong = app(AppError::WrongType);
-    assert_eq!(device.object(r.cast::<Query>()).err(), Some(wrong));
-    assert_eq!(device.object(q.cast::<Resource>()).err(), Some(wrong));
-    assert_eq!(device.object(r.cast::<View>()).err(), Some(wrong));
-    assert_eq!(ic.end_query(r.cast::<Query>()), Err(wrong));
-    assert_eq!(ic.begin_query(v.cast::<Query>()), Err(wrong));
-    assert_eq!(ic.update(q.cast::<Resource>(), 0, &[1]), Err(wrong));
-    assert_eq!(ic.update(v.cast::<Resource>(), 0, &[1]), Err(wrong));
+    assert_eq!(device.object(forge::<Query, _>(r)).err(), Some(wrong));
+    assert_eq!(device.object(forge::<Resource, _>(q)).err(), Some(wrong));
+    assert_eq!(device.object(forge::<View, _>(r)).err(), Some(wrong));
+    assert_eq!(ic.end_query(forge::<Query, _>(r)), Err(wrong));
+    assert_eq!(ic.begin_query(forge::<Query, _>(v)), Err(wrong));
+    assert_eq!(ic.update(forge::<Resource, _>(q), 0, &[1]), Err(wrong));
+    assert_eq!(ic.update(forge::<Resource, _>(v), 0, &[1]), Err(wrong));
     assert_eq!(
         ic.command(&SoftCommand::ClearView {
-            view: r.cast(),
+            view: forge(r),
             value: 1
         }),
         Err(wrong)
     );
     assert_eq!(
-        view_of(&device, q.cast()).err(),
+        view_of(&device, forge(q)).err(),
         Some(app(AppError::MissingDependency))
     );
     // A wrong-type destroy destroys nothing.
-    assert_eq!(device.destroy(r.cast::<Query>()), Err(wrong));
-    assert_eq!(device.destroy(q.cast::<View>()), Err(wrong));
+    assert_eq!(device.destroy(forge::<Query, _>(r)), Err(wrong));
+    assert_eq!(device.destroy(forge::<View, _>(q)), Err(wrong));
     assert!(device.object(r).is_ok() && device.object(q).is_ok());
     ic.flush().unwrap();
     assert_eq!(ic.retire_stats().destroyed, 0);
@@ -508,8 +536,8 @@ fn r_e2_errors_reach_set_error_on_the_immediate_context() {
             }))
             .unwrap_err(),
     );
-    check(ic.end_query(r.cast()).unwrap_err());
-    check(device.destroy(r.cast::<Query>()).unwrap_err());
+    check(ic.end_query(forge(r)).unwrap_err());
+    check(device.destroy(forge::<Query, _>(r)).unwrap_err());
     assert_eq!(expected[0].1, stale);
     assert_eq!(expected[3].1, app(AppError::PrimaryMismatch));
 

@@ -50,11 +50,8 @@ fn record_finish_execute_replays_bytes() {
     let mut dc = device.create_deferred_context().unwrap();
     dc.update(a, 0, &[3; 32]).unwrap();
     dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
-    dc.command(SoftCommand::ClearView {
-        view: v.cast(),
-        value: 9,
-    })
-    .unwrap();
+    dc.command(SoftCommand::ClearView { view: v, value: 9 })
+        .unwrap();
     dc.bind(
         BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0),
         Some(v.any()),
