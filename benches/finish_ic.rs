@@ -1,5 +1,5 @@
 //! Instruction counts of recording and Finish as a list names more objects, with gungraun on
-//! callgrind, on the null driver of `common/null.rs` (recycling on).
+//! callgrind, on the null driver of `cmdlist::soft::null` (recycling on).
 //!
 //! A device holds `live` resources (1,000 or 100,000). A list records `handles` commands
 //! (1, 10, 100 or 1,000), each a copy of one resource onto itself, the resources spread
@@ -25,16 +25,13 @@
 
 #[path = "common/ic.rs"]
 mod ic;
-#[allow(dead_code)] // the driver and the device, not the cycle's copy
-#[path = "common/null.rs"]
-mod null;
 
 use std::hint::black_box;
 
 use cmdlist::{DeferredContext, ImmediateContext, ResourceDesc};
 use gungraun::prelude::*;
 
-use null::{null_device, Copy2, NullDriver, NullKernel};
+use cmdlist::soft::null::{null_device, CopyCommand, NullDriver, NullKernel};
 
 /// Lists recorded, finished and dropped before the counted one.
 const WARM_LISTS: u64 = 8;
@@ -44,7 +41,7 @@ struct Lists {
     dc: DeferredContext<NullDriver, NullKernel>,
     /// Kept alive: dropping it would destroy the device's objects (R-D3).
     ic: ImmediateContext<NullDriver, NullKernel>,
-    commands: Vec<Copy2>,
+    commands: Vec<CopyCommand>,
 }
 
 /// `live` resources on a null device, the commands of a list naming `handles` of them, and
@@ -59,10 +56,10 @@ fn lists(handles: usize, live: usize) -> Lists {
     let resources: Vec<_> = (0..live)
         .map(|_| device.create_resource(desc).expect("resource"))
         .collect();
-    let commands: Vec<Copy2> = (0..handles)
+    let commands: Vec<CopyCommand> = (0..handles)
         .map(|i| {
             let r = resources[i * live / handles];
-            Copy2 { dst: r, src: r }
+            CopyCommand { dst: r, src: r }
         })
         .collect();
     let mut dc = device.create_deferred_context().expect("dc");
@@ -74,7 +71,7 @@ fn lists(handles: usize, live: usize) -> Lists {
 }
 
 /// Records one command per element of `commands`.
-fn record(dc: &mut DeferredContext<NullDriver, NullKernel>, commands: &[Copy2]) {
+fn record(dc: &mut DeferredContext<NullDriver, NullKernel>, commands: &[CopyCommand]) {
     for &command in commands {
         dc.command(black_box(command)).expect("record");
     }

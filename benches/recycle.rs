@@ -2,7 +2,7 @@
 //! floor, in one criterion run; and the deferred-context half of it on 1 and 2 threads.
 //!
 //! # Which driver
-//! The headline figures use the bench-local *null* driver and kernel of `common/null.rs`
+//! The headline figures use the *null* driver and kernel of `cmdlist::soft::null`
 //! ([`NullDriver`], [`NullKernel`], shared with the instruction-count benches): every hook
 //! is a no-op (no lock, no allocation, no trace), its CLS sizes are listed in its
 //! handle-size table, and the kernel hands out allocation handles from a counter and
@@ -54,8 +54,6 @@
 
 #[path = "common/cycle.rs"]
 mod cycle;
-#[path = "common/null.rs"]
-mod null;
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -66,8 +64,8 @@ use cmdlist::{DeferredContext, DeviceConfig, Driver, ImmediateContext, Kernel, R
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use crossbeam_utils::CachePadded;
 
+use cmdlist::soft::null::{copy_of, null_device, CopyCommand, NullDriver, NullKernel};
 use cycle::{cycle, floor, warm};
-use null::{copy_of, null_device, Copy2, NullDriver, NullKernel};
 
 /// The deferred-context half: record one copy, Finish, drop the list.
 #[inline(never)]
@@ -148,7 +146,7 @@ fn cycle_1cmd(c: &mut Criterion) {
 /// A deferred context on its own cache lines, with its own objects.
 struct Worker {
     dc: Box<CachePadded<DeferredContext<NullDriver, NullKernel>>>,
-    copy: Copy2,
+    copy: CopyCommand,
 }
 
 /// One null device (recycling on) and four warm workers on it: the first two contexts

@@ -128,6 +128,9 @@ pub enum Op<'a, D: Driver> {
 }
 
 /// The driver side of the protocol.
+///
+/// The smallest complete implementation, a template to start from, is the null driver of
+/// `soft::null` (feature `soft`); the checking reference is `soft::SoftDriver`.
 pub trait Driver: Send + Sync + Sized + 'static {
     /// An object's read-only data, created once and shared with every context that uses the
     /// object (R-L2: the link from a context-local handle to its immediate-context handle).

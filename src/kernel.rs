@@ -57,6 +57,9 @@ pub enum ContextId {
 }
 
 /// Kernel services. Implementations must be `Send + Sync`: several are free-threaded.
+///
+/// The smallest complete implementation, a template to start from, is the null kernel of
+/// `soft::null` (feature `soft`); the checking reference is `soft::SoftKernel`.
 pub trait Kernel: Send + Sync + 'static {
     /// Allocates kernel memory. Called from the thread inside the create entry point, which
     /// for ordinary objects is any thread (free-threaded create, R-F1) and for shared or

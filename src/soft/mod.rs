@@ -22,6 +22,7 @@ pub mod fuzz;
 pub mod inject;
 mod kernel;
 mod lifetime;
+pub mod null;
 mod world;
 
 pub use driver::{SoftCommand, SoftDeferred, SoftDriver, SoftObject};

@@ -1,28 +1,60 @@
-//! The bench-local null driver and kernel, shared by the criterion and the instruction-count
-//! benches: every `Driver`/`Kernel` hook is a no-op (no lock, no allocation, no trace), the
-//! driver's CLS sizes are all listed in its handle-size table, and the kernel hands out
-//! allocation handles from a counter and completes every submission at once. Figures taken
-//! with them measure the engine itself.
+//! The smallest complete [`Driver`] and [`Kernel`]: a template to start a driver from, and
+//! the null driver the benches measure the engine with.
+//!
+//! Every hook is a no-op (no lock, no allocation, no trace): [`NullDriver`] answers its
+//! context-local handle sizes from a table that lists them all (R-H4), creates objects and
+//! command lists with nothing in them, and executes nothing; [`NullKernel`] hands out
+//! allocation handles from a counter and completes every submission at once. A real driver
+//! keeps the shape and fills in the hooks: its objects in `Object` and `IcData`, its command
+//! buffer in `Immediate`, its deferred-context state in `Deferred`, its commands in
+//! `Command`; `docs/EMBEDDING.md` in the repository says how its DDI entry points map to
+//! the engine. The soft driver beside this one ([`super::SoftDriver`]) is the checking
+//! reference: it records every hook and flags broken rules.
+//!
+//! The hooks are `#[inline]`: the benches' figures are the engine's own cost.
+//!
+//! ```
+//! use cmdlist::soft::null::{null_device, CopyCommand};
+//! use cmdlist::ResourceDesc;
+//!
+//! let (device, mut ic) = null_device(true);
+//! let desc = ResourceDesc { byte_size: 256, ..Default::default() };
+//! let copy = CopyCommand {
+//!     dst: device.create_resource(desc)?,
+//!     src: device.create_resource(desc)?,
+//! };
+//! let mut dc = device.create_deferred_context()?;
+//! dc.command(copy)?;
+//! let list = dc.finish()?;
+//! ic.execute_command_list(&list)?;
+//! drop(list);
+//! ic.flush()?;
+//! # Ok::<(), cmdlist::Error>(())
+//! ```
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cmdlist::handle::Resource;
-use cmdlist::{
+use crate::handle::Resource;
+use crate::{
     AllocationDesc, AllocationHandle, AnyHandle, Clock, Command, ContextId, Device, DeviceConfig,
     Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ImmediateContext, Kernel,
     ListMemory, ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission,
     ThreadingCaps,
 };
 
-/// CopyResource: two handles, the two-pointer payload of R-R1's example.
+/// The null driver's one command, CopyResource: two handles, the two-pointer payload of
+/// R-R1's example.
 #[derive(Clone, Copy, Debug)]
-pub struct Copy2 {
+pub struct CopyCommand {
+    /// The resource copied to.
     pub dst: Handle<Resource>,
+    /// The resource copied from.
     pub src: Handle<Resource>,
 }
 
-impl Command for Copy2 {
+impl Command for CopyCommand {
+    #[inline]
     fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
         visit(self.src.any());
         visit(self.dst.any());
@@ -44,7 +76,15 @@ pub struct NullDriver {
     sizes: HandleSizeTable,
 }
 
+impl Default for NullDriver {
+    #[inline]
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl NullDriver {
+    /// A null driver listing every handle type's context-local size.
     pub fn new() -> Self {
         let sizes = HandleSizeTable::new(HandleType::ALL.iter().map(|&ty| HandleSize {
             ty,
@@ -59,19 +99,22 @@ impl Driver for NullDriver {
     type Object = ();
     type IcData = ();
     type Immediate = ();
-    type Command = Copy2;
+    type Command = CopyCommand;
     type Deferred = ();
 
+    #[inline]
     fn threading_caps(&self) -> ThreadingCaps {
         ThreadingCaps::FREETHREADED
             | ThreadingCaps::COMMANDLISTS
             | ThreadingCaps::COMMANDLISTS_BUILD_2
     }
 
+    #[inline]
     fn check_deferred_context_handle_sizes(&self, out: Option<&mut [HandleSize]>) -> usize {
         self.sizes.answer_poll(out)
     }
 
+    #[inline]
     fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize {
         // Resources get kernel memory, so the engine stamps and lists their allocations. A
         // size past the address space asks for the most there is, never a truncated size.
@@ -81,14 +124,17 @@ impl Driver for NullDriver {
         }
     }
 
+    #[inline]
     fn calc_deferred_context_handle_size(&self, ty: HandleType, _object: Option<&()>) -> usize {
         null_cls_size(ty)
     }
 
+    #[inline]
     fn calc_private_command_list_size(&self) -> usize {
         64
     }
 
+    #[inline]
     fn create_object(
         &self,
         _desc: &ObjectDesc<'_>,
@@ -98,12 +144,15 @@ impl Driver for NullDriver {
         Ok(((), ()))
     }
 
+    #[inline]
     fn destroy_object(&self, _ty: HandleType, _object: &(), _ic: &mut ()) {}
 
+    #[inline]
     fn create_immediate(&self) -> Result<()> {
         Ok(())
     }
 
+    #[inline]
     fn execute(
         &self,
         _imm: &mut (),
@@ -113,14 +162,18 @@ impl Driver for NullDriver {
         Ok(())
     }
 
+    #[inline]
     fn flush(&self, _imm: &mut ()) {}
 
+    #[inline]
     fn create_deferred_context(&self, _id: u32) -> Result<()> {
         Ok(())
     }
 
+    #[inline]
     fn destroy_deferred_context(&self, _dc: ()) {}
 
+    #[inline]
     fn open_local(
         &self,
         _dc: &mut (),
@@ -132,6 +185,7 @@ impl Driver for NullDriver {
         Ok(())
     }
 
+    #[inline]
     fn close_local(
         &self,
         _dc: &mut (),
@@ -142,6 +196,7 @@ impl Driver for NullDriver {
     ) {
     }
 
+    #[inline]
     fn create_command_list(
         &self,
         _dc: &mut (),
@@ -151,10 +206,13 @@ impl Driver for NullDriver {
         Ok(())
     }
 
+    #[inline]
     fn destroy_command_list(&self, _list: ListMemory<'_>) {}
 
+    #[inline]
     fn abandon_command_list(&self, _dc: &mut ()) {}
 
+    #[inline]
     fn command_list_clock(&self) -> Clock {
         Clock::Submitted
     }
@@ -165,9 +223,18 @@ impl Driver for NullDriver {
 pub struct NullKernel {
     next_allocation: AtomicU64,
     completed: AtomicU64,
+    errors: AtomicU64,
+}
+
+impl NullKernel {
+    /// How many errors the engine reported through [`Kernel::set_error`] (R-E2).
+    pub fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
 }
 
 impl Kernel for NullKernel {
+    #[inline]
     fn allocate(&self, _desc: &AllocationDesc) -> Result<AllocationHandle> {
         let id = self.next_allocation.fetch_add(1, Ordering::Relaxed) + 1;
         Ok(AllocationHandle(
@@ -175,41 +242,52 @@ impl Kernel for NullKernel {
         ))
     }
 
+    #[inline]
     fn deallocate(&self, _allocation: AllocationHandle) {}
 
+    #[inline]
     fn submit(&self, submission: &Submission<'_>) -> Result<()> {
         self.completed.store(submission.fence, Ordering::Relaxed);
         Ok(())
     }
 
+    #[inline]
     fn completed_fence(&self) -> u64 {
         self.completed.load(Ordering::Relaxed)
     }
 
+    #[inline]
     fn wait_for_fence(&self, _fence: u64) -> Result<()> {
         Ok(())
     }
 
-    fn set_error(&self, context: ContextId, error: Error) {
-        panic!("unexpected error on {context:?}: {error:?}");
+    #[inline]
+    fn set_error(&self, _context: ContextId, _error: Error) {
+        // A real kernel passes the error to the runtime (SetErrorCb); the null one counts it.
+        self.errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    #[inline]
     fn perform_amortized_processing(&self, _context: ContextId) {}
 }
 
+/// A device of the null driver and kernel.
 pub type NullDevice = Device<NullDriver, NullKernel>;
 
+/// A null device and its immediate context, with the recycle hooks on or off
+/// ([`DeviceConfig::recycle`]).
 pub fn null_device(recycle: bool) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
     let config = DeviceConfig::default().with_recycle(recycle);
     Device::new(NullDriver::new(), NullKernel::default(), config).expect("null device")
 }
 
-pub fn copy_of(device: &NullDevice) -> Copy2 {
+/// Two fresh 256-byte resources of `device` and the copy between them.
+pub fn copy_of(device: &NullDevice) -> CopyCommand {
     let desc = ResourceDesc {
         byte_size: 256,
         ..Default::default()
     };
-    Copy2 {
+    CopyCommand {
         dst: device.create_resource(desc).expect("dst"),
         src: device.create_resource(desc).expect("src"),
     }
