@@ -333,10 +333,7 @@ fn main() {
 
 fn run() -> Res {
     // Deallocate kernel memory only once the GPU is done with it (R-D4's full destruction).
-    let config = DeviceConfig {
-        retire_clock: Clock::Completed,
-        ..DeviceConfig::default()
-    };
+    let config = DeviceConfig::default().with_retire_clock(Clock::Completed);
     // The GPU also reads command-list memory: reuse it only once the executing buffer has
     // completed (the soft kernel flags an earlier reuse).
     let soft = |gpu| SoftConfig {
