@@ -61,7 +61,7 @@ pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Obj
 pub use bind::{BindClass, BindPoint, Stage, StateView};
 pub use context::amortize::PUMP_INTERVAL;
 pub use context::command_list::{CommandList, ListStats};
-pub use context::deferred::{DeferredContext, DeferredStats};
+pub use context::deferred::{DeferredContext, DeferredMode, DeferredStats};
 pub use context::device::{Device, DeviceConfig};
 pub use context::immediate::ImmediateContext;
 pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};

@@ -70,10 +70,37 @@ pub struct DeferredStats {
     pub waiting_lists: usize,
 }
 
+/// Where a deferred context is in its life (R-E3, R-R3); [`DeferredContext::mode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeferredMode {
+    /// Calls are checked and recorded.
+    Recording,
+    /// Removed locally after running out of memory (R-E3): calls are accepted and do
+    /// nothing, Map hands out scratch memory; the next [`DeferredContext::finish`] returns
+    /// [`Error::OutOfMemory`] (or [`DeferredContext::abandon`] succeeds) and the context
+    /// records again.
+    Removed,
+    /// The driver's state of the context could not be made again after a Finish or an
+    /// Abandon (its recycle-create and create both failed, R-R3): calls fail with
+    /// [`Error::OutOfMemory`], which removes the context, until a Finish or an Abandon makes
+    /// the state again.
+    StateLost,
+}
+
+/// Whether calls are recorded (the driver's state is a separate matter: `dc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Calls {
+    Recorded,
+    /// Removed locally (R-E3): see [`DeferredMode::Removed`].
+    Removed,
+}
+
 /// A deferred context. See the module docs.
 pub struct DeferredContext<D: Driver, K: Kernel> {
     device: Device<D, K>,
     id: u32,
+    /// The driver's state; `None` once it could not be made again ([`DeferredMode::StateLost`]).
     dc: Option<D::Deferred>,
     cls: ClsTable<D>,
     rec: Box<Recording<D::Command>>,
@@ -82,8 +109,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     mapped: Vec<(Handle<Resource>, Payload)>,
     /// Queries begun and not yet ended (R-C4).
     begun: Vec<Handle<Query>>,
-    /// Removed locally after running out of memory (R-E3).
-    removed: bool,
+    calls: Calls,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
     /// The memory of this context's destroyed lists, until their next use.
@@ -123,7 +149,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             bindings: Bindings::default(),
             mapped: Vec::new(),
             begun: Vec::new(),
-            removed: false,
+            calls: Calls::Recorded,
             sink: Vec::new(),
             lists: ListPool::new(),
             trim_seen: s.trim_epoch.load(crate::primitive::Ordering::Relaxed),
@@ -179,10 +205,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.dc.as_ref()
     }
 
-    /// Whether the context was removed locally after running out of memory (R-E3); it
-    /// records again after the next [`DeferredContext::finish`].
+    /// Where the context is: recording, removed after running out of memory (R-E3), or
+    /// without driver state (R-R3).
+    pub fn mode(&self) -> DeferredMode {
+        match (self.calls, &self.dc) {
+            (Calls::Removed, _) => DeferredMode::Removed,
+            (Calls::Recorded, None) => DeferredMode::StateLost,
+            (Calls::Recorded, Some(_)) => DeferredMode::Recording,
+        }
+    }
+
+    /// Whether the context was removed locally after running out of memory (R-E3):
+    /// `mode() == DeferredMode::Removed`. It records again after the next
+    /// [`DeferredContext::finish`].
     pub fn is_removed(&self) -> bool {
-        self.removed
+        self.calls == Calls::Removed
     }
 
     /// The state-refresh query: what is bound at `point` in the recording (R-C1).
@@ -259,7 +296,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // The abandon sequence cannot fail but for the context's recycle-create (R-R3), which
         // leaves the context without driver state; its next call runs out of memory again.
         let _ = self.abandon_sequence();
-        self.removed = true;
+        self.calls = Calls::Removed;
         self.stats.removals += 1;
         self.trim_pools();
         let s = &*self.device.shared;
@@ -289,7 +326,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Records a driver-defined command; opens the context-local handles of the objects it
     /// names on their first use (R-H1, R-H3).
     pub fn command(&mut self, command: D::Command) -> Result<()> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return Ok(());
         }
         let result = self.command_inner(command);
@@ -318,7 +355,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Records UpdateSubresource: `data` (copied into the recording's arena) written at byte
     /// `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return Ok(());
         }
         let result = self.update_inner(resource, offset, data);
@@ -358,7 +395,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Binds `object` at `point` (or unbinds with `None`).
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return Ok(());
         }
         let result = self.bind_inner(point, object);
@@ -378,7 +415,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Records the Begin of a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return Ok(());
         }
         let result = self.query_inner(query, true);
@@ -387,7 +424,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Records the End of a query.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return Ok(());
         }
         let result = self.query_inner(query, false);
@@ -425,7 +462,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// [`DeferredContext::unmap`]. The bytes live in the recording's arena and replay with
     /// the list every time it is executed.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
         let result = self.map_inner(resource);
@@ -434,7 +471,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             // reset while `&mut self` is borrowed by the result, and nothing else refers to
             // these bytes until the unmap records them.
             Ok(payload) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
-            Err(_) if self.removed => self.scratch_map(resource),
+            Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
             Err(e) => Err(e),
         }
     }
@@ -475,7 +512,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Unmap: records the contents written since [`DeferredContext::map_discard`].
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        if self.removed {
+        if self.calls == Calls::Removed {
             return Ok(());
         }
         let result = self.unmap_inner(resource);
@@ -508,8 +545,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// next list. After a context-local removal it returns [`Error::OutOfMemory`] once and
     /// the context records normally again (R-E3).
     pub fn finish(&mut self) -> Result<CommandList<D, K>> {
-        if self.removed {
-            self.removed = false;
+        if self.calls == Calls::Removed {
+            self.calls = Calls::Recorded;
             return Err(Error::OutOfMemory);
         }
         // A hook that panics during Finish abandons the recording: none of its operations
@@ -524,7 +561,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
         }
         let result = self.settle(result);
-        self.removed = false;
+        self.calls = Calls::Recorded;
         result
     }
 
@@ -682,8 +719,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// by one, every handle closed, and the context recycled (or recreated). Ready to record
     /// again afterwards.
     pub fn abandon(&mut self) -> Result<()> {
-        if self.removed {
-            self.removed = false;
+        if self.calls == Calls::Removed {
+            self.calls = Calls::Recorded;
             return Ok(());
         }
         let result = self.abandon_inner();

@@ -1055,3 +1055,60 @@ fn r_c2_abandon_after_an_error_runs_the_abandon_sequence() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// A deferred context's mode (R-E3, R-R3): recording; without driver state when making
+/// that state again fails (here at an Abandon), until a call runs out of memory and removes
+/// the context, which makes the state again; removed until its Finish.
+#[test]
+fn r_e3_r_r3_deferred_context_modes() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::{DeferredMode, Device};
+    use std::sync::Arc;
+
+    // Recycling off: every Abandon destroys the context's driver state and creates it again.
+    let config = DeviceConfig::default().with_recycle(false);
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, SoftConfig::default());
+        let (device, ic) = Device::new(driver, kernel, config.clone()).unwrap();
+        let r = device.create_resource(crate::common::buffer(4096)).unwrap();
+        let dc = device.create_deferred_context().unwrap();
+        (device, ic, world, r, dc)
+    };
+
+    // The reference run: which hook call is the Abandon's CreateDeferredContext.
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (_device, _ic, _world, r, mut dc) = run(&counting);
+    assert_eq!(dc.mode(), DeferredMode::Recording);
+    dc.update(r, 0, &[1; 8]).unwrap();
+    let before = counting.calls();
+    dc.abandon().unwrap();
+    let log = counting.log();
+    let create = (before as usize..log.len())
+        .find(|&i| log[i] == "create_deferred_context")
+        .expect("Abandon makes the context's state again");
+    drop(dc);
+
+    let plan = Arc::new(FaultPlan::at(
+        create as u64,
+        Fault::Error(Error::InvalidArg),
+    ));
+    let (_device, _ic, world, r, mut dc) = run(&plan);
+    dc.update(r, 0, &[1; 8]).unwrap();
+    assert_eq!(dc.abandon(), Err(Error::InvalidArg));
+    assert!(plan.injected());
+    assert_eq!(dc.mode(), DeferredMode::StateLost);
+    assert!(dc.driver_state().is_none());
+    // A call runs out of memory and removes the context (R-E3); the removal makes the state
+    // again ...
+    assert_eq!(dc.update(r, 0, &[2; 8]), Err(Error::OutOfMemory));
+    assert_eq!(dc.mode(), DeferredMode::Removed);
+    assert!(dc.driver_state().is_some());
+    // ... and calls do nothing until Finish answers out of memory; then it records again.
+    assert_eq!(dc.update(r, 0, &[3; 8]), Ok(()));
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    assert_eq!(dc.mode(), DeferredMode::Recording);
+    dc.update(r, 0, &[4; 8]).unwrap();
+    drop(dc.finish().unwrap());
+    drop(dc);
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+}
