@@ -78,3 +78,8 @@ pub mod soft;
 #[cfg(all(doctest, feature = "soft"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The embedding guide's example, compiled and run as a doctest.
+#[cfg(all(doctest, feature = "soft"))]
+#[doc = include_str!("../docs/EMBEDDING.md")]
+pub struct EmbeddingDoctests;

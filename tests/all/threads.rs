@@ -108,6 +108,21 @@ fn r_t1_immediate_context_is_send_but_not_sync() {
 }
 
 #[test]
+fn r_t1_deferred_context_is_send_but_not_sync_and_command_list_is_both() {
+    type Dc = cmdlist::DeferredContext<cmdlist::soft::SoftDriver, cmdlist::soft::SoftKernel>;
+    type List = cmdlist::CommandList<cmdlist::soft::SoftDriver, cmdlist::soft::SoftKernel>;
+    assert_send::<Dc>();
+    assert_send_sync::<List>();
+    const {
+        assert!(
+            !<Probe<Dc>>::SYNC,
+            "two threads could record on one deferred context at once"
+        );
+        assert!(<Probe<List>>::SYNC);
+    }
+}
+
+#[test]
 fn r_t1_ic_callbacks_stay_on_the_ic_thread_while_others_create_and_destroy() {
     let (device, mut ic, world) = setup(Gpu::PollLag(2), true, Clock::Completed);
     let me = thread::current().id();
