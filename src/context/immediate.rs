@@ -206,7 +206,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         op: Op<'_, D>,
     ) -> Result<()> {
         let s = &*self.device.shared;
-        let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), false);
+        let resolver = Resolver::new(
+            &s.registry,
+            guard,
+            StateView::of(&self.bindings),
+            false,
+            self.buffer.number,
+        );
         let stamp = |buffer: &mut OpenBuffer| {
             for view in objects {
                 Self::reference(buffer, &s.registry, guard, *view);
@@ -477,7 +483,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         for held in &body.held {
             Self::reference(&mut self.buffer, &s.registry, guard, held.view());
         }
-        let resolver = Resolver::new(&s.registry, guard, StateView::of(&self.bindings), true);
+        let resolver = Resolver::new(
+            &s.registry,
+            guard,
+            StateView::of(&self.bindings),
+            true,
+            self.buffer.number,
+        );
         list.executed_in(self.buffer.number);
         // The execute is in the buffer from here on (also if a hook below fails or panics):
         // the buffer is submitted, and the list's memory waits for it.

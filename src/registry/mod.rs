@@ -355,6 +355,8 @@ pub struct Resolver<'a, D: Driver> {
     /// Replaying a command list: objects the list holds may be destroyed by the application
     /// already and still be used (the list keeps them, as D3D's references do).
     held: bool,
+    /// The immediate context's open command buffer.
+    buffer: u64,
 }
 
 impl<'a, D: Driver> Resolver<'a, D> {
@@ -363,12 +365,14 @@ impl<'a, D: Driver> Resolver<'a, D> {
         guard: &'a Guard,
         state: StateView<'a>,
         held: bool,
+        buffer: u64,
     ) -> Self {
         Resolver {
             registry,
             guard,
             state,
             held,
+            buffer,
         }
     }
 
@@ -385,6 +389,14 @@ impl<'a, D: Driver> Resolver<'a, D> {
     /// look during this call (R-C1, R-C3).
     pub fn state(&self) -> StateView<'a> {
         self.state
+    }
+
+    /// The number of the command buffer this call's work goes into: the fence value its
+    /// submit will carry ([`crate::Submission::fence`]), and the buffer the engine stamps the
+    /// call's objects with (R-D1). Buffers are numbered from 1; a buffer that ends up holding
+    /// nothing (every operation in it refused) is not submitted, and its number is skipped.
+    pub fn buffer(&self) -> u64 {
+        self.buffer
     }
 }
 

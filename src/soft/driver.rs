@@ -863,6 +863,7 @@ impl Wrappable for SoftDriver {
         op: Op<'_, W>,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        note_buffer(&mut s, objects.buffer());
         let object = match &op {
             Op::Update { resource, .. } => resource.object().id,
             Op::Bind {
@@ -926,6 +927,7 @@ impl Wrappable for SoftDriver {
         objects: &Resolver<'_, W>,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        note_buffer(&mut s, objects.buffer());
         let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
         let state = objects.state().len();
         self.world.record_event(
@@ -942,5 +944,18 @@ impl Wrappable for SoftDriver {
             s.open_lists.push(id);
         }
         Ok(())
+    }
+}
+
+/// The buffer a hook was told it runs in never goes back, and the next submit's fence is the
+/// last one told (checked there). It may move on without a submit: a buffer whose every
+/// operation the driver refused stays empty and is never submitted.
+fn note_buffer(s: &mut State, buffer: u64) {
+    match s.open_buffer {
+        Some(open) if buffer < open => {
+            let what = format!("a hook told buffer {buffer} after buffer {open}");
+            SoftWorld::violate(s, "R-D1", what);
+        }
+        _ => s.open_buffer = Some(buffer),
     }
 }

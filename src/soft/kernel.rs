@@ -120,6 +120,15 @@ impl Kernel for SoftKernel {
                 "submit off the immediate context's thread".into(),
             );
         }
+        if let Some(told) = s.open_buffer.take() {
+            if told != submission.fence {
+                let what = format!(
+                    "hooks were told buffer {told}, the submit carries fence {}",
+                    submission.fence
+                );
+                SoftWorld::violate(&mut s, "R-D1", what);
+            }
+        }
         if submission.fence <= s.last_submitted {
             let what = format!(
                 "fence {} submitted after {}",

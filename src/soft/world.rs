@@ -186,6 +186,9 @@ pub(crate) struct State {
     pub(crate) list_refs: HashMap<u64, u64>,
     /// Lists executed in the open buffer.
     pub(crate) open_lists: Vec<u64>,
+    /// The last buffer number the hooks were told since the last submit (`Resolver::buffer`):
+    /// the submit must carry it as its fence.
+    pub(crate) open_buffer: Option<u64>,
     /// Scratch bytes for copies (capacity kept).
     pub(crate) scratch: Vec<u8>,
     /// What the driver handed out and how it ended (checked while tracing).
