@@ -227,8 +227,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
         Ok(())
     }
 
-    /// Creates the driver's state of a deferred context (CreateDeferredContext), on the
-    /// thread creating it.
+    /// Creates the driver's state of a deferred context (CreateDeferredContext): on the
+    /// thread creating the context, and again on the context's own thread when Finish or
+    /// Abandon renews its state without recycling it (recycling off, or
+    /// [`Driver::recycle_create_deferred_context`] failed, R-R3), after
+    /// [`Driver::destroy_deferred_context`] of the old state.
     fn create_deferred_context(&self, id: u32) -> Result<Self::Deferred>;
 
     /// Destroys a deferred context's state: on the context's thread when it is dropped, and
