@@ -22,7 +22,7 @@
 use core::cell::Cell;
 use core::marker::PhantomData;
 
-use crossbeam_epoch as epoch;
+use crossbeam_epoch::{self as epoch, Guard};
 use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
@@ -174,22 +174,26 @@ fn zeroed(len: usize) -> Result<Box<[u8]>> {
     Ok(bytes.into_boxed_slice())
 }
 
-/// Splits the context into what opening handles needs and the rest, without borrowing the
-/// whole context.
-macro_rules! cls_ctx {
-    ($self:ident, $guard:expr) => {{
-        let s = &*$self.device.shared;
-        let dc = $self.dc.as_mut().ok_or(Error::OutOfMemory)?;
-        ClsCtx {
+impl<D: Driver, K: Kernel> DeferredContext<D, K> {
+    /// The handle table and what opening and closing handles needs from the context: split
+    /// borrows of one `&mut self`. Without driver state (R-R3) there is nothing to open
+    /// handles on: out of memory.
+    #[inline]
+    fn cls_parts<'a>(
+        &'a mut self,
+        guard: &'a Guard,
+    ) -> Result<(&'a mut ClsTable<D>, ClsCtx<'a, D>)> {
+        let s = &*self.device.shared;
+        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let ctx = ClsCtx {
             driver: &s.driver,
             dc,
             registry: &s.registry,
-            guard: $guard,
-        }
-    }};
-}
+            guard,
+        };
+        Ok((&mut self.cls, ctx))
+    }
 
-impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// This context's id, as errors and callbacks name it.
     pub fn id(&self) -> ContextId {
         ContextId::Deferred(self.id)
@@ -319,8 +323,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn use_object(&mut self, handle: AnyHandle) -> Result<()> {
         let guard = epoch::pin();
-        let mut ctx = cls_ctx!(self, &guard);
-        self.cls.use_object(&mut ctx, handle)
+        let (cls, mut ctx) = self.cls_parts(&guard)?;
+        cls.use_object(&mut ctx, handle)
     }
 
     /// Records a driver-defined command; opens the context-local handles of the objects it
@@ -337,8 +341,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.check_alive()?;
         self.reserve_op()?;
         let guard = epoch::pin();
-        let mut ctx = cls_ctx!(self, &guard);
-        let cls = &mut self.cls;
+        let (cls, mut ctx) = self.cls_parts(&guard)?;
         let mut failed = None;
         command.for_each_object(&mut |h| {
             if failed.is_none() {
