@@ -23,13 +23,18 @@ pub fn setup(
     .unwrap()
 }
 
-/// A plain buffer of `bytes` bytes.
 /// `h` with another kind, as a C caller holding raw 64-bit handles could pass it: the engine
 /// must refuse it wherever the kind matters (R-E1).
 pub fn forge<U: ObjectKind, T: ObjectKind>(h: Handle<T>) -> Handle<U> {
     Handle::from_bits(h.to_bits()).expect("a handle's bits have a generation")
 }
 
+/// An application error of `kind` (R-E1).
+pub fn app(kind: cmdlist::AppError) -> cmdlist::Error {
+    cmdlist::Error::Application(kind)
+}
+
+/// A plain buffer of `bytes` bytes.
 pub fn buffer(bytes: u64) -> ResourceDesc {
     ResourceDesc {
         byte_size: bytes,

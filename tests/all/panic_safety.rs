@@ -17,6 +17,8 @@ use std::sync::{Arc, OnceLock};
 use std::thread;
 
 use cmdlist::handle::{Resource, View};
+
+use crate::common::buffer;
 use cmdlist::soft::inject::{
     self, Fault, FaultPlan, FaultSoftCommandList, FaultSoftDeferredContext, FaultSoftDevice,
     FaultSoftImmediate, InjectedPanic,
@@ -176,13 +178,6 @@ impl Run<'_> {
     /// Whether the fault was reached at or after call `from`.
     fn hit_since(&self, from: u64) -> bool {
         self.plan.hit().is_some_and(|h| h.call >= from)
-    }
-}
-
-fn buffer(byte_size: u64) -> ResourceDesc {
-    ResourceDesc {
-        byte_size,
-        ..Default::default()
     }
 }
 

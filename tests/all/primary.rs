@@ -5,12 +5,14 @@
 use std::thread;
 
 use cmdlist::handle::Resource;
+
+use crate::common::app;
 use cmdlist::soft::{
     self, Gpu, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
 };
 use cmdlist::{
-    AllocationHandle, AppError, Clock, Device, DeviceConfig, Error, Handle, HandleType,
-    ImmediateContext, ObjectDesc, ResourceDesc, ResourceFlags, ViewDesc,
+    AllocationHandle, AppError, Clock, Device, DeviceConfig, Handle, HandleType, ImmediateContext,
+    ObjectDesc, ResourceDesc, ResourceFlags, ViewDesc,
 };
 
 type Dev = Device<SoftDriver, SoftKernel>;
@@ -41,10 +43,6 @@ fn ids(device: &Dev, h: Handle<Resource>) -> (u64, AllocationHandle) {
 
 fn pos(trace: &[TraceEvent], f: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
     trace.iter().position(f)
-}
-
-fn app(kind: AppError) -> Error {
-    Error::Application(kind)
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::thread;
 
 use cmdlist::handle::{Any, Query, Resource, View};
 
-use crate::common::forge;
+use crate::common::{app, buffer, forge};
 use cmdlist::soft::{self, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 use cmdlist::{
     AppError, BindClass, BindPoint, ContextId, Device, DeviceConfig, Error, Handle, HandleSize,
@@ -20,17 +20,6 @@ type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 
 fn setup() -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
     soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap()
-}
-
-fn buffer(bytes: u64) -> ResourceDesc {
-    ResourceDesc {
-        byte_size: bytes,
-        ..Default::default()
-    }
-}
-
-fn app(kind: AppError) -> Error {
-    Error::Application(kind)
 }
 
 fn view_of(device: &Dev, r: Handle<Resource>) -> cmdlist::Result<Handle<View>> {
