@@ -231,6 +231,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.bindings.get(point)
     }
 
+    /// Every binding of the recording, sorted by point (as
+    /// [`crate::ImmediateContext::bindings`]).
+    pub fn bindings(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + '_ {
+        self.bindings.iter()
+    }
+
     /// Counters and memory.
     pub fn stats(&self) -> DeferredStats {
         DeferredStats {

@@ -123,6 +123,11 @@ fn r_c1_state_refresh_reports_bindings_during_create_and_nothing_after() {
     dc.bind(VB1, None).unwrap();
     dc.update(r2, 0, &[5; 8]).unwrap();
     assert_eq!(dc.binding(SRV0), Some(v.any()));
+    let mut all: Vec<_> = dc.bindings().collect();
+    all.sort_by_key(|&(point, _)| point);
+    assert_eq!(dc.bindings().collect::<Vec<_>>(), all, "sorted by point");
+    assert_eq!(all.len(), 3, "VB1 was unbound: {all:?}");
+    assert!(all.contains(&(SRV0, v.any())) && all.contains(&(VB0, r2.any())));
     assert_eq!(dc.binding(VB0), Some(r2.any()));
     assert_eq!(dc.binding(VB1), None);
     assert_eq!(dc.stats().open_handles, 4, "r, v, r2 and the blend state");
@@ -162,6 +167,7 @@ fn r_c1_state_refresh_reports_bindings_during_create_and_nothing_after() {
     assert_eq!(dc.binding(SRV0), None);
     assert_eq!(dc.binding(VB0), None);
     assert_eq!(dc.binding(BLEND), None);
+    assert_eq!(dc.bindings().count(), 0, "nothing bound after Finish");
     assert_eq!(dc.stats().open_handles, 0);
     assert_eq!(dc.driver_state().unwrap().open_handles, 0);
 
