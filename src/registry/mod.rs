@@ -14,6 +14,23 @@
 //! engine's last-referenced-buffer stamp), so IC writes never invalidate lines that deferred
 //! contexts read (R-L3).
 //!
+//! # An entry's life
+//! Two atomics carry it: `state` (who may destroy the object) and `holders` (what keeps it
+//! from its real destruction, plus the `FREED` bit once that happened). A slot is linked to
+//! one entry per life; the generation tells lives apart.
+//!
+//! | state | holders | meaning | next, and who moves it |
+//! |---|---|---|---|
+//! | (slot reserved) | | a create in progress holds the slot | `link` (creating thread) → `LIVE`; a failed create gives the slot back |
+//! | `LIVE` | n | live, held by n views, open context-local handles, lists, bindings | `mark_destroyed` (any thread, once: a second is a double destroy, R-E1) → `DESTROYED`, queued for the immediate context |
+//! | `DESTROYED` | n > 0 | destroyed by the application, still held: its holders (a list replaying it) use it, lookups for a live object refuse it | the last `release` (any thread) → n = 0 |
+//! | `DESTROYED` | 0 | waiting for its buffer's submit (R-D1) | `try_seal` (immediate context, once the clock allows) → `FREED` |
+//! | `LIVE` or `DESTROYED` | any | device destruction | `claim_for_drain` (immediate context) → `CLAIMED`, then `seal` → `FREED` whatever holds it |
+//! | any | `FREED` | really destroyed: `destroy_object` ran, nothing can take a hold | `free` (immediate context) unlinks it into the limbo; the slot comes back after the CPU epoch (`reclaim`) |
+//!
+//! Holds are taken only while `FREED` is clear (`hold` fails after), so a sealed entry gains
+//! no holder; only the immediate context seals, unlinks and frees.
+//!
 //! # Invariant
 //! A reader that finds an entry through a slot while pinned may use it until it unpins:
 //! entries are unlinked only by the immediate context's thread (the single reclaimer, proven
