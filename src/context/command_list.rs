@@ -56,7 +56,7 @@ use crate::registry::HeldEntry;
 
 /// What a command list is made of; recycled with its node.
 pub(crate) struct ListBody<D: Driver> {
-    pub(crate) rec: Box<Recording<D::Command>>,
+    pub(crate) rec: Box<CachePadded<Recording<D::Command>>>,
     /// Objects the list holds (R-H2: their immediate-context handles outlive it).
     pub(crate) held: Vec<HeldEntry<D>>,
     /// The immediate-context command-list handle's memory (R-R2).

@@ -23,6 +23,7 @@ use core::cell::Cell;
 use core::marker::PhantomData;
 
 use crossbeam_epoch::{self as epoch, Guard};
+use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
@@ -103,7 +104,10 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// The driver's state; `None` once it could not be made again ([`DeferredMode::StateLost`]).
     dc: Option<D::Deferred>,
     cls: ClsTable<D>,
-    rec: Box<Recording<D::Command>>,
+    /// Boxed, so that Finish hands it to the list by swapping pointers; padded, so that two
+    /// contexts' recordings, allocated one after the other, never share a cache line while
+    /// two threads record.
+    rec: Box<CachePadded<Recording<D::Command>>>,
     bindings: Bindings,
     /// Resources mapped and not yet unmapped, with their payload.
     mapped: Vec<(Handle<Resource>, Payload)>,
@@ -145,7 +149,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             id,
             dc: Some(dc),
             cls,
-            rec: Box::default(),
+            rec: Box::new(CachePadded::new(Recording::default())),
             bindings: Bindings::default(),
             mapped: Vec::new(),
             begun: Vec::new(),
@@ -684,7 +688,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             device: self.device.clone(),
             home: Arc::clone(self.lists.home()),
             body: ListBody {
-                rec: Box::default(),
+                rec: Box::new(CachePadded::new(Recording::default())),
                 held: Vec::new(),
                 private,
                 local,
