@@ -48,6 +48,7 @@ fn r_r1_one_command_list_keeps_at_most_512_bytes() {
         dc.command(SoftCommand::Copy { dst, src }).unwrap();
         let list = dc.finish().unwrap();
         let stats = list.stats();
+        println!("a one-copy list keeps {} bytes", stats.retained_bytes);
         assert_eq!(stats.operations, 1);
         assert!(
             stats.retained_bytes <= 512,
