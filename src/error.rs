@@ -1,11 +1,4 @@
-//! One error type for the whole engine, keeping R-E1's split: whose fault is it?
-//!
-//! - [`Error::Application`]: the application broke the API contract (a stale handle, a
-//!   double destroy, a command list executed after its destroy...). The debug layer would
-//!   blame the application (`D3DDDIERR_APPLICATIONERROR`).
-//! - [`Error::InvalidArg`]: the driver broke the protocol (a context-local handle size it did
-//!   not list, a malformed table). The debug layer would blame the driver (`E_INVALIDARG`).
-//! - [`Error::OutOfMemory`] and [`Error::DeviceRemoved`]: resource exhaustion and device loss.
+//! Errors: see [`Error`].
 
 use core::fmt;
 
@@ -39,7 +32,14 @@ pub enum AppError {
     OutOfRange,
 }
 
-/// An engine error. See the module docs for whose fault each variant is (R-E1).
+/// One error type for the whole engine, keeping R-E1's split: whose fault is it?
+///
+/// - [`Error::Application`]: the application broke the API contract (a stale handle, a
+///   double destroy, a command list executed after its destroy...). The debug layer would
+///   blame the application (`D3DDDIERR_APPLICATIONERROR`).
+/// - [`Error::InvalidArg`]: the driver broke the protocol (a context-local handle size it did
+///   not list, a malformed table). The debug layer would blame the driver (`E_INVALIDARG`).
+/// - [`Error::OutOfMemory`] and [`Error::DeviceRemoved`]: resource exhaustion and device loss.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Error {

@@ -1,45 +1,4 @@
-//! A finished recording: `Send + Sync`, executable on the immediate context any number of
-//! times (CommandListExecute, R-C3), destroyed by dropping it, on any thread (R-R4, R-R7).
-//!
-//! # A list's life
-//! Each transition, the hook it runs, on which thread, and what holds (the owners: the
-//! [`crate::DeferredContext`] while recording, the [`CommandList`] value while the application
-//! has it, the context's `ListPool` or the device's queue of retired lists after):
-//!
-//! - **Recording**, on the deferred context's thread: operations and payloads go into the
-//!   context's recording; each object named opens a context-local handle that holds it
-//!   (`open_local`, R-H1..R-H5). No list exists yet.
-//! - **Finished** (Finish, the context's thread, R-R7 in order): destroyed lists whose buffer
-//!   passed the list clock are recycled into the pool (`recycle_command_list`, R-R5); a
-//!   cached list is made valid (`recycle_create_command_list`, R-R6) or a new one created
-//!   (`calc_private_command_list_size`, `create_command_list`,
-//!   `calc_deferred_context_handle_size(COMMANDLIST)`), while state-refresh queries still
-//!   answer the bindings (R-C1); every handle is closed (`close_local`) and its hold passes to
-//!   the list; the recording becomes the list's; the context is renewed
-//!   (`recycle_create_deferred_context`). The list is *live* (`ListState`), its stamp 0.
-//! - **Executed n times and stamped**, on the immediate context's thread
-//!   (`execute_command_list`, then each operation through `execute`, then `ClearState`,
-//!   R-C3): each execute stamps the list with the open buffer
-//!   (`ListStamp`) and references the objects it holds in that buffer.
-//! - **Destroyed or recycle-destroyed** (the drop, any thread, R-R4): the holds are released;
-//!   while its context lives and the device recycles, `recycle_destroy_command_list` (the
-//!   driver keeps the memory; *recycle-destroyed*) and the list goes to its context's inbox;
-//!   otherwise it is *retired*.
-//! - **Waiting**, in the pool (the context's thread, at its next Finish): a list whose stamp has
-//!   not passed the list clock waits; nothing may write its memory.
-//! - **Recycled** (the context's thread, at a Finish): `recycle_command_list`, the list is
-//!   *cached*, and a later Finish makes it live again (above); or **retired** (any thread):
-//!   its context is gone or recycling is off, it ends with `destroy_command_list` (or, cached,
-//!   with its context's `destroy_deferred_context`).
-//! - **Freed**: the memory goes once the stamp passed the clock: at once, or from the device's
-//!   queue of retired lists after a later flush of the immediate context, or at device
-//!   destruction (the GPU is idle then).
-//!
-//! A list holds every object it names, so an object the application destroys after recording
-//! it stays usable by the list and is really destroyed after the list is (as D3D's references
-//! keep it). The list's Map(DISCARD) data and update payloads live in its own arena and replay
-//! the same every time. A list is executable only while the Rust value exists (R-R8); a list
-//! of another device is refused.
+//! Command lists: see [`CommandList`].
 
 use std::sync::Arc;
 
@@ -214,7 +173,71 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     }
 }
 
-/// A command list. See the module docs. Dropping it is the free-threaded destroy.
+/// A command list. Dropping it is the free-threaded destroy.
+///
+/// A finished recording: `Send + Sync`, executable on the immediate context any number of
+/// times (CommandListExecute, R-C3), destroyed by dropping it, on any thread (R-R4, R-R7).
+///
+/// # A list's life
+/// Each transition, the hook it runs, on which thread, and what holds (the owners: the
+/// [`crate::DeferredContext`] while recording, the [`CommandList`] value while the application
+/// has it, the context's `ListPool` or the device's queue of retired lists after):
+///
+/// - **Recording**, on the deferred context's thread: operations and payloads go into the
+///   context's recording; each object named opens a context-local handle that holds it
+///   (`open_local`, R-H1..R-H5). No list exists yet.
+/// - **Finished** (Finish, the context's thread, R-R7 in order): destroyed lists whose buffer
+///   passed the list clock are recycled into the pool (`recycle_command_list`, R-R5); a
+///   cached list is made valid (`recycle_create_command_list`, R-R6) or a new one created
+///   (`calc_private_command_list_size`, `create_command_list`,
+///   `calc_deferred_context_handle_size(COMMANDLIST)`), while state-refresh queries still
+///   answer the bindings (R-C1); every handle is closed (`close_local`) and its hold passes to
+///   the list; the recording becomes the list's; the context is renewed
+///   (`recycle_create_deferred_context`). The list is *live* (`ListState`), its stamp 0.
+/// - **Executed n times and stamped**, on the immediate context's thread
+///   (`execute_command_list`, then each operation through `execute`, then `ClearState`,
+///   R-C3): each execute stamps the list with the open buffer
+///   (`ListStamp`) and references the objects it holds in that buffer.
+/// - **Destroyed or recycle-destroyed** (the drop, any thread, R-R4): the holds are released;
+///   while its context lives and the device recycles, `recycle_destroy_command_list` (the
+///   driver keeps the memory; *recycle-destroyed*) and the list goes to its context's inbox;
+///   otherwise it is *retired*.
+/// - **Waiting**, in the pool (the context's thread, at its next Finish): a list whose stamp has
+///   not passed the list clock waits; nothing may write its memory.
+/// - **Recycled** (the context's thread, at a Finish): `recycle_command_list`, the list is
+///   *cached*, and a later Finish makes it live again (above); or **retired** (any thread):
+///   its context is gone or recycling is off, it ends with `destroy_command_list` (or, cached,
+///   with its context's `destroy_deferred_context`).
+/// - **Freed**: the memory goes once the stamp passed the clock: at once, or from the device's
+///   queue of retired lists after a later flush of the immediate context, or at device
+///   destruction (the GPU is idle then).
+///
+/// A list holds every object it names, so an object the application destroys after recording
+/// it stays usable by the list and is really destroyed after the list is (as D3D's references
+/// keep it). The list's Map(DISCARD) data and update payloads live in its own arena and replay
+/// the same every time. A list is executable only while the Rust value exists (R-R8); a list
+/// of another device is refused.
+///
+/// Dropped on another thread: its memory goes back to its context, which recycles it at its
+/// next Finish once the buffer that executed it was submitted (R-R4, R-R5):
+///
+/// ```
+/// use cmdlist::soft::null::{copy_of, null_device};
+///
+/// let (device, mut ic) = null_device(true);
+/// let copy = copy_of(&device);
+/// let mut dc = device.create_deferred_context()?;
+/// dc.command(copy)?;
+/// let list = dc.finish()?;
+/// ic.execute_command_list(&list)?;
+/// std::thread::spawn(move || drop(list)).join().unwrap();
+/// ic.flush()?;
+/// dc.command(copy)?;
+/// let again = dc.finish()?;
+/// assert_eq!(dc.stats().recycled, 1, "made from the dropped list's memory");
+/// # drop(again);
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
 pub struct CommandList<D: Driver, K: Kernel> {
     node: Option<Box<ListNode<D, K>>>,
 }

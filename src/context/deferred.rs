@@ -1,23 +1,4 @@
-//! A deferred context: records commands on its own thread for the immediate context to
-//! execute later (R-C1..R-C4, R-E2, R-E3, R-H1..R-H5).
-//!
-//! `Send` but not `Sync`: one thread at a time (R-T1). Each entry point opens the
-//! context-local handles of the objects it names on their first use in the recording
-//! (`cls`), then appends a plain value to the recording (`record`).
-//!
-//! # Errors (R-E2, R-E3)
-//! Errors are returned and reported on this context's sink
-//! ([`crate::ContextId::Deferred`]). When the context runs out of memory (its budget, or an
-//! allocation), it is removed locally: the partial list is dropped, its handles closed, the
-//! amortised-processing callback is pumped (R-A2), later calls are accepted and do nothing,
-//! and [`DeferredContext::finish`] returns [`Error::OutOfMemory`]; after that the context
-//! records normally again. Nothing else is affected.
-//!
-//! # Finish (R-C1, R-C4, R-R7)
-//! Still-begun queries are ended and still-mapped resources unmapped; the command list is
-//! created while state-refresh queries still answer the context's bindings; then the
-//! bindings are cleared, every context-local handle is closed (dependents first) and the
-//! driver's context state is recycled (or destroyed and created again).
+//! Deferred contexts: see [`DeferredContext`].
 
 use core::cell::Cell;
 use core::marker::PhantomData;
@@ -97,7 +78,46 @@ enum Calls {
     Removed,
 }
 
-/// A deferred context. See the module docs.
+/// A deferred context: records commands on its own thread for the immediate context to
+/// execute later (R-C1..R-C4, R-E2, R-E3, R-H1..R-H5).
+///
+/// `Send` but not `Sync`: one thread at a time (R-T1). Each entry point opens the
+/// context-local handles of the objects it names on their first use in the recording
+/// (`cls`), then appends a plain value to the recording (`record`).
+///
+/// # Errors (R-E2, R-E3)
+/// Errors are returned and reported on this context's sink
+/// ([`crate::ContextId::Deferred`]). When the context runs out of memory (its budget, or an
+/// allocation), it is removed locally: the partial list is dropped, its handles closed, the
+/// amortised-processing callback is pumped (R-A2), later calls are accepted and do nothing,
+/// and [`DeferredContext::finish`] returns [`Error::OutOfMemory`]; after that the context
+/// records normally again. Nothing else is affected.
+///
+/// # Finish (R-C1, R-C4, R-R7)
+/// Still-begun queries are ended and still-mapped resources unmapped; the command list is
+/// created while state-refresh queries still answer the context's bindings; then the
+/// bindings are cleared, every context-local handle is closed (dependents first) and the
+/// driver's context state is recycled (or destroyed and created again).
+///
+/// Recording on a thread of its own (`Send`), the list back to the immediate context's:
+///
+/// ```
+/// use cmdlist::soft::null::{copy_of, null_device};
+///
+/// let (device, mut ic) = null_device(true);
+/// let copy = copy_of(&device);
+/// let mut dc = device.create_deferred_context()?;
+/// let (dc, list) = std::thread::spawn(move || -> cmdlist::Result<_> {
+///     dc.command(copy)?;
+///     let list = dc.finish()?; // handles closed, state cleared (R-C1)
+///     Ok((dc, list))
+/// })
+/// .join()
+/// .unwrap()?;
+/// assert_eq!(dc.stats().open_handles, 0);
+/// ic.execute_command_list(&list)?;
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
 pub struct DeferredContext<D: Driver, K: Kernel> {
     device: Device<D, K>,
     id: u32,

@@ -121,6 +121,30 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 /// Free-threaded entry points (any thread, several at once, R-F1): [`Device::create`] and its
 /// typed forms, [`Device::destroy`], [`Device::object`]. Primaries are created and destroyed
 /// on the immediate context instead (R-P1).
+///
+/// Two threads create at once; the destroys are queued and done by the immediate context
+/// at its flush (R-D1, R-D2), with the null driver of `soft::null`:
+///
+/// ```
+/// use cmdlist::soft::null::null_device;
+/// use cmdlist::ResourceDesc;
+///
+/// let (device, mut ic) = null_device(true);
+/// let desc = ResourceDesc { byte_size: 64, ..Default::default() };
+/// let created = std::thread::scope(|s| {
+///     let workers: Vec<_> = (0..2)
+///         .map(|_| s.spawn(|| device.create_resource(desc)))
+///         .collect();
+///     workers.into_iter().map(|w| w.join().unwrap()).collect::<Result<Vec<_>, _>>()
+/// })?;
+/// for resource in created {
+///     device.destroy(resource)?;
+/// }
+/// assert_eq!(ic.retire_stats().destroyed, 0, "queued, not yet destroyed");
+/// ic.flush()?;
+/// assert_eq!(ic.retire_stats().destroyed, 2);
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
 pub struct Device<D: Driver, K: Kernel> {
     pub(crate) shared: Arc<DeviceShared<D, K>>,
 }

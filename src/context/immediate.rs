@@ -1,11 +1,4 @@
-//! The immediate context: the one thread that builds and submits command buffers (R-T1),
-//! performs deferred destructions (R-D1..R-D3) and owns primaries (R-P1).
-//!
-//! `Send` but not `Sync`: one thread drives it at a time. Every operation resolves its
-//! handles first (a stale or destroyed one is an application error and nothing runs), calls
-//! [`Driver::execute`], and, when the driver accepted it, stamps each object with the open
-//! buffer's number (the last buffer that references it, which decides when its memory may be
-//! deallocated): a refused operation references nothing.
+//! The immediate context: see [`ImmediateContext`].
 
 use core::cell::Cell;
 use core::marker::PhantomData;
@@ -49,7 +42,31 @@ enum Life {
     Destroyed,
 }
 
-/// The immediate context. See the module docs.
+/// The immediate context: the one thread that builds and submits command buffers (R-T1),
+/// performs deferred destructions (R-D1..R-D3) and owns primaries (R-P1).
+///
+/// `Send` but not `Sync`: one thread drives it at a time. Every operation resolves its
+/// handles first (a stale or destroyed one is an application error and nothing runs), calls
+/// [`Driver::execute`], and, when the driver accepted it, stamps each object with the open
+/// buffer's number (the last buffer that references it, which decides when its memory may be
+/// deallocated): a refused operation references nothing.
+///
+/// A list executed twice, then one flush submits the buffer both executions went into:
+///
+/// ```
+/// use cmdlist::soft::null::{copy_of, null_device};
+///
+/// let (device, mut ic) = null_device(true);
+/// let mut dc = device.create_deferred_context()?;
+/// dc.command(copy_of(&device))?;
+/// let list = dc.finish()?;
+/// ic.execute_command_list(&list)?;
+/// ic.execute_command_list(&list)?; // a list runs any number of times (R-C3)
+/// ic.flush()?;
+/// drop((list, dc));
+/// ic.destroy_device()?; // every deferred context gone first (R-H2)
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
 pub struct ImmediateContext<D: Driver, K: Kernel> {
     device: Device<D, K>,
     imm: D::Immediate,
