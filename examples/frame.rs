@@ -186,8 +186,8 @@ impl Recorder for ImmediateContext {
         Ok(ImmediateContext::bind(self, point, Some(object))?)
     }
     fn write_discard(&mut self, r: Handle<Resource>, data: &[u8]) -> Res {
-        self.map_discard(r)?;
-        Ok(self.unmap(r, data)?)
+        self.map_discard(r)?.copy_from_slice(data);
+        Ok(self.unmap(r)?)
     }
 }
 

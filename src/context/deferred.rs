@@ -16,8 +16,9 @@ use crate::context::command_list::{
 };
 use crate::context::device::Device;
 use crate::context::list_pool::ListPool;
+use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::driver::{Command, Driver, ListMemory};
-use crate::error::{AppError, Error, Result};
+use crate::error::{Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, Kernel};
 use crate::lists::list_clock::ListStamp;
@@ -129,10 +130,9 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// two threads record.
     rec: Box<CachePadded<Recording<D::Command>>>,
     bindings: Bindings,
-    /// Resources mapped and not yet unmapped, with their payload.
-    mapped: Vec<(Handle<Resource>, Payload)>,
-    /// Queries begun and not yet ended (R-C4).
-    begun: Vec<Handle<Query>>,
+    /// Resources mapped and not yet unmapped, with their payload, and queries begun and not
+    /// yet ended (R-C4).
+    open: MappedAndBegun<Payload>,
     calls: Calls,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
@@ -171,8 +171,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             cls,
             rec: Box::new(CachePadded::new(Recording::default())),
             bindings: Bindings::default(),
-            mapped: Vec::new(),
-            begun: Vec::new(),
+            open: MappedAndBegun::default(),
             calls: Calls::Recorded,
             sink: Vec::new(),
             lists: ListPool::new(),
@@ -341,8 +340,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Drops the recording and closes every handle, releasing what they held.
     fn unload(&mut self) {
         self.rec.clear();
-        self.mapped.clear();
-        self.begun.clear();
+        self.open.clear();
         self.bindings.clear();
         let s = &*self.device.shared;
         if let Some(dc) = self.dc.as_mut() {
@@ -467,18 +465,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn query_inner(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
         self.check_alive()?;
         self.reserve_op()?;
-        let begun = self.begun.iter().position(|q| *q == query);
-        if begin && begun.is_some() {
-            return Err(AppError::InvalidState.into());
-        }
+        self.open.check_query(query, begin)?;
         self.use_object(query.any())?;
-        match (begin, begun) {
-            (true, _) => self.begun.push(query),
-            (false, Some(i)) => {
-                self.begun.swap_remove(i);
-            }
-            (false, None) => {}
-        }
+        self.open.query(query, begin);
         if !self.rec.queries.contains(&query) {
             self.rec.queries.push(query);
         }
@@ -527,9 +516,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<Payload> {
         self.check_alive()?;
-        if self.mapped.iter().any(|(r, _)| *r == resource) {
-            return Err(AppError::InvalidState.into());
-        }
+        self.open.check_map(resource)?;
         let size = {
             let guard = epoch::pin();
             let registry = &self.device.shared.registry;
@@ -539,7 +526,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.zeroed(size)?;
         self.rec.payload_bytes += size;
-        self.mapped.push((resource, payload));
+        self.open.map(resource, payload);
         Ok(payload)
     }
 
@@ -554,12 +541,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn unmap_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
-        let i = self
-            .mapped
-            .iter()
-            .position(|(r, _)| *r == resource)
-            .ok_or(AppError::InvalidState)?;
-        let (resource, payload) = self.mapped.swap_remove(i);
+        let payload = self.open.unmap(resource)?;
         self.record_unmap(resource, payload);
         Ok(())
     }
@@ -601,11 +583,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn finish_inner(&mut self) -> Result<CommandList<D, K>> {
         self.check_alive()?;
         // R-C4: end what is still begun, unmap what is still mapped.
-        while let Some(query) = self.begun.pop() {
+        while let Some(query) = self.open.pop_begun() {
             self.reserve_op()?;
             self.push_op(Recorded::EndQuery(query));
         }
-        while let Some((resource, payload)) = self.mapped.pop() {
+        while let Some((resource, payload)) = self.open.pop_mapped() {
             self.record_unmap(resource, payload);
         }
         // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh

@@ -12,6 +12,7 @@ use crate::bind::{BindPoint, Bindings, StateView};
 use crate::context::amortize::Amortizer;
 use crate::context::command_list::{free_now, CommandList, ListBody, ListNode};
 use crate::context::device::{Device, DeviceShared};
+use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::desc::{ObjectDesc, ResourceDesc};
 use crate::driver::{Command, Driver, Op};
 use crate::error::{AppError, Error, Result};
@@ -78,10 +79,12 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// past `last_submitted`.
     completed: u64,
     retire: RetireQueue,
-    /// Resources mapped on this context (R-C4).
-    mapped: Vec<Handle<Resource>>,
-    /// Queries begun on this context and not yet ended (R-C4).
-    begun: Vec<Handle<Query>>,
+    /// Resources mapped on this context, with the bytes their new contents are written to,
+    /// and queries begun and not yet ended (R-C4).
+    open: MappedAndBegun<Vec<u8>>,
+    /// Contents buffers of earlier maps, kept for the next ones: a steady map/unmap pattern
+    /// allocates nothing.
+    spare_contents: Vec<Vec<u8>>,
     amortizer: Amortizer,
     /// Proves this is the device's one immediate context: the single reclaimer of entries.
     token: IcToken,
@@ -112,8 +115,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             last_submitted: 0,
             completed: 0,
             retire: RetireQueue::default(),
-            mapped: Vec::new(),
-            begun: Vec::new(),
+            open: MappedAndBegun::default(),
+            spare_contents: Vec::new(),
             amortizer: Amortizer::default(),
             lists_in_flight: Vec::new(),
             life: Life::Open,
@@ -385,23 +388,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
         let view = self.device.shared.registry.live(query, guard)?;
-        let begun = self.begun.iter().position(|q| *q == query);
-        if begin && begun.is_some() {
-            return Err(AppError::InvalidState.into());
-        }
+        self.open.check_query(query, begin)?;
         let op = if begin {
             Op::BeginQuery(view)
         } else {
             Op::EndQuery(view)
         };
         self.run(guard, &[view], None, op)?;
-        match (begin, begun) {
-            (true, _) => self.begun.push(query),
-            (false, Some(i)) => {
-                self.begun.swap_remove(i);
-            }
-            (false, None) => {}
-        }
+        self.open.query(query, begin);
         if !begin {
             // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
             unsafe { view.entry().ic_side() }.query_end = self.buffer.number;
@@ -409,65 +403,75 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Map(DISCARD) of a dynamic resource on this context (any other is an application
-    /// error); [`ImmediateContext::unmap`] gives its new contents. While mapped, executing a command list that recorded a Map of it is
-    /// an application error (R-C4).
-    pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<()> {
+    /// Map(DISCARD) of a dynamic resource (any other is an application error): the
+    /// resource's new contents, zeroed, to write until [`ImmediateContext::unmap`], which
+    /// hands them to the driver. While mapped, executing a command list that recorded a Map
+    /// of it is an application error (R-C4).
+    ///
+    /// The bytes are the context's own (reused from map to map), allocated fallibly: a
+    /// resource too big for memory is [`Error::OutOfMemory`].
+    pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         let result = self.map_inner(resource);
-        self.report(result)
+        self.report(result)?;
+        Ok(self.open.mapped(resource)?.as_mut_slice())
     }
 
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        // DISCARD maps dynamic resources only. No buffer of the resource's size is made here
-        // (the unmap brings the data), so any size is fine.
-        if !self
+        let size = self
             .device
             .shared
             .registry
             .live(resource, guard)?
-            .is_dynamic()
-        {
-            return Err(AppError::InvalidState.into());
+            .discard_len()?;
+        self.open.check_map(resource)?;
+        let mut contents = self.spare_contents.pop().unwrap_or_default();
+        contents.clear();
+        if contents.try_reserve_exact(size).is_err() {
+            self.spare_contents.push(contents);
+            return Err(Error::OutOfMemory);
         }
-        if self.mapped.contains(&resource) {
-            return Err(AppError::InvalidState.into());
-        }
-        self.mapped.push(resource);
+        contents.resize(size, 0);
+        self.open.map(resource, contents);
         Ok(())
     }
 
-    /// Unmap after [`ImmediateContext::map_discard`]: `data` becomes the resource's contents
-    /// from byte 0.
-    pub fn unmap(&mut self, resource: Handle<Resource>, data: &[u8]) -> Result<()> {
-        let result = self.unmap_inner(resource, data);
+    /// Unmap after [`ImmediateContext::map_discard`]: the bytes written become the
+    /// resource's contents.
+    pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
+        let result = self.unmap_inner(resource);
         self.report(result)
     }
 
-    fn unmap_inner(&mut self, resource: Handle<Resource>, data: &[u8]) -> Result<()> {
+    fn unmap_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
-        let i = self
-            .mapped
-            .iter()
-            .position(|r| *r == resource)
-            .ok_or(AppError::InvalidState)?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(resource, guard)?;
-        if data.len() as u64 > view.byte_size() {
-            return Err(AppError::OutOfRange.into());
+        let contents = self.open.unmap(resource)?;
+        let written = self
+            .device
+            .shared
+            .registry
+            .live(resource, guard)
+            .and_then(|view| {
+                let op = Op::WriteDiscard {
+                    resource: view,
+                    data: &contents,
+                };
+                self.run(guard, &[view], None, op)
+            });
+        match written {
+            Ok(()) => {
+                self.spare_contents.push(contents);
+                Ok(())
+            }
+            // A refused Unmap leaves the resource mapped, as before the call (a driver hook
+            // that panics ends the Map instead).
+            Err(e) => {
+                self.open.map(resource, contents);
+                Err(e)
+            }
         }
-        self.run(
-            guard,
-            &[view],
-            None,
-            Op::WriteDiscard {
-                resource: view,
-                data,
-            },
-        )?;
-        self.mapped.swap_remove(i);
-        Ok(())
     }
 
     /// CommandListExecute (R-C3): replays the list's operations through the driver, then
@@ -489,12 +493,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             return Err(AppError::CommandListNotExecutable.into());
         }
         let body = &list.data().body;
-        if body.rec.maps.iter().any(|r| self.mapped.contains(r)) {
-            return Err(AppError::MapConflict.into());
-        }
-        if body.rec.queries.iter().any(|q| self.begun.contains(q)) {
-            return Err(AppError::QueryConflict.into());
-        }
+        self.open.check_list(&body.rec.maps, &body.rec.queries)?;
         let s = &*self.device.shared;
         let guard = self.device.shared.registry.ic_guard(&self.token);
         for held in &body.held {

@@ -14,3 +14,4 @@ pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod immediate;
 pub(crate) mod list_pool;
+pub(crate) mod mapped_and_begun;

@@ -398,7 +398,7 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
     dc.unmap(r).unwrap();
     let list = dc.finish().unwrap();
 
-    ic.map_discard(r).unwrap();
+    ic.map_discard(r).unwrap().fill(3);
     world.clear_trace();
     let errors_before = world.errors().len();
     assert_eq!(
@@ -431,12 +431,12 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
     );
 
     // A mapping of another resource is no conflict; once unmapped the list executes.
-    ic.unmap(r, &[3; 32]).unwrap();
-    ic.map_discard(r2).unwrap();
+    ic.unmap(r).unwrap();
+    ic.map_discard(r2).unwrap().fill(4);
     ic.execute_command_list(&list).unwrap();
     assert_eq!(bytes(&world, ar), vec![9; 32]);
     assert_eq!(bytes(&world, ar2), vec![7; 32]);
-    ic.unmap(r2, &[4; 32]).unwrap();
+    ic.unmap(r2).unwrap();
     ic.flush().unwrap();
     world.assert_clean(false);
     drop((list, dc));
@@ -541,7 +541,7 @@ fn r_c4_finish_ends_begun_queries_and_unmaps() {
         ic.execute_command_list(&list),
         Err(Error::Application(AppError::MapConflict))
     );
-    ic.unmap(r, &[0; 32]).unwrap();
+    ic.unmap(r).unwrap();
     ic.flush().unwrap();
     world.assert_clean(false);
     drop((list, dc));
@@ -660,10 +660,7 @@ fn r_e2_dc_error_goes_to_its_own_sink() {
         Err(Error::Application(AppError::StaleHandle))
     );
     assert_eq!(b.unmap(r), Err(Error::Application(AppError::InvalidState)));
-    assert_eq!(
-        ic.unmap(r, &[0; 16]),
-        Err(Error::Application(AppError::InvalidState))
-    );
+    assert_eq!(ic.unmap(r), Err(Error::Application(AppError::InvalidState)));
     assert_eq!(
         world.errors(),
         vec![

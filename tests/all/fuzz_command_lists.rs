@@ -129,13 +129,13 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     }
     steps.extend([
         // R-C4: mapped on the IC, the list that maps it is refused and changes nothing.
-        Step::Immediate(IcOp::Map { resource: 0 }),
-        ic_write(0, 33),
-        execute(0),
-        Step::Immediate(IcOp::Unmap {
+        Step::Immediate(IcOp::Map {
             resource: 0,
             data: Bytes { len: 8, seed: 1 },
         }),
+        ic_write(0, 33),
+        execute(0),
+        Step::Immediate(IcOp::Unmap { resource: 0 }),
         execute(0),
         // R-C4: a query the IC began: the list that begins it is refused until the End.
         Step::Immediate(IcOp::BeginQuery { query: 0 }),
@@ -174,12 +174,12 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
         ic.execute_command_list(&list).unwrap();
         assert_eq!(world.read(alloc).unwrap(), expect);
     }
-    ic.map_discard(r).unwrap();
+    ic.map_discard(r).unwrap().fill(5);
     assert_eq!(
         ic.execute_command_list(&list),
         Err(Error::Application(AppError::MapConflict))
     );
-    ic.unmap(r, &[5; 32]).unwrap();
+    ic.unmap(r).unwrap();
     ic.execute_command_list(&list).unwrap();
     assert_eq!(world.read(alloc).unwrap(), expect);
     drop((list, dc));

@@ -429,8 +429,8 @@ fn body(
         run.step("ic.bind v", || ic.bind(SRV0, Some(v.any())));
     }
     if let Some(d) = d {
-        run.step("ic.map_discard d", || ic.map_discard(d));
-        run.step("ic.unmap d", || ic.unmap(d, &[4; 64]));
+        run.step("ic.map_discard d", || ic.map_discard(d).map(|b| b.fill(4)));
+        run.step("ic.unmap d", || ic.unmap(d));
     }
     if let (Some(a), Some(c)) = (a, c) {
         run.step("ic.copy a to c", || {

@@ -59,8 +59,8 @@ fn all_entry_points_refuse<T: ObjectKind>(
         ic.end_query(q),
         ic.query_signaled(q).map(|_| ()),
         ic.ic_data_mut(h).map(|_| ()),
-        ic.map_discard(r),
-        ic.unmap(r, &[0; 4]),
+        ic.map_discard(r).map(|_| ()),
+        ic.unmap(r),
         view_of(device, r).map(|_| ()),
     ] {
         assert!(

@@ -407,12 +407,13 @@ impl Handles {
                 ic.update(self.resources[*r], *offset, data).unwrap()
             }
             Step::Map { maps } => {
-                for (r, _) in maps {
-                    ic.map_discard(self.resources[*r]).unwrap();
+                for (r, patches) in maps {
+                    ic.map_discard(self.resources[*r])
+                        .unwrap()
+                        .copy_from_slice(&discarded(SIZES[*r], patches));
                 }
-                for (r, patches) in maps.iter().rev() {
-                    ic.unmap(self.resources[*r], &discarded(SIZES[*r], patches))
-                        .unwrap();
+                for (r, _) in maps.iter().rev() {
+                    ic.unmap(self.resources[*r]).unwrap();
                 }
             }
             Step::Bind { point, v } => ic.bind(*point, v.map(|v| self.views[v].any())).unwrap(),
@@ -725,8 +726,8 @@ fn r_c3_list_with_map_discard_replays_the_same_data_every_execution() {
             value: rng.byte(),
         })
         .unwrap();
-        ic.map_discard(r).unwrap();
-        ic.unmap(r, &rng.bytes(300)).unwrap();
+        ic.map_discard(r).unwrap().copy_from_slice(&rng.bytes(300));
+        ic.unmap(r).unwrap();
         // Other lists of the same context that map the same resource, executed (or not) and
         // dropped, so their memory is recycled while `list` lives on.
         let junk = rng.bytes(300);

@@ -408,17 +408,18 @@ pub enum IcOp {
     },
     /// A soft-driver command.
     Command(Cmd),
-    /// Map(DISCARD) (R-C4: lists that recorded a Map of it conflict until the Unmap).
+    /// Map(DISCARD), then writes at the start of the mapped (zeroed) contents (R-C4: lists
+    /// that recorded a Map of it conflict until the Unmap).
     Map {
         /// The resource.
         resource: u8,
+        /// What to write (up to the resource's size).
+        data: Bytes,
     },
-    /// Unmap with new contents from byte 0 (up to the size plus 4 bytes: refused beyond it).
+    /// Unmap: the contents written since the map become the resource's.
     Unmap {
         /// The resource.
         resource: u8,
-        /// The contents.
-        data: Bytes,
     },
     /// Binds an object, or unbinds.
     Bind {
@@ -1068,7 +1069,7 @@ struct Harness {
     /// Scratch for [`Harness::check_memory`]: which of [`Model::allocs`] the kernel has.
     seen: Vec<bool>,
     lists: Vec<MList>,
-    ic_mapped: Vec<usize>,
+    ic_mapped: Vec<(usize, Vec<u8>)>,
     ic_begun: Vec<usize>,
     ic_bindings: BTreeMap<BindPoint, AnyHandle>,
     /// Errors the soft kernel had received when the step began.
@@ -1690,7 +1691,11 @@ impl Harness {
 
     fn execute(&mut self, l: usize) {
         let list = &self.lists[l];
-        let expected = if list.maps.iter().any(|r| self.ic_mapped.contains(r)) {
+        let expected = if list
+            .maps
+            .iter()
+            .any(|r| self.ic_mapped.iter().any(|(x, _)| x == r))
+        {
             Err(AppError::MapConflict.into())
         } else if list.queries.iter().any(|q| self.ic_begun.contains(q)) {
             Err(AppError::QueryConflict.into())
@@ -1765,30 +1770,39 @@ impl Harness {
                 };
                 (actual, expected)
             }
-            IcOp::Map { resource } => {
+            IcOp::Map { resource, data } => {
                 let Some(r) = res(m, resource) else { return };
-                let actual = ic.map_discard(m.res[r].handle);
+                let size = m.size(r);
+                let data = data.make(size);
+                let actual = ic.map_discard(m.res[r].handle).map(|contents| {
+                    assert_eq!(contents.len(), size, "Map(DISCARD) hands out the resource");
+                    assert!(contents.iter().all(|b| *b == 0), "zeroed contents");
+                    contents[..data.len()].copy_from_slice(&data);
+                });
                 let expected = if m.res[r].destroyed {
                     Err(AppError::StaleHandle.into())
-                } else if self.ic_mapped.contains(&r) {
+                } else if self.ic_mapped.iter().any(|(x, _)| *x == r) {
                     Err(AppError::InvalidState.into())
                 } else {
-                    self.ic_mapped.push(r);
+                    let mut contents = vec![0; size];
+                    contents[..data.len()].copy_from_slice(&data);
+                    self.ic_mapped.push((r, contents));
                     Ok(())
                 };
                 (actual, expected)
             }
-            IcOp::Unmap { resource, data } => {
+            IcOp::Unmap { resource } => {
                 let Some(r) = res(m, resource) else { return };
-                let data = data.make(m.size(r) + 4);
-                let actual = ic.unmap(m.res[r].handle, &data);
-                let expected = match self.ic_mapped.iter().position(|x| *x == r) {
+                let actual = ic.unmap(m.res[r].handle);
+                let expected = match self.ic_mapped.iter().position(|(x, _)| *x == r) {
                     None => Err(AppError::InvalidState.into()),
                     Some(_) if m.res[r].destroyed => Err(AppError::StaleHandle.into()),
                     Some(i) => {
-                        let written = m.apply(&MOp::Write { res: r, data });
-                        if written.is_ok() {
-                            self.ic_mapped.swap_remove(i);
+                        let (_, data) = self.ic_mapped.swap_remove(i);
+                        let write = MOp::Write { res: r, data };
+                        let written = m.apply(&write);
+                        if let (Err(_), MOp::Write { data, .. }) = (&written, write) {
+                            self.ic_mapped.push((r, data)); // still mapped
                         }
                         written
                     }

@@ -235,19 +235,20 @@ pub enum Step {
         /// The query.
         pick: u16,
     },
-    /// Map(DISCARD) of the picked resource on the immediate context.
+    /// Map(DISCARD) of the picked resource on the immediate context, writing `len` bytes
+    /// (at most the resource's size) of `byte` from the start of its new contents.
     MapDiscard {
-        /// The resource.
-        pick: u16,
-    },
-    /// Unmap of the picked resource, writing `len` bytes of `byte` from its start.
-    Unmap {
         /// The resource.
         pick: u16,
         /// Bytes written.
         len: u8,
         /// Their value.
         byte: u8,
+    },
+    /// Unmap of the picked resource: its new contents become its bytes.
+    Unmap {
+        /// The resource.
+        pick: u16,
     },
     /// GetData of the picked query (flushes if its End is in the open buffer).
     PollQuery {
@@ -471,8 +472,9 @@ struct Harness {
     bindings: BTreeMap<BindPoint, AnyHandle>,
     /// Queries begun on the immediate context and not ended (R-C4's bookkeeping).
     begun: Vec<AnyHandle>,
-    /// Resources mapped on the immediate context.
-    mapped: Vec<AnyHandle>,
+    /// Resources mapped on the immediate context, with the bytes written to their new
+    /// contents: a prefix of that length and value, zeros after it.
+    mapped: Vec<(AnyHandle, usize, u8)>,
     /// The step being run (`None`: setup or the final checks), for failure messages.
     at: Option<(usize, Step)>,
 }
@@ -847,14 +849,14 @@ impl Harness {
                     self.query_op(i, false);
                 }
             }
-            Step::MapDiscard { pick } => {
+            Step::MapDiscard { pick, len, byte } => {
                 if let Some(i) = self.pick(pick) {
-                    self.map(i);
+                    self.map(i, len as usize, byte);
                 }
             }
-            Step::Unmap { pick, len, byte } => {
+            Step::Unmap { pick } => {
                 if let Some(i) = self.pick(pick) {
-                    self.unmap(i, len as usize, byte);
+                    self.unmap(i);
                 }
             }
             Step::PollQuery { pick } => {
@@ -1369,48 +1371,59 @@ impl Harness {
         }
     }
 
-    /// Map(DISCARD) on the immediate context: no operation, nothing stamped.
-    fn map(&mut self, i: usize) {
+    /// Map(DISCARD) on the immediate context, then `len` bytes of `byte` written to the
+    /// new contents: no operation, nothing stamped.
+    fn map(&mut self, i: usize, len: usize, byte: u8) {
         let mut want = self.want_live(i, self.objs[i].is_resource());
         let h = self.objs[i].handle;
-        if want == Want::Ok && self.mapped.contains(&h) {
+        if want == Want::Ok && self.mapped.iter().any(|(m, ..)| *m == h) {
             want = Want::App(INVALID_STATE); // mapped twice
         }
         if want == Want::Ok && self.objs[i].is_primary() {
             want = Want::App(INVALID_STATE); // DISCARD maps dynamic resources only
         }
-        let r = self.ic().map_discard(h.cast());
-        if self.expect("map_discard", r, want, true).is_some() {
-            self.mapped.push(h);
+        let size = self.objs[i].bytes.len();
+        let len = len.min(size);
+        let r = self.ic().map_discard(h.cast()).map(|contents| {
+            let fresh = contents.len() == size && contents.iter().all(|b| *b == 0);
+            let written = len.min(contents.len());
+            contents[..written].fill(byte);
+            fresh
+        });
+        if let Some(fresh) = self.expect("map_discard", r, want, true) {
+            if !fresh {
+                self.fail(format_args!(
+                    "map_discard: the new contents are not {size} zeroed bytes"
+                ));
+            }
+            self.mapped.push((h, len, byte));
         }
     }
 
-    /// Unmap: `len` bytes of `byte` become the resource's first bytes.
-    fn unmap(&mut self, i: usize, len: usize, byte: u8) {
+    /// Unmap: the contents written since the map become the resource's bytes.
+    fn unmap(&mut self, i: usize) {
         let o = &self.objs[i];
         let h = o.handle;
-        let mapped = self.mapped.iter().position(|m| *m == h);
+        let mapped = self.mapped.iter().position(|(m, ..)| *m == h);
         let resolves = match mapped {
             None => Want::App(INVALID_STATE), // not mapped: checked first
             Some(_) => self.want_live(i, o.is_resource()),
         };
         let want = if resolves != Want::Ok {
             resolves
-        } else if len > o.bytes.len() {
-            Want::App(OUT_OF_RANGE)
         } else if o.bytes.is_empty() {
             Want::App(INVALID_STATE) // no memory to write
         } else {
             Want::Ok
         };
-        let data = vec![byte; len];
-        let r = self.ic().unmap(h.cast(), &data);
+        let r = self.ic().unmap(h.cast());
         self.expect("unmap", r, want, true);
         self.stamp_after(&[i], want);
-        if want == Want::Ok {
+        if let (Want::Ok, Some(m)) = (want, mapped) {
+            let (_, len, byte) = self.mapped.swap_remove(m);
+            self.objs[i].bytes.fill(0);
             self.write(i, 0, len, byte);
             self.open_ops += 1;
-            self.mapped.retain(|m| *m != h);
         }
     }
 
