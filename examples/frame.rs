@@ -332,14 +332,15 @@ fn main() {
 }
 
 fn run() -> Res {
-    // Deallocate kernel memory only once the GPU is done with it (R-D4's full destruction).
-    let config = DeviceConfig::default().with_retire_clock(Clock::Completed);
-    // The GPU also reads command-list memory: reuse it only once the executing buffer has
-    // completed (the soft kernel flags an earlier reuse).
+    // Deallocate kernel memory only once the GPU is done with it (R-D4's full destruction),
+    // and reuse command-list memory only once the executing buffer has completed: the GPU
+    // also reads it (the soft driver flags an earlier reuse).
+    let config = DeviceConfig::default()
+        .with_retire_clock(Clock::Completed)
+        .with_list_clock(Clock::Completed);
     let soft = |gpu| SoftConfig {
         gpu,
         trace: false,
-        list_clock: Clock::Completed,
         ..SoftConfig::default()
     };
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;

@@ -67,7 +67,6 @@ use crate::desc::ObjectDesc;
 use crate::error::Result;
 use crate::handle::{AnyHandle, HandleSize, HandleType};
 use crate::kernel::AllocationHandle;
-use crate::registry::retire::Clock;
 use crate::registry::{ObjectView, Resolver};
 
 /// The memory behind a command list's handles (R-R2): the immediate-context handle
@@ -306,14 +305,6 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// AbandonCommandList (R-C2), on the deferred context's thread, before the context's
     /// bindings are undone one by one and its handles closed.
     fn abandon_command_list(&self, dc: &mut Self::Deferred);
-
-    /// When a destroyed command list's memory may be recycled after the immediate context
-    /// executed it: once the executing buffer was submitted, or once it completed (for a
-    /// driver whose GPU reads the list's own memory). Asked once, at device creation, on the
-    /// creating thread.
-    fn command_list_clock(&self) -> Clock {
-        Clock::Submitted
-    }
 
     /// RecycleCommandList (R-R5), on the deferred context's thread at Finish: a destroyed
     /// list's handles go into the context's cache; the driver puts its memory there too.

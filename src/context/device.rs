@@ -39,8 +39,15 @@ use crate::registry::{NewEntry, ObjectRef, Registry};
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct DeviceConfig {
-    /// When destroyed objects' kernel memory is deallocated (R-D1, R-D4).
+    /// When destroyed objects' kernel memory is deallocated (R-D1, R-D4). Default
+    /// [`Clock::Completed`].
     pub retire_clock: Clock,
+    /// When a destroyed command list's memory may be recycled after the immediate context
+    /// executed it (R-D1, R-R4): once the executing buffer was submitted, or once the GPU
+    /// completed it (for a driver whose GPU reads the list's own memory). Default
+    /// [`Clock::Completed`], which is right for every driver; [`Clock::Submitted`] recycles
+    /// sooner where the driver copies a list into the buffer that executes it.
+    pub list_clock: Clock,
     /// Use the driver's recycle hooks (R-R1..R-R7) when its caps include
     /// `COMMANDLISTS_BUILD_2`. Off: a runtime without them, which destroys and creates
     /// command lists and deferred-context state every time.
@@ -54,6 +61,7 @@ impl Default for DeviceConfig {
     fn default() -> Self {
         DeviceConfig {
             retire_clock: Clock::default(),
+            list_clock: Clock::default(),
             recycle: true,
             deferred_budget: 64 << 20,
         }
@@ -64,6 +72,12 @@ impl DeviceConfig {
     /// With [`DeviceConfig::retire_clock`] set (R-D1, R-D4).
     pub fn with_retire_clock(mut self, clock: Clock) -> Self {
         self.retire_clock = clock;
+        self
+    }
+
+    /// With [`DeviceConfig::list_clock`] set (R-D1, R-R4).
+    pub fn with_list_clock(mut self, clock: Clock) -> Self {
+        self.list_clock = clock;
         self
     }
 
@@ -104,7 +118,7 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     pub(crate) trim_epoch: CachePadded<AtomicU64>,
     /// When executed command lists may be reused: published by the IC after each flush,
     /// asked by whoever recycles or frees a list; its policy is
-    /// [`Driver::command_list_clock`], asked once at creation.
+    /// [`DeviceConfig::list_clock`].
     pub(crate) list_clock: ListClock,
     _tag: DeviceTag,
 }
@@ -169,7 +183,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let caps = driver.threading_caps().validate()?;
         let handle_sizes =
             HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?;
-        let list_clock = driver.command_list_clock();
+        let list_clock = config.list_clock;
         let tag = DeviceTag::acquire()?;
         let imm = driver.create_immediate()?;
         let registry = Registry::new(tag.tag(), tag.first_generation());

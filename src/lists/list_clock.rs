@@ -30,7 +30,7 @@ use crate::registry::retire::Clock;
 /// The device-wide list clock. See the module docs.
 #[derive(Debug)]
 pub(crate) struct ListClock {
-    /// What the stamp is checked against ([`crate::Driver::command_list_clock`]).
+    /// What the stamp is checked against ([`crate::DeviceConfig::list_clock`]).
     policy: Clock,
     /// Every buffer numbered at or below this was submitted (or was empty).
     submitted_through: CachePadded<AtomicU64>,

@@ -507,10 +507,6 @@ impl Driver for SoftDriver {
         self.execute_command_list_for(imm, list, objects)
     }
 
-    fn command_list_clock(&self) -> Clock {
-        self.world.config.list_clock
-    }
-
     fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
         let mut s = self.world.lock();
         let id = list_id(list.private);

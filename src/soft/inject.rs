@@ -51,15 +51,14 @@
 //! use cmdlist::{Device, DeviceConfig, ResourceDesc};
 //!
 //! inject::silence_injected_panics();
-//! // Calls 0 and 1 are device creation's command_list_clock and create_immediate; call 2
-//! // is the resource's size query.
-//! let plan = Arc::new(FaultPlan::at(2, Fault::Panic));
+//! // Call 0 is device creation's create_immediate; call 1 is the resource's size query.
+//! let plan = Arc::new(FaultPlan::at(1, Fault::Panic));
 //! let (driver, kernel, world) = inject::new(&plan, SoftConfig::default());
 //! let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default())?;
 //! let desc = ResourceDesc { byte_size: 64, ..Default::default() };
 //! let caught = catch_unwind(AssertUnwindSafe(|| device.create_resource(desc))).unwrap_err();
 //! assert_eq!(InjectedPanic::of(&*caught).map(|p| p.hook), Some("calc_private_size"));
-//! assert_eq!(plan.hit().map(|h| (h.call, h.hook)), Some((2, "calc_private_size")));
+//! assert_eq!(plan.hit().map(|h| (h.call, h.hook)), Some((1, "calc_private_size")));
 //! ic.destroy_device()?;
 //! world.assert_clean(true);
 //! # Ok::<(), cmdlist::Error>(())
@@ -78,7 +77,6 @@ use crate::driver::{Driver, ListMemory, Op};
 use crate::error::{Error, Result};
 use crate::handle::{HandleSize, HandleType};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
-use crate::registry::retire::Clock;
 use crate::registry::Resolver;
 
 /// What to inject at the target call.
@@ -491,11 +489,6 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
     fn abandon_command_list(&self, dc: &mut Self::Deferred) {
         self.plan.tick_infallible("abandon_command_list");
         self.inner.abandon_command_list(dc);
-    }
-
-    fn command_list_clock(&self) -> Clock {
-        self.plan.tick_infallible("command_list_clock");
-        self.inner.command_list_clock()
     }
 
     fn recycle_command_list(&self, dc: &mut Self::Deferred, list: ListMemory<'_>) {

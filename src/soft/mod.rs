@@ -51,11 +51,16 @@ pub type SoftDeferredContext = crate::DeferredContext<SoftDriver, SoftKernel>;
 /// A command list of a soft device.
 pub type SoftCommandList = crate::CommandList<SoftDriver, SoftKernel>;
 
-/// A device over a fresh soft world: the usual start of a test.
+/// A device over a fresh soft world: the usual start of a test. The world checks list
+/// reuse against the device's [`crate::DeviceConfig::list_clock`] (whatever `config` says).
 pub fn device(
     config: SoftConfig,
     device_config: crate::DeviceConfig,
 ) -> crate::Result<(SoftDevice, SoftImmediate, Arc<SoftWorld>)> {
+    let config = SoftConfig {
+        list_clock: device_config.list_clock,
+        ..config
+    };
     let (driver, kernel, world) = new(config);
     let (device, ic) = crate::Device::new(driver, kernel, device_config)?;
     Ok((device, ic, world))

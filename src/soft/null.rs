@@ -37,10 +37,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::handle::Resource;
 use crate::{
-    AllocationDesc, AllocationHandle, AnyHandle, Clock, Command, ContextId, Device, DeviceConfig,
-    Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ImmediateContext, Kernel,
-    ListMemory, ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission,
-    ThreadingCaps,
+    AllocationDesc, AllocationHandle, AnyHandle, Command, ContextId, Device, DeviceConfig, Driver,
+    Error, Handle, HandleSize, HandleSizeTable, HandleType, ImmediateContext, Kernel, ListMemory,
+    ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission, ThreadingCaps,
 };
 
 /// The null driver's one command, CopyResource: two handles, the two-pointer payload of
@@ -211,11 +210,6 @@ impl Driver for NullDriver {
 
     #[inline]
     fn abandon_command_list(&self, _dc: &mut ()) {}
-
-    #[inline]
-    fn command_list_clock(&self) -> Clock {
-        Clock::Submitted
-    }
 }
 
 /// A kernel whose GPU completes every submission at once; allocations are counter values.

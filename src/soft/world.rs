@@ -41,9 +41,11 @@ pub struct SoftConfig {
     /// The driver answers this size, not listed in its table, for this handle type (R-H4
     /// tests).
     pub unlisted_cls_size: Option<HandleType>,
-    /// When the driver lets a destroyed command list's memory be recycled after the
-    /// immediate context executed it ([`crate::Driver::command_list_clock`]); the soft
-    /// kernel flags a recycle before that point.
+    /// The device's [`crate::DeviceConfig::list_clock`], which the soft driver holds the
+    /// engine to: it flags a recycle of a list before the buffer that executed it passed
+    /// this clock. [`crate::soft::device`] sets it from the device's config; a device made
+    /// with [`crate::Device::new`] over [`crate::soft::new`]'s driver needs the same clock
+    /// here.
     pub list_clock: Clock,
     /// RecycleCreateCommandList and RecycleCreateDeferredContext answer out of memory
     /// (R-R3 tests).
@@ -60,7 +62,7 @@ impl Default for SoftConfig {
             strict_gpu: true,
             trace: true,
             unlisted_cls_size: None,
-            list_clock: Clock::Submitted,
+            list_clock: Clock::Completed,
             recycle_create_fails: false,
             resources_without_memory: false,
         }

@@ -33,7 +33,7 @@ const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 
 const VB0: BindPoint = BindPoint::new(BindClass::VertexBuffer, 0);
 
 /// Every hook of `Driver` and `Kernel` but the two device-creation queries.
-const HOOKS: [&str; 30] = [
+const HOOKS: [&str; 29] = [
     "calc_private_size",
     "calc_deferred_context_handle_size",
     "calc_private_command_list_size",
@@ -52,7 +52,6 @@ const HOOKS: [&str; 30] = [
     "create_command_list",
     "destroy_command_list",
     "abandon_command_list",
-    "command_list_clock",
     "recycle_command_list",
     "recycle_create_command_list",
     "recycle_destroy_command_list",
@@ -186,8 +185,8 @@ fn soft_config() -> SoftConfig {
         gpu: Gpu::Manual,
         strict_gpu: true,
         trace: true,
-        // Lists may be recycled as soon as the buffer that executed them is submitted: the
-        // soft driver flags any reuse before that submit.
+        // Lists may be recycled as soon as the buffer that executed them is submitted (the
+        // device's list clock): the soft driver flags any reuse before that submit.
         list_clock: Clock::Submitted,
         ..Default::default()
     }
@@ -196,6 +195,7 @@ fn soft_config() -> SoftConfig {
 fn device_config() -> DeviceConfig {
     DeviceConfig::default()
         .with_retire_clock(Clock::Completed)
+        .with_list_clock(Clock::Submitted)
         .with_recycle(true)
         // Small, so that one large update runs the context out of memory (R-E3, R-A2).
         .with_deferred_budget(4096)

@@ -39,6 +39,13 @@ fn setup(
     (device, ic, world, src, dst)
 }
 
+/// A device config whose lists recycle once the buffer that executed them was submitted:
+/// the soft GPU of these tests completes nothing unless told, so a flush alone lets an
+/// executed list recycle (R-D1), as the tests of the hooks' order want.
+fn submitted() -> DeviceConfig {
+    DeviceConfig::default().with_list_clock(Clock::Submitted)
+}
+
 /// Records one copy (two context-local handles opened) and finishes the list.
 fn copy_list(dc: &mut Dc, src: Handle<Resource>, dst: Handle<Resource>) -> SoftCommandList {
     dc.command(SoftCommand::Copy { dst, src }).unwrap();
@@ -338,7 +345,7 @@ fn r_r3_recycle_create_out_of_memory_is_a_return_value() {
         recycle_create_fails: true,
         ..SoftConfig::default()
     };
-    let (device, mut ic, world, _src, dst) = setup(soft, DeviceConfig::default());
+    let (device, mut ic, world, _src, dst) = setup(soft, submitted());
     let dst_memory = device.object(dst).unwrap().allocation.unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     let c = ctx(&dc);
@@ -404,7 +411,7 @@ fn r_r3_recycle_create_out_of_memory_is_a_return_value() {
 
 #[test]
 fn r_r2_handle_sizes_never_change_across_recycling() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), submitted());
     let mut dc = device.create_deferred_context().unwrap();
     let mut list = copy_list(&mut dc, src, dst);
     let first = drain(&world);
@@ -543,10 +550,10 @@ fn r_r8_list_of_another_device_is_not_executable() {
 fn r_d1_executed_list_is_recycled_after_its_buffer_is_submitted() {
     let soft = SoftConfig {
         gpu: Gpu::Manual,
-        list_clock: Clock::Submitted,
         ..SoftConfig::default()
     };
-    let (device, mut ic, world, src, dst) = setup(soft, DeviceConfig::default());
+    let config = DeviceConfig::default().with_list_clock(Clock::Submitted);
+    let (device, mut ic, world, src, dst) = setup(soft, config);
     let mut dc = device.create_deferred_context().unwrap();
     let list = copy_list(&mut dc, src, dst);
     let id = made(&drain(&world));
@@ -588,10 +595,10 @@ fn r_d1_executed_list_is_recycled_after_its_buffer_is_submitted() {
 fn r_d4_completed_list_clock_waits_for_the_gpu() {
     let soft = SoftConfig {
         gpu: Gpu::Manual,
-        list_clock: Clock::Completed,
         ..SoftConfig::default()
     };
-    let (device, mut ic, world, src, dst) = setup(soft, DeviceConfig::default());
+    let config = DeviceConfig::default().with_list_clock(Clock::Completed);
+    let (device, mut ic, world, src, dst) = setup(soft, config);
     let mut dc = device.create_deferred_context().unwrap();
     let list = copy_list(&mut dc, src, dst);
     let id = made(&drain(&world));
@@ -739,7 +746,7 @@ fn r_a2_dc_out_of_memory_pumps_amortized_processing() {
 
 #[test]
 fn r_r1_no_recycle_config_creates_and_destroys_every_time() {
-    let config = DeviceConfig::default().with_recycle(false);
+    let config = submitted().with_recycle(false);
     let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), config);
     let mut dc = device.create_deferred_context().unwrap();
     let mut ids = HashSet::new();
@@ -815,7 +822,7 @@ fn r_d1_list_memory_outlives_the_buffer_that_executed_it() {
 
 #[test]
 fn r_r6_recycle_create_makes_a_destroyed_list_valid_again() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), submitted());
     let dst_memory = device.object(dst).unwrap().allocation.unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     let first = copy_list(&mut dc, src, dst);
