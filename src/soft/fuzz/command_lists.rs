@@ -109,7 +109,8 @@ pub enum Step {
     Destroy {
         /// The object.
         object: Obj,
-        /// Destroy it from another thread.
+        /// Destroy it from another thread (one decoded step in four, [`one_in_four`]).
+        #[arbitrary(with = one_in_four)]
         elsewhere: bool,
     },
     /// Records a burst of operations on a deferred context, maybe from another thread (a
@@ -117,7 +118,8 @@ pub enum Step {
     Record {
         /// The context.
         dc: u8,
-        /// Make the calls from another thread.
+        /// Make the calls from another thread (one decoded step in four, [`one_in_four`]).
+        #[arbitrary(with = one_in_four)]
         elsewhere: bool,
         /// What to record.
         ops: Burst,
@@ -140,7 +142,8 @@ pub enum Step {
     DropList {
         /// The kept list.
         list: u8,
-        /// Drop it on another thread.
+        /// Drop it on another thread (one decoded step in four, [`one_in_four`]).
+        #[arbitrary(with = one_in_four)]
         elsewhere: bool,
     },
     /// An operation on the immediate context.
@@ -497,6 +500,14 @@ impl core::ops::AddAssign for Coverage {
         self.immediate_refused += o.immediate_refused;
         self.elsewhere += o.elsewhere;
     }
+}
+
+/// Decodes a flag true for one byte value in four. The steps that may run on another thread
+/// do so this often: a hand-off to another thread and back costs two thread switches, as
+/// much as the rest of the step, and one step in four keeps every cross-thread path
+/// (a destroy, a burst of recording, a list's drop elsewhere) frequent in every run.
+fn one_in_four(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<bool> {
+    Ok(u8::arbitrary(u)? % 4 == 0)
 }
 
 /// Steps [`steps`] decodes at most. A step takes about ten bytes and, with the checks after
