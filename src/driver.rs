@@ -66,7 +66,7 @@ use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
 use crate::error::Result;
 use crate::handle::{AnyHandle, HandleSize, HandleType};
-use crate::kernel::AllocationHandle;
+use crate::kernel::{AllocationHandle, DeferredId};
 use crate::registry::{ObjectView, Resolver};
 
 /// The memory behind a command list's handles (R-R2): the immediate-context handle
@@ -231,7 +231,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Abandon renews its state without recycling it (recycling off, or
     /// [`Driver::recycle_create_deferred_context`] failed, R-R3), after
     /// [`Driver::destroy_deferred_context`] of the old state.
-    fn create_deferred_context(&self, id: u32) -> Result<Self::Deferred>;
+    fn create_deferred_context(&self, id: DeferredId) -> Result<Self::Deferred>;
 
     /// Destroys a deferred context's state: on the context's thread when it is dropped, and
     /// after every Finish or Abandon when recycling is off (R-C1, R-C2). Releases the

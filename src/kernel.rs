@@ -52,8 +52,38 @@ pub struct Submission<'a> {
 pub enum ContextId {
     /// The immediate context (and the device's free-threaded entry points).
     Immediate,
-    /// A deferred context, by its device-unique number.
-    Deferred(u32),
+    /// A deferred context.
+    Deferred(DeferredId),
+}
+
+/// A deferred context's number, unique within its device for the device's life: what
+/// [`crate::DeferredContext::id`] answers, what [`crate::Driver::create_deferred_context`]
+/// is given and what [`ContextId::Deferred`] carries, so that a driver and a kernel can
+/// match what they hear of one context (R-E2, R-A2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeferredId(u32);
+
+impl DeferredId {
+    pub(crate) fn new(number: u32) -> Self {
+        DeferredId(number)
+    }
+
+    /// The number, e.g. for a C driver's own tables.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl core::fmt::Display for DeferredId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl From<DeferredId> for ContextId {
+    fn from(id: DeferredId) -> Self {
+        ContextId::Deferred(id)
+    }
 }
 
 /// Kernel services. Implementations must be `Send + Sync`: several are free-threaded.

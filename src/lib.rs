@@ -66,7 +66,7 @@ pub use context::device::{Device, DeviceConfig};
 pub use context::immediate::ImmediateContext;
 pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};
 pub use driver::{Command, Driver, ListMemory, Op};
-pub use kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+pub use kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
 pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};
 

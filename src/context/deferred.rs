@@ -20,7 +20,7 @@ use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::driver::{Command, Driver, ListMemory};
 use crate::error::{Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
-use crate::kernel::{ContextId, Kernel};
+use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
 use crate::lists::record::{Payload, Recorded, Recording};
 use crate::lists::recycle::Node;
@@ -121,7 +121,7 @@ enum Calls {
 /// ```
 pub struct DeferredContext<D: Driver, K: Kernel> {
     device: Device<D, K>,
-    id: u32,
+    id: DeferredId,
     /// The driver's state; `None` once it could not be made again ([`DeferredMode::StateLost`]).
     dc: Option<D::Deferred>,
     cls: ClsTable<D>,
@@ -157,9 +157,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             return Err(Error::DeviceRemoved);
         }
         let s = &*self.shared;
-        let id = s
-            .next_deferred_id
-            .fetch_add(1, crate::primitive::Ordering::Relaxed);
+        let id = DeferredId::new(
+            s.next_deferred_id
+                .fetch_add(1, crate::primitive::Ordering::Relaxed),
+        );
         let cls = ClsTable::new(&s.handle_sizes)?;
         let dc = s.driver.create_deferred_context(id)?;
         s.live_deferred
@@ -217,9 +218,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok((&mut self.cls, ctx))
     }
 
-    /// This context's id, as errors and callbacks name it.
-    pub fn id(&self) -> ContextId {
-        ContextId::Deferred(self.id)
+    /// This context's number, as the driver's hooks and, in a [`ContextId::Deferred`],
+    /// errors and kernel callbacks name it (R-E2, R-A2).
+    pub fn id(&self) -> DeferredId {
+        self.id
     }
 
     /// The device.

@@ -14,7 +14,7 @@ use crate::desc::ObjectDesc;
 use crate::driver::{Command, Driver, ListMemory, Op};
 use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
-use crate::kernel::AllocationHandle;
+use crate::kernel::{AllocationHandle, DeferredId};
 use crate::registry::retire::Clock;
 use crate::registry::Resolver;
 
@@ -146,10 +146,10 @@ impl ObjectCount {
 }
 
 /// The soft driver's state of a deferred context.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SoftDeferred {
     /// The context's id.
-    pub id: u32,
+    pub id: DeferredId,
     /// Context-local handles open now.
     pub open_handles: u64,
     /// Times the state was made ready again (recycle-create).
@@ -525,7 +525,7 @@ impl Driver for SoftDriver {
             Lifetimes::list_recycled(&mut s, id, dc.id);
         }
         // The context-local handle records whose cache holds the list (R-R5).
-        list.local[0..8].copy_from_slice(&u64::from(dc.id).to_le_bytes());
+        list.local[0..8].copy_from_slice(&u64::from(dc.id.get()).to_le_bytes());
     }
 
     fn recycle_create_command_list(
@@ -551,7 +551,7 @@ impl Driver for SoftDriver {
             list.local[0..8]
                 .try_into()
                 .expect("CL handles hold 8 bytes"),
-        ) != u64::from(dc.id)
+        ) != u64::from(dc.id.get())
         {
             SoftWorld::violate(
                 &mut s,
@@ -584,7 +584,7 @@ impl Driver for SoftDriver {
         }
     }
 
-    fn create_deferred_context(&self, id: u32) -> Result<SoftDeferred> {
+    fn create_deferred_context(&self, id: DeferredId) -> Result<SoftDeferred> {
         let mut s = self.world.lock();
         self.world.record_event(
             &mut s,
@@ -601,7 +601,8 @@ impl Driver for SoftDriver {
         }
         Ok(SoftDeferred {
             id,
-            ..SoftDeferred::default()
+            open_handles: 0,
+            renewals: 0,
         })
     }
 

@@ -76,7 +76,7 @@ use crate::desc::ObjectDesc;
 use crate::driver::{Driver, ListMemory, Op};
 use crate::error::{Error, Result};
 use crate::handle::{HandleSize, HandleType};
-use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
 use crate::registry::Resolver;
 
 /// What to inject at the target call.
@@ -421,7 +421,7 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
         self.inner.execute_command_list_for(imm, list, objects)
     }
 
-    fn create_deferred_context(&self, id: u32) -> Result<Self::Deferred> {
+    fn create_deferred_context(&self, id: DeferredId) -> Result<Self::Deferred> {
         self.plan.tick("create_deferred_context", true)?;
         self.inner.create_deferred_context(id)
     }

@@ -24,6 +24,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::world::{SoftWorld, State, Violation};
+use crate::kernel::DeferredId;
 
 /// Where a command list's memory is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +34,7 @@ enum ListState {
     /// Light-destroyed: the memory is kept for its context's next Finish (R-R4).
     RecycleDestroyed,
     /// In this context's cache (R-R5).
-    Cached(u32),
+    Cached(DeferredId),
 }
 
 /// The lifetimes of what the soft driver handed out.
@@ -43,7 +44,7 @@ pub(crate) struct Lifetimes {
     destroyed_objects: HashSet<u64>,
     /// Live driver states per deferred-context id (a context's state is destroyed and
     /// created again when it cannot be recycled).
-    contexts: HashMap<u32, usize>,
+    contexts: HashMap<DeferredId, usize>,
     lists: HashMap<u64, ListState>,
     ended_lists: HashSet<u64>,
 }
@@ -65,12 +66,12 @@ impl Lifetimes {
         }
     }
 
-    pub(crate) fn context_created(s: &mut State, id: u32) {
+    pub(crate) fn context_created(s: &mut State, id: DeferredId) {
         *s.lifetimes.contexts.entry(id).or_default() += 1;
     }
 
     /// A context's state is destroyed, and with it the lists in its cache (R-R5).
-    pub(crate) fn context_destroyed(s: &mut State, id: u32) {
+    pub(crate) fn context_destroyed(s: &mut State, id: DeferredId) {
         match s.lifetimes.contexts.get_mut(&id) {
             Some(n) if *n > 0 => *n -= 1,
             _ => {
@@ -149,7 +150,7 @@ impl Lifetimes {
         Self::list_step(s, id, "recycle_destroy_command_list", from, to, "R-R4");
     }
 
-    pub(crate) fn list_recycled(s: &mut State, id: u64, context: u32) {
+    pub(crate) fn list_recycled(s: &mut State, id: u64, context: DeferredId) {
         let (from, to) = (
             ListState::RecycleDestroyed,
             Some(ListState::Cached(context)),
@@ -157,7 +158,7 @@ impl Lifetimes {
         Self::list_step(s, id, "recycle_command_list", from, to, "R-R5");
     }
 
-    pub(crate) fn list_recycle_created(s: &mut State, id: u64, context: u32) {
+    pub(crate) fn list_recycle_created(s: &mut State, id: u64, context: DeferredId) {
         let (from, to) = (ListState::Cached(context), Some(ListState::Live));
         Self::list_step(s, id, "recycle_create_command_list", from, to, "R-R6");
     }
@@ -173,7 +174,7 @@ impl Lifetimes {
                 what: format!("object {id} never destroyed (leak)"),
             });
         }
-        let mut contexts: Vec<(u32, usize)> = self
+        let mut contexts: Vec<(DeferredId, usize)> = self
             .contexts
             .iter()
             .filter(|(_, n)| **n > 0)

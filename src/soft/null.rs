@@ -37,9 +37,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::handle::Resource;
 use crate::{
-    AllocationDesc, AllocationHandle, AnyHandle, Command, ContextId, Device, DeviceConfig, Driver,
-    Error, Handle, HandleSize, HandleSizeTable, HandleType, ImmediateContext, Kernel, ListMemory,
-    ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission, ThreadingCaps,
+    AllocationDesc, AllocationHandle, AnyHandle, Command, ContextId, DeferredId, Device,
+    DeviceConfig, Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ImmediateContext,
+    Kernel, ListMemory, ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission,
+    ThreadingCaps,
 };
 
 /// The null driver's one command, CopyResource: two handles, the two-pointer payload of
@@ -165,7 +166,7 @@ impl Driver for NullDriver {
     fn flush(&self, _imm: &mut ()) {}
 
     #[inline]
-    fn create_deferred_context(&self, _id: u32) -> Result<()> {
+    fn create_deferred_context(&self, _id: DeferredId) -> Result<()> {
         Ok(())
     }
 

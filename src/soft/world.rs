@@ -8,7 +8,7 @@ use std::thread::ThreadId;
 
 use crate::error::Error;
 use crate::handle::HandleType;
-use crate::kernel::{AllocationHandle, ContextId};
+use crate::kernel::{AllocationHandle, ContextId, DeferredId};
 use crate::registry::retire::Clock;
 
 use super::lifetime::Lifetimes;
@@ -146,7 +146,7 @@ pub struct TraceEvent {
     /// How many bindings the state-refresh query answered during the hook (R-C1, R-C3).
     pub state: usize,
     /// The deferred context involved, for deferred-context hooks.
-    pub context: Option<u32>,
+    pub context: Option<DeferredId>,
 }
 
 /// A broken rule, as the soft kernel saw it.
@@ -242,7 +242,7 @@ impl SoftWorld {
         allocation: u64,
         fence: u64,
         bound: usize,
-        context: Option<u32>,
+        context: Option<DeferredId>,
     ) {
         if self.config.trace {
             state.trace.push(TraceEvent {

@@ -18,9 +18,10 @@ use cmdlist::soft::{
 };
 use cmdlist::Resolver;
 use cmdlist::{
-    AllocationHandle, BindClass, BindPoint, ContextId, DeferredContext, Device, DeviceConfig,
-    Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ListMemory, ObjectDesc,
-    ObjectKind, Op, QueryKind, ResourceDesc, Stage, StateView, ThreadingCaps, Usage, ViewDesc,
+    AllocationHandle, BindClass, BindPoint, ContextId, DeferredContext, DeferredId, Device,
+    DeviceConfig, Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ListMemory,
+    ObjectDesc, ObjectKind, Op, QueryKind, ResourceDesc, Stage, StateView, ThreadingCaps, Usage,
+    ViewDesc,
 };
 
 type Dev = Device<SoftDriver, SoftKernel>;
@@ -62,14 +63,7 @@ fn allocation(device: &Dev, resource: Handle<Resource>) -> AllocationHandle {
     device.object(resource).unwrap().allocation.unwrap()
 }
 
-fn ctx<D: Driver>(dc: &DeferredContext<D, SoftKernel>) -> u32 {
-    match dc.id() {
-        ContextId::Deferred(n) => n,
-        ContextId::Immediate => panic!("a deferred context names itself Deferred"),
-    }
-}
-
-fn events_of(world: &SoftWorld, ctx: u32) -> Vec<TraceEvent> {
+fn events_of(world: &SoftWorld, ctx: DeferredId) -> Vec<TraceEvent> {
     world
         .trace()
         .into_iter()
@@ -118,7 +112,7 @@ fn r_h1_one_local_handle_per_context_per_object() {
     let (rid, r2id, vid) = (id_of(&device, r), id_of(&device, r2), id_of(&device, v));
     let mut a = device.create_deferred_context().unwrap();
     let mut b = device.create_deferred_context().unwrap();
-    let (ca, cb) = (ctx(&a), ctx(&b));
+    let (ca, cb) = (a.id(), b.id());
 
     let record = |dc: &mut Dc| {
         dc.update(r, 0, &[1; 4]).unwrap(); // opens r
@@ -157,7 +151,7 @@ fn r_h1_one_local_handle_per_context_per_object() {
     }
     // One handle per context: b's are its own, opened while a's were open.
     let trace = world.trace();
-    let opens: Vec<(Option<u32>, u64)> = trace
+    let opens: Vec<(Option<DeferredId>, u64)> = trace
         .iter()
         .filter(|e| e.hook == Hook::OpenLocal)
         .map(|e| (e.context, e.object))
@@ -206,7 +200,7 @@ fn r_h2_ic_handle_outlives_local_handles() {
     let ar = allocation(&device, r);
     let rid = id_of(&device, r);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
 
     // Destroyed while the context has it open.
     dc.update(r, 0, &[7; 32]).unwrap();
@@ -326,7 +320,7 @@ fn r_h2_device_destruction_never_destroys_an_object_before_its_open_local_handle
     let r = resource(&device, 64);
     let rid = id_of(&device, r);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.update(r, 0, &[1; 4]).unwrap();
     // The application tears the device down while the context still records (the context
     // keeps a clone of the device, so nothing stops it).
@@ -363,7 +357,7 @@ fn r_h3_dependency_opened_first_closed_last() {
     let (rid, r3id) = (ids[0], ids[1]);
     let (v1id, v2id, v3id) = (id_of(&device, v1), id_of(&device, v2), id_of(&device, v3));
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     world.clear_trace();
     // A view first (its resource never named directly), a second view of the same
     // resource, then the resource itself; and a resource named before its view.
@@ -433,7 +427,7 @@ fn r_h4_unlisted_size_is_invalid_arg() {
         "size asked after create: {trace:#?}"
     );
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.update(r, 0, &[1; 16]).unwrap();
     world.clear_trace();
     assert_eq!(dc.begin_query(q), Err(Error::InvalidArg));
@@ -484,7 +478,7 @@ fn r_h4_unlisted_size_is_invalid_arg() {
 
 #[derive(Clone, Debug)]
 struct Opened {
-    context: u32,
+    context: DeferredId,
     ty: HandleType,
     object: u64,
     dependency: Option<Vec<u8>>,
@@ -496,7 +490,7 @@ struct Opened {
 /// Every `open_local` call, in order.
 type OpenLog = Arc<Mutex<Vec<Opened>>>;
 /// Every `close_local` call: (context, object, the id found in the block).
-type CloseLog = Arc<Mutex<Vec<(u32, u64, u64)>>>;
+type CloseLog = Arc<Mutex<Vec<(DeferredId, u64, u64)>>>;
 
 #[derive(Debug)]
 struct ProbeObject {
@@ -551,7 +545,7 @@ impl Driver for Probe {
     type IcData = ();
     type Immediate = ();
     type Command = SoftCommand;
-    type Deferred = u32;
+    type Deferred = DeferredId;
 
     fn threading_caps(&self) -> ThreadingCaps {
         ThreadingCaps::FREETHREADED
@@ -596,13 +590,13 @@ impl Driver for Probe {
         Ok(())
     }
     fn flush(&self, _imm: &mut ()) {}
-    fn create_deferred_context(&self, id: u32) -> cmdlist::Result<u32> {
+    fn create_deferred_context(&self, id: DeferredId) -> cmdlist::Result<DeferredId> {
         Ok(id)
     }
-    fn destroy_deferred_context(&self, _dc: u32) {}
+    fn destroy_deferred_context(&self, _dc: DeferredId) {}
     fn open_local(
         &self,
-        dc: &mut u32,
+        dc: &mut DeferredId,
         ty: HandleType,
         object: &ProbeObject,
         dependency: Option<&[u8]>,
@@ -623,7 +617,7 @@ impl Driver for Probe {
     }
     fn close_local(
         &self,
-        dc: &mut u32,
+        dc: &mut DeferredId,
         _ty: HandleType,
         object: &ProbeObject,
         local: &mut [u8],
@@ -634,14 +628,14 @@ impl Driver for Probe {
     }
     fn create_command_list(
         &self,
-        _dc: &mut u32,
+        _dc: &mut DeferredId,
         _private: &mut [u8],
         _state: StateView<'_>,
     ) -> cmdlist::Result<()> {
         Ok(())
     }
     fn destroy_command_list(&self, _list: ListMemory<'_>) {}
-    fn abandon_command_list(&self, _dc: &mut u32) {}
+    fn abandon_command_list(&self, _dc: &mut DeferredId) {}
 }
 
 type ProbeDevice = Device<Probe, SoftKernel>;
@@ -783,7 +777,7 @@ fn r_h5_open_gets_ic_object_and_dependency_local_only() {
     let (device, mut ic, opened, closed) = probe_device();
     let set = probe_set(&device, 3, 2, 1);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     open_all(&mut dc, &set);
     let log = opened.lock().unwrap().clone();
     assert_eq!(log.len(), 3 + 4 * 2 + 1);

@@ -9,8 +9,8 @@ use cmdlist::soft::{
 };
 use cmdlist::{
     AllocationHandle, AnyHandle, AppError, BindClass, BindPoint, ContextId, DeferredContext,
-    Device, DeviceConfig, Error, Handle, HandleType, ImmediateContext, ObjectDesc, ObjectKind,
-    QueryKind, ResourceDesc, Stage, Usage, ViewDesc,
+    DeferredId, Device, DeviceConfig, Error, Handle, HandleType, ImmediateContext, ObjectDesc,
+    ObjectKind, QueryKind, ResourceDesc, Stage, Usage, ViewDesc,
 };
 
 type Dev = Device<SoftDriver, SoftKernel>;
@@ -69,15 +69,8 @@ fn bytes(world: &SoftWorld, allocation: AllocationHandle) -> Vec<u8> {
     world.read(allocation).unwrap()
 }
 
-fn ctx(dc: &Dc) -> u32 {
-    match dc.id() {
-        ContextId::Deferred(n) => n,
-        ContextId::Immediate => panic!("a deferred context names itself Deferred"),
-    }
-}
-
 /// The trace events of deferred context `ctx`.
-fn events_of(world: &SoftWorld, ctx: u32) -> Vec<TraceEvent> {
+fn events_of(world: &SoftWorld, ctx: DeferredId) -> Vec<TraceEvent> {
     world
         .trace()
         .into_iter()
@@ -114,7 +107,7 @@ fn r_c1_state_refresh_reports_bindings_during_create_and_nothing_after() {
     let v = view(&device, r, 0, 16);
     let blend = blend_state(&device);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
 
     dc.bind(SRV0, Some(v.any())).unwrap();
     dc.bind(VB0, Some(r2.any())).unwrap();
@@ -200,7 +193,7 @@ fn r_c1_recycled_list_create_also_reports_bindings_then_nothing() {
     let v = view(&device, r, 0, 8);
     let blend = blend_state(&device);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.update(r, 0, &[1; 8]).unwrap();
     let first = dc.finish().unwrap();
     ic.execute_command_list(&first).unwrap();
@@ -236,7 +229,7 @@ fn r_c1_without_recycling_closes_then_destroys_and_recreates_the_context() {
     let r = resource(&device, 64);
     let v = view(&device, r, 8, 8);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.bind(SRV0, Some(v.any())).unwrap();
     dc.command(SoftCommand::Fill { dst: r, value: 1 }).unwrap();
     world.clear_trace();
@@ -277,7 +270,7 @@ fn r_c1_dropping_a_recording_context_closes_its_handles_before_destroying_it() {
     let r = resource(&device, 64);
     let v = view(&device, r, 0, 8);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.bind(SRV0, Some(v.any())).unwrap();
     dc.update(r, 0, &[1; 4]).unwrap();
     world.clear_trace();
@@ -559,7 +552,7 @@ fn r_c2_abandon_order_hook_unbind_close_recycle() {
         let v = view(&device, r, 0, 32);
         let blend = blend_state(&device);
         let mut dc = device.create_deferred_context().unwrap();
-        let c = ctx(&dc);
+        let c = dc.id();
         dc.bind(SRV0, Some(v.any())).unwrap();
         dc.bind(VB0, Some(r2.any())).unwrap();
         dc.bind(BLEND, Some(blend)).unwrap();
@@ -643,7 +636,7 @@ fn r_e2_dc_error_goes_to_its_own_sink() {
     ic.flush().unwrap();
     let mut a = device.create_deferred_context().unwrap();
     let mut b = device.create_deferred_context().unwrap();
-    let (ca, cb) = (ctx(&a), ctx(&b));
+    let (ca, cb) = (a.id(), b.id());
     assert_ne!(ca, cb);
     assert!(world.errors().is_empty());
 
@@ -712,7 +705,7 @@ fn r_e3_out_of_memory_removes_context_locally() {
     let bystander_stats = bystander.stats();
 
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     let amortized_before = world.amortized_calls();
     let (dc_thread, removed_at) = std::thread::scope(|s| {
         s.spawn(|| {
@@ -873,7 +866,7 @@ fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
     let small = resource(&device, 16);
     let abig = allocation(&device, big);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.update(small, 0, &[1; 16]).unwrap();
     let mapped = dc
         .map_discard(big)
@@ -926,7 +919,7 @@ fn r_e3_any_entry_point_may_run_out_of_memory() {
     ];
     for (name, call) in calls {
         let mut dc = device.create_deferred_context().unwrap();
-        let c = ctx(&dc);
+        let c = dc.id();
         dc.bind(SRV0, Some(v.any())).unwrap();
         let op = dc.stats().recorded_bytes;
         // Leave less than one operation's bytes.
@@ -1015,7 +1008,7 @@ fn r_c2_abandon_after_an_error_runs_the_abandon_sequence() {
     let r2 = resource(&device, 64);
     let v = view(&device, r, 0, 16);
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     dc.bind(SRV0, Some(v.any())).unwrap();
     dc.bind(VB0, Some(r2.any())).unwrap();
     world.clear_trace();

@@ -99,7 +99,9 @@ fn r_e3_map_discard_of_an_unaddressable_size_is_an_error_value() {
     assert!(dc.is_removed());
     assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
     assert!(!dc.is_removed());
-    assert!(world.errors().contains(&(dc.id(), Error::OutOfMemory)));
+    assert!(world
+        .errors()
+        .contains(&(dc.id().into(), Error::OutOfMemory)));
     // The context records again afterwards.
     drop(dc.finish().unwrap());
     drop(dc);

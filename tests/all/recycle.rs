@@ -52,13 +52,6 @@ fn copy_list(dc: &mut Dc, src: Handle<Resource>, dst: Handle<Resource>) -> SoftC
     dc.finish().unwrap()
 }
 
-fn ctx(dc: &Dc) -> u32 {
-    match dc.id() {
-        ContextId::Deferred(n) => n,
-        ContextId::Immediate => panic!("a deferred context names itself Deferred"),
-    }
-}
-
 /// The trace so far, forgotten by the world (call when no other thread runs hooks).
 fn drain(world: &SoftWorld) -> Vec<TraceEvent> {
     let trace = world.trace();
@@ -157,7 +150,7 @@ fn r_r7_finish_flow_order_on_the_dc_thread() {
     let (device, ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
     let ic_thread = thread::current().id();
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     let (sid, did) = (
         device.object(src).unwrap().id,
         device.object(dst).unwrap().id,
@@ -348,7 +341,7 @@ fn r_r3_recycle_create_out_of_memory_is_a_return_value() {
     let (device, mut ic, world, _src, dst) = setup(soft, submitted());
     let dst_memory = device.object(dst).unwrap().allocation.unwrap();
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     let mut log = Vec::new();
     let mut previous = None;
     for value in 1..=3u8 {
@@ -463,7 +456,7 @@ fn r_r5_recycled_by_its_own_dc_only() {
     let (device, ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
     let mut a = device.create_deferred_context().unwrap();
     let mut b = device.create_deferred_context().unwrap();
-    let (ca, cb) = (ctx(&a), ctx(&b));
+    let (ca, cb) = (a.id(), b.id());
     let la = copy_list(&mut a, src, dst);
     let ia = made(&drain(&world));
     let lb = copy_list(&mut b, src, dst);
@@ -704,7 +697,7 @@ fn r_a2_dc_out_of_memory_pumps_amortized_processing() {
         })
         .unwrap();
     let mut dc = device.create_deferred_context().unwrap();
-    let c = ctx(&dc);
+    let c = dc.id();
     let ic_count = ic.amortized_count();
     let (t, events, first, retained) = thread::scope(|s| {
         s.spawn(|| {

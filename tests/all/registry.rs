@@ -471,10 +471,7 @@ fn r_e1_unlisted_cls_size_is_invalid_arg_not_application_error() {
     assert_eq!(dc.end_query(q), Err(Error::InvalidArg));
     assert_eq!(dc.begin_query(q), Err(Error::InvalidArg));
     // Reported on the context the call was made on (R-E2).
-    assert_eq!(
-        world.errors(),
-        vec![(dc.id(), Error::InvalidArg), (dc.id(), Error::InvalidArg)]
-    );
+    assert_eq!(world.errors(), vec![(dc.id().into(), Error::InvalidArg); 2]);
     // Not an out-of-memory: the context is not removed, and records on.
     assert!(!dc.is_removed());
     dc.update(r, 0, &[5; 16]).unwrap();

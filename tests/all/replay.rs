@@ -14,7 +14,7 @@ use cmdlist::soft::{
     self, Gpu, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
 };
 use cmdlist::{
-    AllocationHandle, BindClass, BindPoint, ContextId, DeferredContext, Device, DeviceConfig,
+    AllocationHandle, BindClass, BindPoint, DeferredContext, DeferredId, Device, DeviceConfig,
     Handle, HandleType, ImmediateContext, QueryKind, ResourceDesc, Stage, Usage, ViewDesc,
 };
 
@@ -426,13 +426,6 @@ impl Handles {
     }
 }
 
-fn ctx(dc: &Dc) -> u32 {
-    match dc.id() {
-        ContextId::Deferred(n) => n,
-        ContextId::Immediate => panic!("a deferred context names itself Deferred"),
-    }
-}
-
 /// Splits `0..len` at `parts - 1` random cut points (parts may be empty).
 fn cuts(rng: &mut Rng, len: usize, parts: usize) -> Vec<std::ops::Range<usize>> {
     let mut at: Vec<usize> = (1..parts).map(|_| rng.index(len + 1)).collect();
@@ -450,7 +443,7 @@ fn cuts(rng: &mut Rng, len: usize, parts: usize) -> Vec<std::ops::Range<usize>> 
 struct Recorded {
     part: usize,
     list: cmdlist::CommandList<SoftDriver, SoftKernel>,
-    context: u32,
+    context: DeferredId,
     thread: ThreadId,
 }
 
@@ -458,7 +451,7 @@ struct Recorded {
 /// list on one thread and was then dropped there.
 fn check_context_trace(
     trace: &[TraceEvent],
-    context: u32,
+    context: DeferredId,
     thread: ThreadId,
     resource_of: &BTreeMap<u64, u64>,
     recycle: bool,
@@ -584,7 +577,7 @@ fn r_c3_replay_of_lists_recorded_on_many_threads_equals_direct_execution() {
                         handles.record(&mut dc, step);
                     }
                     let list = dc.finish().unwrap();
-                    let context = ctx(&dc);
+                    let context = dc.id();
                     drop(dc);
                     let thread = std::thread::current().id();
                     tx.send(Recorded {

@@ -1554,7 +1554,7 @@ impl Harness {
             return None;
         };
         let slot = self.dcs[d].as_mut().expect("made above");
-        let id = slot.dc.id();
+        let id = ContextId::from(slot.dc.id());
         let expected = match predicted {
             Err(Fault::Err(e)) => Err(e),
             Ok(()) => Ok(()),
@@ -1646,7 +1646,7 @@ impl Harness {
     fn finish(&mut self, d: usize, keep: bool) {
         self.slot(d);
         let slot = self.dcs[d].as_mut().expect("made above");
-        let id = slot.dc.id();
+        let id = ContextId::from(slot.dc.id());
         let rec = core::mem::take(&mut slot.rec);
         let actual = slot.dc.finish();
         if slot.removed {
