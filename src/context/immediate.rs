@@ -191,22 +191,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// resource (the GPU reaches the resource's memory through the view).
     fn reference(
         buffer: &mut OpenBuffer,
+        token: &mut IcToken,
         registry: &Registry<D>,
         guard: &Guard,
         view: ObjectView<'_, D>,
     ) {
-        Self::stamp(buffer, view.entry());
+        Self::stamp(buffer, token, view.entry());
         if let Some(dep) = view.dependency() {
             if let Ok(resource) = registry.find_linked(dep, guard) {
-                Self::stamp(buffer, resource);
+                Self::stamp(buffer, token, resource);
             }
         }
     }
 
-    fn stamp(buffer: &mut OpenBuffer, entry: &Entry<D>) {
-        // SAFETY: on the immediate context's thread (`&mut self` is held by every caller),
-        // and the reference does not outlive this statement.
-        let ic = unsafe { entry.ic_side() };
+    fn stamp(buffer: &mut OpenBuffer, token: &mut IcToken, entry: &Entry<D>) {
+        let ic = entry.ic_side(token);
         if ic.last_buffer != buffer.number {
             ic.last_buffer = buffer.number;
             if let Some(allocation) = entry.allocation() {
@@ -233,16 +232,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             false,
             self.buffer.number,
         );
-        let stamp = |buffer: &mut OpenBuffer| {
+        let stamp = |(buffer, token): (&mut OpenBuffer, &mut IcToken)| {
             for view in objects {
-                Self::reference(buffer, &s.registry, guard, *view);
+                Self::reference(buffer, token, &s.registry, guard, *view);
             }
             // `held`, not `live`: another thread may destroy an object meanwhile, but only
             // this thread frees entries, so everything validated before is there to stamp.
             if let Some(command) = command {
                 command.for_each_object(&mut |h| {
                     if let Ok(view) = s.registry.held(h, guard) {
-                        Self::reference(buffer, &s.registry, guard, view);
+                        Self::reference(buffer, token, &s.registry, guard, view);
                     }
                 });
             }
@@ -250,11 +249,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         // A driver that panics mid-operation may have put part of it in the buffer: stamp it
         // all the same, so that nothing it references is freed before the buffer's submit.
-        let on_unwind = scopeguard::guard_on_unwind(&mut self.buffer, stamp);
+        let on_unwind = scopeguard::guard_on_unwind((&mut self.buffer, &mut self.token), stamp);
         let result = s.driver.execute(&mut self.imm, &resolver, op);
-        let buffer = ScopeGuard::into_inner(on_unwind);
+        let open = ScopeGuard::into_inner(on_unwind);
         result?;
-        stamp(buffer);
+        stamp(open);
         Ok(())
     }
 
@@ -397,8 +396,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.run(guard, &[view], None, op)?;
         self.open.query(query, begin);
         if !begin {
-            // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
-            unsafe { view.entry().ic_side() }.query_end = self.buffer.number;
+            view.entry().ic_side(&mut self.token).query_end = self.buffer.number;
         }
         Ok(())
     }
@@ -497,7 +495,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let s = &*self.device.shared;
         let guard = self.device.shared.registry.ic_guard(&self.token);
         for held in &body.held {
-            Self::reference(&mut self.buffer, &s.registry, guard, held.view());
+            Self::reference(
+                &mut self.buffer,
+                &mut self.token,
+                &s.registry,
+                guard,
+                held.view(),
+            );
         }
         let resolver = Resolver::new(
             &s.registry,
@@ -512,7 +516,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.buffer.operations += 1;
         s.driver
             .execute_command_list(&mut self.imm, &body.private, &resolver)?;
-        let result = Self::replay(&s.driver, &mut self.imm, &resolver, body, &mut self.buffer);
+        let result = Self::replay(
+            &s.driver,
+            &mut self.imm,
+            &resolver,
+            body,
+            &mut self.buffer,
+            &mut self.token,
+        );
         // Clear-state after the list, whatever happened in it (R-C3).
         let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
         self.unbind_all(guard);
@@ -526,6 +537,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         resolver: &Resolver<'_, D>,
         body: &ListBody<D>,
         buffer: &mut OpenBuffer,
+        token: &mut IcToken,
     ) -> Result<()> {
         for recorded in &body.rec.ops {
             let op = match recorded {
@@ -557,9 +569,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 Recorded::BeginQuery(q) => Op::BeginQuery(resolver.get(*q)?),
                 Recorded::EndQuery(q) => {
                     let view = resolver.get(*q)?;
-                    // SAFETY: IC thread (the caller holds `&mut ImmediateContext`), no other
-                    // IC-side reference alive.
-                    unsafe { view.entry().ic_side() }.query_end = buffer.number;
+                    view.entry().ic_side(token).query_end = buffer.number;
                     Op::EndQuery(view)
                 }
             };
@@ -582,8 +592,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let end = {
             let guard = self.device.shared.registry.ic_guard(&self.token);
             let view = self.device.shared.registry.live(query, guard)?;
-            // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
-            unsafe { view.entry().ic_side() }.query_end
+            view.entry().ic_side(&mut self.token).query_end
         };
         if end == 0 {
             return Err(AppError::InvalidState.into());
@@ -737,13 +746,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub fn ic_data_mut<T: ObjectKind>(&mut self, handle: Handle<T>) -> Result<&mut D::IcData> {
         self.check_alive()?;
         let guard = self.device.shared.registry.ic_guard(&self.token);
+        // Only this context unlinks entries, and it cannot while `&mut self` is borrowed by
+        // the result, so the entry outlives the result (see `ic_guard`).
         let view = self.device.shared.registry.live(handle, guard)?;
-        let entry: *const Entry<D> = view.entry();
-        // SAFETY: only this context unlinks entries, and it cannot while `&mut self` is
-        // borrowed by the result, so the entry outlives the result (see `ic_guard`); the IC side
-        // is only ever touched on this thread, and the `&mut self` borrow keeps this the only
-        // reference to it.
-        Ok(&mut unsafe { (*entry).ic_side() }.data)
+        Ok(&mut view.entry().ic_side(&mut self.token).data)
     }
 
     /// Creates a primary on the immediate context's thread (R-P1).
@@ -779,8 +785,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if !entry.is_live() {
                 return Err(AppError::DoubleDestroy.into());
             }
-            // SAFETY: IC thread (`&mut self`), no other IC-side reference alive.
-            unsafe { entry.ic_side() }.last_buffer
+            entry.ic_side(&mut self.token).last_buffer
         };
         if last_buffer == self.buffer.number {
             self.flush_inner()?; // R-D1: the open buffer references it

@@ -127,6 +127,9 @@ pub(crate) struct IcSide<D: Driver> {
 #[repr(C)]
 pub(crate) struct Entry<D: Driver> {
     generation: NonZeroU32,
+    /// The tag of the device whose registry holds the entry: the one whose [`IcToken`]
+    /// reaches its IC side.
+    device: u8,
     ty: HandleType,
     primary: bool,
     allocation: Option<AllocationHandle>,
@@ -148,10 +151,11 @@ pub(crate) struct Entry<D: Driver> {
     ic: CachePadded<UnsafeCell<IcSide<D>>>,
 }
 
-// SAFETY: `ic` is only accessed through `Entry::ic_side`, whose contract gives the immediate
-// context's thread exclusive access (it holds `&mut ImmediateContext`), so sharing an `Entry`
-// across threads never shares `IcData` (which only needs `Send`, like the value in a Mutex).
-// Every other field is `Sync`.
+// SAFETY: `ic` is only accessed through `Entry::ic_side`, which requires the `&mut IcToken` of
+// the entry's device: the token is owned by that device's one immediate context and is not
+// `Sync`, so only the thread driving the immediate context reaches an IC side, one at a
+// time. Sharing an `Entry` across threads never shares `IcData` (which only needs `Send`,
+// like the value in a Mutex). Every other field is `Sync`.
 unsafe impl<D: Driver> Sync for Entry<D> {}
 
 impl<D: Driver> Entry<D> {
@@ -231,14 +235,19 @@ impl<D: Driver> Entry<D> {
             .is_ok()
     }
 
-    /// The immediate-context side.
+    /// The immediate-context side (R-L3), reached with the immediate context's token: the
+    /// token is the witness that this is the thread driving the entry's immediate context,
+    /// and borrowing it mutably for as long as the result lives keeps that result the only
+    /// reference to any IC side.
     ///
-    /// # Safety
-    /// Only the immediate context's thread may call this (or the thread that owns the device
-    /// exclusively), and it must not hold two results for the same entry at once.
-    #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn ic_side(&self) -> &mut IcSide<D> {
-        // SAFETY: the caller guarantees exclusive, IC-thread-only access (see the contract).
+    /// Panics when `token` belongs to another device's immediate context (a bug of the
+    /// engine, never of its caller's input).
+    pub(crate) fn ic_side<'t>(&'t self, token: &'t mut IcToken) -> &'t mut IcSide<D> {
+        assert_eq!(token.tag, self.device, "an IC token of another device");
+        // SAFETY: `token` is the one token of this entry's device (checked above), owned by
+        // its immediate context and not `Sync`, so this is that context's thread; the
+        // exclusive borrow of the token for `'t` means no other IC-side reference exists
+        // while the result lives.
         unsafe { &mut *self.ic.get() }
     }
 }
@@ -644,6 +653,7 @@ impl<D: Driver> Registry<D> {
         let generation = NonZeroU32::new(generation).expect("generations start at 1");
         let entry = Entry {
             generation,
+            device: self.tag,
             ty: new.ty,
             primary: new.primary,
             allocation: new.allocation,

@@ -225,11 +225,7 @@ impl RetireQueue {
         entry: &Entry<D>,
     ) {
         let allocation = entry.allocation();
-        // SAFETY: this runs on the immediate context's thread (the queue is the IC's, and
-        // `pass` carries its token), and no other reference to this entry's IC side is alive
-        // during the call.
-        let ic = unsafe { entry.ic_side() };
-        let fence = ic.last_buffer;
+        let fence = entry.ic_side(pass.token).last_buffer;
         let (registry, guard, clock, clocks) = (pass.registry, pass.guard, pass.clock, pass.clocks);
         let kernel = pass.kernel;
         let token = &mut *pass.token;
@@ -252,8 +248,9 @@ impl RetireQueue {
                 }
             }
         };
-        let unwinding =
+        let mut unwinding =
             scopeguard::guard_on_unwind((self, token), |(queue, token)| rest(queue, token));
+        let ic = entry.ic_side(unwinding.1);
         pass.driver
             .destroy_object(entry.ty(), entry.object(), &mut ic.data);
         let (queue, token) = ScopeGuard::into_inner(unwinding);
