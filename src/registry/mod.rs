@@ -809,7 +809,7 @@ impl<D: Driver> Registry<D> {
 
     /// The reclaimer's state, for the immediate context.
     fn reclaim<'t>(&'t self, token: &'t mut IcToken) -> &'t mut Limbo {
-        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        assert_eq!(token.tag, self.tag, "an IC token of another device");
         // SAFETY: `take_ic_token` hands out one token per registry, held by its immediate
         // context; `&mut IcToken` for as long as the result lives makes this the only
         // reference to it (everything else reaches it through `&mut self` in `Drop`).
@@ -834,7 +834,7 @@ impl<D: Driver> Registry<D> {
 
     /// Unlinked entries not yet dropped.
     pub(crate) fn unreclaimed(&self, token: &IcToken) -> usize {
-        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        assert_eq!(token.tag, self.tag, "an IC token of another device");
         // SAFETY: as in `reclaim`: the one token of this registry is borrowed for the read, so
         // no `&mut` to the limbo (which needs `&mut IcToken`) exists meanwhile.
         unsafe { &*self.reclaim.get() }.waiting()
@@ -857,7 +857,7 @@ impl<D: Driver> Registry<D> {
 
     /// Memory the limbo keeps besides its entries.
     pub(crate) fn limbo_bytes(&self, token: &IcToken) -> usize {
-        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        assert_eq!(token.tag, self.tag, "an IC token of another device");
         // SAFETY: as in `unreclaimed`.
         unsafe { &*self.reclaim.get() }.retained_bytes()
     }
@@ -867,7 +867,7 @@ impl<D: Driver> Registry<D> {
     /// uses it, pinned or not (the CPU epoch protects other threads from its unlinks, not
     /// itself). Never used to defer work: deferring on it would run at once.
     pub(crate) fn ic_guard(&self, token: &IcToken) -> &'static Guard {
-        debug_assert_eq!(token.tag, self.tag, "a token of another device");
+        assert_eq!(token.tag, self.tag, "an IC token of another device");
         // SAFETY: see above: entries reached through this guard are linked ones, found by
         // the single reclaimer, which cannot unlink them while it reads them; the limbo (and
         // so slot reuse) never defers through it (`seal` takes a pinned guard).
