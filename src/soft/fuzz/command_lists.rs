@@ -514,7 +514,7 @@ fn one_in_four(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<bool> {
 /// it, about ten microseconds under AddressSanitizer: the cap keeps a fuzzer's input cheap
 /// (the campaign's `-max_len` matches it) and leaves room for several recordings, executions
 /// and destructions in one run.
-pub const MAX_STEPS: usize = 64;
+pub const MAX_STEPS: usize = 48;
 
 /// Decodes steps from raw bytes until they run out or [`MAX_STEPS`] are decoded (a dense
 /// decoding for fuzzers and PRNG inputs: `Vec::<Step>::arbitrary_take_rest` spends a byte
