@@ -123,7 +123,7 @@ impl<D: Driver, K: Kernel> ListData<D, K> {
     /// Whether the immediate context's buffer that last executed the list has not passed
     /// the driver's list clock yet: its memory may still be read.
     pub(crate) fn in_flight(&self) -> bool {
-        !self.device.shared.list_clock.passed(&self.stamp)
+        !self.device.shared.list_clock().passed(&self.stamp)
     }
 }
 
@@ -136,7 +136,7 @@ pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
     if node.value.in_flight() {
         // The stack lives in the device the node keeps: reached through a pointer, since the
         // node moves into it.
-        let retired: *const DropStack<ListData<D, K>> = &node.value.device.shared.retired_lists;
+        let retired: *const DropStack<ListData<D, K>> = node.value.device.shared.retired_lists();
         // SAFETY: the node keeps its device, and with it `retired_lists`, alive until the
         // node is dropped; `push` reads the stack only until its CAS publishes the node, and
         // a refused node comes back to this thread, which still owns it (and its device).
@@ -168,7 +168,7 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     if data.state != ListState::Cached {
         data.device
             .shared
-            .driver
+            .driver()
             .destroy_command_list(data.body.memory());
     }
 }
@@ -306,7 +306,7 @@ impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
         node.value.state = ListState::RecycleDestroyed;
         let mut node = scopeguard::guard_on_unwind(node, send_home);
         let data = &mut node.value;
-        let driver = &data.device.shared.driver;
+        let driver = data.device.shared.driver();
         driver.recycle_destroy_command_list(data.body.memory());
         send_home(ScopeGuard::into_inner(node));
     }

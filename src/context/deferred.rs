@@ -157,14 +157,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             return Err(Error::DeviceRemoved);
         }
         let s = &*self.shared;
-        let id = DeferredId::new(
-            s.next_deferred_id
-                .fetch_add(1, crate::primitive::Ordering::Relaxed),
-        );
-        let cls = ClsTable::new(&s.handle_sizes)?;
-        let dc = s.driver.create_deferred_context(id)?;
-        s.live_deferred
-            .fetch_add(1, crate::primitive::Ordering::SeqCst);
+        let id = s.next_deferred_id();
+        let cls = ClsTable::new(s.handle_sizes())?;
+        let dc = s.driver().create_deferred_context(id)?;
+        s.deferred_alive();
         Ok(DeferredContext {
             device: self.clone(),
             id,
@@ -176,7 +172,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             calls: Calls::Recorded,
             sink: Vec::new(),
             lists: ListPool::new(),
-            trim_seen: s.trim_epoch.load(crate::primitive::Ordering::Relaxed),
+            trim_seen: s.trim_epoch(),
             stats: DeferredStats::default(),
             _not_sync: PhantomData,
         })
@@ -210,9 +206,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let s = &*self.device.shared;
         let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
         let ctx = ClsCtx {
-            driver: &s.driver,
+            driver: s.driver(),
             dc,
-            registry: &s.registry,
+            registry: s.registry(),
             guard,
         };
         Ok((&mut self.cls, ctx))
@@ -287,7 +283,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Fails with out-of-memory if `more` bytes would take the recording over budget (R-E3).
     fn reserve(&self, more: usize) -> Result<()> {
-        let budget = self.device.shared.config.deferred_budget;
+        let budget = self.device.shared.config().deferred_budget;
         if self.rec.bytes().saturating_add(more) > budget {
             Err(Error::OutOfMemory)
         } else {
@@ -315,7 +311,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if let Err(error) = &result {
             self.device
                 .shared
-                .kernel
+                .kernel()
                 .set_error(ContextId::Deferred(self.id), *error);
             if *error == Error::OutOfMemory {
                 self.remove_locally();
@@ -335,7 +331,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.stats.removals += 1;
         self.trim_pools();
         let s = &*self.device.shared;
-        s.kernel
+        s.kernel()
             .perform_amortized_processing(ContextId::Deferred(self.id));
     }
 
@@ -347,7 +343,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let s = &*self.device.shared;
         if let Some(dc) = self.dc.as_mut() {
             self.cls
-                .close_all(&s.driver, dc, &s.registry, StateView::empty(), None);
+                .close_all(s.driver(), dc, s.registry(), StateView::empty(), None);
         }
     }
 
@@ -400,7 +396,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(data.len()))?;
         {
             let guard = epoch::pin();
-            let registry = &self.device.shared.registry;
+            let registry = self.device.shared.registry();
             registry
                 .live(resource, &guard)?
                 .check_write(offset, data.len())?;
@@ -421,7 +417,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(self
             .device
             .shared
-            .registry
+            .registry()
             .live(resource, &guard)?
             .byte_size())
     }
@@ -521,7 +517,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.open.check_map(resource)?;
         let size = {
             let guard = epoch::pin();
-            let registry = &self.device.shared.registry;
+            let registry = self.device.shared.registry();
             registry.live(resource, &guard)?.discard_len()?
         };
         self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(size))?;
@@ -606,9 +602,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             let body = &mut node.value.body;
             body.held.clear();
             self.cls.close_all(
-                &s.driver,
+                s.driver(),
                 dc,
-                &s.registry,
+                s.registry(),
                 StateView::empty(),
                 Some(&mut body.held),
             );
@@ -623,11 +619,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let list = CommandList::new(ScopeGuard::into_inner(node));
         self.renew()?;
         self.stats.finished += 1;
-        let epoch = self
-            .device
-            .shared
-            .trim_epoch
-            .load(crate::primitive::Ordering::Relaxed);
+        let epoch = self.device.shared.trim_epoch();
         if epoch != self.trim_seen {
             self.trim_seen = epoch;
             self.trim_pools();
@@ -644,7 +636,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
         self.lists.take_destroyed(|node| {
-            s.driver.recycle_command_list(dc, node.value.body.memory());
+            s.driver()
+                .recycle_command_list(dc, node.value.body.memory());
         });
         Ok(())
     }
@@ -658,7 +651,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let state = StateView::of(&self.bindings);
         if let Some(mut node) = self.lists.pop_cached() {
             match s
-                .driver
+                .driver()
                 .recycle_create_command_list(dc, node.value.body.memory(), state)
             {
                 Ok(()) => {
@@ -671,19 +664,22 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         // R-R7: CalcPrivateCommandListSize, CreateCommandList, then
         // CalcDeferredContextHandleSize(COMMANDLIST).
-        let mut private = zeroed(s.driver.calc_private_command_list_size())?;
-        s.driver.create_command_list(dc, &mut private, state)?;
+        let mut private = zeroed(s.driver().calc_private_command_list_size())?;
+        s.driver().create_command_list(dc, &mut private, state)?;
         // Created: destroyed again if anything below fails or panics.
         let private = scopeguard::guard(private, |mut private| {
-            s.driver.destroy_command_list(ListMemory {
+            s.driver().destroy_command_list(ListMemory {
                 private: &mut private,
                 local: &mut [],
             })
         });
         let local_size = s
-            .driver
+            .driver()
             .calc_deferred_context_handle_size(HandleType::CommandList, None);
-        let local = match s.handle_sizes.contains(HandleType::CommandList, local_size) {
+        let local = match s
+            .handle_sizes()
+            .contains(HandleType::CommandList, local_size)
+        {
             true => zeroed(local_size)?,
             false => return Err(Error::InvalidArg), // R-H4
         };
@@ -720,15 +716,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let s = &*self.device.shared;
         if s.recycles() {
             if let Some(dc) = self.dc.as_mut() {
-                if s.driver.recycle_create_deferred_context(dc).is_ok() {
+                if s.driver().recycle_create_deferred_context(dc).is_ok() {
                     return Ok(());
                 }
             }
         }
         if let Some(dc) = self.dc.take() {
-            s.driver.destroy_deferred_context(dc);
+            s.driver().destroy_deferred_context(dc);
         }
-        self.dc = Some(s.driver.create_deferred_context(self.id)?);
+        self.dc = Some(s.driver().create_deferred_context(self.id)?);
         Ok(())
     }
 
@@ -758,13 +754,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.unload();
             return self.renew();
         };
-        s.driver.abandon_command_list(dc);
+        s.driver().abandon_command_list(dc);
         loop {
             let Some((point, _)) = self.bindings.iter().next() else {
                 break;
             };
             self.bindings.set(point, None);
-            s.driver
+            s.driver()
                 .abandon_unbind(dc, point, StateView::of(&self.bindings));
         }
         self.unload();
@@ -788,9 +784,7 @@ impl<D: Driver, K: Kernel> Drop for DeferredContext<D, K> {
         // a context that is gone.
         let shared = Arc::clone(&self.device.shared);
         let _counted = scopeguard::guard((), |()| {
-            shared
-                .live_deferred
-                .fetch_sub(1, crate::primitive::Ordering::SeqCst);
+            shared.deferred_gone();
         });
         let mut this = scopeguard::guard(&mut *self, |dc| dc.end_lists_and_state());
         this.unload();
@@ -806,7 +800,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let shared = &*self.device.shared;
         let _state = scopeguard::guard(self.dc.take(), |dc| {
             if let Some(dc) = dc {
-                shared.driver.destroy_deferred_context(dc);
+                shared.driver().destroy_deferred_context(dc);
             }
         });
         let lists = self.lists.close();

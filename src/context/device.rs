@@ -17,7 +17,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{
     AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View,
 };
-use crate::kernel::{AllocationDesc, ContextId, Kernel};
+use crate::kernel::{AllocationDesc, ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListClock;
 use crate::lists::recycle::DropStack;
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -94,36 +94,113 @@ impl DeviceConfig {
     }
 }
 
-/// The state every context and every thread shares.
+/// The state every context and every thread shares. Its fields are private: what changes
+/// after creation (the open buffer's number, the deferred contexts' count and numbers, the
+/// trim epoch) changes only through the named operations below, each with its ordering.
 pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
-    pub(crate) driver: D,
-    pub(crate) kernel: K,
-    pub(crate) registry: Registry<D>,
+    driver: D,
+    kernel: K,
+    registry: Registry<D>,
     /// The immediate context's open command-buffer number: the tag of a destroy (R-D1).
     /// Written by the IC at each flush, read by destroying threads.
-    pub(crate) open_buffer: CachePadded<AtomicU64>,
-    pub(crate) caps: ThreadingCaps,
-    pub(crate) handle_sizes: HandleSizeTable,
-    pub(crate) config: DeviceConfig,
-    /// The next deferred context's id.
-    pub(crate) next_deferred_id: AtomicU32,
+    open_buffer: CachePadded<AtomicU64>,
+    caps: ThreadingCaps,
+    handle_sizes: HandleSizeTable,
+    config: DeviceConfig,
+    /// The next deferred context's number.
+    next_deferred_id: AtomicU32,
     /// Deferred contexts alive: the device cannot be destroyed while one may still close
     /// context-local handles (R-H2).
-    pub(crate) live_deferred: AtomicUsize,
+    live_deferred: AtomicUsize,
     /// Command lists ended for good while a buffer that executed them may still read their
     /// memory; the immediate context frees them once the list clock has passed.
-    pub(crate) retired_lists: DropStack<ListData<D, K>>,
+    retired_lists: DropStack<ListData<D, K>>,
     /// Bumped by the IC each time it performs amortised processing; deferred contexts trim
     /// their pools when they see it change (R-A1). Read-mostly: a load at each Finish.
-    pub(crate) trim_epoch: CachePadded<AtomicU64>,
+    trim_epoch: CachePadded<AtomicU64>,
     /// When executed command lists may be reused: published by the IC after each flush,
     /// asked by whoever recycles or frees a list; its policy is
     /// [`DeviceConfig::list_clock`].
-    pub(crate) list_clock: ListClock,
+    list_clock: ListClock,
     _tag: DeviceTag,
 }
 
 impl<D: Driver, K: Kernel> DeviceShared<D, K> {
+    pub(crate) fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    pub(crate) fn kernel(&self) -> &K {
+        &self.kernel
+    }
+
+    pub(crate) fn registry(&self) -> &Registry<D> {
+        &self.registry
+    }
+
+    pub(crate) fn config(&self) -> &DeviceConfig {
+        &self.config
+    }
+
+    pub(crate) fn handle_sizes(&self) -> &HandleSizeTable {
+        &self.handle_sizes
+    }
+
+    pub(crate) fn list_clock(&self) -> &ListClock {
+        &self.list_clock
+    }
+
+    pub(crate) fn retired_lists(&self) -> &DropStack<ListData<D, K>> {
+        &self.retired_lists
+    }
+
+    /// The open buffer's number, as a destroy tags itself with it (R-D1). SeqCst, after the
+    /// destroy's SeqCst mark: pairs with [`DeviceShared::publish_open_buffer`].
+    pub(crate) fn open_buffer(&self) -> u64 {
+        self.open_buffer.load(Ordering::SeqCst)
+    }
+
+    /// The immediate context opened buffer `number` (after submitting the one before).
+    /// SeqCst: a destroy that marked its object before this store reads the old number, one
+    /// that reads the new number marked after it, so no destroy is tagged with a buffer
+    /// that was already submitted while still referencing the object.
+    pub(crate) fn publish_open_buffer(&self, number: u64) {
+        self.open_buffer.store(number, Ordering::SeqCst);
+    }
+
+    /// The number of a deferred context being created.
+    pub(crate) fn next_deferred_id(&self) -> DeferredId {
+        DeferredId::new(self.next_deferred_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A deferred context came to life (its driver state exists). SeqCst, with
+    /// [`DeviceShared::deferred_gone`] and [`DeviceShared::has_live_deferred`]: device
+    /// destruction sees every context that may still close handles (R-H2).
+    pub(crate) fn deferred_alive(&self) {
+        self.live_deferred.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// A deferred context is gone (its handles closed, its state destroyed).
+    pub(crate) fn deferred_gone(&self) {
+        self.live_deferred.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Whether a deferred context is alive.
+    pub(crate) fn has_live_deferred(&self) -> bool {
+        self.live_deferred.load(Ordering::SeqCst) > 0
+    }
+
+    /// How many times the immediate context asked the deferred contexts to trim (R-A1).
+    pub(crate) fn trim_epoch(&self) -> u64 {
+        self.trim_epoch.load(Ordering::Relaxed)
+    }
+
+    /// Asks every deferred context to trim its pools at its next Finish (R-A1). Relaxed: a
+    /// trim is a hint, and a context that sees the bump a Finish late loses nothing.
+    pub(crate) fn ask_deferred_to_trim(&self) {
+        self.trim_epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Whether the recycle hooks are in use (R-R7).
     pub(crate) fn recycles(&self) -> bool {
         self.config.recycle && self.caps.contains(ThreadingCaps::COMMANDLISTS_BUILD_2)
@@ -210,12 +287,12 @@ impl<D: Driver, K: Kernel> Device<D, K> {
 
     /// The driver.
     pub fn driver(&self) -> &D {
-        &self.shared.driver
+        self.shared.driver()
     }
 
     /// The kernel.
     pub fn kernel(&self) -> &K {
-        &self.shared.kernel
+        self.shared.kernel()
     }
 
     /// The driver's threading caps, as validated at creation.
@@ -225,25 +302,25 @@ impl<D: Driver, K: Kernel> Device<D, K> {
 
     /// The handle-size table the driver answered at creation (R-H4).
     pub fn handle_sizes(&self) -> &HandleSizeTable {
-        &self.shared.handle_sizes
+        self.shared.handle_sizes()
     }
 
     /// The device's settings.
     pub fn config(&self) -> &DeviceConfig {
-        &self.shared.config
+        self.shared.config()
     }
 
     /// Whether the device was destroyed (every call then fails with
     /// [`Error::DeviceRemoved`]).
     pub fn is_removed(&self) -> bool {
-        self.shared.registry.is_removed()
+        self.shared.registry().is_removed()
     }
 
     /// Reports `error` on `context` through the kernel's set-error callback (R-E2) and
     /// returns it.
     pub(crate) fn report<T>(&self, context: ContextId, result: Result<T>) -> Result<T> {
         if let Err(error) = result {
-            self.shared.kernel.set_error(context, error);
+            self.shared.kernel().set_error(context, error);
         }
         result
     }
@@ -283,7 +360,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// on this thread: the object was never visible to anyone.
     pub(crate) fn create_object(&self, desc: &ObjectDesc<'_>) -> Result<AnyHandle> {
         let s = &*self.shared;
-        let _creating = s.registry.begin_create()?;
+        let _creating = s.registry().begin_create()?;
         if !desc.is_well_formed() {
             return Err(AppError::OutOfRange.into());
         }
@@ -293,7 +370,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let dependency = match desc.dependency() {
             Some(dep) => {
                 let missing = Error::from(AppError::MissingDependency);
-                let held = match s.registry.live(dep, &guard) {
+                let held = match s.registry().live(dep, &guard) {
                     Ok(r) if r.entry().hold() => r,
                     Err(Error::DeviceRemoved) => return Err(Error::DeviceRemoved),
                     _ => return Err(missing),
@@ -302,38 +379,38 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             }
             None => None,
         };
-        let slot = s.registry.reserve()?;
-        let size = s.driver.calc_private_size(desc);
+        let slot = s.registry().reserve()?;
+        let size = s.driver().calc_private_size(desc);
         let allocation = match size {
             0 => None,
             size => {
-                let allocation = s.kernel.allocate(&AllocationDesc {
+                let allocation = s.kernel().allocate(&AllocationDesc {
                     size: size as u64,
                     shared: desc.is_shared(),
                     primary: desc.is_primary(),
                 })?;
                 // No command buffer ever referenced it: given back on this thread.
-                Some(scopeguard::guard(allocation, |a| s.kernel.deallocate(a)))
+                Some(scopeguard::guard(allocation, |a| s.kernel().deallocate(a)))
             }
         };
         let ty = desc.handle_type();
-        let created = s.driver.create_object(
+        let created = s.driver().create_object(
             desc,
             allocation.as_deref().copied(),
             dependency.as_deref().map(|d| d.object()),
         )?;
         let created = scopeguard::guard(created, |(object, mut ic_data)| {
-            s.driver.destroy_object(ty, &object, &mut ic_data)
+            s.driver().destroy_object(ty, &object, &mut ic_data)
         });
         // R-H4: once the object exists, ask the size of its context-local handles; a size the
         // table does not list fails where it would be used (opening a handle, InvalidArg).
         let local_size = s
-            .driver
+            .driver()
             .calc_deferred_context_handle_size(ty, Some(&created.0));
-        let local_class = s.handle_sizes.size_class(ty, local_size);
+        let local_class = s.handle_sizes().size_class(ty, local_size);
         // Nothing fails from here on: the guards are defused and the object is linked.
         let (object, ic_data) = ScopeGuard::into_inner(created);
-        let handle = s.registry.link(
+        let handle = s.registry().link(
             slot,
             NewEntry {
                 ty,
@@ -354,7 +431,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             ScopeGuard::into_inner(held); // the view keeps the hold until really destroyed
         }
         // Device destruction waits for this create to end, then drains what it linked.
-        if s.registry.is_removed() {
+        if s.registry().is_removed() {
             return Err(Error::DeviceRemoved);
         }
         Ok(handle)
@@ -373,7 +450,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     fn destroy_object<T: ObjectKind>(&self, handle: Handle<T>) -> Result<()> {
         let s = &*self.shared;
         let guard = epoch::pin();
-        let entry = s.registry.find(handle, &guard)?;
+        let entry = s.registry().find(handle, &guard)?;
         if !entry.is_live() {
             return Err(AppError::DoubleDestroy.into());
         }
@@ -383,13 +460,12 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         if !entry.mark_destroyed() {
             return Err(AppError::DoubleDestroy.into());
         }
-        // SeqCst, after the SeqCst mark: pairs with the IC's bump of its open buffer.
-        let tag = s.open_buffer.load(Ordering::SeqCst);
+        let tag = s.open_buffer();
         let index = handle.slot();
-        let slot = s.registry.slot(index).expect("a found entry has a slot");
+        let slot = s.registry().slot(index).expect("a found entry has a slot");
         slot.retire_tag.store(tag, Ordering::Relaxed);
-        s.registry.retired.push(index, |i| {
-            &s.registry.slot(i).expect("slot exists").next_retired
+        s.registry().retired.push(index, |i| {
+            &s.registry().slot(i).expect("slot exists").next_retired
         });
         Ok(())
     }
@@ -398,7 +474,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// keeps the CPU epoch pinned: hold it briefly.
     pub fn object<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectRef<D>> {
         let device: Arc<dyn Send + Sync> = self.shared.clone();
-        self.shared.registry.get(handle, device)
+        self.shared.registry().get(handle, device)
     }
 
     /// `handle` as a handle of kind `U`, if it names a live object of that kind: what a shim
@@ -418,7 +494,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// ```
     pub fn typed<U: ObjectKind>(&self, handle: AnyHandle) -> Result<Handle<U>> {
         let guard = epoch::pin();
-        self.shared.registry.live(handle.cast::<U>(), &guard)?;
+        self.shared.registry().live(handle.cast::<U>(), &guard)?;
         Ok(handle.cast())
     }
 }

@@ -99,7 +99,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(crate) fn new(device: Device<D, K>, imm: D::Immediate) -> Self {
         let token = device
             .shared
-            .registry
+            .registry()
             .take_ic_token()
             .expect("one immediate context per device");
         ImmediateContext {
@@ -146,7 +146,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Counters of the deferred-destruction queue.
     pub fn retire_stats(&self) -> RetireStats {
-        let registry = &self.device.shared.registry;
+        let registry = self.device.shared.registry();
         let mut stats = self.retire.stats();
         stats.waiting_reclamation = registry.unreclaimed(&self.token);
         stats.retained_bytes += registry.limbo_bytes(&self.token);
@@ -179,7 +179,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// last submitted buffer is the kernel's error (`InvalidArg`, R-E1) and is not believed,
     /// so nothing is deallocated on a fence the GPU never reached (R-D1, R-D4).
     fn completed_fence(&mut self) -> Result<u64> {
-        let reported = self.device.shared.kernel.completed_fence();
+        let reported = self.device.shared.kernel().completed_fence();
         if reported < self.completed || reported > self.last_submitted {
             return Err(Error::InvalidArg);
         }
@@ -226,7 +226,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     ) -> Result<()> {
         let s = &*self.device.shared;
         let resolver = Resolver::new(
-            &s.registry,
+            s.registry(),
             guard,
             StateView::of(&self.bindings),
             false,
@@ -234,14 +234,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         );
         let stamp = |(buffer, token): (&mut OpenBuffer, &mut IcToken)| {
             for view in objects {
-                Self::reference(buffer, token, &s.registry, guard, *view);
+                Self::reference(buffer, token, s.registry(), guard, *view);
             }
             // `held`, not `live`: another thread may destroy an object meanwhile, but only
             // this thread frees entries, so everything validated before is there to stamp.
             if let Some(command) = command {
                 command.for_each_object(&mut |h| {
-                    if let Ok(view) = s.registry.held(h, guard) {
-                        Self::reference(buffer, token, &s.registry, guard, view);
+                    if let Ok(view) = s.registry().held(h, guard) {
+                        Self::reference(buffer, token, s.registry(), guard, view);
                     }
                 });
             }
@@ -250,7 +250,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // A driver that panics mid-operation may have put part of it in the buffer: stamp it
         // all the same, so that nothing it references is freed before the buffer's submit.
         let on_unwind = scopeguard::guard_on_unwind((&mut self.buffer, &mut self.token), stamp);
-        let result = s.driver.execute(&mut self.imm, &resolver, op);
+        let result = s.driver().execute(&mut self.imm, &resolver, op);
         let open = ScopeGuard::into_inner(on_unwind);
         result?;
         stamp(open);
@@ -265,8 +265,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn command_inner(&mut self, command: &D::Command) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
-        let registry = &self.device.shared.registry;
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        let registry = self.device.shared.registry();
         // Two passes, so that nothing is stamped unless every handle is good and no list of
         // views is allocated: validate, then stamp.
         let mut failed = None;
@@ -289,8 +289,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(resource, guard)?;
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        let view = self.device.shared.registry().live(resource, guard)?;
         view.check_write(offset, data.len())?;
         self.run(
             guard,
@@ -312,9 +312,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn bind_inner(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
+        let guard = self.device.shared.registry().ic_guard(&self.token);
         let view = match object {
-            Some(h) => Some(self.device.shared.registry.live(h, guard)?),
+            Some(h) => Some(self.device.shared.registry().live(h, guard)?),
             None => None,
         };
         let objects: &[ObjectView<'_, D>] = match &view {
@@ -336,7 +336,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.entry().hold();
         }
         if let Some(old) = self.bindings.get(point) {
-            Self::release_binding(&self.device.shared.registry, guard, old);
+            Self::release_binding(self.device.shared.registry(), guard, old);
         }
         self.bindings.set(point, object);
         Ok(())
@@ -350,7 +350,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Clear-state's unbinding: releases what every binding held.
     fn unbind_all(&mut self, guard: &Guard) {
-        let registry = &self.device.shared.registry;
+        let registry = self.device.shared.registry();
         for (_, handle) in self.bindings.iter() {
             Self::release_binding(registry, guard, handle);
         }
@@ -365,7 +365,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     pub(crate) fn clear_state_inner(&mut self) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
+        let guard = self.device.shared.registry().ic_guard(&self.token);
         self.run(guard, &[], None, Op::ClearState)?;
         self.unbind_all(guard);
         Ok(())
@@ -385,8 +385,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn query_op(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
-        let view = self.device.shared.registry.live(query, guard)?;
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        let view = self.device.shared.registry().live(query, guard)?;
         self.open.check_query(query, begin)?;
         let op = if begin {
             Op::BeginQuery(view)
@@ -416,11 +416,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
+        let guard = self.device.shared.registry().ic_guard(&self.token);
         let size = self
             .device
             .shared
-            .registry
+            .registry()
             .live(resource, guard)?
             .discard_len()?;
         self.open.check_map(resource)?;
@@ -444,12 +444,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn unmap_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
+        let guard = self.device.shared.registry().ic_guard(&self.token);
         let contents = self.open.unmap(resource)?;
         let written = self
             .device
             .shared
-            .registry
+            .registry()
             .live(resource, guard)
             .and_then(|view| {
                 let op = Op::WriteDiscard {
@@ -493,18 +493,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let body = &list.data().body;
         self.open.check_list(&body.rec.maps, &body.rec.queries)?;
         let s = &*self.device.shared;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
+        let guard = self.device.shared.registry().ic_guard(&self.token);
         for held in &body.held {
             Self::reference(
                 &mut self.buffer,
                 &mut self.token,
-                &s.registry,
+                s.registry(),
                 guard,
                 held.view(),
             );
         }
         let resolver = Resolver::new(
-            &s.registry,
+            s.registry(),
             guard,
             StateView::of(&self.bindings),
             true,
@@ -514,10 +514,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // The execute is in the buffer from here on (also if a hook below fails or panics):
         // the buffer is submitted, and the list's memory waits for it.
         self.buffer.operations += 1;
-        s.driver
+        s.driver()
             .execute_command_list(&mut self.imm, &body.private, &resolver)?;
         let result = Self::replay(
-            &s.driver,
+            s.driver(),
             &mut self.imm,
             &resolver,
             body,
@@ -525,7 +525,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             &mut self.token,
         );
         // Clear-state after the list, whatever happened in it (R-C3).
-        let cleared = s.driver.execute(&mut self.imm, &resolver, Op::ClearState);
+        let cleared = s.driver().execute(&mut self.imm, &resolver, Op::ClearState);
         self.unbind_all(guard);
         result.and(cleared)
     }
@@ -590,8 +590,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn query_signaled_inner(&mut self, query: Handle<Query>) -> Result<bool> {
         self.check_alive()?;
         let end = {
-            let guard = self.device.shared.registry.ic_guard(&self.token);
-            let view = self.device.shared.registry.live(query, guard)?;
+            let guard = self.device.shared.registry().ic_guard(&self.token);
+            let view = self.device.shared.registry().live(query, guard)?;
             view.entry().ic_side(&mut self.token).query_end
         };
         if end == 0 {
@@ -617,8 +617,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let mut submitted = Ok(());
         let submits = self.buffer.operations > 0;
         if submits {
-            s.driver.flush(&mut self.imm);
-            submitted = s.kernel.submit(&Submission {
+            s.driver().flush(&mut self.imm);
+            submitted = s.kernel().submit(&Submission {
                 fence: number,
                 allocations: &self.buffer.allocations,
                 operations: self.buffer.operations,
@@ -631,8 +631,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             self.buffer.number = number + 1;
             self.buffer.operations = 0;
             self.buffer.allocations.clear();
-            // SeqCst: pairs with a destroy's SeqCst mark-then-read (see `Device::destroy`).
-            s.open_buffer.store(number + 1, Ordering::SeqCst);
+            s.publish_open_buffer(number + 1);
             number
         } else {
             // A buffer the kernel refused never reached it: it stays the open buffer, with its
@@ -646,7 +645,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         let s = &*self.device.shared;
         // For deferred contexts recycling lists this context executed (their memory clock).
-        s.list_clock.publish(through, completed);
+        s.list_clock().publish(through, completed);
         let clocks = Clocks {
             submitted_through: through,
             completed,
@@ -654,11 +653,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         Self::free_retired_lists(s, &mut self.lists_in_flight, false);
         // Entries unlinked at earlier flushes that no pinned reader can hold any more.
-        s.registry.collect(&mut self.token);
+        s.registry().collect(&mut self.token);
         // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
-        if self.retire.has_work(&s.registry) {
+        if self.retire.has_work(s.registry()) {
             let guard = epoch::pin();
-            let pass = Self::pass(s, &mut self.token, s.config.retire_clock, clocks, &guard);
+            let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
             self.retire.process(pass);
         }
         if self.amortizer.after_flush(submits, Instant::now) {
@@ -676,10 +675,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         guard: &'a Guard,
     ) -> Pass<'a, D, K> {
         Pass {
-            registry: &s.registry,
+            registry: s.registry(),
             token,
-            driver: &s.driver,
-            kernel: &s.kernel,
+            driver: s.driver(),
+            kernel: s.kernel(),
             clock,
             clocks,
             guard,
@@ -695,10 +694,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         in_flight: &mut Vec<Box<ListNode<D, K>>>,
         all: bool,
     ) {
-        if s.retired_lists.is_empty() && in_flight.is_empty() {
+        if s.retired_lists().is_empty() && in_flight.is_empty() {
             return;
         }
-        in_flight.extend(s.retired_lists.take_all());
+        in_flight.extend(s.retired_lists().take_all());
         let mut i = 0;
         while i < in_flight.len() {
             if all || !in_flight[i].value.in_flight() {
@@ -715,9 +714,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn perform_amortized_processing(&mut self) {
         self.retire.trim();
         let s = &*self.device.shared;
-        s.registry.amortize(&mut self.token);
-        s.trim_epoch.fetch_add(1, Ordering::Relaxed);
-        s.kernel.perform_amortized_processing(ContextId::Immediate);
+        s.registry().amortize(&mut self.token);
+        s.ask_deferred_to_trim();
+        s.kernel()
+            .perform_amortized_processing(ContextId::Immediate);
     }
 
     /// The end of a frame (the Present point): performs amortised processing if the frame
@@ -739,16 +739,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// do this by themselves when they perform amortised processing.
     pub fn trim(&mut self) {
         self.retire.trim();
-        self.device.shared.registry.amortize(&mut self.token);
+        self.device.shared.registry().amortize(&mut self.token);
     }
 
     /// The driver's IC data of a live object (R-L3: only this thread touches it).
     pub fn ic_data_mut<T: ObjectKind>(&mut self, handle: Handle<T>) -> Result<&mut D::IcData> {
         self.check_alive()?;
-        let guard = self.device.shared.registry.ic_guard(&self.token);
+        let guard = self.device.shared.registry().ic_guard(&self.token);
         // Only this context unlinks entries, and it cannot while `&mut self` is borrowed by
         // the result, so the entry outlives the result (see `ic_guard`).
-        let view = self.device.shared.registry.live(handle, guard)?;
+        let view = self.device.shared.registry().live(handle, guard)?;
         Ok(&mut view.entry().ic_side(&mut self.token).data)
     }
 
@@ -777,8 +777,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn destroy_primary_inner(&mut self, primary: Handle<Resource>) -> Result<()> {
         self.check_alive()?;
         let last_buffer = {
-            let guard = self.device.shared.registry.ic_guard(&self.token);
-            let entry = self.device.shared.registry.find(primary, guard)?;
+            let guard = self.device.shared.registry().ic_guard(&self.token);
+            let entry = self.device.shared.registry().find(primary, guard)?;
             if !entry.is_primary() {
                 return Err(AppError::PrimaryMismatch.into());
             }
@@ -792,27 +792,27 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         // R-P1 deallocates inside this call; under the completed clock that means waiting
         // for the GPU to finish the last buffer that used the primary.
-        if self.device.shared.config.retire_clock == Clock::Completed
+        if self.device.shared.config().retire_clock == Clock::Completed
             && last_buffer != 0
             && self.completed_fence()? < last_buffer
         {
-            self.device.shared.kernel.wait_for_fence(last_buffer)?;
+            self.device.shared.kernel().wait_for_fence(last_buffer)?;
         }
         let s = &*self.device.shared;
         let guard = epoch::pin();
-        let entry = s.registry.find(primary, &guard)?;
+        let entry = s.registry().find(primary, &guard)?;
         if !entry.mark_destroyed() {
             return Err(AppError::DoubleDestroy.into());
         }
         if !entry.try_seal() {
             // Views of a primary keep it: it goes through the queue like any object.
             let slot = s
-                .registry
+                .registry()
                 .slot(primary.slot())
                 .expect("found entries have slots");
             slot.retire_tag.store(self.buffer.number, Ordering::Relaxed);
-            s.registry.retired.push(primary.slot(), |i| {
-                &s.registry.slot(i).expect("slot").next_retired
+            s.registry().retired.push(primary.slot(), |i| {
+                &s.registry().slot(i).expect("slot").next_retired
             });
             return Ok(());
         }
@@ -842,7 +842,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// regardless; live contexts then release their handles without closing them (the
     /// objects are gone) and every call on them fails.
     pub fn destroy_device(&mut self) -> Result<()> {
-        let result = if self.device.shared.live_deferred.load(Ordering::SeqCst) > 0 {
+        let result = if self.device.shared.has_live_deferred() {
             Err(AppError::InvalidState.into())
         } else {
             self.destroy_device_inner()
@@ -863,15 +863,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let flushed = self.flush_inner();
         let s = &*self.device.shared;
         let waited = if self.last_submitted > 0 {
-            s.kernel.wait_for_fence(self.last_submitted)
+            s.kernel().wait_for_fence(self.last_submitted)
         } else {
             Ok(())
         };
         self.life = Life::Draining;
-        s.registry.mark_removed();
+        s.registry().mark_removed();
         // The GPU is idle: every retired list's memory can go, and lists ended from now on
         // free themselves.
-        self.lists_in_flight.extend(s.retired_lists.close());
+        self.lists_in_flight.extend(s.retired_lists().close());
         self.drain();
         flushed.and(waited)
     }
@@ -887,10 +887,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // Every entry still linked is destroyed now: the live ones as if by the application,
         // and also those destroyed by a thread that has not pushed them onto the retire
         // stack yet (it may never be collected again). Each slot is queued once.
-        self.retire.collect(&s.registry);
+        self.retire.collect(s.registry());
         let mut queued = self.retire.queued_slots();
         let retire = &mut self.retire;
-        s.registry.for_each_linked(&guard, |index, entry| {
+        s.registry().for_each_linked(&guard, |index, entry| {
             if entry.claim_for_drain() && queued.insert(index) {
                 retire.push_now(index);
             }
@@ -900,7 +900,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed: u64::MAX,
             drain: true,
         };
-        let pass = Self::pass(s, &mut self.token, s.config.retire_clock, clocks, &guard);
+        let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
         self.retire.process(pass);
         self.life = Life::Destroyed;
     }
@@ -912,7 +912,7 @@ impl<D: Driver, K: Kernel> Drop for ImmediateContext<D, K> {
         if let Err(error) = result {
             self.device
                 .shared
-                .kernel
+                .kernel()
                 .set_error(ContextId::Immediate, error);
         }
     }
