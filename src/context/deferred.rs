@@ -305,6 +305,18 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve(core::mem::size_of::<Recorded<D::Command>>())
     }
 
+    /// Every recording entry point's frame (R-E2, R-E3): a removed context accepts the call
+    /// and records nothing; otherwise `work` runs once the device is known alive, and a
+    /// failure is reported on this context's sink, out of memory removing the context
+    /// locally.
+    fn record(&mut self, work: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        if self.calls == Calls::Removed {
+            return Ok(());
+        }
+        let result = self.check_alive().and_then(|()| work(self));
+        self.settle(result)
+    }
+
     /// Reports a failed call on this context's sink (R-E2); out of memory removes the
     /// context locally (R-E3).
     fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
@@ -356,60 +368,46 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Records a driver-defined command; opens the context-local handles of the objects it
     /// names on their first use (R-H1, R-H3).
     pub fn command(&mut self, command: D::Command) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
-        }
-        let result = self.command_inner(command);
-        self.settle(result)
-    }
-
-    fn command_inner(&mut self, command: D::Command) -> Result<()> {
-        self.check_alive()?;
-        self.reserve_op()?;
-        let guard = epoch::pin();
-        let (cls, mut ctx) = self.cls_parts(&guard)?;
-        let mut failed = None;
-        command.for_each_object(&mut |h| {
-            if failed.is_none() {
-                failed = cls.use_object(&mut ctx, h).err();
+        self.record(|dc| {
+            dc.reserve_op()?;
+            let guard = epoch::pin();
+            let (cls, mut ctx) = dc.cls_parts(&guard)?;
+            let mut failed = None;
+            command.for_each_object(&mut |h| {
+                if failed.is_none() {
+                    failed = cls.use_object(&mut ctx, h).err();
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e);
             }
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        self.push_op(Recorded::Command(command));
-        Ok(())
+            dc.push_op(Recorded::Command(command));
+            Ok(())
+        })
     }
 
     /// Records UpdateSubresource: `data` (copied into the recording's arena) written at byte
     /// `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
-        }
-        let result = self.update_inner(resource, offset, data);
-        self.settle(result)
-    }
-
-    fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        self.check_alive()?;
-        self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(data.len()))?;
-        {
-            let guard = epoch::pin();
-            let registry = self.device.shared.registry();
-            registry
-                .live(resource, &guard)?
-                .check_write(offset, data.len())?;
-        }
-        self.use_object(resource.any())?;
-        let payload = self.rec.payloads.copy(data)?;
-        self.rec.payload_bytes += data.len();
-        self.push_op(Recorded::Update {
-            resource,
-            offset,
-            payload,
-        });
-        Ok(())
+        self.record(|dc| {
+            dc.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(data.len()))?;
+            {
+                let guard = epoch::pin();
+                let registry = dc.device.shared.registry();
+                registry
+                    .live(resource, &guard)?
+                    .check_write(offset, data.len())?;
+            }
+            dc.use_object(resource.any())?;
+            let payload = dc.rec.payloads.copy(data)?;
+            dc.rec.payload_bytes += data.len();
+            dc.push_op(Recorded::Update {
+                resource,
+                offset,
+                payload,
+            });
+            Ok(())
+        })
     }
 
     fn resource_size(&self, resource: Handle<Resource>) -> Result<u64> {
@@ -424,44 +422,28 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Binds `object` at `point` (or unbinds with `None`).
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
-        }
-        let result = self.bind_inner(point, object);
-        self.settle(result)
-    }
-
-    fn bind_inner(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        self.check_alive()?;
-        self.reserve_op()?;
-        if let Some(h) = object {
-            self.use_object(h)?;
-        }
-        self.bindings.set(point, object);
-        self.push_op(Recorded::Bind { point, object });
-        Ok(())
+        self.record(|dc| {
+            dc.reserve_op()?;
+            if let Some(h) = object {
+                dc.use_object(h)?;
+            }
+            dc.bindings.set(point, object);
+            dc.push_op(Recorded::Bind { point, object });
+            Ok(())
+        })
     }
 
     /// Records the Begin of a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
-        }
-        let result = self.query_inner(query, true);
-        self.settle(result)
+        self.record(|dc| dc.query(query, true))
     }
 
     /// Records the End of a query.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
-        }
-        let result = self.query_inner(query, false);
-        self.settle(result)
+        self.record(|dc| dc.query(query, false))
     }
 
-    fn query_inner(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
-        self.check_alive()?;
+    fn query(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
         self.reserve_op()?;
         self.open.check_query(query, begin)?;
         self.use_object(query.any())?;
@@ -485,7 +467,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
-        let result = self.map_inner(resource);
+        let result = self.map(resource);
         match self.settle(result) {
             // SAFETY: the payload was just allocated in this recording's arena, which is not
             // reset while `&mut self` is borrowed by the result, and nothing else refers to
@@ -512,7 +494,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(&mut self.sink)
     }
 
-    fn map_inner(&mut self, resource: Handle<Resource>) -> Result<Payload> {
+    fn map(&mut self, resource: Handle<Resource>) -> Result<Payload> {
         self.check_alive()?;
         self.open.check_map(resource)?;
         let size = {
@@ -530,18 +512,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Unmap: records the contents written since [`DeferredContext::map_discard`].
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
-        }
-        let result = self.unmap_inner(resource);
-        self.settle(result)
-    }
-
-    fn unmap_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
-        self.check_alive()?;
-        let payload = self.open.unmap(resource)?;
-        self.record_unmap(resource, payload);
-        Ok(())
+        self.record(|dc| {
+            let payload = dc.open.unmap(resource)?;
+            dc.record_unmap(resource, payload);
+            Ok(())
+        })
     }
 
     fn record_unmap(&mut self, resource: Handle<Resource>, payload: Payload) {
@@ -736,14 +711,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.calls = Calls::Recorded;
             return Ok(());
         }
-        let result = self.abandon_inner();
+        let result = self.abandon_sequence();
+        if result.is_ok() {
+            self.stats.abandoned += 1;
+        }
         self.settle(result)
-    }
-
-    fn abandon_inner(&mut self) -> Result<()> {
-        self.abandon_sequence()?;
-        self.stats.abandoned += 1;
-        Ok(())
     }
 
     /// R-C2's sequence: AbandonCommandList, the bindings undone one by one, every handle

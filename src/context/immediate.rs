@@ -175,6 +175,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.device.report(ContextId::Immediate, result)
     }
 
+    /// Every entry point's frame: refuses the call once the device is removed or destroyed
+    /// (R-D3), runs `work`, and reports a failure on the immediate context's sink (R-E2).
+    fn entry<T>(&mut self, work: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let result = self.check_alive().and_then(|()| work(self));
+        self.report(result)
+    }
+
     /// The kernel's completed fence, checked: an answer behind an earlier one or past the
     /// last submitted buffer is the kernel's error (`InvalidArg`, R-E1) and is not believed,
     /// so nothing is deallocated on a fence the GPU never reached (R-D1, R-D4).
@@ -259,87 +266,75 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Performs a driver-defined command. Every object it names must be live.
     pub fn command(&mut self, command: &D::Command) -> Result<()> {
-        let result = self.command_inner(command);
-        self.report(result)
-    }
-
-    fn command_inner(&mut self, command: &D::Command) -> Result<()> {
-        self.check_alive()?;
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let registry = self.device.shared.registry();
-        // Two passes, so that nothing is stamped unless every handle is good and no list of
-        // views is allocated: validate, then stamp.
-        let mut failed = None;
-        command.for_each_object(&mut |h| {
-            if let Err(e) = registry.live(h, guard) {
-                failed = failed.or(Some(e));
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let registry = ic.device.shared.registry();
+            // Two passes, so that nothing is stamped unless every handle is good and no list of
+            // views is allocated: validate, then stamp.
+            let mut failed = None;
+            command.for_each_object(&mut |h| {
+                if let Err(e) = registry.live(h, guard) {
+                    failed = failed.or(Some(e));
+                }
+            });
+            if let Some(e) = failed {
+                return Err(e);
             }
-        });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        self.run(guard, &[], Some(command), Op::Command(command))
+            ic.run(guard, &[], Some(command), Op::Command(command))
+        })
     }
 
     /// UpdateSubresource: writes `data` at byte `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        let result = self.update_inner(resource, offset, data);
-        self.report(result)
-    }
-
-    fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        self.check_alive()?;
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().live(resource, guard)?;
-        view.check_write(offset, data.len())?;
-        self.run(
-            guard,
-            &[view],
-            None,
-            Op::Update {
-                resource: view,
-                offset,
-                data,
-            },
-        )
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let view = ic.device.shared.registry().live(resource, guard)?;
+            view.check_write(offset, data.len())?;
+            ic.run(
+                guard,
+                &[view],
+                None,
+                Op::Update {
+                    resource: view,
+                    offset,
+                    data,
+                },
+            )
+        })
     }
 
     /// Binds `object` at `point`, or unbinds with `None`.
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        let result = self.bind_inner(point, object);
-        self.report(result)
-    }
-
-    fn bind_inner(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        self.check_alive()?;
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = match object {
-            Some(h) => Some(self.device.shared.registry().live(h, guard)?),
-            None => None,
-        };
-        let objects: &[ObjectView<'_, D>] = match &view {
-            Some(v) => core::slice::from_ref(v),
-            None => &[],
-        };
-        self.run(
-            guard,
-            objects,
-            None,
-            Op::Bind {
-                point,
-                object: view,
-            },
-        )?;
-        // A binding holds its object (as D3D's references do): a bound object destroyed by
-        // the application is really destroyed only once unbound (R-D4's ClearState; Flush).
-        if let Some(view) = view {
-            view.entry().hold();
-        }
-        if let Some(old) = self.bindings.get(point) {
-            Self::release_binding(self.device.shared.registry(), guard, old);
-        }
-        self.bindings.set(point, object);
-        Ok(())
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let view = match object {
+                Some(h) => Some(ic.device.shared.registry().live(h, guard)?),
+                None => None,
+            };
+            let objects: &[ObjectView<'_, D>] = match &view {
+                Some(v) => core::slice::from_ref(v),
+                None => &[],
+            };
+            ic.run(
+                guard,
+                objects,
+                None,
+                Op::Bind {
+                    point,
+                    object: view,
+                },
+            )?;
+            // A binding holds its object (as D3D's references do): a bound object destroyed by
+            // the application is really destroyed only once unbound (R-D4's ClearState; Flush).
+            if let Some(view) = view {
+                view.entry().hold();
+            }
+            if let Some(old) = ic.bindings.get(point) {
+                Self::release_binding(ic.device.shared.registry(), guard, old);
+            }
+            ic.bindings.set(point, object);
+            Ok(())
+        })
     }
 
     fn release_binding(registry: &Registry<D>, guard: &Guard, handle: AnyHandle) {
@@ -359,32 +354,25 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// ClearState: unbinds everything (R-C3; the first step of R-D4's patterns).
     pub fn clear_state(&mut self) -> Result<()> {
-        let result = self.clear_state_inner();
-        self.report(result)
-    }
-
-    pub(crate) fn clear_state_inner(&mut self) -> Result<()> {
-        self.check_alive()?;
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        self.run(guard, &[], None, Op::ClearState)?;
-        self.unbind_all(guard);
-        Ok(())
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            ic.run(guard, &[], None, Op::ClearState)?;
+            ic.unbind_all(guard);
+            Ok(())
+        })
     }
 
     /// Begins a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
-        let result = self.query_op(query, true);
-        self.report(result)
+        self.entry(|ic| ic.query_op(query, true))
     }
 
     /// Ends a query; an event query is signalled once the GPU has finished this buffer.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
-        let result = self.query_op(query, false);
-        self.report(result)
+        self.entry(|ic| ic.query_op(query, false))
     }
 
     fn query_op(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
-        self.check_alive()?;
         let guard = self.device.shared.registry().ic_guard(&self.token);
         let view = self.device.shared.registry().live(query, guard)?;
         self.open.check_query(query, begin)?;
@@ -409,13 +397,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The bytes are the context's own (reused from map to map), allocated fallibly: a
     /// resource too big for memory is [`Error::OutOfMemory`].
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        let result = self.map_inner(resource);
-        self.report(result)?;
+        self.entry(|ic| ic.map(resource))?;
         Ok(self.open.mapped(resource)?.as_mut_slice())
     }
 
-    fn map_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
-        self.check_alive()?;
+    fn map(&mut self, resource: Handle<Resource>) -> Result<()> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
         let size = self
             .device
@@ -438,38 +424,34 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Unmap after [`ImmediateContext::map_discard`]: the bytes written become the
     /// resource's contents.
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        let result = self.unmap_inner(resource);
-        self.report(result)
-    }
-
-    fn unmap_inner(&mut self, resource: Handle<Resource>) -> Result<()> {
-        self.check_alive()?;
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let contents = self.open.unmap(resource)?;
-        let written = self
-            .device
-            .shared
-            .registry()
-            .live(resource, guard)
-            .and_then(|view| {
-                let op = Op::WriteDiscard {
-                    resource: view,
-                    data: &contents,
-                };
-                self.run(guard, &[view], None, op)
-            });
-        match written {
-            Ok(()) => {
-                self.spare_contents.push(contents);
-                Ok(())
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let contents = ic.open.unmap(resource)?;
+            let written = ic
+                .device
+                .shared
+                .registry()
+                .live(resource, guard)
+                .and_then(|view| {
+                    let op = Op::WriteDiscard {
+                        resource: view,
+                        data: &contents,
+                    };
+                    ic.run(guard, &[view], None, op)
+                });
+            match written {
+                Ok(()) => {
+                    ic.spare_contents.push(contents);
+                    Ok(())
+                }
+                // A refused Unmap leaves the resource mapped, as before the call (a driver hook
+                // that panics ends the Map instead).
+                Err(e) => {
+                    ic.open.map(resource, contents);
+                    Err(e)
+                }
             }
-            // A refused Unmap leaves the resource mapped, as before the call (a driver hook
-            // that panics ends the Map instead).
-            Err(e) => {
-                self.open.map(resource, contents);
-                Err(e)
-            }
-        }
+        })
     }
 
     /// CommandListExecute (R-C3): replays the list's operations through the driver, then
@@ -481,53 +463,49 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// device; it recorded no Map of a resource this context has mapped; it begins or ends
     /// no query this context began.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        let result = self.execute_list_inner(list);
-        self.report(result)
-    }
-
-    fn execute_list_inner(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        self.check_alive()?;
-        if !Arc::ptr_eq(&list.device().shared, &self.device.shared) {
-            return Err(AppError::CommandListNotExecutable.into());
-        }
-        let body = &list.data().body;
-        self.open.check_list(&body.rec.maps, &body.rec.queries)?;
-        let s = &*self.device.shared;
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        for held in &body.held {
-            Self::reference(
-                &mut self.buffer,
-                &mut self.token,
+        self.entry(|ic| {
+            if !Arc::ptr_eq(&list.device().shared, &ic.device.shared) {
+                return Err(AppError::CommandListNotExecutable.into());
+            }
+            let body = &list.data().body;
+            ic.open.check_list(&body.rec.maps, &body.rec.queries)?;
+            let s = &*ic.device.shared;
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            for held in &body.held {
+                Self::reference(
+                    &mut ic.buffer,
+                    &mut ic.token,
+                    s.registry(),
+                    guard,
+                    held.view(),
+                );
+            }
+            let resolver = Resolver::new(
                 s.registry(),
                 guard,
-                held.view(),
+                StateView::of(&ic.bindings),
+                true,
+                ic.buffer.number,
             );
-        }
-        let resolver = Resolver::new(
-            s.registry(),
-            guard,
-            StateView::of(&self.bindings),
-            true,
-            self.buffer.number,
-        );
-        list.executed_in(self.buffer.number);
-        // The execute is in the buffer from here on (also if a hook below fails or panics):
-        // the buffer is submitted, and the list's memory waits for it.
-        self.buffer.operations += 1;
-        s.driver()
-            .execute_command_list(&mut self.imm, &body.private, &resolver)?;
-        let result = Self::replay(
-            s.driver(),
-            &mut self.imm,
-            &resolver,
-            body,
-            &mut self.buffer,
-            &mut self.token,
-        );
-        // Clear-state after the list, whatever happened in it (R-C3).
-        let cleared = s.driver().execute(&mut self.imm, &resolver, Op::ClearState);
-        self.unbind_all(guard);
-        result.and(cleared)
+            list.executed_in(ic.buffer.number);
+            // The execute is in the buffer from here on (also if a hook below fails or panics):
+            // the buffer is submitted, and the list's memory waits for it.
+            ic.buffer.operations += 1;
+            s.driver()
+                .execute_command_list(&mut ic.imm, &body.private, &resolver)?;
+            let result = Self::replay(
+                s.driver(),
+                &mut ic.imm,
+                &resolver,
+                body,
+                &mut ic.buffer,
+                &mut ic.token,
+            );
+            // Clear-state after the list, whatever happened in it (R-C3).
+            let cleared = s.driver().execute(&mut ic.imm, &resolver, Op::ClearState);
+            ic.unbind_all(guard);
+            result.and(cleared)
+        })
     }
 
     /// Replays a list's operations (objects resolved through the list's holds).
@@ -583,31 +561,26 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// recorded in. Like D3D's GetData without DONOTFLUSH, it flushes when that buffer is still
     /// open. A query never ended is an application error.
     pub fn query_signaled(&mut self, query: Handle<Query>) -> Result<bool> {
-        let result = self.query_signaled_inner(query);
-        self.report(result)
-    }
-
-    fn query_signaled_inner(&mut self, query: Handle<Query>) -> Result<bool> {
-        self.check_alive()?;
-        let end = {
-            let guard = self.device.shared.registry().ic_guard(&self.token);
-            let view = self.device.shared.registry().live(query, guard)?;
-            view.entry().ic_side(&mut self.token).query_end
-        };
-        if end == 0 {
-            return Err(AppError::InvalidState.into());
-        }
-        if end >= self.buffer.number {
-            self.flush_inner()?;
-        }
-        Ok(self.completed_fence()? >= end)
+        self.entry(|ic| {
+            let end = {
+                let guard = ic.device.shared.registry().ic_guard(&ic.token);
+                let view = ic.device.shared.registry().live(query, guard)?;
+                view.entry().ic_side(&mut ic.token).query_end
+            };
+            if end == 0 {
+                return Err(AppError::InvalidState.into());
+            }
+            if end >= ic.buffer.number {
+                ic.flush_inner()?;
+            }
+            Ok(ic.completed_fence()? >= end)
+        })
     }
 
     /// Flush: submits the open command buffer if it holds anything, then runs every deferred
     /// destruction and deallocation the clocks allow, *even when the buffer was empty* (R-D2).
     pub fn flush(&mut self) -> Result<()> {
-        let result = self.flush_inner();
-        self.report(result)
+        self.entry(Self::flush_inner)
     }
 
     fn flush_inner(&mut self) -> Result<()> {
@@ -723,11 +696,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The end of a frame (the Present point): performs amortised processing if the frame
     /// went by without it while the context was active (R-A1: never starved for a frame).
     pub fn end_frame(&mut self) -> Result<()> {
-        let alive = self.check_alive();
-        if alive.is_ok() && self.amortizer.end_frame(Instant::now()) {
-            self.perform_amortized_processing();
-        }
-        self.report(alive)
+        self.entry(|ic| {
+            if ic.amortizer.end_frame(Instant::now()) {
+                ic.perform_amortized_processing();
+            }
+            Ok(())
+        })
     }
 
     /// How many times this context performed amortised processing.
@@ -753,82 +727,74 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Creates a primary on the immediate context's thread (R-P1).
-    pub fn create_primary(&mut self, desc: ResourceDesc) -> Result<Handle<Resource>> {
-        let result = self.create_primary_inner(desc);
-        self.report(result)
-    }
-
-    fn create_primary_inner(&mut self, mut desc: ResourceDesc) -> Result<Handle<Resource>> {
-        self.check_alive()?;
+    pub fn create_primary(&mut self, mut desc: ResourceDesc) -> Result<Handle<Resource>> {
         desc.flags |= crate::desc::ResourceFlags::PRIMARY;
-        self.device
-            .create_object(&ObjectDesc::Resource(desc))
-            .map(|h| h.cast())
+        self.entry(|ic| {
+            ic.device
+                .create_object(&ObjectDesc::Resource(desc))
+                .map(|h| h.cast())
+        })
     }
 
     /// Destroys a primary synchronously (R-P1): if the open buffer references it, that buffer
     /// is submitted first (R-D1), then the driver's destroy hook runs and the kernel memory is
     /// deallocated inside this call.
     pub fn destroy_primary(&mut self, primary: Handle<Resource>) -> Result<()> {
-        let result = self.destroy_primary_inner(primary);
-        self.report(result)
-    }
-
-    fn destroy_primary_inner(&mut self, primary: Handle<Resource>) -> Result<()> {
-        self.check_alive()?;
-        let last_buffer = {
-            let guard = self.device.shared.registry().ic_guard(&self.token);
-            let entry = self.device.shared.registry().find(primary, guard)?;
-            if !entry.is_primary() {
-                return Err(AppError::PrimaryMismatch.into());
+        self.entry(|ic| {
+            let last_buffer = {
+                let guard = ic.device.shared.registry().ic_guard(&ic.token);
+                let entry = ic.device.shared.registry().find(primary, guard)?;
+                if !entry.is_primary() {
+                    return Err(AppError::PrimaryMismatch.into());
+                }
+                if !entry.is_live() {
+                    return Err(AppError::DoubleDestroy.into());
+                }
+                entry.ic_side(&mut ic.token).last_buffer
+            };
+            if last_buffer == ic.buffer.number {
+                ic.flush_inner()?; // R-D1: the open buffer references it
             }
-            if !entry.is_live() {
+            // R-P1 deallocates inside this call; under the completed clock that means waiting
+            // for the GPU to finish the last buffer that used the primary.
+            if ic.device.shared.config().retire_clock == Clock::Completed
+                && last_buffer != 0
+                && ic.completed_fence()? < last_buffer
+            {
+                ic.device.shared.kernel().wait_for_fence(last_buffer)?;
+            }
+            let s = &*ic.device.shared;
+            let guard = epoch::pin();
+            let entry = s.registry().find(primary, &guard)?;
+            if !entry.mark_destroyed() {
                 return Err(AppError::DoubleDestroy.into());
             }
-            entry.ic_side(&mut self.token).last_buffer
-        };
-        if last_buffer == self.buffer.number {
-            self.flush_inner()?; // R-D1: the open buffer references it
-        }
-        // R-P1 deallocates inside this call; under the completed clock that means waiting
-        // for the GPU to finish the last buffer that used the primary.
-        if self.device.shared.config().retire_clock == Clock::Completed
-            && last_buffer != 0
-            && self.completed_fence()? < last_buffer
-        {
-            self.device.shared.kernel().wait_for_fence(last_buffer)?;
-        }
-        let s = &*self.device.shared;
-        let guard = epoch::pin();
-        let entry = s.registry().find(primary, &guard)?;
-        if !entry.mark_destroyed() {
-            return Err(AppError::DoubleDestroy.into());
-        }
-        if !entry.try_seal() {
-            // Views of a primary keep it: it goes through the queue like any object.
-            let slot = s
-                .registry()
-                .slot(primary.slot())
-                .expect("found entries have slots");
-            slot.retire_tag.store(self.buffer.number, Ordering::Relaxed);
-            s.registry().retired.push(primary.slot(), |i| {
-                &s.registry().slot(i).expect("slot").next_retired
+            if !entry.try_seal() {
+                // Views of a primary keep it: it goes through the queue like any object.
+                let slot = s
+                    .registry()
+                    .slot(primary.slot())
+                    .expect("found entries have slots");
+                slot.retire_tag.store(ic.buffer.number, Ordering::Relaxed);
+                s.registry().retired.push(primary.slot(), |i| {
+                    &s.registry().slot(i).expect("slot").next_retired
+                });
+                return Ok(());
+            }
+            // R-P1: destroyed and deallocated inside this call, whatever the clocks say (the GPU
+            // is done with it, see above); the rest of the destruction runs even if a hook panics.
+            let everything_due = Clocks {
+                submitted_through: u64::MAX,
+                completed: u64::MAX,
+                drain: false,
+            };
+            let mut pass = Self::pass(s, &mut ic.token, Clock::Submitted, everything_due, &guard);
+            let mut sealed = scopeguard::guard(&mut pass, |pass| {
+                pass.registry.seal(pass.token, pass.guard);
             });
-            return Ok(());
-        }
-        // R-P1: destroyed and deallocated inside this call, whatever the clocks say (the GPU
-        // is done with it, see above); the rest of the destruction runs even if a hook panics.
-        let everything_due = Clocks {
-            submitted_through: u64::MAX,
-            completed: u64::MAX,
-            drain: false,
-        };
-        let mut pass = Self::pass(s, &mut self.token, Clock::Submitted, everything_due, &guard);
-        let mut sealed = scopeguard::guard(&mut pass, |pass| {
-            pass.registry.seal(pass.token, pass.guard);
-        });
-        self.retire.destroy_now(&mut sealed, primary.slot(), entry);
-        Ok(())
+            ic.retire.destroy_now(&mut sealed, primary.slot(), entry);
+            Ok(())
+        })
     }
 
     /// DestroyDevice (R-D3): submits what is open, waits for the GPU to finish the last
