@@ -583,8 +583,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.entry(Self::flush_inner)
     }
 
+    /// The flush, inside an entry point that checked the device is alive, or inside device
+    /// destruction.
     fn flush_inner(&mut self) -> Result<()> {
-        self.check_alive()?;
         let s = &*self.device.shared;
         let number = self.buffer.number;
         let mut submitted = Ok(());
