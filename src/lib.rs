@@ -67,6 +67,7 @@ pub use context::immediate::ImmediateContext;
 pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};
 pub use driver::{Command, Driver, ListMemory, Op};
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
+pub use lists::record::OPERATION_BYTES;
 pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};
 

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
-use crate::lists::record::{Payload, Recorded, Recording};
+use crate::lists::record::{Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
 
 /// Counters and memory of a deferred context.
@@ -302,7 +302,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     fn reserve_op(&self) -> Result<()> {
-        self.reserve(core::mem::size_of::<Recorded<D::Command>>())
+        self.reserve(OPERATION_BYTES)
     }
 
     /// Every recording entry point's frame (R-E2, R-E3): a removed context accepts the call
@@ -390,7 +390,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.record(|dc| {
-            dc.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(data.len()))?;
+            dc.reserve(OPERATION_BYTES.saturating_add(data.len()))?;
             {
                 let guard = epoch::pin();
                 let registry = dc.device.shared.registry();
@@ -502,7 +502,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             let registry = self.device.shared.registry();
             registry.live(resource, &guard)?.discard_len()?
         };
-        self.reserve(core::mem::size_of::<Recorded<D::Command>>().saturating_add(size))?;
+        self.reserve(OPERATION_BYTES.saturating_add(size))?;
         self.use_object(resource.any())?;
         let payload = self.rec.payloads.zeroed(size)?;
         self.rec.payload_bytes += size;

@@ -52,8 +52,9 @@ pub struct DeviceConfig {
     /// `COMMANDLISTS_BUILD_2`. Off: a runtime without them, which destroys and creates
     /// command lists and deferred-context state every time.
     pub recycle: bool,
-    /// Bytes a deferred context's recording may hold (operations and payloads) before it
-    /// runs out of memory and is removed locally (R-E3).
+    /// Bytes a deferred context's recording may hold before it runs out of memory and is
+    /// removed locally (R-E3): each operation counts [`crate::OPERATION_BYTES`], plus its
+    /// payload (an update's data, a Map(DISCARD)'s whole resource). Default 64 MiB.
     pub deferred_budget: usize,
 }
 

@@ -151,10 +151,20 @@ impl<C> Default for Recording<C> {
     }
 }
 
+/// What one recorded operation counts against [`crate::DeviceConfig::deferred_budget`],
+/// whatever its kind (a command, an update, a bind, a Map(DISCARD), a query's Begin or End),
+/// besides its payload (R-E3). A fixed figure, so that a budget means the same on every
+/// target and for every driver: it covers the engine's own record of an operation when the
+/// driver's [`crate::Driver::Command`] is at most 48 bytes (`size_of`); a driver with larger
+/// commands keeps about `size_of::<Command>() - 48` more bytes per operation than it is
+/// counted, and sets its budget with that in mind.
+pub const OPERATION_BYTES: usize = 64;
+
 impl<C> Recording<C> {
-    /// Bytes the recording counts against its context's budget (R-E3).
+    /// Bytes the recording counts against its context's budget (R-E3): [`OPERATION_BYTES`]
+    /// per operation, plus the payloads.
     pub(crate) fn bytes(&self) -> usize {
-        self.ops.len() * core::mem::size_of::<Recorded<C>>() + self.payload_bytes
+        self.ops.len() * OPERATION_BYTES + self.payload_bytes
     }
 
     /// Memory the recording keeps (capacity, not content).
@@ -227,6 +237,15 @@ mod tests {
         assert_eq!(c.ptr, d.ptr, "a zeroed payload is freed by the reset too");
     }
 
+    /// The figure `OPERATION_BYTES` documents: the engine's record of an operation fits in
+    /// it for any command of up to 48 bytes, of any alignment up to 8.
+    #[test]
+    fn r_e3_an_operation_counts_at_least_its_memory() {
+        assert!(core::mem::size_of::<Recorded<[u8; 48]>>() <= OPERATION_BYTES);
+        assert!(core::mem::size_of::<Recorded<[u64; 6]>>() <= OPERATION_BYTES);
+        assert!(core::mem::size_of::<Recorded<()>>() <= OPERATION_BYTES);
+    }
+
     #[test]
     fn recording_counts_bytes_for_the_budget() {
         let mut rec: Recording<u8> = Recording::default();
@@ -238,7 +257,7 @@ mod tests {
             resource: Handle::from_bits(1 << 32).unwrap(),
             payload,
         });
-        assert_eq!(rec.bytes(), 2 * core::mem::size_of::<Recorded<u8>>() + 40);
+        assert_eq!(rec.bytes(), 2 * OPERATION_BYTES + 40);
         rec.clear();
         assert_eq!(rec.bytes(), 0);
     }

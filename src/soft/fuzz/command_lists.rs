@@ -67,7 +67,6 @@ use crate::desc::{QueryKind, ResourceDesc, ViewDesc};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
 use crate::kernel::{AllocationHandle, ContextId};
-use crate::lists::record::Recorded;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 
 use super::elsewhere;
@@ -563,11 +562,6 @@ pub fn run_with_budget(budget: usize, steps: &[Step]) -> Coverage {
     h.teardown()
 }
 
-/// The bytes one recorded operation counts against the budget (as the engine counts them).
-fn op_bytes() -> usize {
-    core::mem::size_of::<Recorded<SoftCommand>>()
-}
-
 /// The binding point a step's `point` names.
 fn point(p: u8) -> BindPoint {
     let p = p % POINTS;
@@ -967,7 +961,7 @@ struct MRec {
 
 impl MRec {
     fn bytes(&self) -> usize {
-        self.ops.len() * op_bytes() + self.payload
+        self.ops.len() * crate::OPERATION_BYTES + self.payload
     }
 
     fn push_map(&mut self, res: usize, data: Vec<u8>) {
@@ -1337,7 +1331,7 @@ impl Harness {
         top_up: Option<usize>,
     ) -> Option<(Call, Result<(), Fault>)> {
         let m = &self.m;
-        let op_size = op_bytes();
+        let op_size = crate::OPERATION_BYTES;
         let budget = self.budget;
         let reserve = |rec: &MRec, more: usize| -> Result<(), Fault> {
             if rec.bytes() + more > budget {
@@ -1661,7 +1655,7 @@ impl Harness {
             return;
         }
         let pending = rec.begun.len();
-        if pending > 0 && rec.bytes() + pending * op_bytes() > self.budget {
+        if pending > 0 && rec.bytes() + pending * crate::OPERATION_BYTES > self.budget {
             // The implicit End of a still-begun query (R-C4) does not fit.
             assert!(
                 matches!(actual, Err(Error::OutOfMemory)),
