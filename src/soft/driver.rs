@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::inject::{SameTypes, Wrappable};
 use super::lifetime::Lifetimes;
-use super::world::{Hook, SoftWorld, State};
+use super::world::{Hook, SoftWorld, State, TraceEvent};
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
@@ -362,13 +362,9 @@ impl Driver for SoftDriver {
 
     fn calc_private_size(&self, desc: &ObjectDesc<'_>) -> usize {
         let mut s = self.world.lock();
-        self.world.record(
+        self.world.note(
             &mut s,
-            Hook::CalcPrivateSize,
-            0,
-            Some(desc.handle_type()),
-            0,
-            0,
+            TraceEvent::of(Hook::CalcPrivateSize).ty(desc.handle_type()),
         );
         match desc {
             ObjectDesc::Resource(_) if self.world.config.resources_without_memory => 0,
@@ -389,13 +385,11 @@ impl Driver for SoftDriver {
     ) -> usize {
         let mut s = self.world.lock();
         let id = object.map_or(0, |o| o.id);
-        self.world.record(
+        self.world.note(
             &mut s,
-            Hook::CalcDeferredContextHandleSize,
-            id,
-            Some(ty),
-            0,
-            0,
+            TraceEvent::of(Hook::CalcDeferredContextHandleSize)
+                .object(id)
+                .ty(ty),
         );
         if self.world.config.unlisted_cls_size == Some(ty) {
             return 100; // listed nowhere: the engine must refuse it (R-H4)
@@ -413,13 +407,12 @@ impl Driver for SoftDriver {
         s.next_object += 1;
         let id = s.next_object;
         let ty = desc.handle_type();
-        self.world.record(
+        self.world.note(
             &mut s,
-            Hook::CreateObject,
-            id,
-            Some(ty),
-            memory.map_or(0, |m| m.0.get()),
-            0,
+            TraceEvent::of(Hook::CreateObject)
+                .object(id)
+                .ty(ty)
+                .allocation(memory.map_or(0, |m| m.0.get())),
         );
         let resource_id = dependency.map_or(0, |d| d.id);
         let view = match (desc, dependency) {
@@ -466,13 +459,12 @@ impl Driver for SoftDriver {
             return; // nothing to record, nothing to check: no lock
         }
         let mut s = self.world.lock();
-        self.world.record(
+        self.world.note(
             &mut s,
-            Hook::DestroyObject,
-            object.id,
-            Some(ty),
-            object.allocation.map_or(0, |m| m.0.get()),
-            0,
+            TraceEvent::of(Hook::DestroyObject)
+                .object(object.id)
+                .ty(ty)
+                .allocation(object.allocation.map_or(0, |m| m.0.get())),
         );
         Lifetimes::object_destroyed(&mut s, object.id);
     }
@@ -488,13 +480,13 @@ impl Driver for SoftDriver {
 
     fn flush(&self, _imm: &mut ()) {
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::Flush, 0, None, 0, 0);
+        self.world.note(&mut s, TraceEvent::of(Hook::Flush));
     }
 
     fn calc_private_command_list_size(&self) -> usize {
         let mut s = self.world.lock();
         self.world
-            .record(&mut s, Hook::CalcPrivateCommandListSize, 0, None, 0, 0);
+            .note(&mut s, TraceEvent::of(Hook::CalcPrivateCommandListSize));
         64
     }
 
@@ -510,15 +502,12 @@ impl Driver for SoftDriver {
     fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
         let mut s = self.world.lock();
         let id = list_id(list.private);
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::RecycleCommandList,
-            id,
-            Some(HandleType::CommandList),
-            0,
-            0,
-            0,
-            Some(dc.id),
+            TraceEvent::of(Hook::RecycleCommandList)
+                .object(id)
+                .ty(HandleType::CommandList)
+                .context(dc.id),
         );
         self.check_list_reuse(&mut s, id);
         if self.world.config.trace {
@@ -536,15 +525,13 @@ impl Driver for SoftDriver {
     ) -> Result<()> {
         let mut s = self.world.lock();
         let id = list_id(list.private);
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::RecycleCreateCommandList,
-            id,
-            Some(HandleType::CommandList),
-            0,
-            0,
-            state.len(),
-            Some(dc.id),
+            TraceEvent::of(Hook::RecycleCreateCommandList)
+                .object(id)
+                .ty(HandleType::CommandList)
+                .state(state.len())
+                .context(dc.id),
         );
         self.check_list_reuse(&mut s, id);
         if u64::from_le_bytes(
@@ -571,13 +558,11 @@ impl Driver for SoftDriver {
     fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
         let mut s = self.world.lock();
         let id = list_id(list.private);
-        self.world.record(
+        self.world.note(
             &mut s,
-            Hook::RecycleDestroyCommandList,
-            id,
-            Some(HandleType::CommandList),
-            0,
-            0,
+            TraceEvent::of(Hook::RecycleDestroyCommandList)
+                .object(id)
+                .ty(HandleType::CommandList),
         );
         if self.world.config.trace {
             Lifetimes::list_recycle_destroyed(&mut s, id);
@@ -586,15 +571,9 @@ impl Driver for SoftDriver {
 
     fn create_deferred_context(&self, id: DeferredId) -> Result<SoftDeferred> {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::CreateDeferredContext,
-            0,
-            None,
-            0,
-            0,
-            0,
-            Some(id),
+            TraceEvent::of(Hook::CreateDeferredContext).context(id),
         );
         if self.world.config.trace {
             Lifetimes::context_created(&mut s, id);
@@ -608,15 +587,9 @@ impl Driver for SoftDriver {
 
     fn destroy_deferred_context(&self, dc: SoftDeferred) {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::DestroyDeferredContext,
-            0,
-            None,
-            0,
-            0,
-            0,
-            Some(dc.id),
+            TraceEvent::of(Hook::DestroyDeferredContext).context(dc.id),
         );
         if self.world.config.trace {
             Lifetimes::context_destroyed(&mut s, dc.id);
@@ -639,15 +612,12 @@ impl Driver for SoftDriver {
         local: &mut [u8],
     ) -> Result<()> {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::OpenLocal,
-            object.id,
-            Some(ty),
-            0,
-            0,
-            0,
-            Some(dc.id),
+            TraceEvent::of(Hook::OpenLocal)
+                .object(object.id)
+                .ty(ty)
+                .context(dc.id),
         );
         if local.iter().any(|b| *b != 0) {
             SoftWorld::violate(
@@ -689,15 +659,12 @@ impl Driver for SoftDriver {
         local: &mut [u8],
     ) {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::UseLocal,
-            object.id,
-            Some(ty),
-            0,
-            0,
-            0,
-            Some(dc.id),
+            TraceEvent::of(Hook::UseLocal)
+                .object(object.id)
+                .ty(ty)
+                .context(dc.id),
         );
         if cls_ids(local).0 != object.id {
             let what = format!(
@@ -718,15 +685,13 @@ impl Driver for SoftDriver {
         state: StateView<'_>,
     ) {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::CloseLocal,
-            object.id,
-            Some(ty),
-            0,
-            0,
-            state.len(),
-            Some(dc.id),
+            TraceEvent::of(Hook::CloseLocal)
+                .object(object.id)
+                .ty(ty)
+                .state(state.len())
+                .context(dc.id),
         );
         if cls_ids(local).0 != object.id {
             let what = format!(
@@ -759,15 +724,13 @@ impl Driver for SoftDriver {
         let mut s = self.world.lock();
         s.next_object += 1;
         let id = s.next_object;
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::CreateCommandList,
-            id,
-            Some(HandleType::CommandList),
-            0,
-            0,
-            state.len(),
-            Some(dc.id),
+            TraceEvent::of(Hook::CreateCommandList)
+                .object(id)
+                .ty(HandleType::CommandList)
+                .state(state.len())
+                .context(dc.id),
         );
         private[0..8].copy_from_slice(&id.to_le_bytes());
         if self.world.config.trace {
@@ -779,13 +742,11 @@ impl Driver for SoftDriver {
     fn destroy_command_list(&self, list: ListMemory<'_>) {
         let mut s = self.world.lock();
         let id = u64::from_le_bytes(list.private[0..8].try_into().expect("64-byte list handles"));
-        self.world.record(
+        self.world.note(
             &mut s,
-            Hook::DestroyCommandList,
-            id,
-            Some(HandleType::CommandList),
-            0,
-            0,
+            TraceEvent::of(Hook::DestroyCommandList)
+                .object(id)
+                .ty(HandleType::CommandList),
         );
         // Its memory goes now: the buffer that executed it must have passed the clock.
         self.check_list_reuse(&mut s, id);
@@ -797,43 +758,27 @@ impl Driver for SoftDriver {
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::AbandonCommandList,
-            0,
-            None,
-            0,
-            0,
-            0,
-            Some(dc.id),
+            TraceEvent::of(Hook::AbandonCommandList).context(dc.id),
         );
     }
 
     fn abandon_unbind(&self, dc: &mut SoftDeferred, _point: BindPoint, state: StateView<'_>) {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::AbandonUnbind,
-            0,
-            None,
-            0,
-            0,
-            state.len(),
-            Some(dc.id),
+            TraceEvent::of(Hook::AbandonUnbind)
+                .state(state.len())
+                .context(dc.id),
         );
     }
 
     fn recycle_create_deferred_context(&self, dc: &mut SoftDeferred) -> Result<()> {
         let mut s = self.world.lock();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::RecycleCreateDeferredContext,
-            0,
-            None,
-            0,
-            0,
-            0,
-            Some(dc.id),
+            TraceEvent::of(Hook::RecycleCreateDeferredContext).context(dc.id),
         );
         if dc.open_handles != 0 {
             let what = format!(
@@ -869,7 +814,8 @@ impl Wrappable for SoftDriver {
             Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
             _ => 0,
         };
-        self.world.record(&mut s, Hook::Execute, object, None, 0, 0);
+        self.world
+            .note(&mut s, TraceEvent::of(Hook::Execute).object(object));
         match op {
             Op::Command(command) => self.run_command(&mut s, objects, command),
             Op::Update {
@@ -927,15 +873,11 @@ impl Wrappable for SoftDriver {
         note_buffer(&mut s, objects.buffer());
         let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
         let state = objects.state().len();
-        self.world.record_event(
+        self.world.note(
             &mut s,
-            Hook::ExecuteCommandList,
-            id,
-            None,
-            0,
-            0,
-            state,
-            None,
+            TraceEvent::of(Hook::ExecuteCommandList)
+                .object(id)
+                .state(state),
         );
         if s.list_refs.insert(id, 0) != Some(0) {
             s.open_lists.push(id);

@@ -3,7 +3,7 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::world::{Allocation, Gpu, Hook, SoftWorld};
+use super::world::{Allocation, Gpu, Hook, SoftWorld, TraceEvent};
 use crate::error::{Error, Result};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
 
@@ -52,7 +52,8 @@ impl Kernel for SoftKernel {
                 ever_referenced: false,
             },
         );
-        self.world.record(&mut s, Hook::Allocate, 0, None, id, 0);
+        self.world
+            .note(&mut s, TraceEvent::of(Hook::Allocate).allocation(id));
         Ok(AllocationHandle(
             NonZeroU64::new(id).expect("ids start at 1"),
         ))
@@ -61,7 +62,8 @@ impl Kernel for SoftKernel {
     fn deallocate(&self, allocation: AllocationHandle) {
         let id = allocation.0.get();
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::Deallocate, 0, None, id, 0);
+        self.world
+            .note(&mut s, TraceEvent::of(Hook::Deallocate).allocation(id));
         let thread = std::thread::current().id();
         let completed = s.completed;
         let ic_thread = s.ic_thread;
@@ -112,7 +114,7 @@ impl Kernel for SoftKernel {
     fn submit(&self, submission: &Submission<'_>) -> Result<()> {
         let mut s = self.world.lock();
         self.world
-            .record(&mut s, Hook::Submit, 0, None, 0, submission.fence);
+            .note(&mut s, TraceEvent::of(Hook::Submit).fence(submission.fence));
         if s.ic_thread.is_some() && s.ic_thread != Some(std::thread::current().id()) {
             SoftWorld::violate(
                 &mut s,
@@ -191,21 +193,21 @@ impl Kernel for SoftKernel {
     fn wait_for_fence(&self, fence: u64) -> Result<()> {
         let mut s = self.world.lock();
         self.world
-            .record(&mut s, Hook::WaitForFence, 0, None, 0, fence);
+            .note(&mut s, TraceEvent::of(Hook::WaitForFence).fence(fence));
         SoftWorld::complete(&mut s, fence);
         Ok(())
     }
 
     fn set_error(&self, context: ContextId, error: Error) {
         let mut s = self.world.lock();
-        self.world.record(&mut s, Hook::SetError, 0, None, 0, 0);
+        self.world.note(&mut s, TraceEvent::of(Hook::SetError));
         s.errors.push((context, error));
     }
 
     fn perform_amortized_processing(&self, _context: ContextId) {
         let mut s = self.world.lock();
         self.world
-            .record(&mut s, Hook::AmortizedProcessing, 0, None, 0, 0);
+            .note(&mut s, TraceEvent::of(Hook::AmortizedProcessing));
         s.amortized += 1;
     }
 }

@@ -149,6 +149,57 @@ pub struct TraceEvent {
     pub context: Option<DeferredId>,
 }
 
+impl TraceEvent {
+    /// A call of `hook` on the calling thread that names nothing yet; the methods below add
+    /// what it names.
+    pub(crate) fn of(hook: Hook) -> Self {
+        TraceEvent {
+            hook,
+            thread: std::thread::current().id(),
+            object: 0,
+            ty: None,
+            allocation: 0,
+            fence: 0,
+            state: 0,
+            context: None,
+        }
+    }
+
+    pub(crate) fn object(self, object: u64) -> Self {
+        TraceEvent { object, ..self }
+    }
+
+    pub(crate) fn ty(self, ty: HandleType) -> Self {
+        TraceEvent {
+            ty: Some(ty),
+            ..self
+        }
+    }
+
+    pub(crate) fn allocation(self, allocation: u64) -> Self {
+        TraceEvent { allocation, ..self }
+    }
+
+    pub(crate) fn fence(self, fence: u64) -> Self {
+        TraceEvent { fence, ..self }
+    }
+
+    /// How many bindings the state-refresh query answered during the hook.
+    pub(crate) fn state(self, bindings: usize) -> Self {
+        TraceEvent {
+            state: bindings,
+            ..self
+        }
+    }
+
+    pub(crate) fn context(self, context: DeferredId) -> Self {
+        TraceEvent {
+            context: Some(context),
+            ..self
+        }
+    }
+}
+
 /// A broken rule, as the soft kernel saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -220,41 +271,10 @@ impl SoftWorld {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn record(
-        &self,
-        state: &mut State,
-        hook: Hook,
-        object: u64,
-        ty: Option<HandleType>,
-        allocation: u64,
-        fence: u64,
-    ) {
-        self.record_event(state, hook, object, ty, allocation, fence, 0, None);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn record_event(
-        &self,
-        state: &mut State,
-        hook: Hook,
-        object: u64,
-        ty: Option<HandleType>,
-        allocation: u64,
-        fence: u64,
-        bound: usize,
-        context: Option<DeferredId>,
-    ) {
+    /// Adds `event` to the trace (when tracing is on).
+    pub(crate) fn note(&self, state: &mut State, event: TraceEvent) {
         if self.config.trace {
-            state.trace.push(TraceEvent {
-                hook,
-                thread: std::thread::current().id(),
-                object,
-                ty,
-                allocation,
-                fence,
-                state: bound,
-                context,
-            });
+            state.trace.push(event);
         }
     }
 
