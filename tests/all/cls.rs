@@ -24,6 +24,8 @@ use cmdlist::{
     ViewDesc,
 };
 
+use crate::common::{allocation, events_of, id_of};
+
 type Dev = Device<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
 
@@ -55,22 +57,6 @@ fn view(
         .unwrap()
 }
 
-fn id_of<T: ObjectKind>(device: &Dev, handle: Handle<T>) -> u64 {
-    device.object(handle).unwrap().id
-}
-
-fn allocation(device: &Dev, resource: Handle<Resource>) -> AllocationHandle {
-    device.object(resource).unwrap().allocation.unwrap()
-}
-
-fn events_of(world: &SoftWorld, ctx: DeferredId) -> Vec<TraceEvent> {
-    world
-        .trace()
-        .into_iter()
-        .filter(|e| e.context == Some(ctx))
-        .collect()
-}
-
 /// Index of the first event matching `hook` and `object`.
 fn first(events: &[TraceEvent], hook: Hook, object: u64) -> Option<usize> {
     events
@@ -85,7 +71,7 @@ fn last(events: &[TraceEvent], hook: Hook, object: u64) -> Option<usize> {
         .rposition(|e| e.hook == hook && e.object == object)
 }
 
-fn count(events: &[TraceEvent], hook: Hook, object: u64) -> usize {
+fn count_on(events: &[TraceEvent], hook: Hook, object: u64) -> usize {
     events
         .iter()
         .filter(|e| e.hook == hook && e.object == object)
@@ -131,12 +117,12 @@ fn r_h1_one_local_handle_per_context_per_object() {
         let ev = events_of(&world, c);
         for (object, uses) in [(rid, 3), (r2id, 0), (vid, 1)] {
             assert_eq!(
-                count(&ev, Hook::OpenLocal, object),
+                count_on(&ev, Hook::OpenLocal, object),
                 1,
                 "context {c}, object {object}: {ev:#?}"
             );
             assert_eq!(
-                count(&ev, Hook::UseLocal, object),
+                count_on(&ev, Hook::UseLocal, object),
                 uses,
                 "context {c}, object {object}: {ev:#?}"
             );
@@ -165,7 +151,7 @@ fn r_h1_one_local_handle_per_context_per_object() {
     for c in [ca, cb] {
         let ev = events_of(&world, c);
         for object in [rid, r2id, vid] {
-            assert_eq!(count(&ev, Hook::CloseLocal, object), 1, "{ev:#?}");
+            assert_eq!(count_on(&ev, Hook::CloseLocal, object), 1, "{ev:#?}");
         }
     }
     // A new recording opens its own handle again, once.
@@ -175,8 +161,8 @@ fn r_h1_one_local_handle_per_context_per_object() {
     let ev = events_of(&world, ca);
     assert_eq!(
         (
-            count(&ev, Hook::OpenLocal, rid),
-            count(&ev, Hook::UseLocal, rid)
+            count_on(&ev, Hook::OpenLocal, rid),
+            count_on(&ev, Hook::UseLocal, rid)
         ),
         (1, 1)
     );
@@ -371,8 +357,8 @@ fn r_h3_dependency_opened_first_closed_last() {
     let list = dc.finish().unwrap();
     let ev = events_of(&world, c);
     for (res, views) in [(rid, vec![v1id, v2id]), (r3id, vec![v3id])] {
-        assert_eq!(count(&ev, Hook::OpenLocal, res), 1);
-        assert_eq!(count(&ev, Hook::CloseLocal, res), 1);
+        assert_eq!(count_on(&ev, Hook::OpenLocal, res), 1);
+        assert_eq!(count_on(&ev, Hook::CloseLocal, res), 1);
         let opened = first(&ev, Hook::OpenLocal, res).unwrap();
         let closed = first(&ev, Hook::CloseLocal, res).unwrap();
         for v in views {
@@ -441,12 +427,12 @@ fn r_h4_unlisted_size_is_invalid_arg() {
     );
     let trace = world.trace();
     assert_eq!(
-        count(&trace, Hook::CalcDeferredContextHandleSize, qid),
+        count_on(&trace, Hook::CalcDeferredContextHandleSize, qid),
         0,
         "the size is not asked again at each open: {trace:#?}"
     );
     assert_eq!(
-        count(&trace, Hook::OpenLocal, qid),
+        count_on(&trace, Hook::OpenLocal, qid),
         0,
         "nothing opened with an unlisted size"
     );

@@ -2,9 +2,11 @@
 
 use std::sync::Arc;
 
-use cmdlist::handle::ObjectKind;
-use cmdlist::soft::{self, Gpu, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
-use cmdlist::{AnyHandle, Clock, DeviceConfig, Handle, ResourceDesc};
+use cmdlist::handle::{ObjectKind, Resource};
+use cmdlist::soft::{
+    self, Gpu, Hook, SoftConfig, SoftDevice, SoftImmediate, SoftWorld, TraceEvent,
+};
+use cmdlist::{AllocationHandle, AnyHandle, Clock, DeferredId, DeviceConfig, Handle, ResourceDesc};
 
 /// A soft device with this fence timeline, GPU strictness and retire clock.
 pub fn setup(
@@ -86,4 +88,38 @@ pub fn create_in_slot_of<T: ObjectKind>(
         others.push(new);
     }
     panic!("the slot of {old:?} never came back");
+}
+
+/// The soft driver's id of `handle`'s object.
+pub fn id_of<T: ObjectKind>(device: &SoftDevice, handle: Handle<T>) -> u64 {
+    device.object(handle).unwrap().id
+}
+
+/// The kernel allocation of `resource`.
+pub fn allocation(device: &SoftDevice, resource: Handle<Resource>) -> AllocationHandle {
+    device.object(resource).unwrap().allocation.unwrap()
+}
+
+/// The trace events of deferred context `ctx`.
+pub fn events_of(world: &SoftWorld, ctx: DeferredId) -> Vec<TraceEvent> {
+    world
+        .trace()
+        .into_iter()
+        .filter(|e| e.context == Some(ctx))
+        .collect()
+}
+
+/// The hooks of `events`, in order.
+pub fn hooks(events: &[TraceEvent]) -> Vec<Hook> {
+    events.iter().map(|e| e.hook).collect()
+}
+
+/// How many of `events` are calls of `hook`.
+pub fn count(events: &[TraceEvent], hook: Hook) -> usize {
+    events.iter().filter(|e| e.hook == hook).count()
+}
+
+/// Where the first of `trace`'s events that `f` accepts is.
+pub fn position(trace: &[TraceEvent], f: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
+    trace.iter().position(f)
 }

@@ -9,9 +9,11 @@ use cmdlist::soft::{
 };
 use cmdlist::{
     AllocationHandle, AnyHandle, AppError, BindClass, BindPoint, ContextId, DeferredContext,
-    DeferredId, Device, DeviceConfig, Error, Handle, HandleType, ImmediateContext, ObjectDesc,
-    ObjectKind, QueryKind, ResourceDesc, Stage, Usage, ViewDesc,
+    Device, DeviceConfig, Error, Handle, HandleType, ImmediateContext, ObjectDesc, QueryKind,
+    ResourceDesc, Stage, Usage, ViewDesc,
 };
+
+use crate::common::{allocation, count, events_of, hooks, id_of};
 
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
@@ -57,29 +59,8 @@ fn query(device: &Dev, kind: QueryKind) -> Handle<Query> {
     device.create_query(kind).unwrap()
 }
 
-fn id_of<T: ObjectKind>(device: &Dev, handle: Handle<T>) -> u64 {
-    device.object(handle).unwrap().id
-}
-
-fn allocation(device: &Dev, resource: Handle<Resource>) -> AllocationHandle {
-    device.object(resource).unwrap().allocation.unwrap()
-}
-
 fn bytes(world: &SoftWorld, allocation: AllocationHandle) -> Vec<u8> {
     world.read(allocation).unwrap()
-}
-
-/// The trace events of deferred context `ctx`.
-fn events_of(world: &SoftWorld, ctx: DeferredId) -> Vec<TraceEvent> {
-    world
-        .trace()
-        .into_iter()
-        .filter(|e| e.context == Some(ctx))
-        .collect()
-}
-
-fn hooks(events: &[TraceEvent]) -> Vec<Hook> {
-    events.iter().map(|e| e.hook).collect()
 }
 
 /// CreateCommandList or RecycleCreateCommandList: the list's creation at Finish (R-R7).
@@ -88,10 +69,6 @@ fn is_create(hook: Hook) -> bool {
         hook,
         Hook::CreateCommandList | Hook::RecycleCreateCommandList
     )
-}
-
-fn count(events: &[TraceEvent], hook: Hook) -> usize {
-    events.iter().filter(|e| e.hook == hook).count()
 }
 
 const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);

@@ -6,10 +6,8 @@ use std::thread;
 
 use cmdlist::handle::Resource;
 
-use crate::common::app;
-use cmdlist::soft::{
-    self, Gpu, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
-};
+use crate::common::{app, position};
+use cmdlist::soft::{self, Gpu, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 use cmdlist::{
     AllocationHandle, AppError, Clock, Device, DeviceConfig, Handle, HandleType, ImmediateContext,
     ObjectDesc, ResourceDesc, ResourceFlags, ViewDesc,
@@ -41,10 +39,6 @@ fn ids(device: &Dev, h: Handle<Resource>) -> (u64, AllocationHandle) {
     (o.id, o.allocation.unwrap())
 }
 
-fn pos(trace: &[TraceEvent], f: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
-    trace.iter().position(f)
-}
-
 #[test]
 fn r_p1_primary_created_on_the_ic_thread() {
     let (device, mut ic, world) = setup(Gpu::Manual);
@@ -53,11 +47,11 @@ fn r_p1_primary_created_on_the_ic_thread() {
     let (id, alloc) = ids(&device, p);
     let trace = world.trace();
     let me = thread::current().id();
-    let a = pos(&trace, |e| {
+    let a = position(&trace, |e| {
         e.hook == Hook::Allocate && e.allocation == alloc.0.get()
     })
     .unwrap();
-    let c = pos(&trace, |e| e.hook == Hook::CreateObject && e.object == id).unwrap();
+    let c = position(&trace, |e| e.hook == Hook::CreateObject && e.object == id).unwrap();
     assert!(
         a < c,
         "the driver's create ran before its memory was allocated"
@@ -78,9 +72,9 @@ fn r_p1_primary_destroyed_synchronously_on_ic_thread() {
     let trace = world.trace();
     let during = &trace[before..];
     let me = thread::current().id();
-    let d = pos(during, |e| e.hook == Hook::DestroyObject && e.object == id)
+    let d = position(during, |e| e.hook == Hook::DestroyObject && e.object == id)
         .expect("destroyed inside the call");
-    let f = pos(during, |e| {
+    let f = position(during, |e| {
         e.hook == Hook::Deallocate && e.allocation == alloc.0.get()
     })
     .expect("deallocated inside the call");
@@ -169,10 +163,10 @@ fn r_p1_primary_referenced_by_open_buffer_is_submitted_first() {
     ic.destroy_primary(p).unwrap();
     let trace = world.trace();
     let during = &trace[before..];
-    let sub = pos(during, |e| e.hook == Hook::Submit && e.fence == fence)
+    let sub = position(during, |e| e.hook == Hook::Submit && e.fence == fence)
         .expect("the open buffer was submitted");
-    let des = pos(during, |e| e.hook == Hook::DestroyObject && e.object == id).unwrap();
-    let dea = pos(during, |e| {
+    let des = position(during, |e| e.hook == Hook::DestroyObject && e.object == id).unwrap();
+    let dea = position(during, |e| {
         e.hook == Hook::Deallocate && e.allocation == alloc.0.get()
     })
     .unwrap();
@@ -200,8 +194,8 @@ fn r_p1_primary_in_use_by_the_gpu_waits_before_deallocation() {
     // The soft kernel sees the deallocation while buffer 1, which writes it, still runs.
     assert_eq!(world.violations(), vec![]);
     let trace = world.trace();
-    let wait = pos(&trace, |e| e.hook == Hook::WaitForFence);
-    let dea = pos(&trace, |e| {
+    let wait = position(&trace, |e| e.hook == Hook::WaitForFence);
+    let dea = position(&trace, |e| {
         e.hook == Hook::Deallocate && e.allocation == alloc.0.get()
     })
     .unwrap();

@@ -20,6 +20,8 @@ use cmdlist::{
     ImmediateContext, ResourceDesc,
 };
 
+use crate::common::{count, hooks};
+
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
@@ -57,14 +59,6 @@ fn drain(world: &SoftWorld) -> Vec<TraceEvent> {
     let trace = world.trace();
     world.clear_trace();
     trace
-}
-
-fn hooks(events: &[TraceEvent]) -> Vec<Hook> {
-    events.iter().map(|e| e.hook).collect()
-}
-
-fn count(events: &[TraceEvent], hook: Hook) -> usize {
-    events.iter().filter(|e| e.hook == hook).count()
 }
 
 fn objects(events: &[TraceEvent], hook: Hook) -> Vec<u64> {

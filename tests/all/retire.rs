@@ -10,7 +10,7 @@ use cmdlist::{
     ObjectDesc, ObjectKind, QueryKind, ResourceDesc, ResourceFlags, Stage, ViewDesc,
 };
 
-use crate::common::{buffer, setup};
+use crate::common::{buffer, position, setup};
 
 type Dev = cmdlist::soft::SoftDevice;
 type Ic = cmdlist::soft::SoftImmediate;
@@ -29,24 +29,20 @@ fn ids<T: ObjectKind>(device: &Dev, h: Handle<T>) -> (u64, AllocationHandle) {
     )
 }
 
-fn pos(trace: &[TraceEvent], f: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
-    trace.iter().position(f)
-}
-
 fn destroyed_at(trace: &[TraceEvent], object: u64) -> Option<usize> {
-    pos(trace, |e| {
+    position(trace, |e| {
         e.hook == Hook::DestroyObject && e.object == object
     })
 }
 
 fn deallocated_at(trace: &[TraceEvent], a: AllocationHandle) -> Option<usize> {
-    pos(trace, |e| {
+    position(trace, |e| {
         e.hook == Hook::Deallocate && e.allocation == a.0.get()
     })
 }
 
 fn submitted_at(trace: &[TraceEvent], fence: u64) -> Option<usize> {
-    pos(trace, |e| e.hook == Hook::Submit && e.fence == fence)
+    position(trace, |e| e.hook == Hook::Submit && e.fence == fence)
 }
 
 fn count(trace: &[TraceEvent], hook: Hook) -> usize {
@@ -473,12 +469,12 @@ fn r_d3_device_destruction_drains_everything() {
     let trace = world.trace();
     // The open buffer was submitted and waited for before anything it uses was freed.
     let sub = submitted_at(&trace, last_fence).expect("the open buffer is submitted");
-    let wait = pos(&trace, |e| {
+    let wait = position(&trace, |e| {
         e.hook == Hook::WaitForFence && e.fence >= last_fence
     })
     .expect("waited");
     assert!(sub < wait);
-    let first_free = pos(&trace, |e| e.hook == Hook::Deallocate).unwrap();
+    let first_free = position(&trace, |e| e.hook == Hook::Deallocate).unwrap();
     assert!(wait < first_free, "deallocated before waiting for the GPU");
     assert_eq!(world.check_after_device_destroyed(), vec![]);
     assert_eq!(world.live_allocations(), 0);
@@ -578,7 +574,7 @@ fn r_d3_device_destruction_racing_view_creation_keeps_views_before_their_resourc
             ic.destroy_device().unwrap();
         });
         let trace = world.trace();
-        let resource_gone = pos(&trace, |e| {
+        let resource_gone = position(&trace, |e| {
             e.hook == Hook::DestroyObject && e.object == resource_id
         })
         .expect("the resource is destroyed by the drain");
