@@ -108,7 +108,7 @@ pub enum Step {
     Destroy {
         /// The object.
         object: Obj,
-        /// Destroy it from another thread (one decoded step in four, [`one_in_four`]).
+        /// Destroy it from another thread (one decoded step in four).
         #[arbitrary(with = one_in_four)]
         elsewhere: bool,
     },
@@ -117,7 +117,7 @@ pub enum Step {
     Record {
         /// The context.
         dc: u8,
-        /// Make the calls from another thread (one decoded step in four, [`one_in_four`]).
+        /// Make the calls from another thread (one decoded step in four).
         #[arbitrary(with = one_in_four)]
         elsewhere: bool,
         /// What to record.
@@ -141,7 +141,7 @@ pub enum Step {
     DropList {
         /// The kept list.
         list: u8,
-        /// Drop it on another thread (one decoded step in four, [`one_in_four`]).
+        /// Drop it on another thread (one decoded step in four).
         #[arbitrary(with = one_in_four)]
         elsewhere: bool,
     },
