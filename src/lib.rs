@@ -50,6 +50,7 @@ mod lists;
 mod primitive;
 mod registry;
 
+pub mod dxgi;
 pub mod handle;
 
 pub use cls::bucket;
