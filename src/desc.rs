@@ -26,6 +26,45 @@ bitflags! {
         const DEPTH_STENCIL = 0x40;
         /// Unordered access.
         const UNORDERED_ACCESS = 0x80;
+        /// A back buffer: presented, rotated (R-X5) and the source of a Blt (R-X7)
+        /// (`D3D10_DDI_BIND_PRESENT`). An engine bit, not the DDI's value: convert with
+        /// [`BindFlags::from_ddi`] and [`BindFlags::to_ddi`].
+        const PRESENT = 0x1_0000;
+    }
+}
+
+/// The DDI's bind bits (`D3D10_DDI_BIND_*`, `D3D11_DDI_BIND_*`) where they differ from the
+/// API's: in the DDI, 0x80 is PRESENT and unordered access is 0x100.
+const DDI_PRESENT: u32 = 0x80;
+const DDI_UNORDERED_ACCESS: u32 = 0x100;
+/// The bits whose DDI value is the API value.
+const SAME_IN_DDI: u32 = 0x7f;
+
+impl BindFlags {
+    /// The flags a DDI's `BindFlags` field names (`D3D10_DDI_BIND_PRESENT` is 0x80 there,
+    /// `D3D11_DDI_BIND_UNORDERED_ACCESS` 0x100): a shim converts with this, never with
+    /// `from_bits_retain`, which would turn every back buffer into an unordered-access
+    /// resource. Bits the engine does not know are dropped.
+    pub fn from_ddi(bits: u32) -> Self {
+        let mut flags = BindFlags::from_bits_truncate(bits & SAME_IN_DDI);
+        flags.set(BindFlags::PRESENT, bits & DDI_PRESENT != 0);
+        flags.set(
+            BindFlags::UNORDERED_ACCESS,
+            bits & DDI_UNORDERED_ACCESS != 0,
+        );
+        flags
+    }
+
+    /// The DDI's bits for these flags (the inverse of [`BindFlags::from_ddi`]).
+    pub fn to_ddi(self) -> u32 {
+        let mut bits = self.bits() & SAME_IN_DDI;
+        if self.contains(BindFlags::PRESENT) {
+            bits |= DDI_PRESENT;
+        }
+        if self.contains(BindFlags::UNORDERED_ACCESS) {
+            bits |= DDI_UNORDERED_ACCESS;
+        }
+        bits
     }
 }
 
@@ -67,6 +106,104 @@ pub struct ResourceDesc {
     pub usage: Usage,
     /// Shared / primary flags.
     pub flags: ResourceFlags,
+    /// The 2D texture the bytes hold, if any (`None`: a buffer). Present, Blt and rotation
+    /// take textures only (R-X1, R-X5, R-X7).
+    pub texture: Option<Texture2d>,
+}
+
+/// A 2D texture's shape (`D3D11_TEXTURE2D_DESC`'s part the engine checks).
+///
+/// The bytes of a texture in a [`DisplayFormat`](crate::dxgi::DisplayFormat) are laid out
+/// as the reference Blt and the soft driver read them: subresource `mip + layer *
+/// mip_levels` after another, each `max(1, width >> mip)` by `max(1, height >> mip)` pixels of
+/// `samples` adjacent samples, rows tightly packed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Texture2d {
+    /// Width of the top mip level, in pixels.
+    pub width: u32,
+    /// Height of the top mip level, in pixels.
+    pub height: u32,
+    /// Array slices (2 for a stereo back buffer).
+    pub array_size: u16,
+    /// Mip levels.
+    pub mip_levels: u8,
+    /// Samples per pixel (1: not multisampled).
+    pub samples: u8,
+    /// The `DXGI_FORMAT` number.
+    pub format: u32,
+}
+
+/// Where one subresource of a texture lies in its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Subresource {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// First byte.
+    pub offset: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl Texture2d {
+    /// Subresources: mip levels times array slices.
+    pub fn subresources(&self) -> u32 {
+        u32::from(self.mip_levels) * u32::from(self.array_size)
+    }
+
+    /// Where subresource `index` lies, for a texture in a display format; `None` for another
+    /// format, an index out of range, or a shape whose size does not fit in 64 bits.
+    pub fn subresource(&self, index: u32) -> Option<Subresource> {
+        let format = crate::dxgi::DisplayFormat::from_dxgi(self.format)?;
+        if index >= self.subresources() || self.samples == 0 {
+            return None;
+        }
+        let mips = u32::from(self.mip_levels);
+        let (mip, layer) = (index % mips, index / mips);
+        let texel = (format.bytes_per_pixel() as u64).checked_mul(u64::from(self.samples))?;
+        let level = |m: u32| -> Option<(u32, u32, u64)> {
+            let (w, h) = ((self.width >> m).max(1), (self.height >> m).max(1));
+            let len = u64::from(w).checked_mul(u64::from(h))?.checked_mul(texel)?;
+            Some((w, h, len))
+        };
+        let mut slice = 0u64;
+        for m in 0..mips {
+            slice = slice.checked_add(level(m)?.2)?;
+        }
+        let mut offset = slice.checked_mul(u64::from(layer))?;
+        for m in 0..mip {
+            offset = offset.checked_add(level(m)?.2)?;
+        }
+        let (width, height, len) = level(mip)?;
+        offset.checked_add(len)?;
+        Some(Subresource {
+            width,
+            height,
+            offset,
+            len,
+        })
+    }
+
+    /// Whether the shape has pixels, and, in a display format, fits in `byte_size` bytes.
+    fn is_well_formed(&self, byte_size: u64) -> bool {
+        let has_pixels = self.width > 0
+            && self.height > 0
+            && self.array_size > 0
+            && self.mip_levels > 0
+            && self.samples > 0;
+        let fits = match crate::dxgi::DisplayFormat::from_dxgi(self.format) {
+            Some(_) => self.byte_size().is_some_and(|n| n <= byte_size),
+            None => true,
+        };
+        has_pixels && fits
+    }
+
+    /// Bytes all subresources take, for a texture in a display format.
+    pub fn byte_size(&self) -> Option<u64> {
+        let last = self.subresource(self.subresources().checked_sub(1)?)?;
+        last.offset.checked_add(last.len)
+    }
 }
 
 /// A view of a range of a resource.
@@ -136,6 +273,7 @@ impl ObjectDesc<'_> {
     pub fn is_well_formed(&self) -> bool {
         match self {
             ObjectDesc::View { ty, desc } => ty.is_view() && desc.byte_len > 0,
+            ObjectDesc::Resource(r) => r.texture.is_none_or(|t| t.is_well_formed(r.byte_size)),
             ObjectDesc::State { ty, .. } => matches!(
                 ty,
                 HandleType::BlendState

@@ -64,6 +64,7 @@
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
+use crate::dxgi::{BltCaps, BltPlan, GammaCaps, PresentFlags};
 use crate::error::Result;
 use crate::handle::{AnyHandle, HandleSize, HandleType};
 use crate::kernel::{AllocationHandle, DeferredId};
@@ -124,6 +125,20 @@ pub enum Op<'a, D: Driver> {
     EndQuery(ObjectView<'a, D>),
     /// Clear-state: unbind everything (R-C3, R-D4).
     ClearState,
+    /// The driver's part of a present (R-X1), before the engine submits the buffer and
+    /// calls the kernel's present callback: e.g. its copy into `dst` (an `_SRGB` source to a
+    /// non-sRGB destination copied unchanged), or a resolve into a surface of its own (never
+    /// into `dst`). Nothing to do for many drivers.
+    Present {
+        /// The presented surface.
+        src: ObjectView<'a, D>,
+        /// Its subresource.
+        src_subresource: u32,
+        /// The destination and its subresource, if any.
+        dst: Option<(ObjectView<'a, D>, u32)>,
+        /// The present's flags.
+        flags: PresentFlags,
+    },
 }
 
 /// The driver side of the protocol.
@@ -337,6 +352,59 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Out of memory is the return value, never the error sink (R-R3).
     fn recycle_create_deferred_context(&self, dc: &mut Self::Deferred) -> Result<()> {
         let _ = dc;
+        Ok(())
+    }
+
+    /// GetGammaCapsDXGI (R-X2): the gamma control capabilities, on the immediate context's
+    /// thread. Default: 256 evenly spread points from 0 to 1, without scale and offset.
+    fn gamma_caps(&self) -> Result<GammaCaps> {
+        GammaCaps::uniform(256)
+    }
+
+    /// What the driver's Blt can do beyond R-X6's minimum; asked at each Blt. Default: none
+    /// (a rotating Blt is refused before [`Driver::blt`]).
+    fn blt_caps(&self) -> BltCaps {
+        BltCaps::empty()
+    }
+
+    /// BltDXGI (R-X6, R-X7), on the immediate context's thread, after the engine checked
+    /// every restriction of R-X7 into `plan`; `src` and `dst` are stamped with the open
+    /// buffer once this returns `Ok`. It copies the whole source rectangle into the
+    /// destination rectangle, resolving, converting, stretching and rotating as `plan` says,
+    /// writing each destination pixel once and never resolving into the destination first
+    /// (`dxgi::reference::blt` is the CPU reference). Default: [`Error::Unsupported`].
+    fn blt(
+        &self,
+        imm: &mut Self::Immediate,
+        src: ObjectView<'_, Self>,
+        dst: ObjectView<'_, Self>,
+        plan: &BltPlan,
+    ) -> Result<()> {
+        let _ = (imm, src, dst, plan);
+        Err(crate::Error::Unsupported)
+    }
+
+    /// RotateResourceIdentities (R-X5), on the immediate context's thread, after the engine
+    /// rotated the resources' allocations: `ic[i]` is resource `i`'s IC data, and whatever
+    /// in it names the resource's identity (an address, a descriptor) rotates the same way,
+    /// `ic[i]` taking what `ic[i + 1]` had and the last what the first had. Default: nothing
+    /// (IC data without identity).
+    fn rotate_identities(&self, imm: &mut Self::Immediate, ic: &mut [&mut Self::IcData]) {
+        let _ = (imm, ic);
+    }
+
+    /// A view whose resource changed identity since the view was last used (R-X5): remake
+    /// what in its IC data embeds the resource's allocation. On the immediate context's
+    /// thread, before the view's next use there; never at create time (a view created on
+    /// another thread would race the rotation). Default: nothing.
+    fn refresh_view(
+        &self,
+        imm: &mut Self::Immediate,
+        view: ObjectView<'_, Self>,
+        ic: &mut Self::IcData,
+        resource: ObjectView<'_, Self>,
+    ) -> Result<()> {
+        let _ = (imm, view, ic, resource);
         Ok(())
     }
 }

@@ -30,6 +30,15 @@ pub enum AppError {
     InvalidState,
     /// An argument is out of range (an offset past a resource's end, an empty payload...).
     OutOfRange,
+    /// Present or Blt on a resource that is not a 2D texture in a display-mode format
+    /// (R-X7).
+    NotDisplayFormat,
+    /// A Blt source without the present bind flag, or a destination without the render
+    /// target one (R-X7).
+    BadBindFlags,
+    /// Resources whose identities cannot rotate: the same resource twice, different
+    /// descriptions, one mapped (R-X5).
+    NotRotatable,
 }
 
 /// One error type for the whole engine, keeping R-E1's split: whose fault is it?
@@ -51,6 +60,9 @@ pub enum Error {
     Application(AppError),
     /// The device was removed or destroyed.
     DeviceRemoved,
+    /// The driver or kernel does not implement what was asked (a hook or callback left at
+    /// its default): `DXGI_DDI_ERR_UNSUPPORTED` / `E_NOTIMPL`.
+    Unsupported,
 }
 
 /// `Result` with [`Error`].
@@ -63,6 +75,7 @@ impl fmt::Display for Error {
             Error::InvalidArg => f.write_str("invalid argument (driver error)"),
             Error::Application(kind) => write!(f, "application error: {kind:?}"),
             Error::DeviceRemoved => f.write_str("device removed"),
+            Error::Unsupported => f.write_str("unsupported by the driver or kernel"),
         }
     }
 }

@@ -16,6 +16,9 @@
 
 use core::num::NonZeroU64;
 
+use crate::dxgi::{
+    DisplayModeCallback, DisplayModeOutcome, PresentCallback, PresentStatus, ResidencyStatus,
+};
 use crate::error::{Error, Result};
 
 /// A kernel allocation (the memory behind an object that the GPU may read).
@@ -130,4 +133,43 @@ pub trait Kernel: Send + Sync + 'static {
     /// The perform-amortized-processing callback (R-A1, R-A2): on the immediate context's
     /// thread after some submits, on a deferred context's thread when it ran out of space.
     fn perform_amortized_processing(&self, context: ContextId);
+
+    /// The present callback (`pfnPresentCbDXGI`, R-X1): on the immediate context's thread,
+    /// only from inside [`crate::ImmediateContext::present`] (only the engine can make its
+    /// argument, R-T2), after the present submitted every partially built buffer. Its status
+    /// is the present's. Default: [`Error::Unsupported`].
+    fn present(&self, call: &PresentCallback) -> Result<PresentStatus> {
+        let _ = call;
+        Err(Error::Unsupported)
+    }
+
+    /// The set-display-mode callback (`pfnSetDisplayModeCb`, R-X2): on the immediate
+    /// context's thread, only from inside [`crate::ImmediateContext::set_display_mode`] (only
+    /// the engine can make its argument, R-T2). Default: [`Error::Unsupported`].
+    fn set_display_mode(&self, call: &DisplayModeCallback) -> Result<DisplayModeOutcome> {
+        let _ = call;
+        Err(Error::Unsupported)
+    }
+
+    /// The set-priority callback (`pfnSetPriorityCb`, R-X3): one resource's allocations
+    /// (its current ones, after any rotation) get `priority`. On the immediate context's
+    /// thread. Default: ignored.
+    fn set_priority(&self, allocations: &[AllocationHandle], priority: u32) -> Result<()> {
+        let _ = (allocations, priority);
+        Ok(())
+    }
+
+    /// The query-residency callback (`pfnQueryResidencyCb`, R-X4): `out[i]` gets where
+    /// `allocations[i]` is; one call for every allocation of one query. On the immediate
+    /// context's thread. Default: everything resident in GPU memory (answering "not
+    /// implemented" instead crashed games under other layers).
+    fn query_residency(
+        &self,
+        allocations: &[AllocationHandle],
+        out: &mut [ResidencyStatus],
+    ) -> Result<()> {
+        let _ = allocations;
+        out.fill(ResidencyStatus::GpuMemory);
+        Ok(())
+    }
 }

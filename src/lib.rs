@@ -65,7 +65,10 @@ pub use context::command_list::{CommandList, ListStats};
 pub use context::deferred::{DeferredContext, DeferredMode, DeferredStats};
 pub use context::device::{Device, DeviceConfig};
 pub use context::immediate::ImmediateContext;
-pub use desc::{BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Usage, ViewDesc};
+pub use desc::{
+    BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Subresource, Texture2d, Usage,
+    ViewDesc,
+};
 pub use driver::{Command, Driver, ListMemory, Op};
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
 pub use lists::record::OPERATION_BYTES;

@@ -823,7 +823,7 @@ mod tests {
             std::thread::spawn(move || drop(list)).join().unwrap();
             ic.flush().unwrap();
             let b_bytes = world
-                .read(device.object(b).unwrap().allocation.unwrap())
+                .read(device.object(b).unwrap().allocation().unwrap())
                 .unwrap();
             assert_eq!(b_bytes, vec![round + 1; 16]);
         }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
@@ -13,6 +14,7 @@ use crate::context::command_list::ListData;
 use crate::context::immediate::ImmediateContext;
 use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ViewDesc};
 use crate::driver::Driver;
+use crate::dxgi::FrameStats;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{
     AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View,
@@ -123,6 +125,9 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// asked by whoever recycles or frees a list; its policy is
     /// [`DeviceConfig::list_clock`].
     list_clock: ListClock,
+    /// The newest frame's statistics: published by the IC at each present, read by any
+    /// thread without locks.
+    frame_stats: ArcSwap<FrameStats>,
     _tag: DeviceTag,
 }
 
@@ -153,6 +158,16 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 
     pub(crate) fn retired_lists(&self) -> &DropStack<ListData<D, K>> {
         &self.retired_lists
+    }
+
+    /// The newest frame's statistics.
+    pub(crate) fn frame_stats(&self) -> Arc<FrameStats> {
+        self.frame_stats.load_full()
+    }
+
+    /// Publishes a frame's statistics (the immediate context, at a present).
+    pub(crate) fn publish_frame_stats(&self, stats: Arc<FrameStats>) {
+        self.frame_stats.store(stats);
     }
 
     /// The open buffer's number, as a destroy tags itself with it (R-D1). SeqCst, after the
@@ -279,11 +294,19 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 retired_lists: DropStack::new(),
                 trim_epoch: CachePadded::new(AtomicU64::new(0)),
                 list_clock: ListClock::new(list_clock),
+                frame_stats: ArcSwap::from_pointee(FrameStats::default()),
                 _tag: tag,
             }),
         };
         let ic = ImmediateContext::new(device.clone(), imm);
         Ok((device, ic))
+    }
+
+    /// The newest frame's statistics, published by the immediate context at each present
+    /// (all zero before the first): any thread, without locks and without ever blocking the
+    /// immediate context (arc-swap).
+    pub fn frame_stats(&self) -> Arc<FrameStats> {
+        self.shared.frame_stats()
     }
 
     /// The driver.
@@ -423,7 +446,18 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                     _ => 0,
                 },
                 local_class,
-                dynamic: matches!(desc, ObjectDesc::Resource(r) if r.usage == crate::desc::Usage::Dynamic),
+                bind: match desc {
+                    ObjectDesc::Resource(r) => r.bind,
+                    _ => crate::desc::BindFlags::empty(),
+                },
+                usage: match desc {
+                    ObjectDesc::Resource(r) => r.usage,
+                    _ => crate::desc::Usage::Default,
+                },
+                texture: match desc {
+                    ObjectDesc::Resource(r) => r.texture,
+                    _ => None,
+                },
                 object,
                 ic_data,
             },

@@ -23,6 +23,8 @@ use crate::primitive::Ordering;
 use crate::registry::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
 use crate::registry::{Entry, IcToken, ObjectView, Registry, Resolver};
 
+mod dxgi;
+
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]
 struct OpenBuffer {
@@ -91,6 +93,12 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Command lists ended while a buffer that executed them may still read their memory.
     #[allow(clippy::vec_box)]
     lists_in_flight: Vec<Box<ListNode<D, K>>>,
+    /// Resource identity rotations performed (R-X5): while 0, no view can be stale, and the
+    /// operations skip the check.
+    rotations: u64,
+    /// Scratch of the DXGI entry points (residency queries, rotations): kept, so that a
+    /// steady frame allocates nothing.
+    dxgi_scratch: dxgi::Scratch,
     life: Life,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -119,6 +127,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             spare_contents: Vec::new(),
             amortizer: Amortizer::default(),
             lists_in_flight: Vec::new(),
+            rotations: 0,
+            dxgi_scratch: dxgi::Scratch::default(),
             life: Life::Open,
             _not_sync: PhantomData,
         }
@@ -231,6 +241,24 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         command: Option<&D::Command>,
         op: Op<'_, D>,
     ) -> Result<()> {
+        self.run_hook(guard, objects, command, |driver, imm, resolver| {
+            driver.execute(imm, resolver, op)
+        })
+    }
+
+    /// [`ImmediateContext::run`] for any hook that puts work in the open buffer: views whose
+    /// resource's identity changed are refreshed first (R-X5), and `objects` and the
+    /// command's are stamped once the hook accepted the work.
+    fn run_hook<'g>(
+        &mut self,
+        guard: &'g Guard,
+        objects: &[ObjectView<'g, D>],
+        command: Option<&D::Command>,
+        hook: impl FnOnce(&D, &mut D::Immediate, &Resolver<'_, D>) -> Result<()>,
+    ) -> Result<()> {
+        if self.rotations != 0 {
+            self.refresh_views(guard, objects, command)?;
+        }
         let s = &*self.device.shared;
         let resolver = Resolver::new(
             s.registry(),
@@ -257,7 +285,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // A driver that panics mid-operation may have put part of it in the buffer: stamp it
         // all the same, so that nothing it references is freed before the buffer's submit.
         let on_unwind = scopeguard::guard_on_unwind((&mut self.buffer, &mut self.token), stamp);
-        let result = s.driver().execute(&mut self.imm, &resolver, op);
+        let result = hook(s.driver(), &mut self.imm, &resolver);
         let open = ScopeGuard::into_inner(on_unwind);
         result?;
         stamp(open);

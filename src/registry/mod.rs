@@ -47,7 +47,7 @@ pub(crate) mod tag;
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
-use core::num::NonZeroU32;
+use core::num::{NonZeroU32, NonZeroU64};
 use core::ptr::NonNull;
 
 use std::sync::Arc;
@@ -56,6 +56,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
 use crossbeam_utils::CachePadded;
 
 use crate::bind::StateView;
+use crate::desc::{BindFlags, Texture2d, Usage};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
@@ -118,6 +119,9 @@ pub(crate) struct IcSide<D: Driver> {
     pub(crate) last_buffer: u64,
     /// For queries: the buffer in which the newest End was recorded (0: never ended).
     pub(crate) query_end: u64,
+    /// A resource's identity: bumped each time rotation gives it another allocation (R-X5).
+    /// A view's: its resource's identity when the driver last refreshed the view.
+    pub(crate) identity: u64,
     /// The driver's IC data.
     pub(crate) data: D::IcData,
 }
@@ -132,14 +136,21 @@ pub(crate) struct Entry<D: Driver> {
     device: u8,
     ty: HandleType,
     primary: bool,
-    allocation: Option<AllocationHandle>,
+    /// The object's kernel allocation (0: none). Written only by the immediate context, when
+    /// it rotates resource identities (R-X5); any thread reads it, and sees one of the
+    /// allocations the resource had, each of which stays allocated across a rotation.
+    allocation: AtomicU64,
     dependency: Option<AnyHandle>,
     byte_size: u64,
+    /// A resource's bind flags (R-X7).
+    bind: BindFlags,
+    /// A resource's usage.
+    usage: Usage,
+    /// A texture resource's shape (R-X1, R-X5, R-X7).
+    texture: Option<Texture2d>,
     /// The bucket size class of the object's context-local handles (R-H4), found once after
     /// creation; none when the driver answered a size its table does not list.
     local_class: Option<u16>,
-    /// A resource of dynamic usage (the only kind Map(DISCARD) may map).
-    dynamic: bool,
     /// [`LIVE`] or [`DESTROYED`].
     state: AtomicU32,
     /// What keeps the object from its real destruction besides the submission clock: live
@@ -168,7 +179,23 @@ impl<D: Driver> Entry<D> {
     }
 
     pub(crate) fn allocation(&self) -> Option<AllocationHandle> {
-        self.allocation
+        NonZeroU64::new(self.allocation.load(Ordering::Relaxed)).map(AllocationHandle)
+    }
+
+    /// Gives the object another of the device's allocations (R-X5's rotation), on the
+    /// immediate context (the token) only. Relaxed: the allocation is a name, not data this
+    /// thread published; the kernel keeps every allocation of a rotation alive meanwhile.
+    pub(crate) fn set_allocation(
+        &self,
+        _token: &mut IcToken,
+        allocation: Option<AllocationHandle>,
+    ) {
+        let raw = allocation.map_or(0, |a| a.0.get());
+        self.allocation.store(raw, Ordering::Relaxed);
+    }
+
+    pub(crate) fn usage(&self) -> Usage {
+        self.usage
     }
 
     pub(crate) fn dependency(&self) -> Option<AnyHandle> {
@@ -250,6 +277,30 @@ impl<D: Driver> Entry<D> {
         // while the result lives.
         unsafe { &mut *self.ic.get() }
     }
+
+    /// The driver's IC data of several entries at once, for a rotation (R-X5): `None` unless
+    /// the entries are pairwise distinct. As [`Entry::ic_side`], the token is the witness,
+    /// checked against each entry's device.
+    pub(crate) fn ic_data_of_many<'t>(
+        token: &'t mut IcToken,
+        entries: &[&'t Entry<D>],
+    ) -> Option<Vec<&'t mut D::IcData>> {
+        for (i, entry) in entries.iter().enumerate() {
+            assert_eq!(token.tag, entry.device, "an IC token of another device");
+            if entries[..i].iter().any(|e| core::ptr::eq(*e, *entry)) {
+                return None;
+            }
+        }
+        let data = entries
+            .iter()
+            // SAFETY: the entries are pairwise distinct (checked above), so these are
+            // references into distinct cells; each belongs to the token's device (checked),
+            // whose token is not `Sync` and is borrowed mutably for `'t`, so this is the
+            // immediate context's thread and no other IC-side reference exists meanwhile.
+            .map(|entry| unsafe { &mut (*entry.ic.get()).data })
+            .collect();
+        Some(data)
+    }
 }
 
 /// A looked-up object, valid while the epoch guard it was found under is pinned.
@@ -278,9 +329,11 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     pub fn object(&self) -> &'a D::Object {
         &self.entry.object
     }
-    /// The object's kernel allocation, if it has one.
+    /// The object's kernel allocation, if it has one: its current one, which rotating
+    /// resource identities changes (R-X5). Read it when it is used; never keep it in the
+    /// driver's object or context-local data, which would go stale.
     pub fn allocation(&self) -> Option<AllocationHandle> {
-        self.entry.allocation
+        self.entry.allocation()
     }
     /// The object this one depends on (R-H3).
     pub fn dependency(&self) -> Option<AnyHandle> {
@@ -292,7 +345,15 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     }
     /// Whether this is a resource of dynamic usage (mappable with DISCARD).
     pub fn is_dynamic(&self) -> bool {
-        self.entry.dynamic
+        self.entry.usage == Usage::Dynamic
+    }
+    /// A resource's bind flags (empty for other objects).
+    pub fn bind_flags(&self) -> BindFlags {
+        self.entry.bind
+    }
+    /// A texture resource's shape (`None` for buffers and other objects).
+    pub fn texture(&self) -> Option<Texture2d> {
+        self.entry.texture
     }
     pub(crate) fn entry(&self) -> &'a Entry<D> {
         self.entry
@@ -311,7 +372,7 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     /// The bytes a Map(DISCARD) hands out: dynamic resources only (an application error
     /// otherwise); a size this process cannot address is out of memory, never an overflow.
     pub(crate) fn discard_len(&self) -> Result<usize> {
-        if !self.entry.dynamic {
+        if self.entry.usage != Usage::Dynamic {
             return Err(AppError::InvalidState.into());
         }
         usize::try_from(self.entry.byte_size).map_err(|_| Error::OutOfMemory)
@@ -411,6 +472,15 @@ impl<'a, D: Driver> Resolver<'a, D> {
         }
     }
 
+    /// The resource `view` views (R-H3): the view holds it, so it is there even after the
+    /// application destroyed it. Its [`ObjectView::allocation`] is the one to read or write
+    /// through the view now (rotation changes it, R-X5). An application error for an object
+    /// that is not a view.
+    pub fn resource_of(&self, view: ObjectView<'a, D>) -> Result<ObjectView<'a, D>> {
+        let resource = view.dependency().ok_or(AppError::WrongType)?;
+        self.registry.held(resource, self.guard)
+    }
+
     /// The state-refresh query: the executing context's bindings as the protocol says they
     /// look during this call (R-C1, R-C3).
     pub fn state(&self) -> StateView<'a> {
@@ -456,7 +526,7 @@ impl<D: Driver> ObjectRef<D> {
     }
     /// The object's kernel allocation, if any.
     pub fn allocation(&self) -> Option<AllocationHandle> {
-        self.entry().allocation
+        self.entry().allocation()
     }
 }
 
@@ -475,7 +545,9 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) dependency: Option<AnyHandle>,
     pub(crate) byte_size: u64,
     pub(crate) local_class: Option<u16>,
-    pub(crate) dynamic: bool,
+    pub(crate) bind: BindFlags,
+    pub(crate) usage: Usage,
+    pub(crate) texture: Option<Texture2d>,
     pub(crate) object: D::Object,
     pub(crate) ic_data: D::IcData,
 }
@@ -656,17 +728,20 @@ impl<D: Driver> Registry<D> {
             device: self.tag,
             ty: new.ty,
             primary: new.primary,
-            allocation: new.allocation,
+            allocation: AtomicU64::new(new.allocation.map_or(0, |a| a.0.get())),
             dependency: new.dependency,
             byte_size: new.byte_size,
             local_class: new.local_class,
-            dynamic: new.dynamic,
+            bind: new.bind,
+            usage: new.usage,
+            texture: new.texture,
             state: AtomicU32::new(LIVE),
             holders: AtomicU32::new(0),
             object: new.object,
             ic: CachePadded::new(UnsafeCell::new(IcSide {
                 last_buffer: 0,
                 query_end: 0,
+                identity: 0,
                 data: new.ic_data,
             })),
         };

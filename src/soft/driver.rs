@@ -77,12 +77,12 @@ pub struct SoftObject {
     pub id: u64,
     /// Its type.
     pub ty: HandleType,
-    /// Its own kernel memory.
-    pub allocation: Option<AllocationHandle>,
     /// Resources: size in bytes.
     pub byte_size: u64,
-    /// Views: the viewed resource's memory, first byte and length.
-    pub view: Option<(AllocationHandle, u64, u64)>,
+    /// Views: the first byte and length of the range of the resource viewed. Not its memory:
+    /// that is the resource's current allocation, which rotating identities changes (R-X5),
+    /// found when the view is used.
+    pub view: Option<(u64, u64)>,
     /// Views: the viewed resource's id.
     pub resource_id: u64,
     /// Counts this object among its world's live soft objects until it is dropped.
@@ -268,23 +268,23 @@ impl SoftDriver {
 
     fn copy(
         state: &mut State,
-        dst: &SoftObject,
+        dst: Option<AllocationHandle>,
         dst_off: u64,
-        src: &SoftObject,
+        src: Option<AllocationHandle>,
         src_off: u64,
         len: u64,
     ) -> Result<()> {
         // Through a scratch buffer that keeps its capacity: steady state allocates nothing.
         let mut chunk = std::mem::take(&mut state.scratch);
         let result = (|| {
-            let src_bytes = Self::bytes_of(state, src.allocation)?;
+            let src_bytes = Self::bytes_of(state, src)?;
             chunk.clear();
             chunk.extend_from_slice(
                 src_bytes
                     .get(Self::byte_range(src_off, len)?)
                     .ok_or(AppError::OutOfRange)?,
             );
-            let dst_bytes = Self::bytes_of(state, dst.allocation)?;
+            let dst_bytes = Self::bytes_of(state, dst)?;
             dst_bytes
                 .get_mut(Self::byte_range(dst_off, len)?)
                 .ok_or(AppError::OutOfRange)?
@@ -293,8 +293,8 @@ impl SoftDriver {
         })();
         state.scratch = chunk;
         result?;
-        Self::touch(state, src.allocation.expect("checked above"));
-        Self::touch(state, dst.allocation.expect("checked above"));
+        Self::touch(state, src.expect("checked above"));
+        Self::touch(state, dst.expect("checked above"));
         Ok(())
     }
 
@@ -306,8 +306,9 @@ impl SoftDriver {
     ) -> Result<()> {
         match *command {
             SoftCommand::Copy { dst, src } => {
-                let (d, s) = (objects.get(dst)?.object(), objects.get(src)?.object());
-                Self::copy(state, d, 0, s, 0, d.byte_size.min(s.byte_size))
+                let (d, s) = (objects.get(dst)?, objects.get(src)?);
+                let len = d.object().byte_size.min(s.object().byte_size);
+                Self::copy(state, d.allocation(), 0, s.allocation(), 0, len)
             }
             SoftCommand::CopyRegion {
                 dst,
@@ -316,25 +317,36 @@ impl SoftDriver {
                 src_offset,
                 len,
             } => {
-                let (d, s) = (objects.get(dst)?.object(), objects.get(src)?.object());
-                Self::copy(state, d, dst_offset, s, src_offset, len)
+                let (d, s) = (objects.get(dst)?, objects.get(src)?);
+                Self::copy(
+                    state,
+                    d.allocation(),
+                    dst_offset,
+                    s.allocation(),
+                    src_offset,
+                    len,
+                )
             }
             SoftCommand::Fill { dst, value } => {
-                let d = objects.get(dst)?.object();
-                Self::bytes_of(state, d.allocation)?.fill(value);
-                Self::touch(state, d.allocation.expect("checked above"));
+                let d = objects.get(dst)?.allocation();
+                Self::bytes_of(state, d)?.fill(value);
+                Self::touch(state, d.expect("checked above"));
                 Ok(())
             }
             SoftCommand::ClearView { view, value } => {
-                let v = objects.get(view)?.object();
-                let (allocation, first, len) = v.view.ok_or(AppError::WrongType)?;
+                let v = objects.get(view)?;
+                let (first, len) = v.object().view.ok_or(AppError::WrongType)?;
+                let allocation = objects
+                    .resource_of(v)?
+                    .allocation()
+                    .ok_or(AppError::InvalidState)?;
                 let bytes = Self::bytes_of(state, Some(allocation))?;
                 bytes
                     .get_mut(Self::byte_range(first, len)?)
                     .ok_or(AppError::OutOfRange)?
                     .fill(value);
                 Self::touch(state, allocation);
-                if let Some(own) = v.allocation {
+                if let Some(own) = v.allocation() {
                     Self::touch(state, own);
                 }
                 Ok(())
@@ -424,11 +436,7 @@ impl Driver for SoftDriver {
                 if end > resource.byte_size {
                     return Err(AppError::OutOfRange.into());
                 }
-                Some((
-                    resource.allocation.ok_or(AppError::InvalidState)?,
-                    v.first_byte,
-                    v.byte_len,
-                ))
+                Some((v.first_byte, v.byte_len))
             }
             _ => None,
         };
@@ -443,7 +451,6 @@ impl Driver for SoftDriver {
             SoftObject {
                 id,
                 ty,
-                allocation: memory,
                 byte_size,
                 view,
                 resource_id,
@@ -461,10 +468,7 @@ impl Driver for SoftDriver {
         let mut s = self.world.lock();
         self.world.note(
             &mut s,
-            TraceEvent::of(Hook::DestroyObject)
-                .object(object.id)
-                .ty(ty)
-                .allocation(object.allocation.map_or(0, |m| m.0.get())),
+            TraceEvent::of(Hook::DestroyObject).object(object.id).ty(ty),
         );
         Lifetimes::object_destroyed(&mut s, object.id);
     }
@@ -823,43 +827,53 @@ impl Wrappable for SoftDriver {
                 offset,
                 data,
             } => {
-                let r = resource.object();
-                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                let r = resource.allocation();
+                let bytes = Self::bytes_of(&mut s, r)?;
                 bytes
                     .get_mut(Self::byte_range(offset, data.len() as u64)?)
                     .ok_or(AppError::OutOfRange)?
                     .copy_from_slice(data);
-                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Self::touch(&mut s, r.expect("checked above"));
                 Ok(())
             }
             Op::WriteDiscard { resource, data } => {
-                let r = resource.object();
-                let bytes = Self::bytes_of(&mut s, r.allocation)?;
+                let r = resource.allocation();
+                let bytes = Self::bytes_of(&mut s, r)?;
                 bytes
                     .get_mut(..data.len())
                     .ok_or(AppError::OutOfRange)?
                     .copy_from_slice(data);
-                Self::touch(&mut s, r.allocation.expect("checked above"));
+                Self::touch(&mut s, r.expect("checked above"));
                 Ok(())
             }
             Op::Bind {
                 object: Some(o), ..
             } => {
-                if let Some(a) = o.object().allocation {
+                if let Some(a) = o.allocation() {
                     Self::touch(&mut s, a);
                 }
-                if let Some((a, _, _)) = o.object().view {
-                    Self::touch(&mut s, a);
+                if o.object().view.is_some() {
+                    if let Some(a) = objects.resource_of(o)?.allocation() {
+                        Self::touch(&mut s, a);
+                    }
                 }
                 Ok(())
             }
             Op::EndQuery(q) | Op::BeginQuery(q) => {
-                if let Some(a) = q.object().allocation {
+                if let Some(a) = q.allocation() {
                     Self::touch(&mut s, a);
                 }
                 Ok(())
             }
             Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
+            Op::Present { src, dst, .. } => {
+                for view in std::iter::once(src).chain(dst.map(|(d, _)| d)) {
+                    if let Some(a) = view.allocation() {
+                        Self::touch(&mut s, a);
+                    }
+                }
+                Ok(())
+            }
         }
     }
 

@@ -74,10 +74,14 @@ use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
 use crate::driver::{Driver, ListMemory, Op};
+use crate::dxgi::{
+    BltCaps, BltPlan, DisplayModeCallback, DisplayModeOutcome, GammaCaps, PresentCallback,
+    PresentStatus, ResidencyStatus,
+};
 use crate::error::{Error, Result};
 use crate::handle::{HandleSize, HandleType};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
-use crate::registry::Resolver;
+use crate::registry::{ObjectView, Resolver};
 
 /// What to inject at the target call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -307,6 +311,32 @@ pub trait Wrappable: Driver {
         let _ = (imm, list, objects);
         Ok(())
     }
+
+    /// [`Driver::blt`] for the engine running driver `W`. The default does what the default
+    /// of [`Driver::blt`] does.
+    fn blt_for<W: SameTypes<Self>>(
+        &self,
+        imm: &mut Self::Immediate,
+        src: ObjectView<'_, W>,
+        dst: ObjectView<'_, W>,
+        plan: &BltPlan,
+    ) -> Result<()> {
+        let _ = (imm, src, dst, plan);
+        Err(Error::Unsupported)
+    }
+
+    /// [`Driver::refresh_view`] for the engine running driver `W`. The default does what
+    /// the default of [`Driver::refresh_view`] does (nothing).
+    fn refresh_view_for<W: SameTypes<Self>>(
+        &self,
+        imm: &mut Self::Immediate,
+        view: ObjectView<'_, W>,
+        ic: &mut Self::IcData,
+        resource: ObjectView<'_, W>,
+    ) -> Result<()> {
+        let _ = (imm, view, ic, resource);
+        Ok(())
+    }
 }
 
 /// A [`Driver`] that delegates every hook to `D` (its default-bodied hooks included, so `D`'s
@@ -515,6 +545,43 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
         self.plan.tick("recycle_create_deferred_context", true)?;
         self.inner.recycle_create_deferred_context(dc)
     }
+
+    fn gamma_caps(&self) -> Result<GammaCaps> {
+        self.plan.tick("gamma_caps", true)?;
+        self.inner.gamma_caps()
+    }
+
+    fn blt_caps(&self) -> BltCaps {
+        self.plan.tick_infallible("blt_caps");
+        self.inner.blt_caps()
+    }
+
+    fn blt(
+        &self,
+        imm: &mut Self::Immediate,
+        src: ObjectView<'_, Self>,
+        dst: ObjectView<'_, Self>,
+        plan: &BltPlan,
+    ) -> Result<()> {
+        self.plan.tick("blt", true)?;
+        self.inner.blt_for(imm, src, dst, plan)
+    }
+
+    fn rotate_identities(&self, imm: &mut Self::Immediate, ic: &mut [&mut Self::IcData]) {
+        self.plan.tick_infallible("rotate_identities");
+        self.inner.rotate_identities(imm, ic);
+    }
+
+    fn refresh_view(
+        &self,
+        imm: &mut Self::Immediate,
+        view: ObjectView<'_, Self>,
+        ic: &mut Self::IcData,
+        resource: ObjectView<'_, Self>,
+    ) -> Result<()> {
+        self.plan.tick("refresh_view", true)?;
+        self.inner.refresh_view_for(imm, view, ic, resource)
+    }
 }
 
 /// A [`Kernel`] that delegates every service to `K` and injects its [`FaultPlan`]'s fault at
@@ -576,6 +643,30 @@ impl<K: Kernel> Kernel for FaultKernel<K> {
     fn perform_amortized_processing(&self, context: ContextId) {
         self.plan.tick_infallible("perform_amortized_processing");
         self.inner.perform_amortized_processing(context);
+    }
+
+    fn present(&self, call: &PresentCallback) -> Result<PresentStatus> {
+        self.plan.tick("present", true)?;
+        self.inner.present(call)
+    }
+
+    fn set_display_mode(&self, call: &DisplayModeCallback) -> Result<DisplayModeOutcome> {
+        self.plan.tick("set_display_mode", true)?;
+        self.inner.set_display_mode(call)
+    }
+
+    fn set_priority(&self, allocations: &[AllocationHandle], priority: u32) -> Result<()> {
+        self.plan.tick("set_priority", true)?;
+        self.inner.set_priority(allocations, priority)
+    }
+
+    fn query_residency(
+        &self,
+        allocations: &[AllocationHandle],
+        out: &mut [ResidencyStatus],
+    ) -> Result<()> {
+        self.plan.tick("query_residency", true)?;
+        self.inner.query_residency(allocations, out)
     }
 }
 

@@ -3,7 +3,10 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use super::world::{Allocation, Gpu, Hook, SoftWorld, TraceEvent};
+use super::world::{Allocation, Gpu, Hook, SoftWorld, State, TraceEvent};
+use crate::dxgi::{
+    DisplayModeCallback, DisplayModeOutcome, PresentCallback, PresentStatus, ResidencyStatus,
+};
 use crate::error::{Error, Result};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
 
@@ -209,5 +212,108 @@ impl Kernel for SoftKernel {
         self.world
             .note(&mut s, TraceEvent::of(Hook::AmortizedProcessing));
         s.amortized += 1;
+    }
+
+    fn present(&self, call: &PresentCallback) -> Result<PresentStatus> {
+        let mut s = self.world.lock();
+        self.world.note(
+            &mut s,
+            TraceEvent::of(Hook::Present).allocation(call.src.0.get()),
+        );
+        Self::check_ic_thread(&mut s, "present callback");
+        for allocation in std::iter::once(call.src).chain(call.dst) {
+            match s.allocations.get(&allocation.0.get()) {
+                Some(a) if a.in_open_buffer => {
+                    let what = format!(
+                        "allocation {} presented while the unsubmitted buffer references it",
+                        allocation.0
+                    );
+                    SoftWorld::violate(&mut s, "R-X1", what);
+                }
+                Some(_) => {}
+                None => {
+                    let what = format!("allocation {} presented but not allocated", allocation.0);
+                    SoftWorld::violate(&mut s, "R-X1", what);
+                }
+            }
+        }
+        let screen = s
+            .allocations
+            .get(&call.src.0.get())
+            .map(|a| a.bytes.clone());
+        s.dxgi.screen = screen;
+        s.dxgi.presents.push(*call);
+        Ok(s.dxgi.present_status)
+    }
+
+    fn set_display_mode(&self, call: &DisplayModeCallback) -> Result<DisplayModeOutcome> {
+        let mut s = self.world.lock();
+        self.world.note(
+            &mut s,
+            TraceEvent::of(Hook::SetDisplayMode).allocation(call.primary.0.get()),
+        );
+        Self::check_ic_thread(&mut s, "set-display-mode callback");
+        if !s.allocations.contains_key(&call.primary.0.get()) {
+            let what = format!("display mode set on unallocated {}", call.primary.0);
+            SoftWorld::violate(&mut s, "R-X2", what);
+        }
+        s.dxgi.display_modes.push(call.primary);
+        Ok(DisplayModeOutcome::Set)
+    }
+
+    fn set_priority(&self, allocations: &[AllocationHandle], priority: u32) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world.note(&mut s, TraceEvent::of(Hook::SetPriority));
+        Self::check_ic_thread(&mut s, "set-priority callback");
+        Self::check_allocated(&mut s, allocations, "R-X3");
+        s.dxgi.priorities.push((allocations.to_vec(), priority));
+        Ok(())
+    }
+
+    fn query_residency(
+        &self,
+        allocations: &[AllocationHandle],
+        out: &mut [ResidencyStatus],
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world
+            .note(&mut s, TraceEvent::of(Hook::QueryResidency));
+        Self::check_ic_thread(&mut s, "query-residency callback");
+        Self::check_allocated(&mut s, allocations, "R-X4");
+        if allocations.len() != out.len() {
+            return Err(Error::InvalidArg);
+        }
+        for (status, allocation) in out.iter_mut().zip(allocations) {
+            *status = s
+                .dxgi
+                .residency
+                .get(&allocation.0.get())
+                .copied()
+                .unwrap_or_default();
+        }
+        Ok(())
+    }
+}
+
+impl SoftKernel {
+    /// Flags a DXGI callback off the immediate context's thread (R-T2).
+    fn check_ic_thread(s: &mut State, what: &str) {
+        if s.ic_thread.is_some() && s.ic_thread != Some(std::thread::current().id()) {
+            SoftWorld::violate(
+                s,
+                "R-T2",
+                format!("{what} off the immediate context's thread"),
+            );
+        }
+    }
+
+    /// Flags a callback naming an allocation the kernel does not have.
+    fn check_allocated(s: &mut State, allocations: &[AllocationHandle], rule: &'static str) {
+        for allocation in allocations {
+            if !s.allocations.contains_key(&allocation.0.get()) {
+                let what = format!("callback names unallocated {}", allocation.0);
+                SoftWorld::violate(s, rule, what);
+            }
+        }
     }
 }

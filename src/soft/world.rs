@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::driver::ObjectCount;
 use std::thread::ThreadId;
 
+use crate::dxgi::{PresentCallback, PresentStatus, ResidencyStatus};
 use crate::error::Error;
 use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, ContextId, DeferredId};
@@ -126,6 +127,14 @@ pub enum Hook {
     RecycleCreateDeferredContext,
     /// Driver: CommandListExecute's start.
     ExecuteCommandList,
+    /// Kernel: the present callback (R-X1).
+    Present,
+    /// Kernel: the set-display-mode callback (R-X2).
+    SetDisplayMode,
+    /// Kernel: the set-priority callback (R-X3).
+    SetPriority,
+    /// Kernel: the query-residency callback (R-X4).
+    QueryResidency,
 }
 
 /// One recorded hook call.
@@ -219,11 +228,31 @@ pub(crate) struct Allocation {
     pub(crate) ever_referenced: bool,
 }
 
+/// What the soft kernel's DXGI callbacks saw, and what tests set for them.
+#[derive(Debug, Default)]
+pub(crate) struct DxgiRecords {
+    /// Every present callback, in order.
+    pub(crate) presents: Vec<PresentCallback>,
+    /// The bytes of the newest presented allocation, as the present callback read them:
+    /// the screen.
+    pub(crate) screen: Option<Vec<u8>>,
+    /// The status the present callback answers.
+    pub(crate) present_status: PresentStatus,
+    /// Every set-display-mode callback's primary allocation.
+    pub(crate) display_modes: Vec<AllocationHandle>,
+    /// Every set-priority callback: the allocations and the priority.
+    pub(crate) priorities: Vec<(Vec<AllocationHandle>, u32)>,
+    /// Residency per allocation id (absent: in GPU memory).
+    pub(crate) residency: HashMap<u64, ResidencyStatus>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub(crate) next_allocation: u64,
     pub(crate) next_object: u64,
     pub(crate) allocations: HashMap<u64, Allocation>,
+    /// The DXGI callbacks' records and settings (R-X1..R-X4).
+    pub(crate) dxgi: DxgiRecords,
     pub(crate) open_refs: Vec<u64>,
     pub(crate) submitted: VecDeque<(u64, u32)>,
     pub(crate) last_submitted: u64,
@@ -352,6 +381,40 @@ impl SoftWorld {
     pub fn complete_through(&self, fence: u64) {
         let mut s = self.lock();
         Self::complete(&mut s, fence);
+    }
+
+    /// Every present callback so far, in order (R-X1).
+    pub fn presents(&self) -> Vec<PresentCallback> {
+        self.lock().dxgi.presents.clone()
+    }
+
+    /// The screen: the bytes of the newest presented allocation when it was presented.
+    pub fn screen(&self) -> Option<Vec<u8>> {
+        self.lock().dxgi.screen.clone()
+    }
+
+    /// Makes the present callback answer `status` (a success `HRESULT`, R-X1).
+    pub fn set_present_status(&self, status: PresentStatus) {
+        self.lock().dxgi.present_status = status;
+    }
+
+    /// Every set-display-mode callback's primary allocation so far (R-X2).
+    pub fn display_modes(&self) -> Vec<AllocationHandle> {
+        self.lock().dxgi.display_modes.clone()
+    }
+
+    /// Every set-priority callback so far: the allocations and the priority (R-X3).
+    pub fn priorities(&self) -> Vec<(Vec<AllocationHandle>, u32)> {
+        self.lock().dxgi.priorities.clone()
+    }
+
+    /// Where the query-residency callback says `allocation` is (R-X4; until set, in GPU
+    /// memory).
+    pub fn set_residency(&self, allocation: AllocationHandle, status: ResidencyStatus) {
+        self.lock()
+            .dxgi
+            .residency
+            .insert(allocation.0.get(), status);
     }
 
     /// Completes every submitted buffer.

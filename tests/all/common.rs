@@ -97,7 +97,7 @@ pub fn id_of<T: ObjectKind>(device: &SoftDevice, handle: Handle<T>) -> u64 {
 
 /// The kernel allocation of `resource`.
 pub fn allocation(device: &SoftDevice, resource: Handle<Resource>) -> AllocationHandle {
-    device.object(resource).unwrap().allocation.unwrap()
+    device.object(resource).unwrap().allocation().unwrap()
 }
 
 /// The trace events of deferred context `ctx`.

@@ -528,7 +528,7 @@ fn teardown(
     for handle in handles.into_iter().flatten() {
         if let Ok(object) = device.object(handle) {
             kept_objects.insert(object.id);
-            kept_allocations.extend(object.allocation.map(|a| a.0.get()));
+            kept_allocations.extend(object.allocation().map(|a| a.0.get()));
         }
     }
     let mut held_objects = world.live_objects();

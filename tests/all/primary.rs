@@ -36,7 +36,7 @@ fn scanout() -> ResourceDesc {
 
 fn ids(device: &Dev, h: Handle<Resource>) -> (u64, AllocationHandle) {
     let o = device.object(h).unwrap();
-    (o.id, o.allocation.unwrap())
+    (o.id, o.allocation().unwrap())
 }
 
 #[test]

@@ -333,7 +333,7 @@ fn r_r3_recycle_create_out_of_memory_is_a_return_value() {
         ..SoftConfig::default()
     };
     let (device, mut ic, world, _src, dst) = setup(soft, submitted());
-    let dst_memory = device.object(dst).unwrap().allocation.unwrap();
+    let dst_memory = device.object(dst).unwrap().allocation().unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     let c = dc.id();
     let mut log = Vec::new();
@@ -810,7 +810,7 @@ fn r_d1_list_memory_outlives_the_buffer_that_executed_it() {
 #[test]
 fn r_r6_recycle_create_makes_a_destroyed_list_valid_again() {
     let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), submitted());
-    let dst_memory = device.object(dst).unwrap().allocation.unwrap();
+    let dst_memory = device.object(dst).unwrap().allocation().unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     let first = copy_list(&mut dc, src, dst);
     let first_id = made(&world.trace());

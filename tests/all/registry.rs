@@ -121,7 +121,7 @@ fn r_e1_stale_handle_is_application_error() {
     // Nothing ran for the refused calls: `keep` was never written, no submit happened.
     assert_eq!(world.submits(), 0);
     assert!(world
-        .read(device.object(keep).unwrap().allocation.unwrap())
+        .read(device.object(keep).unwrap().allocation().unwrap())
         .unwrap()
         .iter()
         .all(|&b| b == 0));
@@ -466,7 +466,7 @@ fn r_e1_unlisted_cls_size_is_invalid_arg_not_application_error() {
     .unwrap();
     let q = device.create_query(QueryKind::Event).unwrap();
     let r = device.create_resource(buffer(16)).unwrap();
-    let alloc = device.object(r).unwrap().allocation.unwrap();
+    let alloc = device.object(r).unwrap().allocation().unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     assert_eq!(dc.end_query(q), Err(Error::InvalidArg));
     assert_eq!(dc.begin_query(q), Err(Error::InvalidArg));

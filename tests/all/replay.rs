@@ -273,7 +273,7 @@ impl Setup {
             .collect();
         let allocations = resources
             .iter()
-            .map(|r| device.object(*r).unwrap().allocation.unwrap())
+            .map(|r| device.object(*r).unwrap().allocation().unwrap())
             .collect();
         let views = views
             .iter()
@@ -687,8 +687,8 @@ fn r_c3_list_with_map_discard_replays_the_same_data_every_execution() {
     let r = device.create_resource(desc(300)).unwrap();
     let r2 = device.create_resource(desc(64)).unwrap();
     let (ar, ar2) = (
-        device.object(r).unwrap().allocation.unwrap(),
-        device.object(r2).unwrap().allocation.unwrap(),
+        device.object(r).unwrap().allocation().unwrap(),
+        device.object(r2).unwrap().allocation().unwrap(),
     );
     let pattern = rng.bytes(300);
     let q = rng.bytes(64);

@@ -24,7 +24,7 @@ fn ids<T: ObjectKind>(device: &Dev, h: Handle<T>) -> (u64, AllocationHandle) {
     let o = device.object(h).unwrap();
     (
         o.id,
-        o.allocation
+        o.allocation()
             .expect("soft objects of these kinds have memory"),
     )
 }

@@ -17,7 +17,7 @@ fn create_copy_destroy_flush_drain() {
     ic.flush().unwrap();
     assert_eq!(
         world
-            .read(device.object(b).unwrap().allocation.unwrap())
+            .read(device.object(b).unwrap().allocation().unwrap())
             .unwrap(),
         vec![7; 16]
     );
@@ -69,13 +69,13 @@ fn record_finish_execute_replays_bytes() {
     expect[8..16].fill(9);
     assert_eq!(
         world
-            .read(device.object(b).unwrap().allocation.unwrap())
+            .read(device.object(b).unwrap().allocation().unwrap())
             .unwrap(),
         expect
     );
     assert_eq!(
         world
-            .read(device.object(a).unwrap().allocation.unwrap())
+            .read(device.object(a).unwrap().allocation().unwrap())
             .unwrap()[0],
         42
     );
@@ -172,7 +172,7 @@ fn soft_offsets_and_sizes_past_the_address_space_are_refused() {
     ic.flush().unwrap();
     let read = |r: cmdlist::Handle<cmdlist::handle::Resource>| {
         world
-            .read(device.object(r).unwrap().allocation.unwrap())
+            .read(device.object(r).unwrap().allocation().unwrap())
             .unwrap()
     };
     assert_eq!(read(b), vec![0; 16], "nothing reached the first bytes");

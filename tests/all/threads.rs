@@ -236,7 +236,7 @@ fn r_t2_shared_allocation_on_the_creating_thread() {
                     let r = device.create_resource(shared).unwrap();
                     (
                         thread::current().id(),
-                        device.object(r).unwrap().allocation.unwrap().0.get(),
+                        device.object(r).unwrap().allocation().unwrap().0.get(),
                     )
                 })
             })
@@ -436,7 +436,7 @@ fn r_f2_deferred_size_queries_run_on_the_recording_threads() {
     ] {
         assert_eq!(threads_of(&trace, hook), recorders, "{hook:?}");
     }
-    let alloc = device.object(r).unwrap().allocation.unwrap();
+    let alloc = device.object(r).unwrap().allocation().unwrap();
     let bytes = world.read(alloc).unwrap();
     for t in 0..THREADS {
         assert_eq!(&bytes[t * 8..t * 8 + 8], &[t as u8 + 1; 8]);

@@ -1,0 +1,392 @@
+//! The immediate context's DXGI entry points (R-X1..R-X7); their vocabulary is
+//! [`crate::dxgi`]. None is free-threaded (R-F1): each runs on the immediate context's
+//! thread, through its entry frame (refused once the device is gone, failures reported).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crossbeam_epoch::Guard;
+
+use super::ImmediateContext;
+use crate::desc::Usage;
+use crate::driver::{Command, Driver, Op};
+use crate::dxgi::{
+    validate_blt, BltArgs, BltSide, DisplayModeCallback, DisplayModeOutcome, FrameStats, GammaCaps,
+    PresentArgs, PresentCallback, PresentStatus, ResidencyFold, ResidencyStatus,
+};
+use crate::error::{AppError, Result};
+use crate::handle::{Handle, Resource};
+use crate::kernel::{AllocationHandle, Kernel};
+use crate::registry::{Entry, ObjectView};
+
+/// What the DXGI entry points keep between calls, so that a steady frame's residency query
+/// allocates nothing.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    allocations: Vec<AllocationHandle>,
+    statuses: Vec<ResidencyStatus>,
+    /// Per resource of a residency query: whether it has an allocation in `allocations`.
+    has_allocation: Vec<bool>,
+}
+
+/// A presented or displayed surface: a texture, and the subresource in range.
+fn check_surface<D: Driver>(view: ObjectView<'_, D>, subresource: u32) -> Result<()> {
+    let texture = view.texture().ok_or(AppError::NotDisplayFormat)?;
+    if subresource >= texture.subresources() {
+        return Err(AppError::OutOfRange.into());
+    }
+    Ok(())
+}
+
+impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
+    /// PresentDXGI (R-X1): the driver's part of the present ([`Op::Present`]), then every
+    /// partially built command buffer submitted through the render callback, then the
+    /// kernel's present callback with the surfaces' *current* allocations (after any
+    /// rotation, R-X5) and the runtime's context unchanged; its status is returned
+    /// unchanged. An `_SRGB` source presented to a non-sRGB destination is copied unchanged
+    /// (the driver's part). The present is the frame boundary: amortised processing runs if
+    /// the frame went by without it (R-A1), and the frame's statistics are published
+    /// ([`crate::Device::frame_stats`]).
+    ///
+    /// The surfaces are textures (`NotDisplayFormat` otherwise) with the subresource in range
+    /// (`OutOfRange`).
+    pub fn present(&mut self, args: &PresentArgs) -> Result<PresentStatus> {
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let shared = Arc::clone(&ic.device.shared);
+            let registry = shared.registry();
+            let src = registry.live(args.src, guard)?;
+            check_surface(src, args.src_subresource)?;
+            let dst = match args.dst {
+                Some((handle, subresource)) => {
+                    let dst = registry.live(handle, guard)?;
+                    check_surface(dst, subresource)?;
+                    Some((dst, subresource))
+                }
+                None => None,
+            };
+            let op = Op::Present {
+                src,
+                src_subresource: args.src_subresource,
+                dst,
+                flags: args.flags,
+            };
+            match dst {
+                Some((d, _)) => ic.run(guard, &[src, d], None, op)?,
+                None => ic.run(guard, &[src], None, op)?,
+            }
+            // R-X1: partially built buffers go through the render callback first.
+            ic.flush_inner()?;
+            // Looked up again: the flush may have really destroyed what the application
+            // destroyed meanwhile.
+            let src = registry.live(args.src, guard)?;
+            let src = src.allocation().ok_or(AppError::InvalidState)?;
+            let dst = match args.dst {
+                Some((handle, _)) => Some(
+                    registry
+                        .live(handle, guard)?
+                        .allocation()
+                        .ok_or(AppError::InvalidState)?,
+                ),
+                None => None,
+            };
+            let status = shared
+                .kernel()
+                .present(&PresentCallback::new(args, src, dst))?;
+            if ic.amortizer.end_frame(Instant::now()) {
+                ic.perform_amortized_processing();
+            }
+            ic.publish_frame_stats(src);
+            Ok(status)
+        })
+    }
+
+    /// Publishes this frame's statistics for any thread to read (arc-swap: one store, lock
+    /// free readers that never see half of an update).
+    fn publish_frame_stats(&mut self, presented: AllocationHandle) {
+        let mut residency = [ResidencyStatus::GpuMemory];
+        let kernel = self.device.shared.kernel();
+        let presented_residency = match kernel.query_residency(&[presented], &mut residency) {
+            Ok(()) => Some(residency[0]),
+            Err(_) => None,
+        };
+        let previous = self.device.shared.frame_stats();
+        let retire = self.retire_stats();
+        self.device.shared.publish_frame_stats(Arc::new(FrameStats {
+            frame: previous.frame + 1,
+            last_submitted: self.last_submitted,
+            amortized: self.amortizer.count(),
+            waiting_destruction: retire.waiting_destruction,
+            waiting_deallocation: retire.waiting_deallocation,
+            retained_bytes: retire.retained_bytes,
+            lists_in_flight: self.lists_in_flight.len(),
+            presented_residency,
+        }));
+    }
+
+    /// GetGammaCapsDXGI (R-X2): the driver's gamma control capabilities, checked.
+    pub fn gamma_caps(&mut self) -> Result<GammaCaps> {
+        self.entry(|ic| ic.device.shared.driver().gamma_caps())
+    }
+
+    /// SetDisplayMode (R-X2): the kernel's set-display-mode callback with the primary's
+    /// current allocation (after any rotation), reached only from inside this call (R-T2).
+    /// If the open buffer references the primary, it is submitted first. Refused for a
+    /// resource that is not a primary (`PrimaryMismatch`), not a texture
+    /// (`NotDisplayFormat`), or a subresource out of range (`OutOfRange`).
+    pub fn set_display_mode(
+        &mut self,
+        primary: Handle<Resource>,
+        subresource: u32,
+    ) -> Result<DisplayModeOutcome> {
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let shared = Arc::clone(&ic.device.shared);
+            let registry = shared.registry();
+            let view = registry.live(primary, guard)?;
+            if !view.entry().is_primary() {
+                return Err(AppError::PrimaryMismatch.into());
+            }
+            check_surface(view, subresource)?;
+            if view.entry().ic_side(&mut ic.token).last_buffer == ic.buffer.number {
+                ic.flush_inner()?;
+            }
+            let allocation = registry
+                .live(primary, guard)?
+                .allocation()
+                .ok_or(AppError::InvalidState)?;
+            let call = DisplayModeCallback::new(allocation);
+            shared.kernel().set_display_mode(&call)
+        })
+    }
+
+    /// SetResourcePriority (R-X3): the kernel's set-priority callback with the resource's
+    /// current allocations (none for a resource without kernel memory: no callback).
+    pub fn set_resource_priority(
+        &mut self,
+        resource: Handle<Resource>,
+        priority: u32,
+    ) -> Result<()> {
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let view = ic.device.shared.registry().live(resource, guard)?;
+            match view.allocation() {
+                Some(allocation) => ic
+                    .device
+                    .shared
+                    .kernel()
+                    .set_priority(&[allocation], priority),
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// QueryResourceResidency (R-X4): one kernel query for the allocations of all
+    /// `resources`; `out[i]` gets resource `i`'s status folded over its allocations, and the
+    /// fold over all of them is returned ([`ResidencyFold::hresult`] is the call's
+    /// `HRESULT`). A resource without kernel memory counts as resident. Refused before any
+    /// callback: a system-memory (staging) resource, never queried (`InvalidState`), and
+    /// `out` not as long as `resources` (`OutOfRange`).
+    pub fn query_resource_residency(
+        &mut self,
+        resources: &[Handle<Resource>],
+        out: &mut [ResidencyStatus],
+    ) -> Result<ResidencyFold> {
+        self.entry(|ic| {
+            if out.len() != resources.len() {
+                return Err(AppError::OutOfRange.into());
+            }
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let registry = ic.device.shared.registry();
+            let scratch = &mut ic.dxgi_scratch;
+            scratch.allocations.clear();
+            scratch.has_allocation.clear();
+            for resource in resources {
+                let view = registry.live(*resource, guard)?;
+                if view.entry().usage() == Usage::Staging {
+                    return Err(AppError::InvalidState.into());
+                }
+                scratch.has_allocation.push(view.allocation().is_some());
+                scratch.allocations.extend(view.allocation());
+            }
+            scratch.statuses.clear();
+            let n = scratch.allocations.len();
+            scratch.statuses.resize(n, ResidencyStatus::GpuMemory);
+            if n > 0 {
+                ic.device
+                    .shared
+                    .kernel()
+                    .query_residency(&scratch.allocations, &mut scratch.statuses)?;
+            }
+            let mut statuses = scratch.statuses.iter();
+            for (slot, has) in out.iter_mut().zip(&scratch.has_allocation) {
+                let fold = match (has, statuses.next()) {
+                    (true, Some(status)) => ResidencyFold::of(*status),
+                    _ => ResidencyFold::Resident,
+                };
+                *slot = fold.status();
+            }
+            Ok(ResidencyFold::fold(out.iter().copied()))
+        })
+    }
+
+    /// RotateResourceIdentities (R-X5): resources X, Y, Z become Y, Z, X by ascending
+    /// index. Their kernel allocations rotate (the handles do not), each with its
+    /// last-buffer stamp (so the open buffer still lists every allocation it references, and
+    /// nothing is deallocated on another resource's clock, R-D1); the driver rotates its IC
+    /// data's identity ([`Driver::rotate_identities`]); every current binding of one of them
+    /// or of a view of one is bound again; views refresh lazily before their next use here
+    /// ([`Driver::refresh_view`]). A command list recorded before renders into the new
+    /// identities when executed after.
+    ///
+    /// Refused, changing nothing (`NotRotatable`): the same resource twice, descriptions that
+    /// differ (size, bind flags, usage, texture shape, primary, kernel memory), a resource
+    /// mapped on this context. Fewer than two resources rotate nothing.
+    pub fn rotate_resource_identities(&mut self, resources: &[Handle<Resource>]) -> Result<()> {
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let registry = ic.device.shared.registry();
+            let mut views = Vec::with_capacity(resources.len());
+            for resource in resources {
+                views.push(registry.live(*resource, guard)?);
+            }
+            let Some(first) = views.first().copied() else {
+                return Ok(());
+            };
+            let not_rotatable = AppError::NotRotatable;
+            for (i, view) in views.iter().enumerate() {
+                let alike = view.byte_size() == first.byte_size()
+                    && view.bind_flags() == first.bind_flags()
+                    && view.entry().usage() == first.entry().usage()
+                    && view.texture() == first.texture()
+                    && view.entry().is_primary() == first.entry().is_primary()
+                    && view.allocation().is_some() == first.allocation().is_some();
+                let repeated = views[..i].iter().any(|v| v.handle() == view.handle());
+                let mapped = ic.open.check_map(resources[i]).is_err();
+                if !alike || repeated || mapped {
+                    return Err(not_rotatable.into());
+                }
+            }
+            if views.len() < 2 {
+                return Ok(());
+            }
+            // (allocation, last buffer) pairs move together, one place to the left.
+            let token = &mut ic.token;
+            let moved: Vec<(Option<AllocationHandle>, u64)> = views
+                .iter()
+                .map(|v| (v.allocation(), v.entry().ic_side(token).last_buffer))
+                .collect();
+            for (i, view) in views.iter().enumerate() {
+                let (allocation, last_buffer) = moved[(i + 1) % moved.len()];
+                view.entry().set_allocation(token, allocation);
+                let side = view.entry().ic_side(token);
+                side.last_buffer = last_buffer;
+                side.identity += 1;
+            }
+            ic.rotations += 1;
+            let entries: Vec<&Entry<D>> = views.iter().map(|v| v.entry()).collect();
+            let s = &*ic.device.shared;
+            if let Some(mut data) = Entry::ic_data_of_many(&mut ic.token, &entries) {
+                s.driver().rotate_identities(&mut ic.imm, &mut data);
+            }
+            ic.rebind_rotated(guard, &views)
+        })
+    }
+
+    /// Binds again every current binding of a rotated resource or of a view of one (R-X5).
+    fn rebind_rotated(
+        &mut self,
+        guard: &'static Guard,
+        rotated: &[ObjectView<'_, D>],
+    ) -> Result<()> {
+        let registry = self.device.shared.registry();
+        let is_rotated = |view: ObjectView<'_, D>| {
+            rotated
+                .iter()
+                .any(|r| r.handle() == view.handle() || view.dependency() == Some(r.handle()))
+        };
+        let rebinds: Vec<_> = self
+            .bindings
+            .iter()
+            .filter_map(|(point, handle)| {
+                let view = registry.held(handle, guard).ok()?;
+                is_rotated(view).then_some((point, view))
+            })
+            .collect();
+        for (point, view) in rebinds {
+            let op = Op::Bind {
+                point,
+                object: Some(view),
+            };
+            self.run(guard, &[view], None, op)?;
+        }
+        Ok(())
+    }
+
+    /// Refreshes, before the driver uses them here, the views among `objects` and the
+    /// command's objects whose resource changed identity since their last refresh (R-X5).
+    pub(super) fn refresh_views(
+        &mut self,
+        guard: &Guard,
+        objects: &[ObjectView<'_, D>],
+        command: Option<&D::Command>,
+    ) -> Result<()> {
+        for view in objects {
+            self.refresh_view(guard, *view)?;
+        }
+        if let Some(command) = command {
+            let shared = Arc::clone(&self.device.shared);
+            let registry = shared.registry();
+            let mut result = Ok(());
+            command.for_each_object(&mut |handle| {
+                if result.is_ok() {
+                    if let Ok(view) = registry.held(handle, guard) {
+                        result = self.refresh_view(guard, view);
+                    }
+                }
+            });
+            result?;
+        }
+        Ok(())
+    }
+
+    /// Refreshes one view if its resource's identity moved on (R-X5).
+    pub(super) fn refresh_view(&mut self, guard: &Guard, view: ObjectView<'_, D>) -> Result<()> {
+        let Some(dependency) = view.dependency() else {
+            return Ok(());
+        };
+        let s = &*self.device.shared;
+        let resource = s.registry().held(dependency, guard)?;
+        let identity = resource.entry().ic_side(&mut self.token).identity;
+        let side = view.entry().ic_side(&mut self.token);
+        if side.identity != identity {
+            s.driver()
+                .refresh_view(&mut self.imm, view, &mut side.data, resource)?;
+            side.identity = identity;
+        }
+        Ok(())
+    }
+
+    /// BltDXGI (R-X6, R-X7): every restriction of R-X7 checked before any hook (the errors
+    /// are the application's, R-E1; see [`BltArgs`]'s fields and [`crate::dxgi::BltPlan`]),
+    /// then [`Driver::blt`], then both resources stamped with the open buffer. A rotation is
+    /// refused unless the driver's [`Driver::blt_caps`] include
+    /// [`crate::dxgi::BltCaps::ROTATION`].
+    pub fn blt(&mut self, args: &BltArgs) -> Result<()> {
+        self.entry(|ic| {
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let registry = ic.device.shared.registry();
+            let src = registry.live(args.src, guard)?;
+            let dst = registry.live(args.dst, guard)?;
+            let side = |view: ObjectView<'_, D>| BltSide {
+                texture: view.texture(),
+                bind: view.bind_flags(),
+            };
+            let caps = ic.device.shared.driver().blt_caps();
+            let plan = validate_blt(args.src == args.dst, side(src), side(dst), args, caps)?;
+            ic.run_hook(guard, &[src, dst], None, |driver, imm, _| {
+                driver.blt(imm, src, dst, &plan)
+            })
+        })
+    }
+}
