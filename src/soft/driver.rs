@@ -12,11 +12,12 @@ use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
 use crate::driver::{Command, Driver, ListMemory, Op};
+use crate::dxgi::BltCaps;
 use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
 use crate::kernel::{AllocationHandle, DeferredId};
 use crate::registry::retire::Clock;
-use crate::registry::Resolver;
+use crate::registry::{ObjectView, Resolver};
 
 /// The soft driver's commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -797,6 +798,26 @@ impl Driver for SoftDriver {
         dc.renewals += 1;
         Ok(())
     }
+
+    fn blt_caps(&self) -> BltCaps {
+        BltCaps::ROTATION
+    }
+
+    fn rotate_identities(&self, _imm: &mut (), ic: &mut [&mut u64]) {
+        let mut s = self.world.lock();
+        let event = TraceEvent::of(Hook::RotateIdentities).state(ic.len());
+        self.world.note(&mut s, event);
+    }
+
+    fn refresh_view(
+        &self,
+        imm: &mut (),
+        view: ObjectView<'_, Self>,
+        ic: &mut u64,
+        resource: ObjectView<'_, Self>,
+    ) -> Result<()> {
+        self.refresh_view_for(imm, view, ic, resource)
+    }
 }
 
 /// The two hooks typed by the engine's driver, generic over it so that a fault-injecting
@@ -896,6 +917,21 @@ impl Wrappable for SoftDriver {
         if s.list_refs.insert(id, 0) != Some(0) {
             s.open_lists.push(id);
         }
+        Ok(())
+    }
+
+    fn refresh_view_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut (),
+        view: ObjectView<'_, W>,
+        _ic: &mut u64,
+        resource: ObjectView<'_, W>,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        let event = TraceEvent::of(Hook::RefreshView)
+            .object(view.object().id)
+            .allocation(resource.allocation().map_or(0, |a| a.0.get()));
+        self.world.note(&mut s, event);
         Ok(())
     }
 }

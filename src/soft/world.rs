@@ -135,6 +135,11 @@ pub enum Hook {
     SetPriority,
     /// Kernel: the query-residency callback (R-X4).
     QueryResidency,
+    /// Driver: RotateResourceIdentities' rotation of IC data (R-X5); `state` is how many
+    /// resources.
+    RotateIdentities,
+    /// Driver: a view refreshed after its resource's identity changed (R-X5).
+    RefreshView,
 }
 
 /// One recorded hook call.

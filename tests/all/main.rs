@@ -3,6 +3,7 @@
 mod cls;
 mod common;
 mod deferred;
+mod dxgi;
 mod fuzz_command_lists;
 mod fuzz_handle_lifecycle;
 mod hardening;

@@ -1,0 +1,596 @@
+//! The DXGI base functions on the immediate context (R-X1..R-X7), against the soft world.
+
+use std::sync::Arc;
+
+use cmdlist::dxgi::{
+    BltArgs, BltFlags, DisplayFormat, DisplayModeOutcome, DxgiContext, PresentArgs, PresentFlags,
+    PresentStatus, Rect, ResidencyFold, ResidencyStatus, Rotation, S_NOT_RESIDENT,
+};
+use cmdlist::handle::{Resource, View};
+use cmdlist::soft::{
+    self, Gpu, Hook, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld,
+};
+use cmdlist::{
+    AppError, BindClass, BindFlags, BindPoint, DeviceConfig, Error, Handle, HandleType,
+    ResourceDesc, ResourceFlags, Stage, Texture2d, Usage, ViewDesc,
+};
+
+use crate::common::{allocation, app, count, id_of, position};
+
+const W: u32 = 4;
+const H: u32 = 2;
+const RTV0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
+const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
+
+fn device() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let soft = SoftConfig {
+        gpu: Gpu::Manual,
+        ..SoftConfig::default()
+    };
+    soft::device(soft, DeviceConfig::default()).unwrap()
+}
+
+/// A `W`×`H` B8G8R8A8 texture with these bind flags.
+fn texture_desc(bind: BindFlags, format: DisplayFormat, samples: u8) -> ResourceDesc {
+    let texture = Texture2d {
+        width: W,
+        height: H,
+        array_size: 1,
+        mip_levels: 1,
+        samples,
+        format: format.to_dxgi(),
+    };
+    ResourceDesc {
+        byte_size: texture.byte_size().unwrap(),
+        bind,
+        texture: Some(texture),
+        ..Default::default()
+    }
+}
+
+/// A back buffer: presentable, a render target.
+fn back_buffer(device: &SoftDevice) -> Handle<Resource> {
+    let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let desc = texture_desc(bind, DisplayFormat::B8G8R8A8Unorm, 1);
+    device.create_resource(desc).unwrap()
+}
+
+fn rtv(device: &SoftDevice, resource: Handle<Resource>) -> Handle<View> {
+    let desc = ViewDesc {
+        resource,
+        first_byte: 0,
+        byte_len: u64::from(W * H * 4),
+    };
+    device
+        .create_view(HandleType::RenderTargetView, desc)
+        .unwrap()
+}
+
+fn present_args(src: Handle<Resource>) -> PresentArgs {
+    PresentArgs {
+        src,
+        src_subresource: 0,
+        dst: None,
+        dxgi_context: DxgiContext(0xD1_6C7A),
+        flags: PresentFlags::FLIP,
+        flip_interval: 1,
+    }
+}
+
+fn finish(world: &SoftWorld, mut ic: SoftImmediate) {
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
+#[test]
+fn r_x1_present_submits_first_passes_the_context_and_returns_the_status() {
+    let (device, mut ic, world) = device();
+    let bb = back_buffer(&device);
+    ic.command(&SoftCommand::Fill { dst: bb, value: 9 })
+        .unwrap();
+    world.set_present_status(PresentStatus(0x087A_0001));
+    world.clear_trace();
+    let status = ic.present(&present_args(bb)).unwrap();
+    assert_eq!(status, PresentStatus(0x087A_0001), "returned unchanged");
+    let trace = world.trace();
+    let submit = position(&trace, |e| e.hook == Hook::Submit).expect("the fill is submitted");
+    let present = position(&trace, |e| e.hook == Hook::Present).expect("the callback ran");
+    assert!(submit < present, "{trace:#?}");
+    let presents = world.presents();
+    assert_eq!(presents.len(), 1);
+    assert_eq!(presents[0].dxgi_context, DxgiContext(0xD1_6C7A));
+    assert_eq!(presents[0].src, allocation(&device, bb));
+    assert_eq!(presents[0].dst, None);
+    assert_eq!(world.screen(), Some(vec![9; (W * H * 4) as usize]));
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x1_present_publishes_the_frame_statistics_for_any_thread() {
+    let (device, mut ic, world) = device();
+    let bb = back_buffer(&device);
+    assert_eq!(device.frame_stats().frame, 0);
+    world.set_residency(allocation(&device, bb), ResidencyStatus::SharedMemory);
+    ic.present(&present_args(bb)).unwrap();
+    ic.present(&present_args(bb)).unwrap();
+    let reader = device.clone();
+    let stats = std::thread::spawn(move || *reader.frame_stats())
+        .join()
+        .unwrap();
+    assert_eq!(stats.frame, 2);
+    assert_eq!(
+        stats.presented_residency,
+        Some(ResidencyStatus::SharedMemory)
+    );
+    assert_eq!(stats.last_submitted, ic.last_submitted());
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x1_present_refuses_a_buffer_or_a_subresource_out_of_range() {
+    let (device, mut ic, world) = device();
+    let buffer = device.create_resource(crate::common::buffer(64)).unwrap();
+    let bb = back_buffer(&device);
+    assert_eq!(
+        ic.present(&present_args(buffer)),
+        Err(app(AppError::NotDisplayFormat))
+    );
+    let mut args = present_args(bb);
+    args.src_subresource = 1;
+    assert_eq!(ic.present(&args), Err(app(AppError::OutOfRange)));
+    assert!(world.presents().is_empty());
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x2_gamma_caps_come_from_the_driver() {
+    let (device, mut ic, world) = device();
+    let caps = ic.gamma_caps().unwrap();
+    assert_eq!(caps.positions().len(), 256);
+    assert_eq!(caps.to_ddi().num_gamma_control_points, 256);
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x2_display_mode_takes_primaries_only_and_their_current_allocation() {
+    let (device, mut ic, world) = device();
+    let mut desc = texture_desc(
+        BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+        DisplayFormat::B8G8R8A8Unorm,
+        1,
+    );
+    desc.flags = ResourceFlags::PRIMARY;
+    let (p0, p1) = (
+        ic.create_primary(desc).unwrap(),
+        ic.create_primary(desc).unwrap(),
+    );
+    let (a0, a1) = (allocation(&device, p0), allocation(&device, p1));
+    let plain = back_buffer(&device);
+    assert_eq!(
+        ic.set_display_mode(plain, 0),
+        Err(app(AppError::PrimaryMismatch))
+    );
+    assert!(
+        world.display_modes().is_empty(),
+        "no callback for a refused call"
+    );
+    assert_eq!(ic.set_display_mode(p0, 0), Ok(DisplayModeOutcome::Set));
+    ic.rotate_resource_identities(&[p0, p1]).unwrap();
+    assert_eq!(ic.set_display_mode(p0, 0), Ok(DisplayModeOutcome::Set));
+    assert_eq!(
+        world.display_modes(),
+        [a0, a1],
+        "after the rotation, p0 is a1"
+    );
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    ic.destroy_primary(p0).unwrap();
+    ic.destroy_primary(p1).unwrap();
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x3_priority_lands_on_the_current_allocation() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    let (ax, ay) = (allocation(&device, x), allocation(&device, y));
+    ic.set_resource_priority(x, 0x7800_0000).unwrap();
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    ic.set_resource_priority(x, 0xA000_0000).unwrap();
+    assert_eq!(
+        world.priorities(),
+        [(vec![ax], 0x7800_0000), (vec![ay], 0xA000_0000)]
+    );
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x4_residency_is_queried_once_and_folded_worst_first() {
+    let (device, mut ic, world) = device();
+    let rs: Vec<_> = (0..3).map(|_| back_buffer(&device)).collect();
+    world.set_residency(allocation(&device, rs[1]), ResidencyStatus::SharedMemory);
+    world.set_residency(allocation(&device, rs[2]), ResidencyStatus::NotResident);
+    world.clear_trace();
+    let mut out = [ResidencyStatus::GpuMemory; 3];
+    let fold = ic.query_resource_residency(&rs, &mut out).unwrap();
+    assert_eq!(
+        out,
+        [
+            ResidencyStatus::GpuMemory,
+            ResidencyStatus::SharedMemory,
+            ResidencyStatus::NotResident
+        ]
+    );
+    assert_eq!(fold, ResidencyFold::NotResident);
+    assert_eq!(fold.hresult(), S_NOT_RESIDENT);
+    assert_eq!(count(&world.trace(), Hook::QueryResidency), 1, "one query");
+    let fold = ic
+        .query_resource_residency(&rs[..2], &mut out[..2])
+        .unwrap();
+    assert_eq!(fold.hresult(), 0x0876_0876);
+    let fold = ic
+        .query_resource_residency(&rs[..1], &mut out[..1])
+        .unwrap();
+    assert_eq!(fold.hresult(), 0);
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x4_staging_resources_are_refused_before_any_query() {
+    let (device, mut ic, world) = device();
+    let bb = back_buffer(&device);
+    let staging = device
+        .create_resource(ResourceDesc {
+            byte_size: 64,
+            usage: Usage::Staging,
+            ..Default::default()
+        })
+        .unwrap();
+    world.clear_trace();
+    let mut out = [ResidencyStatus::GpuMemory; 2];
+    assert_eq!(
+        ic.query_resource_residency(&[bb, staging], &mut out),
+        Err(app(AppError::InvalidState))
+    );
+    assert_eq!(
+        ic.query_resource_residency(&[bb], &mut out),
+        Err(app(AppError::OutOfRange)),
+        "one status per resource"
+    );
+    assert_eq!(count(&world.trace(), Hook::QueryResidency), 0);
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x5_rotation_moves_allocations_and_contents_one_place_left() {
+    let (device, mut ic, world) = device();
+    let rs = [
+        back_buffer(&device),
+        back_buffer(&device),
+        back_buffer(&device),
+    ];
+    for (value, r) in rs.iter().enumerate() {
+        ic.command(&SoftCommand::Fill {
+            dst: *r,
+            value: value as u8 + 1,
+        })
+        .unwrap();
+    }
+    let before: Vec<_> = rs.iter().map(|r| allocation(&device, *r)).collect();
+    let ids: Vec<_> = rs.iter().map(|r| id_of(&device, *r)).collect();
+    ic.rotate_resource_identities(&rs).unwrap();
+    let after: Vec<_> = rs.iter().map(|r| allocation(&device, *r)).collect();
+    assert_eq!(
+        after,
+        [before[1], before[2], before[0]],
+        "X, Y, Z become Y, Z, X"
+    );
+    let ids_after: Vec<_> = rs.iter().map(|r| id_of(&device, *r)).collect();
+    assert_eq!(ids, ids_after, "the runtime's objects stay");
+    ic.flush().unwrap();
+    let contents: Vec<u8> = after.iter().map(|a| world.read(*a).unwrap()[0]).collect();
+    assert_eq!(
+        contents,
+        [2, 3, 1],
+        "each handle now shows the next one's contents"
+    );
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    drop(device);
+    finish(&world, ic);
+}
+
+/// A stamp in the open buffer moves with its allocation: the buffer's allocation list still
+/// names the allocation the buffer wrote (the soft kernel checks it, R-D1), and destroying
+/// both resources afterwards frees each allocation once, on the right clock.
+#[test]
+fn r_x5_stamps_move_with_allocations_and_each_is_freed_once() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    ic.command(&SoftCommand::Fill { dst: x, value: 5 }).unwrap();
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    device.destroy(x).unwrap();
+    device.destroy(y).unwrap();
+    ic.flush().unwrap();
+    world.complete_all();
+    ic.flush().unwrap();
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    assert_eq!(world.live_allocations(), 0);
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x5_bound_views_are_bound_again_and_refreshed_once_per_rotation() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    let view = rtv(&device, x);
+    ic.bind(RTV0, Some(view.any())).unwrap();
+    ic.bind(SRV0, Some(y.any())).unwrap();
+    world.clear_trace();
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    let trace = world.trace();
+    let view_id = id_of(&device, view);
+    let rebinds = trace
+        .iter()
+        .filter(|e| {
+            e.hook == Hook::Execute && (e.object == view_id || e.object == id_of(&device, y))
+        })
+        .count();
+    assert_eq!(rebinds, 2, "both bindings re-applied: {trace:#?}");
+    assert_eq!(count(&trace, Hook::RotateIdentities), 1);
+    let refreshed = count(&trace, Hook::RefreshView);
+    assert_eq!(
+        refreshed, 1,
+        "the view refreshed before its re-bind: {trace:#?}"
+    );
+    // Used again: not refreshed again until the next rotation.
+    world.clear_trace();
+    ic.command(&SoftCommand::ClearView { view, value: 1 })
+        .unwrap();
+    ic.command(&SoftCommand::ClearView { view, value: 2 })
+        .unwrap();
+    assert_eq!(count(&world.trace(), Hook::RefreshView), 0);
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    assert_eq!(count(&world.trace(), Hook::RefreshView), 1);
+    ic.clear_state().unwrap();
+    drop(device);
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x5_a_list_recorded_before_a_rotation_renders_into_the_new_identity() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::Fill { dst: x, value: 7 }).unwrap();
+    let list = dc.finish().unwrap();
+    let ay = allocation(&device, y);
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    assert_eq!(
+        world.read(ay).unwrap(),
+        vec![7; (W * H * 4) as usize],
+        "x is now ay"
+    );
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    drop((list, dc, device));
+    finish(&world, ic);
+}
+
+#[test]
+fn r_x5_rotation_refuses_repeats_different_resources_and_mapped_ones() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    let small = device
+        .create_resource(texture_desc(
+            BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+            DisplayFormat::R8G8B8A8Unorm,
+            1,
+        ))
+        .unwrap();
+    let (ax, ay) = (allocation(&device, x), allocation(&device, y));
+    let refused = Err(app(AppError::NotRotatable));
+    assert_eq!(ic.rotate_resource_identities(&[x, x]), refused);
+    assert_eq!(ic.rotate_resource_identities(&[x, small]), refused);
+    let mut dynamic = texture_desc(BindFlags::PRESENT, DisplayFormat::B8G8R8A8Unorm, 1);
+    dynamic.usage = Usage::Dynamic;
+    let (d0, d1) = (
+        device.create_resource(dynamic).unwrap(),
+        device.create_resource(dynamic).unwrap(),
+    );
+    ic.map_discard(d0).unwrap();
+    assert_eq!(ic.rotate_resource_identities(&[d0, d1]), refused);
+    ic.unmap(d0).unwrap();
+    assert_eq!(ic.rotate_resource_identities(&[d0, d1]), Ok(()));
+    assert_eq!((allocation(&device, x), allocation(&device, y)), (ax, ay));
+    assert_eq!(
+        ic.rotate_resource_identities(&[x]),
+        Ok(()),
+        "one rotates nothing"
+    );
+    assert_eq!(allocation(&device, x), ax);
+    drop(device);
+    finish(&world, ic);
+}
+
+fn blt_args(src: Handle<Resource>, dst: Handle<Resource>) -> BltArgs {
+    BltArgs {
+        dst,
+        dst_subresource: 0,
+        dst_rect: Rect::whole(W, H),
+        src,
+        src_subresource: 0,
+        src_rect: None,
+        flags: BltFlags::CONVERT,
+        rotation: Rotation::Identity,
+    }
+}
+
+/// One test per restriction of R-X7, each refused before the driver hears of it.
+#[test]
+fn r_x7_every_blt_restriction_is_an_application_error() {
+    let (device, mut ic, world) = device();
+    let present_rt = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let src = back_buffer(&device);
+    let dst = device
+        .create_resource(texture_desc(
+            BindFlags::RENDER_TARGET,
+            DisplayFormat::R16G16B16A16Float,
+            1,
+        ))
+        .unwrap();
+    let buffer = device.create_resource(crate::common::buffer(64)).unwrap();
+    let not_present = device
+        .create_resource(texture_desc(
+            BindFlags::RENDER_TARGET,
+            DisplayFormat::B8G8R8A8Unorm,
+            1,
+        ))
+        .unwrap();
+    let not_rt = device
+        .create_resource(texture_desc(
+            BindFlags::PRESENT,
+            DisplayFormat::B8G8R8A8Unorm,
+            1,
+        ))
+        .unwrap();
+    let other_format = {
+        let mut desc = texture_desc(present_rt, DisplayFormat::B8G8R8A8Unorm, 1);
+        if let Some(t) = desc.texture.as_mut() {
+            t.format = 2; // R32G32B32A32_FLOAT: not a display format
+        }
+        device.create_resource(desc).unwrap()
+    };
+    let msaa = device
+        .create_resource(texture_desc(present_rt, DisplayFormat::B8G8R8A8Unorm, 4))
+        .unwrap();
+    let cases: Vec<(BltArgs, AppError)> = vec![
+        (blt_args(buffer, dst), AppError::NotDisplayFormat),
+        (blt_args(other_format, dst), AppError::NotDisplayFormat),
+        (blt_args(not_present, dst), AppError::BadBindFlags),
+        (blt_args(src, not_rt), AppError::BadBindFlags),
+        (
+            BltArgs {
+                src_subresource: 1,
+                ..blt_args(src, dst)
+            },
+            AppError::OutOfRange,
+        ),
+        (
+            BltArgs {
+                dst_rect: Rect::whole(W + 1, H),
+                ..blt_args(src, dst)
+            },
+            AppError::OutOfRange,
+        ),
+        (
+            BltArgs {
+                dst_rect: Rect {
+                    left: 2,
+                    top: 0,
+                    right: 2,
+                    bottom: 1,
+                },
+                ..blt_args(src, dst)
+            },
+            AppError::OutOfRange,
+        ),
+        (
+            BltArgs {
+                src_rect: Some(Rect::whole(W, H + 1)),
+                ..blt_args(src, dst)
+            },
+            AppError::OutOfRange,
+        ),
+        (blt_args(msaa, dst), AppError::InvalidState),
+        (
+            BltArgs {
+                flags: BltFlags::RESOLVE,
+                ..blt_args(src, dst)
+            },
+            AppError::InvalidState,
+        ),
+        (
+            BltArgs {
+                flags: BltFlags::empty(),
+                ..blt_args(src, dst)
+            },
+            AppError::InvalidState,
+        ),
+        (blt_args(src, src), AppError::InvalidState),
+    ];
+    world.clear_trace();
+    for (args, error) in cases {
+        assert_eq!(ic.blt(&args), Err(app(error)), "{args:?}");
+    }
+    assert_eq!(
+        count(&world.trace(), Hook::Execute),
+        0,
+        "no Blt reached the driver"
+    );
+    let same = {
+        let mut desc = texture_desc(present_rt, DisplayFormat::B8G8R8A8Unorm, 1);
+        if let Some(t) = desc.texture.as_mut() {
+            t.array_size = 2; // stereo
+        }
+        desc.byte_size *= 2;
+        device.create_resource(desc).unwrap()
+    };
+    assert_eq!(
+        ic.blt(&blt_args(same, same)),
+        Err(app(AppError::InvalidState)),
+        "never a subresource onto itself"
+    );
+    let other_eye = ic.blt(&BltArgs {
+        dst_subresource: 1,
+        ..blt_args(same, same)
+    });
+    assert_ne!(
+        other_eye,
+        Err(app(AppError::InvalidState)),
+        "stereo: the other eye"
+    );
+    drop(device);
+    finish(&world, ic);
+}
+
+/// Rotation is asked only of a driver that can refuse primaries it cannot scan out (R-X6):
+/// the null driver's Blt caps are empty.
+#[test]
+fn r_x6_rotation_needs_the_drivers_rotation_cap() {
+    let (device, mut ic) = cmdlist::soft::null::null_device(true);
+    let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let desc = texture_desc(bind, DisplayFormat::B8G8R8A8Unorm, 1);
+    let (src, dst) = (
+        device.create_resource(desc).unwrap(),
+        device.create_resource(desc).unwrap(),
+    );
+    let args = BltArgs {
+        dst_rect: Rect::whole(H, W),
+        flags: BltFlags::empty(),
+        rotation: Rotation::Rotate90,
+        ..blt_args(src, dst)
+    };
+    let mut square = args;
+    square.dst_rect = Rect::whole(W, H);
+    assert_eq!(ic.blt(&square), Err(app(AppError::InvalidState)));
+    assert_eq!(
+        ic.blt(&BltArgs {
+            rotation: Rotation::Identity,
+            flags: BltFlags::CONVERT,
+            ..square
+        }),
+        Err(Error::Unsupported),
+        "the null driver has no Blt: an error value, never a silent success"
+    );
+    ic.destroy_device().unwrap();
+}
