@@ -40,6 +40,7 @@
 //! changes, so comparing it with the handle's identifies the life exactly; a slot whose
 //! generation would wrap is retired, never reused.
 
+mod current_allocation;
 pub(crate) mod index_stack;
 pub(crate) mod reclaim;
 pub(crate) mod retire;
@@ -47,7 +48,7 @@ pub(crate) mod tag;
 
 use core::cell::UnsafeCell;
 use core::marker::PhantomData;
-use core::num::{NonZeroU32, NonZeroU64};
+use core::num::NonZeroU32;
 use core::ptr::NonNull;
 
 use std::sync::Arc;
@@ -62,6 +63,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
 use crate::kernel::AllocationHandle;
 use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::registry::current_allocation::CurrentAllocation;
 use crate::registry::index_stack::{IndexStack, TakeAllStack, NIL};
 use crate::registry::reclaim::Limbo;
 
@@ -136,10 +138,9 @@ pub(crate) struct Entry<D: Driver> {
     device: u8,
     ty: HandleType,
     primary: bool,
-    /// The object's kernel allocation (0: none). Written only by the immediate context, when
-    /// it rotates resource identities (R-X5); any thread reads it, and sees one of the
-    /// allocations the resource had, each of which stays allocated across a rotation.
-    allocation: AtomicU64,
+    /// The object's kernel allocation: replaced only by the immediate context, when it
+    /// rotates resource identities (R-X5); any thread reads it.
+    allocation: CurrentAllocation,
     dependency: Option<AnyHandle>,
     byte_size: u64,
     /// A resource's bind flags (R-X7).
@@ -179,19 +180,17 @@ impl<D: Driver> Entry<D> {
     }
 
     pub(crate) fn allocation(&self) -> Option<AllocationHandle> {
-        NonZeroU64::new(self.allocation.load(Ordering::Relaxed)).map(AllocationHandle)
+        self.allocation.get()
     }
 
     /// Gives the object another of the device's allocations (R-X5's rotation), on the
-    /// immediate context (the token) only. Relaxed: the allocation is a name, not data this
-    /// thread published; the kernel keeps every allocation of a rotation alive meanwhile.
+    /// immediate context only (the token).
     pub(crate) fn set_allocation(
         &self,
         _token: &mut IcToken,
         allocation: Option<AllocationHandle>,
     ) {
-        let raw = allocation.map_or(0, |a| a.0.get());
-        self.allocation.store(raw, Ordering::Relaxed);
+        self.allocation.set(allocation);
     }
 
     pub(crate) fn usage(&self) -> Usage {
@@ -728,7 +727,7 @@ impl<D: Driver> Registry<D> {
             device: self.tag,
             ty: new.ty,
             primary: new.primary,
-            allocation: AtomicU64::new(new.allocation.map_or(0, |a| a.0.get())),
+            allocation: CurrentAllocation::new(new.allocation),
             dependency: new.dependency,
             byte_size: new.byte_size,
             local_class: new.local_class,
@@ -1087,6 +1086,49 @@ mod tests {
             }
             let object_end = object + core::mem::size_of::<crate::soft::SoftObject>();
             assert!(object_end <= ic);
+        }
+
+        /// Rotation hands the driver every rotated resource's IC data at once (the one place
+        /// that holds several IC sides together), and moves allocations one place left.
+        #[test]
+        fn r_x5_rotation_reaches_each_ic_side_once() {
+            let traced = SoftConfig::default();
+            let (device, mut ic, world) = soft::device(traced, DeviceConfig::default()).unwrap();
+            let texture = crate::Texture2d {
+                width: 2,
+                height: 2,
+                array_size: 1,
+                mip_levels: 1,
+                samples: 1,
+                format: crate::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+            };
+            let desc = ResourceDesc {
+                byte_size: 16,
+                texture: Some(texture),
+                ..Default::default()
+            };
+            let rs: Vec<_> = (0..3)
+                .map(|_| device.create_resource(desc).unwrap())
+                .collect();
+            let before: Vec<_> = rs
+                .iter()
+                .map(|r| device.object(*r).unwrap().allocation())
+                .collect();
+            world.clear_trace();
+            ic.rotate_resource_identities(&rs).unwrap();
+            let rotated = world
+                .trace()
+                .iter()
+                .filter(|e| e.hook == crate::soft::Hook::RotateIdentities)
+                .map(|e| e.state)
+                .collect::<Vec<_>>();
+            assert_eq!(rotated, [3]);
+            for (i, r) in rs.iter().enumerate() {
+                *ic.ic_data_mut(*r).unwrap() += 1; // each IC side still reachable alone
+                let now = device.object(*r).unwrap().allocation();
+                assert_eq!(now, before[(i + 1) % 3]);
+            }
+            ic.destroy_device().unwrap();
         }
 
         #[test]

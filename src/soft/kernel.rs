@@ -317,3 +317,53 @@ impl SoftKernel {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::dxgi::{DxgiContext, PresentArgs, PresentFlags};
+    use crate::soft::{self, SoftConfig};
+    use crate::{BindFlags, DeviceConfig, ResourceDesc, Texture2d};
+
+    /// R-T2: only the engine makes a present callback's argument, inside a present on the
+    /// immediate context's thread; should one reach the kernel from another thread, the soft
+    /// kernel flags it.
+    #[test]
+    fn r_t2_present_callback_off_the_ic_thread_is_flagged() {
+        let (device, mut ic, world) =
+            soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        let texture = Texture2d {
+            width: 1,
+            height: 1,
+            array_size: 1,
+            mip_levels: 1,
+            samples: 1,
+            format: crate::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+        };
+        let bb = device
+            .create_resource(ResourceDesc {
+                byte_size: 4,
+                bind: BindFlags::PRESENT,
+                texture: Some(texture),
+                ..Default::default()
+            })
+            .unwrap();
+        let args = PresentArgs {
+            src: bb,
+            src_subresource: 0,
+            dst: None,
+            dxgi_context: DxgiContext(1),
+            flags: PresentFlags::empty(),
+            flip_interval: 0,
+        };
+        ic.present(&args).unwrap();
+        assert!(world.violations().is_empty(), "{:?}", world.violations());
+        let call = world.presents()[0];
+        std::thread::scope(|s| {
+            s.spawn(|| crate::Kernel::present(device.kernel(), &call));
+        });
+        let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+        assert_eq!(rules, ["R-T2"]);
+        drop(device);
+        ic.destroy_device().unwrap();
+    }
+}
