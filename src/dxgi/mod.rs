@@ -8,12 +8,16 @@
 //! their vocabulary.
 
 mod blt;
+/// Texel reading and writing, and the D3D number conversions (R-X7).
+mod codec;
 mod display_mode;
 mod format;
 mod frame_stats;
 mod gamma;
 mod present;
 mod rect;
+/// The CPU reference Blt (R-X6, R-X7).
+pub mod reference;
 mod residency;
 mod rotation;
 

@@ -1,0 +1,416 @@
+//! One texel of a display format to and from normalised RGBA, and the D3D number conversions
+//! the reference Blt (R-X6, R-X7) is built from.
+//!
+//! Reading and writing apply no transfer function: an integer format reads as its normalised
+//! (gamma-encoded) value, the float format as its linear value. The sRGB curve is separate
+//! ([`srgb_to_linear`], [`linear_to_srgb`]) because whether it applies depends on the pair of
+//! formats, not on one.
+//!
+//! The rules, as D3D defines them:
+//!
+//! - UNORM to float: `k / (2^n - 1)`, a real (correctly rounded) division, not a multiplication
+//!   by a rounded reciprocal.
+//! - Float to UNORM: NaN is 0; clamp to `[0, 1]`; `floor(c * (2^n - 1) + 0.5)` (round half up,
+//!   exact: the product is formed in `f64`, where it cannot round). A one-bit alpha is the same
+//!   rule with n = 1, so 0.5 writes 1.
+//! - Float to binary16: round toward zero; a finite value beyond the largest finite binary16
+//!   becomes the largest finite value of its sign; infinities stay infinite and NaN stays NaN.
+//! - A channel a format lacks reads 1.0 (the alpha of B5G6R5 and B8G8R8X8); the X8 byte is
+//!   written 0xFF.
+//! - sRGB decode: `c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055)^2.4`; encode:
+//!   `c <= 0.0031308 ? 12.92 c : 1.055 c^(1/2.4) - 0.055` (the piecewise IEC 61966-2-1 curve).
+
+use half::f16;
+
+use super::DisplayFormat;
+
+/// Where one channel sits in an integer format's little-endian word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Channel {
+    /// Its lowest bit.
+    pub(crate) shift: u32,
+    /// Its width in bits; 0 when the format lacks it.
+    pub(crate) bits: u32,
+}
+
+impl Channel {
+    const fn new(shift: u32, bits: u32) -> Self {
+        Channel { shift, bits }
+    }
+
+    /// The channel a format lacks.
+    const ABSENT: Channel = Channel::new(0, 0);
+
+    /// Its largest code, `2^bits - 1` (0 when absent).
+    pub(crate) const fn max(self) -> u32 {
+        if self.bits == 0 {
+            0
+        } else {
+            u32::MAX >> (32 - self.bits)
+        }
+    }
+
+    /// Its code in `word`.
+    pub(crate) const fn code(self, word: u32) -> u32 {
+        (word >> self.shift) & self.max()
+    }
+}
+
+/// An integer display format's layout: R, G, B, A channels of one little-endian word, and the
+/// bits written as ones whatever the value (the X8 byte).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// R, G, B, A.
+    pub(crate) channels: [Channel; 4],
+    /// Bits set on every write.
+    pub(crate) fill: u32,
+}
+
+/// The layout of an integer format; `None` for the float format.
+pub(crate) const fn layout(format: DisplayFormat) -> Option<Layout> {
+    const fn l(r: (u32, u32), g: (u32, u32), b: (u32, u32), a: Channel, fill: u32) -> Layout {
+        Layout {
+            channels: [
+                Channel::new(r.0, r.1),
+                Channel::new(g.0, g.1),
+                Channel::new(b.0, b.1),
+                a,
+            ],
+            fill,
+        }
+    }
+    Some(match format {
+        DisplayFormat::R16G16B16A16Float => return None,
+        DisplayFormat::R10G10B10A2Unorm => l((0, 10), (10, 10), (20, 10), Channel::new(30, 2), 0),
+        DisplayFormat::R8G8B8A8Unorm | DisplayFormat::R8G8B8A8UnormSrgb => {
+            l((0, 8), (8, 8), (16, 8), Channel::new(24, 8), 0)
+        }
+        DisplayFormat::B5G6R5Unorm => l((11, 5), (5, 6), (0, 5), Channel::ABSENT, 0),
+        DisplayFormat::B5G5R5A1Unorm => l((10, 5), (5, 5), (0, 5), Channel::new(15, 1), 0),
+        DisplayFormat::B8G8R8A8Unorm => l((16, 8), (8, 8), (0, 8), Channel::new(24, 8), 0),
+        DisplayFormat::B8G8R8X8Unorm => l((16, 8), (8, 8), (0, 8), Channel::ABSENT, 0xFF00_0000),
+    })
+}
+
+/// The little-endian word of a 2- or 4-byte texel (`bytes` holds at least that many).
+pub(crate) fn read_word(bytes: &[u8], bytes_per_pixel: usize) -> u32 {
+    if bytes_per_pixel == 2 {
+        u32::from(u16::from_le_bytes([bytes[0], bytes[1]]))
+    } else {
+        u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+    }
+}
+
+/// UNORM code to float: `code / max`, a real division.
+pub(crate) fn unorm_to_f32(code: u32, max: u32) -> f32 {
+    code as f32 / max as f32
+}
+
+/// Float to a UNORM code of largest code `max`: NaN is 0, clamp, round half up.
+pub(crate) fn f32_to_unorm(c: f32, max: u32) -> u32 {
+    if c.is_nan() {
+        return 0;
+    }
+    let c = f64::from(c.clamp(0.0, 1.0));
+    // A 24-bit mantissa times a code of at most 10 bits, plus one half: exact in f64.
+    (c * f64::from(max) + 0.5).floor() as u32
+}
+
+/// Float to binary16 bits: round toward zero, finite overflow to the largest finite value,
+/// infinities and NaN kept.
+pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
+    let h = f16::from_f32(x);
+    if x.is_nan() || x.is_infinite() {
+        return h.to_bits();
+    }
+    if h.is_infinite() {
+        // The largest finite magnitude, 65504, with the sign of `x`.
+        return (h.to_bits() & 0x8000) | 0x7BFF;
+    }
+    if h.to_f32().abs() > x.abs() {
+        // Rounded away from zero: the next magnitude down is one code lower (sign-magnitude).
+        h.to_bits() - 1
+    } else {
+        h.to_bits()
+    }
+}
+
+/// Binary16 bits to float (exact).
+pub(crate) fn f16_bits_to_f32(bits: u16) -> f32 {
+    f16::from_bits(bits).to_f32()
+}
+
+/// sRGB-encoded to linear, the piecewise curve; NaN stays NaN.
+pub(crate) fn srgb_to_linear(c: f32) -> f32 {
+    let c = f64::from(c);
+    let l = if c <= 0.04045 {
+        c / 12.92
+    } else {
+        ((c + 0.055) / 1.055).powf(2.4)
+    };
+    l as f32
+}
+
+/// Linear to sRGB-encoded, the piecewise curve, clamped to `[0, 1]` first (NaN is 0), as the
+/// quantisation that follows would.
+pub(crate) fn linear_to_srgb(c: f32) -> f32 {
+    if c.is_nan() {
+        return 0.0;
+    }
+    let c = f64::from(c.clamp(0.0, 1.0));
+    let e = if c <= 0.0031308 {
+        12.92 * c
+    } else {
+        1.055 * c.powf(1.0 / 2.4) - 0.055
+    };
+    e as f32
+}
+
+/// Reads one texel (the first `bytes_per_pixel` bytes of `bytes`) as RGBA: normalised for
+/// the integer formats, linear for the float one, no transfer function; a missing alpha reads
+/// 1.0.
+pub(crate) fn read_texel(format: DisplayFormat, bytes: &[u8]) -> [f32; 4] {
+    match layout(format) {
+        None => {
+            let c =
+                |i: usize| f16_bits_to_f32(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]));
+            [c(0), c(1), c(2), c(3)]
+        }
+        Some(layout) => {
+            let word = read_word(bytes, format.bytes_per_pixel());
+            layout.channels.map(|ch| {
+                if ch.bits == 0 {
+                    1.0
+                } else {
+                    unorm_to_f32(ch.code(word), ch.max())
+                }
+            })
+        }
+    }
+}
+
+/// The word of an integer texel holding `rgba` (normalised, no transfer function).
+pub(crate) fn pack_word(layout: &Layout, rgba: [f32; 4]) -> u32 {
+    let mut word = layout.fill;
+    for (ch, c) in layout.channels.iter().zip(rgba) {
+        if ch.bits != 0 {
+            word |= f32_to_unorm(c, ch.max()) << ch.shift;
+        }
+    }
+    word
+}
+
+/// Writes one texel (the first `bytes_per_pixel` bytes of `out`) from RGBA: normalised for
+/// the integer formats, linear for the float one, no transfer function.
+pub(crate) fn write_texel(format: DisplayFormat, rgba: [f32; 4], out: &mut [u8]) {
+    match layout(format) {
+        None => {
+            for (i, c) in rgba.into_iter().enumerate() {
+                out[2 * i..2 * i + 2].copy_from_slice(&f32_to_f16_bits(c).to_le_bytes());
+            }
+        }
+        Some(layout) => {
+            let n = format.bytes_per_pixel();
+            let word = pack_word(&layout, rgba);
+            out[..n].copy_from_slice(&word.to_le_bytes()[..n]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNORM_WIDTHS: [u32; 4] = [5, 6, 8, 10];
+
+    fn max(bits: u32) -> u32 {
+        (1 << bits) - 1
+    }
+
+    #[test]
+    fn r_x7_unorm_decode_is_a_real_division() {
+        for bits in UNORM_WIDTHS {
+            for k in 0..=max(bits) {
+                // f64 division then rounding to f32 is the correctly rounded quotient (the
+                // double rounding is innocuous for 53 >= 2 * 24 + 2 bits).
+                let exact = (f64::from(k) / f64::from(max(bits))) as f32;
+                assert_eq!(unorm_to_f32(k, max(bits)), exact, "{k} of {bits} bits");
+            }
+        }
+        assert_eq!(unorm_to_f32(0, 255), 0.0);
+        assert_eq!(unorm_to_f32(255, 255), 1.0);
+    }
+
+    #[test]
+    fn r_x7_unorm_encode_clamps_and_rounds_half_up() {
+        let below_half = f32::from_bits(0.5f32.to_bits() - 1);
+        // The one-bit alpha: 0.5 is a tie and goes up; anything below goes down.
+        assert_eq!(f32_to_unorm(0.5, 1), 1);
+        assert_eq!(f32_to_unorm(below_half, 1), 0);
+        // An exact tie at 8 bits: 127.5 + 0.5.
+        assert_eq!(f32_to_unorm(0.5, 255), 128);
+        assert_eq!(f32_to_unorm(0.5, 3), 2);
+        assert_eq!(f32_to_unorm(f32::NAN, 255), 0);
+        assert_eq!(f32_to_unorm(-f32::NAN, 1023), 0);
+        assert_eq!(f32_to_unorm(f32::INFINITY, 1023), 1023);
+        assert_eq!(f32_to_unorm(f32::NEG_INFINITY, 1023), 0);
+        assert_eq!(f32_to_unorm(-0.25, 31), 0);
+        assert_eq!(f32_to_unorm(1.75, 63), 63);
+        // Just under and just over a half step at 8 bits.
+        assert_eq!(f32_to_unorm(2.49 / 255.0, 255), 2);
+        assert_eq!(f32_to_unorm(2.51 / 255.0, 255), 3);
+    }
+
+    #[test]
+    fn r_x7_f16_rounds_toward_zero_and_saturates() {
+        let above_mid = 1.0 + 3.0 / 4096.0; // three quarters of an f16 step above 1.0
+        assert_eq!(
+            f16::from_f32(above_mid).to_bits(),
+            0x3C01,
+            "nearest would round up"
+        );
+        assert_eq!(f32_to_f16_bits(above_mid), 0x3C00);
+        assert_eq!(f32_to_f16_bits(-above_mid), 0xBC00);
+        assert_eq!(f32_to_f16_bits(0.5), 0x3800);
+        assert_eq!(
+            f32_to_f16_bits(f32::from_bits(0.5f32.to_bits() - 1)),
+            0x37FF
+        );
+        assert_eq!(
+            f32_to_f16_bits(65519.0),
+            0x7BFF,
+            "nearest would give 65504 too"
+        );
+        assert_eq!(
+            f32_to_f16_bits(65520.0),
+            0x7BFF,
+            "nearest would give infinity"
+        );
+        assert_eq!(f32_to_f16_bits(1.0e9), 0x7BFF);
+        assert_eq!(f32_to_f16_bits(-1.0e9), 0xFBFF);
+        assert_eq!(f32_to_f16_bits(f32::INFINITY), 0x7C00);
+        assert_eq!(f32_to_f16_bits(f32::NEG_INFINITY), 0xFC00);
+        assert!(f16::from_bits(f32_to_f16_bits(f32::NAN)).is_nan());
+        // Subnormals truncate too: 1.5 steps of 2^-24 is 1 step.
+        assert_eq!(f32_to_f16_bits(1.5 * 2f32.powi(-24)), 0x0001);
+        assert_eq!(f32_to_f16_bits(0.9 * 2f32.powi(-24)), 0x0000);
+        assert_eq!(f32_to_f16_bits(-0.0), 0x8000);
+        // Never above the input in magnitude, never more than one step below.
+        for i in 0..10_000u32 {
+            let x = i as f32 * 0.000_123_4 + 0.000_01;
+            let h = f16_bits_to_f32(f32_to_f16_bits(x));
+            assert!(h <= x, "{x}");
+            assert!(f16_bits_to_f32(f32_to_f16_bits(x) + 1) > x, "{x}");
+        }
+    }
+
+    #[test]
+    fn r_x7_unorm_codes_round_trip_through_f16() {
+        for bits in UNORM_WIDTHS.into_iter().chain([1, 2]) {
+            for k in 0..=max(bits) {
+                let h = f32_to_f16_bits(unorm_to_f32(k, max(bits)));
+                assert_eq!(f32_to_unorm(f16_bits_to_f32(h), max(bits)), k, "{k}/{bits}");
+            }
+        }
+    }
+
+    #[test]
+    fn r_x7_srgb_codes_round_trip_through_linear_f16() {
+        for bits in UNORM_WIDTHS {
+            for k in 0..=max(bits) {
+                let linear = srgb_to_linear(unorm_to_f32(k, max(bits)));
+                let h = f16_bits_to_f32(f32_to_f16_bits(linear));
+                let back = f32_to_unorm(linear_to_srgb(h), max(bits));
+                assert_eq!(back, k, "{k} of {bits} bits");
+            }
+        }
+    }
+
+    #[test]
+    fn r_x7_srgb_curve_matches_the_8bit_vectors() {
+        let decode = |k: u32| srgb_to_linear(unorm_to_f32(k, 255));
+        for (k, linear) in [
+            (1u32, 0.000_303_527f64),
+            (10, 0.003_035_270),
+            (64, 0.051_269_468),
+            (128, 0.215_860_531),
+            (188, 0.502_886_593),
+            (254, 0.991_102_219),
+        ] {
+            let got = f64::from(decode(k));
+            assert!(
+                (got - linear).abs() <= linear * 1.0e-6,
+                "{k}: {got} vs {linear}"
+            );
+        }
+        assert_eq!(decode(0), 0.0);
+        assert_eq!(decode(255), 1.0);
+        let encode = |c: f32| f32_to_unorm(linear_to_srgb(c), 255);
+        assert_eq!(encode(0.5), 188);
+        assert_eq!(encode(0.18), 118);
+        assert_eq!(encode(0.003_130_8), 10);
+        assert_eq!(encode(0.0), 0);
+        assert_eq!(encode(1.0), 255);
+        assert_eq!(encode(f32::NAN), 0);
+        assert_eq!(encode(7.0), 255);
+        // The linear segments, at both ends of their thresholds.
+        assert_eq!(srgb_to_linear(0.04), (0.04f64 / 12.92) as f32);
+        assert_eq!(linear_to_srgb(0.003), (0.003f32 as f64 * 12.92) as f32);
+        for k in 0..=255 {
+            assert_eq!(encode(decode(k)), k, "8-bit sRGB code {k}");
+        }
+    }
+
+    #[test]
+    fn r_x7_texel_layouts_match_the_format_table() {
+        let write = |format: DisplayFormat, rgba: [f32; 4]| {
+            let mut out = vec![0u8; format.bytes_per_pixel()];
+            write_texel(format, rgba, &mut out);
+            out
+        };
+        let red = [1.0, 0.0, 0.0, 1.0];
+        assert_eq!(
+            write(DisplayFormat::R10G10B10A2Unorm, red),
+            [0xFF, 0x03, 0x00, 0xC0]
+        );
+        assert_eq!(write(DisplayFormat::B5G6R5Unorm, red), [0x00, 0xF8]);
+        assert_eq!(write(DisplayFormat::B5G5R5A1Unorm, red), [0x00, 0xFC]);
+        assert_eq!(
+            write(DisplayFormat::B8G8R8A8Unorm, red),
+            [0x00, 0x00, 0xFF, 0xFF]
+        );
+        assert_eq!(
+            write(DisplayFormat::R8G8B8A8Unorm, red),
+            [0xFF, 0x00, 0x00, 0xFF]
+        );
+        assert_eq!(
+            write(DisplayFormat::R16G16B16A16Float, red),
+            [0x00, 0x3C, 0, 0, 0, 0, 0x00, 0x3C]
+        );
+        let c = [1.0 / 255.0, 2.0 / 255.0, 3.0 / 255.0, 4.0 / 255.0];
+        assert_eq!(write(DisplayFormat::R8G8B8A8UnormSrgb, c), [1, 2, 3, 4]);
+        assert_eq!(write(DisplayFormat::B8G8R8A8Unorm, c), [3, 2, 1, 4]);
+        // X8 is written 0xFF whatever the alpha, and a missing alpha reads 1.
+        assert_eq!(
+            write(DisplayFormat::B8G8R8X8Unorm, [0.0; 4]),
+            [0, 0, 0, 0xFF]
+        );
+        let x8 = read_texel(DisplayFormat::B8G8R8X8Unorm, &[3, 2, 1, 0]);
+        assert_eq!(x8, [1.0 / 255.0, 2.0 / 255.0, 3.0 / 255.0, 1.0]);
+        assert_eq!(read_texel(DisplayFormat::B5G6R5Unorm, &[0x00, 0xF8]), red);
+        assert_eq!(
+            read_texel(DisplayFormat::B5G5R5A1Unorm, &[0x00, 0x7C])[3],
+            0.0
+        );
+        // Every field of R10G10B10A2 in its place.
+        let word = u32::from_le_bytes(
+            write(
+                DisplayFormat::R10G10B10A2Unorm,
+                [1.0 / 1023.0, 2.0 / 1023.0, 3.0 / 1023.0, 2.0 / 3.0],
+            )
+            .try_into()
+            .unwrap(),
+        );
+        assert_eq!(word, 1 | 2 << 10 | 3 << 20 | 2 << 30);
+    }
+}
