@@ -11,8 +11,10 @@ use super::world::{Hook, SoftWorld, State, TraceEvent};
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
 use crate::desc::ObjectDesc;
+use crate::desc::Subresource;
 use crate::driver::{Command, Driver, ListMemory, Op};
-use crate::dxgi::BltCaps;
+use crate::dxgi::reference::{self, Pixels, PixelsMut};
+use crate::dxgi::{BltCaps, BltPlan, DisplayFormat, Rect, Rotation};
 use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, Resource, View};
 use crate::kernel::{AllocationHandle, DeferredId};
@@ -198,6 +200,35 @@ fn list_id(private: &[u8]) -> u64 {
     u64::from_le_bytes(private[0..8].try_into().expect("64-byte list handles"))
 }
 
+/// A subresource of kernel memory in a display format, for the reference Blt.
+#[derive(Clone, Copy, Debug)]
+struct Surface {
+    allocation: AllocationHandle,
+    place: Subresource,
+    format: DisplayFormat,
+    samples: u32,
+}
+
+impl Surface {
+    /// Subresource `index` of a texture `view` in a display format, where its current
+    /// allocation holds it.
+    fn of<W: Driver>(view: ObjectView<'_, W>, index: u32) -> Result<Surface> {
+        let texture = view.texture().ok_or(AppError::NotDisplayFormat)?;
+        let format = DisplayFormat::from_dxgi(texture.format).ok_or(AppError::NotDisplayFormat)?;
+        Ok(Surface {
+            allocation: view.allocation().ok_or(AppError::InvalidState)?,
+            place: texture.subresource(index).ok_or(AppError::OutOfRange)?,
+            format,
+            samples: u32::from(texture.samples),
+        })
+    }
+
+    /// All of it.
+    fn whole(&self) -> Rect {
+        Rect::whole(self.place.width, self.place.height)
+    }
+}
+
 impl SoftDriver {
     /// Flags a recycle of list `id` before the buffer that executed it passed the driver's
     /// list clock (the memory may still be read).
@@ -265,6 +296,47 @@ impl SoftDriver {
         let start = usize::try_from(start).map_err(|_| AppError::OutOfRange)?;
         let end = usize::try_from(end).map_err(|_| AppError::OutOfRange)?;
         Ok(start..end)
+    }
+
+    /// The reference Blt from one subresource of kernel memory to another (the same
+    /// allocation too: the source is copied out first).
+    fn blt_pixels(
+        state: &mut State,
+        src: Surface,
+        src_rect: Rect,
+        dst: Surface,
+        dst_rect: Rect,
+        rotation: Rotation,
+    ) -> Result<()> {
+        let mut chunk = std::mem::take(&mut state.scratch);
+        let result = (|| {
+            let src_bytes = Self::bytes_of(state, Some(src.allocation))?;
+            let range = Self::byte_range(src.place.offset, src.place.len)?;
+            chunk.clear();
+            chunk.extend_from_slice(src_bytes.get(range).ok_or(AppError::OutOfRange)?);
+            let dst_bytes = Self::bytes_of(state, Some(dst.allocation))?;
+            let range = Self::byte_range(dst.place.offset, dst.place.len)?;
+            let out = dst_bytes.get_mut(range).ok_or(AppError::OutOfRange)?;
+            let pixels = Pixels {
+                width: src.place.width,
+                height: src.place.height,
+                samples: src.samples,
+                format: src.format,
+                bytes: &chunk,
+            };
+            let target = PixelsMut {
+                width: dst.place.width,
+                height: dst.place.height,
+                format: dst.format,
+                bytes: out,
+            };
+            reference::blt(pixels, src_rect, target, dst_rect, rotation)
+        })();
+        state.scratch = chunk;
+        result?;
+        Self::touch(state, src.allocation);
+        Self::touch(state, dst.allocation);
+        Ok(())
     }
 
     fn copy(
@@ -818,6 +890,16 @@ impl Driver for SoftDriver {
     ) -> Result<()> {
         self.refresh_view_for(imm, view, ic, resource)
     }
+
+    fn blt(
+        &self,
+        imm: &mut (),
+        src: ObjectView<'_, Self>,
+        dst: ObjectView<'_, Self>,
+        plan: &BltPlan,
+    ) -> Result<()> {
+        self.blt_for(imm, src, dst, plan)
+    }
 }
 
 /// The two hooks typed by the engine's driver, generic over it so that a fault-injecting
@@ -887,13 +969,32 @@ impl Wrappable for SoftDriver {
                 Ok(())
             }
             Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
-            Op::Present { src, dst, .. } => {
-                for view in std::iter::once(src).chain(dst.map(|(d, _)| d)) {
-                    if let Some(a) = view.allocation() {
-                        Self::touch(&mut s, a);
-                    }
+            Op::Present {
+                src,
+                src_subresource,
+                dst,
+                ..
+            } => {
+                if let Some(a) = src.allocation() {
+                    Self::touch(&mut s, a);
                 }
-                Ok(())
+                // The present copy into the destination: the reference Blt, unstretched
+                // unless the sizes differ (an `_SRGB` source to a non-sRGB destination is
+                // integer to integer: copied unchanged, R-X1).
+                let Some((dst, dst_subresource)) = dst else {
+                    return Ok(());
+                };
+                let src_side = Surface::of(src, src_subresource)?;
+                let dst_side = Surface::of(dst, dst_subresource)?;
+                let (src_rect, dst_rect) = (src_side.whole(), dst_side.whole());
+                Self::blt_pixels(
+                    &mut s,
+                    src_side,
+                    src_rect,
+                    dst_side,
+                    dst_rect,
+                    Rotation::Identity,
+                )
             }
         }
     }
@@ -933,6 +1034,35 @@ impl Wrappable for SoftDriver {
             .allocation(resource.allocation().map_or(0, |a| a.0.get()));
         self.world.note(&mut s, event);
         Ok(())
+    }
+
+    fn blt_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut (),
+        src: ObjectView<'_, W>,
+        dst: ObjectView<'_, W>,
+        plan: &BltPlan,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        let surface = |view: ObjectView<'_, W>, place, format, samples| -> Result<Surface> {
+            Ok(Surface {
+                allocation: view.allocation().ok_or(AppError::InvalidState)?,
+                place,
+                format,
+                samples,
+            })
+        };
+        let samples = u32::from(plan.src_texture.samples);
+        let src = surface(src, plan.src, plan.src_format, samples)?;
+        let dst = surface(dst, plan.dst, plan.dst_format, 1)?;
+        Self::blt_pixels(
+            &mut s,
+            src,
+            plan.src_rect,
+            dst,
+            plan.dst_rect,
+            plan.rotation,
+        )
     }
 }
 

@@ -49,6 +49,30 @@ fn texture_desc(bind: BindFlags, format: DisplayFormat, samples: u8) -> Resource
 }
 
 /// A back buffer: presentable, a render target.
+fn texture(
+    device: &SoftDevice,
+    bind: BindFlags,
+    format: DisplayFormat,
+    w: u32,
+    h: u32,
+) -> Handle<Resource> {
+    let texture = Texture2d {
+        width: w,
+        height: h,
+        array_size: 1,
+        mip_levels: 1,
+        samples: 1,
+        format: format.to_dxgi(),
+    };
+    let desc = ResourceDesc {
+        byte_size: texture.byte_size().unwrap(),
+        bind,
+        texture: Some(texture),
+        ..Default::default()
+    };
+    device.create_resource(desc).unwrap()
+}
+
 fn back_buffer(device: &SoftDevice) -> Handle<Resource> {
     let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
     let desc = texture_desc(bind, DisplayFormat::B8G8R8A8Unorm, 1);
@@ -593,4 +617,79 @@ fn r_x6_rotation_needs_the_drivers_rotation_cap() {
         "the null driver has no Blt: an error value, never a silent success"
     );
     ic.destroy_device().unwrap();
+}
+
+/// The soft driver's Blt is the reference Blt on kernel memory: a conversion and a 2x
+/// stretch write exactly what the reference computes from the same source bytes, and both
+/// resources go into the open buffer's allocation list (the soft kernel checks it).
+#[test]
+fn r_x6_blt_writes_what_the_reference_computes() {
+    let (device, mut ic, world) = device();
+    let present_rt = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let src = texture(&device, present_rt, DisplayFormat::R8G8B8A8UnormSrgb, W, H);
+    let dst = texture(
+        &device,
+        BindFlags::RENDER_TARGET,
+        DisplayFormat::R16G16B16A16Float,
+        2 * W,
+        2 * H,
+    );
+    let pattern: Vec<u8> = (0..W * H * 4).map(|i| (i * 37 % 251) as u8).collect();
+    ic.update(src, 0, &pattern).unwrap();
+    let args = BltArgs {
+        dst_rect: Rect::whole(2 * W, 2 * H),
+        flags: BltFlags::CONVERT | BltFlags::STRETCH,
+        ..blt_args(src, dst)
+    };
+    ic.blt(&args).unwrap();
+    ic.flush().unwrap();
+    let mut expected = vec![0; (4 * W * H * 8) as usize];
+    let pixels = cmdlist::dxgi::reference::Pixels {
+        width: W,
+        height: H,
+        samples: 1,
+        format: DisplayFormat::R8G8B8A8UnormSrgb,
+        bytes: &pattern,
+    };
+    let target = cmdlist::dxgi::reference::PixelsMut {
+        width: 2 * W,
+        height: 2 * H,
+        format: DisplayFormat::R16G16B16A16Float,
+        bytes: &mut expected,
+    };
+    cmdlist::dxgi::reference::blt(
+        pixels,
+        Rect::whole(W, H),
+        target,
+        Rect::whole(2 * W, 2 * H),
+        Rotation::Identity,
+    )
+    .unwrap();
+    assert_eq!(world.read(allocation(&device, dst)).unwrap(), expected);
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    drop(device);
+    finish(&world, ic);
+}
+
+/// R-X1: an `_SRGB` source presented to a non-sRGB destination arrives with its bytes
+/// unchanged (no conversion to linear), and the destination's allocation reaches the
+/// callback.
+#[test]
+fn r_x1_srgb_source_presented_to_a_non_srgb_destination_is_copied_unchanged() {
+    let (device, mut ic, world) = device();
+    let present_rt = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let src = texture(&device, present_rt, DisplayFormat::R8G8B8A8UnormSrgb, W, H);
+    let dst = texture(&device, present_rt, DisplayFormat::R8G8B8A8Unorm, W, H);
+    let pattern: Vec<u8> = (0..W * H * 4).map(|i| (i * 53 % 256) as u8).collect();
+    ic.update(src, 0, &pattern).unwrap();
+    let args = PresentArgs {
+        dst: Some((dst, 0)),
+        ..present_args(src)
+    };
+    ic.present(&args).unwrap();
+    assert_eq!(world.read(allocation(&device, dst)).unwrap(), pattern);
+    assert_eq!(world.presents()[0].dst, Some(allocation(&device, dst)));
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    drop(device);
+    finish(&world, ic);
 }
