@@ -19,8 +19,17 @@
 //!   destroys the frame's upload buffer while the finished lists still use it: its
 //!   destruction is deferred (R-D1). The IC executes the lists in worker order (each leaves
 //!   it in clear-state, R-C3), drops them and flushes: the buffer is submitted and the
-//!   deferred destructions run (R-D2); deallocations wait for the fence. `end_frame` marks
-//!   the Present point, so amortised processing is never starved for a frame (R-A1).
+//!   deferred destructions run (R-D2); deallocations wait for the fence.
+//! * **The picture (R-X1, R-X5, R-X6).** Each worker also paints its share of the tiles of a
+//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile. After
+//!   executing every list, the IC Blts the canvas into the swap chain's current back buffer
+//!   with a format conversion and a 2x stretch to the screen format (`B8G8R8A8_UNORM`),
+//!   presents it (the Present point: amortised processing is never starved for a frame,
+//!   R-A1), and rotates the two back buffers' identities, so the next frame renders into
+//!   the other allocation through the same handle. A separate thread reads the frame
+//!   statistics the present published ([`cmdlist::Device::frame_stats`]) and prints the
+//!   frame's line. The last presented frame is written to `frame.png` (or the path after
+//!   `--out`).
 //! * **Small lists (R-R1..R-R8).** After its large list, each worker also records `SMALL`
 //!   lists of a single CopyResource on the same context (record one copy, finish, next),
 //!   the case where per-list create/destroy cost would dominate. The IC executes them in
@@ -41,15 +50,20 @@
 //!   come from recycled memory. A mismatch, a violation, a failed call or a steady state
 //!   that does not recycle exits with status 1.
 //!
-//! Run: `cargo run --release --example frame`.
+//! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
+//! elsewhere).
 
 use std::process::exit;
-use std::sync::Barrier;
+use std::sync::{mpsc, Barrier};
+
+use cmdlist::dxgi::{
+    BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
+};
 
 use cmdlist::handle::{Resource, View};
 use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 use cmdlist::{AnyHandle, BindClass, BindPoint, Clock, DeviceConfig, Handle, HandleType};
-use cmdlist::{QueryKind, ResourceDesc, Stage, Usage, ViewDesc};
+use cmdlist::{BindFlags, QueryKind, ResourceDesc, Stage, Texture2d, Usage, ViewDesc};
 
 type Device = cmdlist::Device<SoftDriver, SoftKernel>;
 type ImmediateContext = cmdlist::ImmediateContext<SoftDriver, SoftKernel>;
@@ -76,6 +90,76 @@ const STAGING_SIZE: u64 = 32;
 const WARMUP: u32 = 2;
 /// The share of lists that must come from recycled memory after the warm-up.
 const MIN_HIT_RATE: f64 = 0.90;
+/// The canvas the workers paint, in tiles of `TILE`×`TILE` pixels.
+const CANVAS_W: u32 = 192;
+const CANVAS_H: u32 = 112;
+const TILE: u32 = 16;
+/// The screen: the canvas stretched 2x.
+const SCREEN_W: u32 = 2 * CANVAS_W;
+const SCREEN_H: u32 = 2 * CANVAS_H;
+
+/// A one-level, single-sampled 2D texture in `format`.
+fn texture(width: u32, height: u32, format: DisplayFormat, bind: BindFlags) -> ResourceDesc {
+    let shape = Texture2d {
+        width,
+        height,
+        array_size: 1,
+        mip_levels: 1,
+        samples: 1,
+        format: format.to_dxgi(),
+    };
+    ResourceDesc {
+        byte_size: shape.byte_size().unwrap_or(0),
+        bind,
+        texture: Some(shape),
+        ..Default::default()
+    }
+}
+
+/// The canvas's colour at pixel (x, y) of frame `f`, as sRGB-encoded RGBA bytes: rings
+/// drifting across a sky, each tile's border a shade darker so the tiles show.
+fn paint(f: u32, x: u32, y: u32) -> [u8; 4] {
+    let (fx, fy) = (x as f32 / CANVAS_W as f32, y as f32 / CANVAS_H as f32);
+    let (cx, cy) = (
+        0.5 + 0.3 * (f as f32 * 0.7).cos(),
+        0.5 + 0.25 * (f as f32 * 0.9).sin(),
+    );
+    let d = ((fx - cx).powi(2) * 3.0 + (fy - cy).powi(2)).sqrt();
+    let ring = (0.5 + 0.5 * (d * 40.0 - f as f32 * 1.3).cos()).powi(3);
+    let border = x % TILE == 0 || y % TILE == 0;
+    let shade = if border { 0.8 } else { 1.0 };
+    let channel = |v: f32| (v.clamp(0.0, 1.0) * shade * 255.0) as u8;
+    [
+        channel(0.15 + 0.85 * ring * (1.0 - fy)),
+        channel(0.25 + 0.55 * ring + 0.2 * fx),
+        channel(0.55 + 0.45 * (1.0 - ring) * fy),
+        255,
+    ]
+}
+
+/// The tiles of the canvas, as (left, top) corners; worker `w` paints every `WORKERS`-th.
+fn tiles() -> impl Iterator<Item = (u32, u32)> {
+    (0..CANVAS_H / TILE).flat_map(|ty| (0..CANVAS_W / TILE).map(move |tx| (tx * TILE, ty * TILE)))
+}
+
+/// Paints one tile of frame `f`: one UpdateSubresource per row of the tile.
+fn paint_tile(
+    r: &mut impl Recorder,
+    canvas: Handle<Resource>,
+    f: u32,
+    (left, top): (u32, u32),
+) -> Res {
+    let mut row = Vec::with_capacity(4 * TILE as usize);
+    for y in top..top + TILE {
+        row.clear();
+        for x in left..left + TILE {
+            row.extend_from_slice(&paint(f, x, y));
+        }
+        let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left));
+        r.update(canvas, offset, &row)?;
+    }
+    Ok(())
+}
 
 fn buffer(byte_size: u64, usage: Usage) -> ResourceDesc {
     ResourceDesc {
@@ -105,6 +189,10 @@ struct Scene {
     /// `STAGING` per worker: worker `w`'s are `staging[w * STAGING..][..STAGING]`.
     staging: Vec<Handle<Resource>>,
     back: Handle<Resource>,
+    /// The canvas the tiles are painted into.
+    canvas: Handle<Resource>,
+    /// The swap chain: the back buffer is always `swap_chain[0]`, whose allocation rotates.
+    swap_chain: [Handle<Resource>; 2],
 }
 
 impl Scene {
@@ -127,6 +215,19 @@ impl Scene {
             }
         }
         let back = device.create_resource(buffer(BACK, Usage::Default))?;
+        let present_rt = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let canvas_desc = texture(
+            CANVAS_W,
+            CANVAS_H,
+            DisplayFormat::R8G8B8A8UnormSrgb,
+            present_rt,
+        );
+        let canvas = device.create_resource(canvas_desc)?;
+        let screen = texture(SCREEN_W, SCREEN_H, DisplayFormat::B8G8R8A8Unorm, present_rt);
+        let swap_chain = [
+            device.create_resource(screen)?,
+            device.create_resource(screen)?,
+        ];
         Ok(Scene {
             target,
             rtv,
@@ -134,13 +235,17 @@ impl Scene {
             dynamic,
             staging,
             back,
+            canvas,
+            swap_chain,
         })
     }
 
     /// Every persistent resource's bytes, as the soft kernel holds them.
     fn contents(&self, device: &Device, world: &SoftWorld) -> Res<Vec<Vec<u8>>> {
         let all = self.target.iter().chain(&self.dynamic).chain(&self.staging);
-        let all = all.chain([&self.back]);
+        let all = all
+            .chain([&self.back, &self.canvas])
+            .chain(&self.swap_chain);
         all.map(|&r| {
             let memory = device.object(r)?.allocation().ok_or("no memory")?;
             Ok(world.read(memory).ok_or("allocation not live")?)
@@ -235,6 +340,8 @@ fn small_copy(s: &Scene, w: usize, i: usize) -> SoftCommand {
 struct WorkerLists {
     large: CommandList,
     small: Vec<CommandList>,
+    /// One per tile the worker paints.
+    tiles: Vec<CommandList>,
 }
 
 /// Worker `w`'s lists of frame `f`: the large one, then `SMALL` single-copy lists, each
@@ -256,7 +363,19 @@ fn record_lists(
             Ok(dc.finish()?)
         })
         .collect::<Res<_>>()?;
-    Ok(WorkerLists { large, small })
+    let tiles = tiles()
+        .skip(w)
+        .step_by(WORKERS)
+        .map(|tile| {
+            paint_tile(dc, s.canvas, f, tile)?;
+            Ok(dc.finish()?)
+        })
+        .collect::<Res<_>>()?;
+    Ok(WorkerLists {
+        large,
+        small,
+        tiles,
+    })
 }
 
 /// The deferred contexts' recycling counters and memory, summed over the contexts.
@@ -321,6 +440,89 @@ fn churn(device: &Device) -> Res<usize> {
     Ok(4 * 3)
 }
 
+/// Where the picture goes: `--out PATH`, else `frame.png`.
+fn out_path() -> Res<std::path::PathBuf> {
+    let mut args = std::env::args().skip(1);
+    match (args.next().as_deref(), args.next()) {
+        (None, _) => Ok("frame.png".into()),
+        (Some("--out"), Some(path)) => Ok(path.into()),
+        _ => Err("usage: frame [--out PATH]".into()),
+    }
+}
+
+/// The frame's Blt, present and swap-chain rotation on one IC (both devices do the same).
+fn present(ic: &mut ImmediateContext, s: &Scene) -> Res {
+    ic.blt(&BltArgs {
+        dst: s.swap_chain[0],
+        dst_subresource: 0,
+        dst_rect: Rect::whole(SCREEN_W, SCREEN_H),
+        src: s.canvas,
+        src_subresource: 0,
+        src_rect: None,
+        flags: BltFlags::CONVERT | BltFlags::STRETCH,
+        rotation: Rotation::Identity,
+    })?;
+    ic.present(&PresentArgs {
+        src: s.swap_chain[0],
+        src_subresource: 0,
+        dst: None,
+        dxgi_context: DxgiContext(0),
+        flags: PresentFlags::FLIP,
+        flip_interval: 1,
+    })?;
+    Ok(ic.rotate_resource_identities(&s.swap_chain)?)
+}
+
+/// A thread that prints each frame's line from the statistics the present published: what a
+/// HUD or telemetry would read, without ever blocking the immediate context.
+struct Hud {
+    tick: mpsc::Sender<u32>,
+    done: mpsc::Receiver<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Hud {
+    fn start(device: Device) -> Hud {
+        let (tick, ticks) = mpsc::channel::<u32>();
+        let (ack, done) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            for f in ticks {
+                let s = device.frame_stats();
+                println!(
+                    "frame {f}: presented #{} | submitted up to buffer {} | waiting: destruction {}, deallocation {} | \
+                     lists in flight {} | kept {:.1} KiB | amortised processing {} | screen {:?}",
+                    s.frame,
+                    s.last_submitted,
+                    s.waiting_destruction,
+                    s.waiting_deallocation,
+                    s.lists_in_flight,
+                    s.retained_bytes as f64 / 1024.0,
+                    s.amortized,
+                    s.presented_residency,
+                );
+                if ack.send(()).is_err() {
+                    break;
+                }
+            }
+        });
+        Hud { tick, done, thread }
+    }
+}
+
+/// Writes the screen's `B8G8R8A8_UNORM` bytes as an RGBA PNG.
+fn write_png(path: &std::path::Path, bgra: &[u8]) -> Res {
+    let rgba: Vec<u8> = bgra
+        .chunks_exact(4)
+        .flat_map(|p| [p[2], p[1], p[0], 255])
+        .collect();
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut encoder = png::Encoder::new(file, SCREEN_W, SCREEN_H);
+    encoder.set_color(png::ColorType::Rgba);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.write_header()?.write_image_data(&rgba)?;
+    Ok(())
+}
+
 fn main() {
     match run() {
         Ok(()) => println!("frame: OK"),
@@ -343,7 +545,9 @@ fn run() -> Res {
         trace: false,
         ..SoftConfig::default()
     };
+    let out = out_path()?;
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
+    let hud = Hud::start(device.clone());
     let (ref_device, mut ref_ic, ref_world) = soft::device(soft(Gpu::Immediate), config)?;
     let (scene, ref_scene) = (Scene::create(&device)?, Scene::create(&ref_device)?);
     let mut contexts: Vec<DeferredContext> = (0..WORKERS)
@@ -405,14 +609,22 @@ fn run() -> Res {
         // been executed: its memory waits for the buffer (the list clock) before reuse.
         let ops: usize = lists.iter().map(|l| l.large.stats().operations).sum();
         let small_lists = WORKERS * SMALL;
-        for (w, WorkerLists { large, small }) in lists.into_iter().enumerate() {
-            for list in std::iter::once(&large).chain(&small) {
+        for (
+            w,
+            WorkerLists {
+                large,
+                small,
+                tiles,
+            },
+        ) in lists.into_iter().enumerate()
+        {
+            for list in std::iter::once(&large).chain(&small).chain(&tiles) {
                 ic.execute_command_list(list)?;
                 if ic.bindings().next().is_some() {
                     return Err("bindings survived CommandListExecute (R-C3)".into());
                 }
             }
-            drop(large);
+            drop((large, tiles));
             // Half the small lists are destroyed here, on the IC thread; the other half go
             // to the next worker, which destroys them next frame (another thread).
             for (i, list) in small.into_iter().enumerate() {
@@ -423,10 +635,14 @@ fn run() -> Res {
                 }
             }
         }
-        ic.flush()?;
-        // The Present point: amortised processing runs at least once per frame (R-A1). It
-        // also tells each context to trim its pools at its next `finish`.
-        ic.end_frame()?;
+        // Blt, present (which flushes the buffer first: R-X1) and rotate the swap chain. The
+        // present is the Present point: amortised processing runs at least once per frame
+        // (R-A1), which also tells each context to trim its pools at its next `finish`.
+        present(&mut ic, &scene)?;
+        // The frame's line, from the statistics the present published, read on the HUD's
+        // thread.
+        hud.tick.send(f)?;
+        hud.done.recv()?;
 
         // The reference: the same commands, single-threaded, straight on its IC.
         let ref_upload = ref_device.create_resource(buffer(UPLOAD, Usage::Default))?;
@@ -436,19 +652,23 @@ fn run() -> Res {
             for i in 0..SMALL {
                 ref_ic.command(&small_copy(&ref_scene, w, i))?;
             }
+            for tile in tiles().skip(w).step_by(WORKERS) {
+                paint_tile(&mut ref_ic, ref_scene.canvas, f, tile)?;
+            }
         }
         ref_device.destroy(ref_upload)?;
-        ref_ic.flush()?;
+        present(&mut ref_ic, &ref_scene)?;
+        if world.screen() != ref_world.screen() {
+            return Err(format!("frame {f}: the screens differ").into());
+        }
 
         let now = ic.retire_stats();
         println!(
-            "frame {f}: {WORKERS} lists ({ops} ops) + {small_lists} small | created {churned}, destroyed {churned} (deferred) | \
-             really destroyed {}, deallocated {} | waiting: destruction {}, deallocation {} | submits {}",
+            "         {WORKERS} lists ({ops} ops) + {small_lists} small + {} tiles | created {churned}, destroyed {churned} (deferred) | \
+             really destroyed {}, deallocated {}",
+            tiles().count(),
             now.destroyed - before.destroyed,
             now.deallocated - before.deallocated,
-            now.waiting_destruction,
-            now.waiting_deallocation,
-            world.submits(),
         );
         before = now;
         let lists_now = Recycling::of(&contexts);
@@ -493,6 +713,10 @@ fn run() -> Res {
     }
 
     let elapsed = start.elapsed();
+    let screen = world.screen().ok_or("nothing was presented")?;
+    write_png(&out, &screen)?;
+    drop(hud.tick);
+    hud.thread.join().map_err(|_| "the HUD thread panicked")?;
     let errors = world.errors().len() + ref_world.errors().len();
     drop(contexts);
     ic.destroy_device()?;
@@ -527,6 +751,10 @@ fn run() -> Res {
     if count != (0, 0) || errors != 0 {
         return Err("the soft kernel saw rules broken, or errors were reported".into());
     }
+    println!(
+        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}",
+        out.display()
+    );
     if steady < MIN_HIT_RATE {
         let need = 100.0 * MIN_HIT_RATE;
         return Err(format!(
