@@ -34,7 +34,7 @@ fn input_bytes(input: u64) -> Vec<u8> {
 }
 
 #[test]
-fn r_c3_r_c4_r_e3_command_lists_random_inputs_match_model() {
+fn r_c3_r_c4_r_e3_r_x5_command_lists_random_inputs_match_model() {
     let mut total = Coverage::default();
     for input in 0..INPUTS {
         let _report = Report(input);
@@ -56,6 +56,10 @@ fn r_c3_r_c4_r_e3_command_lists_random_inputs_match_model() {
     assert!(
         total.failed_replays > 0 && total.elsewhere > 100,
         "{total:#?}"
+    );
+    assert!(
+        total.displayed > 100,
+        "presents, rotations, Blts: {total:#?}"
     );
 }
 

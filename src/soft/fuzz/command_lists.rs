@@ -1,6 +1,6 @@
 //! `command_lists`: random recordings on deferred contexts, executed on the immediate
 //! context, checked after every step against a plain model (R-C1..R-C4, R-E2, R-E3,
-//! R-H1..R-H5, R-D1).
+//! R-H1..R-H5, R-D1, R-X1, R-X5, R-X6).
 //!
 //! # What a run does
 //! A run is a list of [`Step`]s over one soft device (built with a small
@@ -13,7 +13,9 @@
 //! again; kept lists are executed (once or several times in a row, after their objects were
 //! destroyed, around immediate-context writes) and dropped (sometimes on another thread); the
 //! immediate context updates, copies, maps and unmaps, binds, begins and ends queries (which
-//! provokes the conflicts of R-C4), flushes; the simulated GPU completes fences. A run
+//! provokes the conflicts of R-C4), flushes; a swap chain (two back buffers and a canvas,
+//! made at the first display step) is presented, rotated and Blt into (R-X1, R-X5, R-X6);
+//! the simulated GPU completes fences. A run
 //! decoded from bytes ([`run_bytes`]) is at most [`MAX_STEPS`] steps.
 //!
 //! # The model
@@ -35,6 +37,9 @@
 //!   calls on it), the kernel's amortised-processing callback ran once per removal (R-A2)
 //!   plus the immediate context's own calls (R-A1), and the immediate context's bindings
 //!   equal the model's (R-C3);
+//! - a present put the back buffer's bytes on the screen, a rotation moved allocations and
+//!   bytes one place (the memory check then holds each allocation to its new resource), a
+//!   Blt wrote the canvas's pixels converted;
 //! - the soft world saw no rule broken.
 //!
 //! At the end, destroying the device is refused while contexts are alive (R-H2: their
@@ -63,7 +68,10 @@ use crate::context::command_list::CommandList;
 use crate::context::deferred::DeferredContext;
 use crate::context::device::{Device, DeviceConfig};
 use crate::context::immediate::ImmediateContext;
-use crate::desc::{QueryKind, ResourceDesc, ViewDesc};
+use crate::desc::{BindFlags, QueryKind, ResourceDesc, Texture2d, ViewDesc};
+use crate::dxgi::{
+    BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
+};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
 use crate::kernel::{AllocationHandle, ContextId};
@@ -149,7 +157,33 @@ pub enum Step {
     Immediate(IcOp),
     /// Flush, or the simulated GPU's progress.
     Timeline(Timeline),
+    /// A DXGI function on the swap chain (made at the first such step: a canvas and two
+    /// back buffers, ordinary resources of the run otherwise).
+    Display(Display),
 }
+
+/// The DXGI steps (R-X1, R-X5, R-X6), on a swap chain of two `B8G8R8A8_UNORM` back buffers
+/// and an `R8G8B8A8_UNORM_SRGB` canvas, each `SWAP_W`×`SWAP_H`.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum Display {
+    /// Presents back buffer `buffer % 2` (the screen then holds its bytes).
+    Present {
+        /// The back buffer.
+        buffer: u8,
+    },
+    /// Rotates the back buffers' identities: each takes the other's allocation and bytes.
+    Rotate,
+    /// Blts the canvas into back buffer `buffer % 2`, converting its format (integer to
+    /// integer: the bytes reordered, values unchanged).
+    Blt {
+        /// The back buffer.
+        buffer: u8,
+    },
+}
+
+/// The swap chain's size: small, as the other resources.
+const SWAP_W: u32 = 4;
+const SWAP_H: u32 = 2;
 
 /// An object to create.
 #[derive(Arbitrary, Debug, Clone, Copy)]
@@ -478,6 +512,8 @@ pub struct Coverage {
     pub immediate_refused: u64,
     /// Steps run on another thread (destroys, recordings, list drops).
     pub elsewhere: u64,
+    /// Presents, rotations and Blts that succeeded.
+    pub displayed: u64,
 }
 
 impl core::ops::AddAssign for Coverage {
@@ -498,6 +534,7 @@ impl core::ops::AddAssign for Coverage {
         self.immediate_ok += o.immediate_ok;
         self.immediate_refused += o.immediate_refused;
         self.elsewhere += o.elsewhere;
+        self.displayed += o.displayed;
     }
 }
 
@@ -729,6 +766,23 @@ impl Model {
     }
 
     /// Files a new object's allocation in [`Model::allocs`].
+    /// Resources `a` and `b` trade identities (R-X5): allocations and bytes.
+    fn rotate(&mut self, a: usize, b: usize) {
+        let (ka, kb) = (Key::R(a), Key::R(b));
+        for entry in &mut self.allocs {
+            if entry.1 == ka {
+                entry.1 = kb;
+            } else if entry.1 == kb {
+                entry.1 = ka;
+            }
+        }
+        let (alloc_a, alloc_b) = (self.res[a].alloc, self.res[b].alloc);
+        self.res[a].alloc = alloc_b;
+        self.res[b].alloc = alloc_a;
+        let bytes = core::mem::take(&mut self.res[a].bytes);
+        self.res[a].bytes = core::mem::replace(&mut self.res[b].bytes, bytes);
+    }
+
     fn index_alloc(&mut self, key: Key) {
         let id = self.alloc(key).0.get();
         let at = self.allocs.partition_point(|(a, _)| *a < id);
@@ -1083,6 +1137,9 @@ struct Harness {
     expected_errors: Vec<(ContextId, Error)>,
     /// Context-local removals so far: amortised processing calls expected (R-A2).
     removals: u64,
+    /// The swap chain's resources, once a display step made them: the canvas, then the two
+    /// back buffers.
+    swap: Option<[usize; 3]>,
     cov: Coverage,
 }
 
@@ -1114,6 +1171,7 @@ impl Harness {
             // A step reports a handful of errors at most (a burst of four calls).
             expected_errors: Vec::with_capacity(8),
             removals: 0,
+            swap: None,
             cov: Coverage::default(),
         }
     }
@@ -1310,6 +1368,7 @@ impl Harness {
                 }
             }
             Step::Immediate(op) => self.immediate(op),
+            Step::Display(op) => self.display(op),
             Step::Timeline(Timeline::Flush) => {
                 let flushed = self.ic().flush();
                 assert_eq!(flushed, Ok(()), "flush");
@@ -1874,6 +1933,138 @@ impl Harness {
             actual,
             expected,
         );
+    }
+
+    /// The swap chain, made at the first display step (while there is room for three more
+    /// resources).
+    fn swap_chain(&mut self) -> Option<[usize; 3]> {
+        if self.swap.is_some() {
+            return self.swap;
+        }
+        let live = self.m.res.iter().filter(|r| !r.destroyed).count();
+        if live + 3 > MAX_RESOURCES.0 || self.m.res.len() + 3 > MAX_RESOURCES.1 {
+            return None;
+        }
+        let formats = [
+            DisplayFormat::R8G8B8A8UnormSrgb,
+            DisplayFormat::B8G8R8A8Unorm,
+            DisplayFormat::B8G8R8A8Unorm,
+        ];
+        let made = formats.map(|format| {
+            let texture = Texture2d {
+                width: SWAP_W,
+                height: SWAP_H,
+                array_size: 1,
+                mip_levels: 1,
+                samples: 1,
+                format: format.to_dxgi(),
+            };
+            let size = texture.byte_size().expect("a small texture");
+            let desc = ResourceDesc {
+                byte_size: size,
+                bind: BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+                usage: crate::Usage::Dynamic,
+                texture: Some(texture),
+                ..ResourceDesc::default()
+            };
+            let handle = self.device.create_resource(desc).expect("resource create");
+            let alloc = self.allocation_of(handle);
+            self.m.res.push(MRes {
+                handle,
+                alloc,
+                bytes: vec![0; size as usize],
+                destroyed: false,
+                freed: false,
+            });
+            let r = self.m.res.len() - 1;
+            self.m.index_alloc(Key::R(r));
+            r
+        });
+        self.swap = Some(made);
+        self.swap
+    }
+
+    /// A DXGI step, checked against the model: a destroyed resource is a stale handle; a
+    /// rotation of a mapped back buffer is refused (R-X5); otherwise a present shows the back
+    /// buffer's bytes on the screen (R-X1), a rotation swaps the back buffers' allocations and
+    /// bytes, and a Blt writes the canvas's pixels reordered into the back buffer (R-X6).
+    fn display(&mut self, op: Display) {
+        let Some([canvas, b0, b1]) = self.swap_chain() else {
+            return;
+        };
+        let back = |buffer: u8| if buffer % 2 == 0 { b0 } else { b1 };
+        let stale = |m: &Model, rs: &[usize]| rs.iter().any(|r| m.res[*r].destroyed);
+        let ic = self.ic.as_mut().expect("device alive");
+        let m = &mut self.m;
+        let (actual, expected): (Result<()>, Result<()>) = match op {
+            Display::Present { buffer } => {
+                let src = back(buffer);
+                let args = PresentArgs {
+                    src: m.res[src].handle,
+                    src_subresource: 0,
+                    dst: None,
+                    dxgi_context: DxgiContext(src),
+                    flags: PresentFlags::FLIP,
+                    flip_interval: 1,
+                };
+                let actual = ic.present(&args).map(|_| ());
+                let expected = if stale(m, &[src]) {
+                    Err(AppError::StaleHandle.into())
+                } else {
+                    let screen = self.world.screen();
+                    assert_eq!(
+                        screen.as_ref(),
+                        Some(&m.res[src].bytes),
+                        "the screen (R-X1)"
+                    );
+                    Ok(())
+                };
+                (actual, expected)
+            }
+            Display::Rotate => {
+                let actual = ic.rotate_resource_identities(&[m.res[b0].handle, m.res[b1].handle]);
+                let expected = if stale(m, &[b0, b1]) {
+                    Err(AppError::StaleHandle.into())
+                } else if self.ic_mapped.iter().any(|(r, _)| *r == b0 || *r == b1) {
+                    Err(AppError::NotRotatable.into())
+                } else {
+                    m.rotate(b0, b1);
+                    Ok(())
+                };
+                (actual, expected)
+            }
+            Display::Blt { buffer } => {
+                let dst = back(buffer);
+                let args = BltArgs {
+                    dst: m.res[dst].handle,
+                    dst_subresource: 0,
+                    dst_rect: Rect::whole(SWAP_W, SWAP_H),
+                    src: m.res[canvas].handle,
+                    src_subresource: 0,
+                    src_rect: None,
+                    flags: BltFlags::CONVERT,
+                    rotation: Rotation::Identity,
+                };
+                let actual = ic.blt(&args);
+                let expected = if stale(m, &[canvas, dst]) {
+                    Err(AppError::StaleHandle.into())
+                } else {
+                    let pixels: Vec<u8> = m.res[canvas]
+                        .bytes
+                        .chunks_exact(4)
+                        .flat_map(|p| [p[2], p[1], p[0], p[3]])
+                        .collect();
+                    m.res[dst].bytes = pixels;
+                    Ok(())
+                };
+                (actual, expected)
+            }
+        };
+        match expected {
+            Ok(()) => self.cov.displayed += 1,
+            Err(_) => self.cov.immediate_refused += 1,
+        }
+        self.expect("DXGI call", ContextId::Immediate, actual, expected);
     }
 
     /// Whether something still holds `key` from its real destruction: a kept list or an open
