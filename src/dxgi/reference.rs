@@ -325,44 +325,101 @@ impl Plan {
             .enumerate()
     }
 
-    /// Same format, one sample, an unrotated unstretched copy: row copies.
+    /// Same format, one sample, an unrotated unstretched copy: row copies, or one copy when
+    /// both rectangles span their surfaces' full width (whole-frame copies then get the
+    /// library's large-copy strategy).
     fn copy_rows(&self, src: &Pixels<'_>, dst: PixelsMut<'_>) {
-        let x8 = dst.format == DisplayFormat::B8G8R8X8Unorm;
-        for (dy, row) in self.dst_rows(dst.bytes) {
-            let start = self.texel(self.row_taps[dy].i0, 0);
-            row.copy_from_slice(&src.bytes[start..start + row.len()]);
-            if x8 {
+        let row_bytes = self.col_taps.len() * self.dst_bpp;
+        let rows = self.row_taps.len();
+        if self.dst_stride == row_bytes && self.line_step == row_bytes {
+            let len = rows * row_bytes;
+            let from = &src.bytes[self.line_base..self.line_base + len];
+            dst.bytes[self.dst_base..self.dst_base + len].copy_from_slice(from);
+        } else {
+            for (dy, row) in self.dst_rows(dst.bytes) {
+                let start = self.texel(self.row_taps[dy].i0, 0);
+                row.copy_from_slice(&src.bytes[start..start + row.len()]);
+            }
+        }
+        if dst.format == DisplayFormat::B8G8R8X8Unorm {
+            for (_, row) in self.dst_rows(dst.bytes) {
                 fill_x8(row);
             }
+        }
+    }
+
+    /// Calls `f(pixel, source offset)` for every destination pixel of a point-sampled Blt,
+    /// `BPP` bytes each. When lines are source columns (a rotation by 90 or 270 degrees), the
+    /// destination is walked in blocks of 64 columns, so that the source rows a block reads
+    /// stay in the caches and the TLB from one destination row to the next.
+    #[inline(always)]
+    fn each_point<const BPP: usize>(&self, dst: &mut [u8], mut f: impl FnMut(&mut [u8], usize)) {
+        let width = self.col_taps.len();
+        let block = if self.texel_step == self.texel_bytes {
+            width
+        } else {
+            64
+        };
+        let mut start = 0;
+        while start < width {
+            let end = width.min(start + block);
+            for (dy, row) in self.dst_rows(dst) {
+                let line = self.row_taps[dy].i0;
+                let pixels = row[start * BPP..end * BPP].chunks_exact_mut(BPP);
+                for (out, tap) in pixels.zip(&self.col_taps[start..end]) {
+                    f(out, self.texel(line, tap.i0));
+                }
+            }
+            start = end;
         }
     }
 
     /// Same format, one sample, point sampled: texel copies.
     fn gather(&self, src: &Pixels<'_>, dst: PixelsMut<'_>) {
-        let bpp = self.dst_bpp;
-        for (dy, row) in self.dst_rows(dst.bytes) {
-            let line = self.row_taps[dy].i0;
-            for (out, tap) in row.chunks_exact_mut(bpp).zip(&self.col_taps) {
-                let at = self.texel(line, tap.i0);
-                out.copy_from_slice(&src.bytes[at..at + bpp]);
+        match self.dst_bpp {
+            2 => self.gather_sized::<2>(src.bytes, dst.bytes, false),
+            4 => {
+                let x8 = dst.format == DisplayFormat::B8G8R8X8Unorm;
+                self.gather_sized::<4>(src.bytes, dst.bytes, x8)
             }
-            if dst.format == DisplayFormat::B8G8R8X8Unorm {
-                fill_x8(row);
-            }
+            _ => self.gather_sized::<8>(src.bytes, dst.bytes, false),
         }
+    }
+
+    /// [`Plan::gather`] of `BPP`-byte pixels; `x8`: the fourth byte is set to 0xFF.
+    fn gather_sized<const BPP: usize>(&self, src: &[u8], dst: &mut [u8], x8: bool) {
+        self.each_point::<BPP>(dst, |out, at| {
+            out.copy_from_slice(&src[at..at + BPP]);
+            if x8 {
+                out[3] = 0xFF;
+            }
+        });
     }
 
     /// One integer sample, point sampled: each source code through a table.
     fn convert(&self, src: &Pixels<'_>, dst: PixelsMut<'_>, table: &Table) {
-        let (sbpp, dbpp) = (src.format.bytes_per_pixel(), self.dst_bpp);
-        for (dy, row) in self.dst_rows(dst.bytes) {
-            let line = self.row_taps[dy].i0;
-            for (out, tap) in row.chunks_exact_mut(dbpp).zip(&self.col_taps) {
-                let at = self.texel(line, tap.i0);
-                let word = codec::read_word(&src.bytes[at..], sbpp);
-                out.copy_from_slice(&table.lookup(word).to_le_bytes()[..dbpp]);
-            }
+        // One loop per pair of pixel sizes, so each copies a constant number of bytes.
+        match (src.format.bytes_per_pixel(), self.dst_bpp) {
+            (2, 2) => self.convert_sized::<2, 2>(src.bytes, dst.bytes, table),
+            (2, 4) => self.convert_sized::<2, 4>(src.bytes, dst.bytes, table),
+            (2, _) => self.convert_sized::<2, 8>(src.bytes, dst.bytes, table),
+            (_, 2) => self.convert_sized::<4, 2>(src.bytes, dst.bytes, table),
+            (_, 4) => self.convert_sized::<4, 4>(src.bytes, dst.bytes, table),
+            (_, _) => self.convert_sized::<4, 8>(src.bytes, dst.bytes, table),
         }
+    }
+
+    /// [`Plan::convert`] from `SBPP`-byte to `DBPP`-byte pixels.
+    fn convert_sized<const SBPP: usize, const DBPP: usize>(
+        &self,
+        src: &[u8],
+        dst: &mut [u8],
+        table: &Table,
+    ) {
+        self.each_point::<DBPP>(dst, |out, at| {
+            let word = codec::read_word(&src[at..at + SBPP], SBPP);
+            out.copy_from_slice(&table.lookup(word).to_le_bytes()[..DBPP]);
+        });
     }
 
     /// The general path: fetch (resolve, decode to the working domain), filter, encode.
@@ -374,23 +431,28 @@ impl Plan {
             bufs: [vec![[0.0; 4]; self.line_len], vec![[0.0; 4]; self.line_len]],
         };
         let mut values = vec![[0.0f32; 4]; self.col_taps.len()];
+        let mut blend = vec![[0.0f32; 4]; self.line_len];
         let decode_line = |line: usize, out: &mut [[f32; 4]]| {
-            for (j, texel) in out.iter_mut().enumerate() {
-                let at = self.texel(line, j);
-                *texel = decoder.texel(&src.bytes[at..at + self.texel_bytes]);
-            }
+            let first = self.texel(line, 0);
+            decoder.line(&src.bytes[first..], self.texel_step, out);
         };
         for (dy, row) in self.dst_rows(dst.bytes) {
             let rt = self.row_taps[dy];
             let second = (rt.w1 != 0.0).then_some(rt.i1);
             lines.load(rt.i0, second, decode_line);
-            let [a, b] = &lines.bufs;
+            // Between the two lines first (once per source texel), then along the line.
+            let line: &[[f32; 4]] = match second {
+                None => &lines.bufs[0],
+                Some(_) => {
+                    let [a, b] = &lines.bufs;
+                    for ((o, a), b) in blend.iter_mut().zip(a).zip(b) {
+                        *o = lerp(*a, *b, rt.w1);
+                    }
+                    &blend
+                }
+            };
             for (v, ct) in values.iter_mut().zip(&self.col_taps) {
-                let top = sample_line(a, ct);
-                *v = match second {
-                    None => top,
-                    Some(_) => lerp(top, sample_line(b, ct), rt.w1),
-                };
+                *v = sample_line(line, ct);
             }
             encoder.write_row(&values, row);
         }
@@ -416,13 +478,13 @@ fn sample_line(line: &[[f32; 4]], tap: &Tap) -> [f32; 4] {
 /// `(1 - w) a + w b` per channel, written `a + w (b - a)` so equal neighbours give exactly
 /// their value (a uniform area stays uniform under any stretch).
 fn lerp(a: [f32; 4], b: [f32; 4], w: f32) -> [f32; 4] {
-    let mut out = a;
-    for ((o, a), b) in out.iter_mut().zip(a).zip(b) {
-        if a != b {
-            *o = a + w * (b - a);
+    core::array::from_fn(|i| {
+        if a[i] == b[i] {
+            a[i]
+        } else {
+            a[i] + w * (b[i] - a[i])
         }
-    }
-    out
+    })
 }
 
 /// The (at most two) decoded source lines the current destination row reads.
@@ -528,7 +590,32 @@ impl Decoder {
         Decoder { samples, integer }
     }
 
-    /// One source texel (all its samples) in the working domain.
+    /// A line of source texels, the first at the start of `bytes`, `step` bytes apart.
+    fn line(&self, bytes: &[u8], step: usize, out: &mut [[f32; 4]]) {
+        let texels = bytes.chunks(step).zip(out);
+        match &self.integer {
+            Some(int) if self.samples == 1 => {
+                let [r, g, b, a] = &int.luts;
+                let [cr, cg, cb, ca] = int.layout.channels;
+                for (texel, o) in texels {
+                    let word = codec::read_word(texel, int.bpp);
+                    *o = [
+                        r[cr.code(word) as usize],
+                        g[cg.code(word) as usize],
+                        b[cb.code(word) as usize],
+                        a[ca.code(word) as usize],
+                    ];
+                }
+            }
+            _ => {
+                for (texel, o) in texels {
+                    *o = self.texel(texel);
+                }
+            }
+        }
+    }
+
+    /// One source texel (all its samples, at the start of `bytes`) in the working domain.
     fn texel(&self, bytes: &[u8]) -> [f32; 4] {
         let samples = self.samples;
         let Some(int) = &self.integer else {
@@ -615,9 +702,14 @@ impl Encoder {
     }
 
     fn write_row(&self, values: &[[f32; 4]], row: &mut [u8]) {
-        let bpp = self.format.bytes_per_pixel();
-        for (v, out) in values.iter().zip(row.chunks_exact_mut(bpp)) {
-            let v = if self.encode {
+        if self.format.is_float() {
+            for (v, out) in values.iter().zip(row.chunks_exact_mut(8)) {
+                codec::write_texel(self.format, *v, out);
+            }
+            return;
+        }
+        let encode = |v: &[f32; 4]| {
+            if self.encode {
                 [
                     codec::linear_to_srgb(v[0]),
                     codec::linear_to_srgb(v[1]),
@@ -626,9 +718,42 @@ impl Encoder {
                 ]
             } else {
                 *v
-            };
-            codec::write_texel(self.format, v, out);
+            }
+        };
+        // One loop per format, so each sees its layout as constants.
+        match self.format {
+            DisplayFormat::R16G16B16A16Float => {}
+            DisplayFormat::R10G10B10A2Unorm => {
+                quantise_row::<4>(&codec::R10G10B10A2, values, row, encode)
+            }
+            DisplayFormat::R8G8B8A8Unorm | DisplayFormat::R8G8B8A8UnormSrgb => {
+                quantise_row::<4>(&codec::R8G8B8A8, values, row, encode)
+            }
+            DisplayFormat::B5G6R5Unorm => quantise_row::<2>(&codec::B5G6R5, values, row, encode),
+            DisplayFormat::B5G5R5A1Unorm => {
+                quantise_row::<2>(&codec::B5G5R5A1, values, row, encode)
+            }
+            DisplayFormat::B8G8R8A8Unorm => {
+                quantise_row::<4>(&codec::B8G8R8A8, values, row, encode)
+            }
+            DisplayFormat::B8G8R8X8Unorm => {
+                quantise_row::<4>(&codec::B8G8R8X8, values, row, encode)
+            }
         }
+    }
+}
+
+/// Quantises a row of values into `BPP`-byte pixels of `layout`, `encode` applied first.
+#[inline(always)]
+fn quantise_row<const BPP: usize>(
+    layout: &Layout,
+    values: &[[f32; 4]],
+    row: &mut [u8],
+    encode: impl Fn(&[f32; 4]) -> [f32; 4],
+) {
+    for (v, out) in values.iter().zip(row.chunks_exact_mut(BPP)) {
+        let word = codec::pack_word(layout, encode(v));
+        out.copy_from_slice(&word.to_le_bytes()[..BPP]);
     }
 }
 
@@ -674,6 +799,7 @@ impl Table {
         })
     }
 
+    #[inline]
     fn lookup(&self, word: u32) -> u64 {
         let mut out = self.fill;
         for (ch, bits) in self.src.channels.iter().zip(&self.bits) {
