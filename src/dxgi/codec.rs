@@ -142,12 +142,10 @@ pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
     if x.is_nan() || x.is_infinite() {
         return h.to_bits();
     }
-    if h.is_infinite() {
-        // The largest finite magnitude, 65504, with the sign of `x`.
-        return (h.to_bits() & 0x8000) | 0x7BFF;
-    }
     if h.to_f32().abs() > x.abs() {
         // Rounded away from zero: the next magnitude down is one code lower (sign-magnitude).
+        // A finite overflow rounded to infinity, whose next code down is the largest finite
+        // value, 65504, of the same sign.
         h.to_bits() - 1
     } else {
         h.to_bits()
@@ -183,6 +181,104 @@ pub(crate) fn linear_to_srgb(c: f32) -> f32 {
         1.055 * c.powf(1.0 / 2.4) - 0.055
     };
     e as f32
+}
+
+/// Linear light to an sRGB-encoded UNORM code, `f32_to_unorm(linear_to_srgb(c), max)`,
+/// without a `powf` per value: the code is a step function of `c`, so it is the number of
+/// steps at or below `c`. The steps (the smallest `f32` reaching each code, found by
+/// bisection on the direct formula) are built once per code width; a table indexed by the top
+/// 16 bits of `c` gives the code at the start of its bucket, from which at most a few steps
+/// are passed.
+pub(crate) struct SrgbQuantiser {
+    /// `steps[k]`: the smallest `c` whose code is at least `k + 1`; followed by `scan`
+    /// infinities, so a scan never runs off the end.
+    steps: Vec<f32>,
+    /// The most steps between a bucket's start and a value in it.
+    scan: usize,
+    /// The largest code.
+    max: u32,
+    /// For each value of `c.to_bits() >> 16` in `[0, 1]`: the code of the bucket's smallest
+    /// value.
+    start: Vec<u16>,
+}
+
+impl SrgbQuantiser {
+    /// The shared table for codes up to `max` (built on first use), for the widths the
+    /// display formats have (5, 6, 8 and 10 bits); `None` for any other.
+    pub(crate) fn get(max: u32) -> Option<&'static SrgbQuantiser> {
+        use std::sync::OnceLock;
+        static TABLES: [OnceLock<SrgbQuantiser>; 4] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+        ];
+        let slot = match max {
+            31 => 0,
+            63 => 1,
+            255 => 2,
+            1023 => 3,
+            _ => return None,
+        };
+        Some(TABLES[slot].get_or_init(|| SrgbQuantiser::new(max)))
+    }
+
+    fn new(max: u32) -> Self {
+        let direct = |bits: u32| f32_to_unorm(linear_to_srgb(f32::from_bits(bits)), max);
+        let one = 1.0f32.to_bits();
+        let steps: Vec<f32> = (1..=max)
+            .map(|k| {
+                // Positive floats order as their bits; code(0) = 0 < k <= max = code(1).
+                let (mut lo, mut hi) = (0u32, one);
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    if direct(mid) >= k {
+                        hi = mid;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                f32::from_bits(hi)
+            })
+            .collect();
+        let count = |c: f32| steps.partition_point(|t| *t <= c);
+        let start: Vec<u16> = (0..=one >> 16)
+            .map(|bucket| count(f32::from_bits(bucket << 16)) as u16)
+            .collect();
+        // The steps inside each bucket: those below its last value.
+        let scan = (0..one >> 16)
+            .map(|bucket| {
+                count(f32::from_bits((bucket << 16) | 0xFFFF)) - usize::from(start[bucket as usize])
+            })
+            .max()
+            .unwrap_or(0);
+        let mut steps = steps;
+        steps.extend(core::iter::repeat_n(f32::INFINITY, scan));
+        SrgbQuantiser {
+            steps,
+            scan,
+            max,
+            start,
+        }
+    }
+
+    /// The code of linear `c`: NaN and anything not above 0 give 0, anything from 1 up the
+    /// largest code.
+    #[inline]
+    pub(crate) fn code(&self, c: f32) -> u32 {
+        if c.is_nan() || c <= 0.0 {
+            return 0;
+        }
+        if c >= 1.0 {
+            return self.max;
+        }
+        let mut k = usize::from(self.start[(c.to_bits() >> 16) as usize]);
+        // A fixed number of steps, without branching on the value.
+        for _ in 0..self.scan {
+            k += usize::from(c >= self.steps[k]);
+        }
+        k as u32
+    }
 }
 
 /// Reads one texel (the first `bytes_per_pixel` bytes of `bytes`) as RGBA: normalised for
@@ -378,6 +474,42 @@ mod tests {
         for k in 0..=255 {
             assert_eq!(encode(decode(k)), k, "8-bit sRGB code {k}");
         }
+    }
+
+    #[test]
+    fn r_x7_srgb_quantiser_agrees_with_the_curve() {
+        for bits in UNORM_WIDTHS {
+            let table = SrgbQuantiser::get(max(bits)).unwrap();
+            let direct = |c: f32| f32_to_unorm(linear_to_srgb(c), max(bits));
+            // Every binary16 value (what an unfiltered float source holds).
+            for h in 0..=u16::MAX {
+                let c = f16_bits_to_f32(h);
+                assert_eq!(table.code(c), direct(c), "{bits} bits: f16 {h:#06x} ({c})");
+            }
+            // Both sides of every step.
+            assert!(
+                table.scan <= 8,
+                "{bits} bits: {} steps in a bucket",
+                table.scan
+            );
+            for (k, t) in table.steps[..max(bits) as usize].iter().enumerate() {
+                let below = f32::from_bits(t.to_bits() - 1);
+                assert_eq!(direct(*t), k as u32 + 1, "{bits} bits: step {k}");
+                assert_eq!(direct(below), k as u32, "{bits} bits: below step {k}");
+                assert_eq!(table.code(*t), k as u32 + 1);
+                assert_eq!(table.code(below), k as u32);
+            }
+            // A spread of other floats in and around [0, 1].
+            let mut s = 0x1234_5678u32;
+            for _ in 0..20_000 {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let c = f32::from_bits(s % 0x3F90_0000);
+                assert_eq!(table.code(c), direct(c), "{bits} bits: {c}");
+            }
+        }
+        assert!(SrgbQuantiser::get(3).is_none());
     }
 
     #[test]

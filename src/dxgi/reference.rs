@@ -708,51 +708,77 @@ impl Encoder {
             }
             return;
         }
-        let encode = |v: &[f32; 4]| {
-            if self.encode {
-                [
-                    codec::linear_to_srgb(v[0]),
-                    codec::linear_to_srgb(v[1]),
-                    codec::linear_to_srgb(v[2]),
-                    v[3],
-                ]
-            } else {
-                *v
-            }
-        };
         // One loop per format, so each sees its layout as constants.
         match self.format {
             DisplayFormat::R16G16B16A16Float => {}
-            DisplayFormat::R10G10B10A2Unorm => {
-                quantise_row::<4>(&codec::R10G10B10A2, values, row, encode)
-            }
+            DisplayFormat::R10G10B10A2Unorm => self.quantise::<4>(&codec::R10G10B10A2, values, row),
             DisplayFormat::R8G8B8A8Unorm | DisplayFormat::R8G8B8A8UnormSrgb => {
-                quantise_row::<4>(&codec::R8G8B8A8, values, row, encode)
+                self.quantise::<4>(&codec::R8G8B8A8, values, row)
             }
-            DisplayFormat::B5G6R5Unorm => quantise_row::<2>(&codec::B5G6R5, values, row, encode),
-            DisplayFormat::B5G5R5A1Unorm => {
-                quantise_row::<2>(&codec::B5G5R5A1, values, row, encode)
+            DisplayFormat::B5G6R5Unorm => self.quantise::<2>(&codec::B5G6R5, values, row),
+            DisplayFormat::B5G5R5A1Unorm => self.quantise::<2>(&codec::B5G5R5A1, values, row),
+            DisplayFormat::B8G8R8A8Unorm => self.quantise::<4>(&codec::B8G8R8A8, values, row),
+            DisplayFormat::B8G8R8X8Unorm => self.quantise::<4>(&codec::B8G8R8X8, values, row),
+        }
+    }
+
+    /// Quantises a row into `BPP`-byte pixels of `layout`, encoding RGB with the sRGB curve
+    /// first when the source is float.
+    #[inline(always)]
+    fn quantise<const BPP: usize>(&self, layout: &Layout, values: &[[f32; 4]], row: &mut [u8]) {
+        let [r, g, b, _] = layout.channels;
+        let tables = [r, g, b].map(|ch| codec::SrgbQuantiser::get(ch.max()));
+        match (self.encode, tables) {
+            (false, _) => quantise_row::<BPP>(layout, values, row, Rgb::Plain),
+            (true, [Some(r), Some(g), Some(b)]) => {
+                quantise_row::<BPP>(layout, values, row, Rgb::Srgb([r, g, b]))
             }
-            DisplayFormat::B8G8R8A8Unorm => {
-                quantise_row::<4>(&codec::B8G8R8A8, values, row, encode)
-            }
-            DisplayFormat::B8G8R8X8Unorm => {
-                quantise_row::<4>(&codec::B8G8R8X8, values, row, encode)
-            }
+            (true, _) => quantise_row::<BPP>(layout, values, row, Rgb::SrgbDirect),
         }
     }
 }
 
-/// Quantises a row of values into `BPP`-byte pixels of `layout`, `encode` applied first.
+/// How [`quantise_row`] treats R, G and B.
+#[derive(Clone, Copy)]
+enum Rgb<'a> {
+    /// Quantised as they are (integer to integer).
+    Plain,
+    /// Linear, encoded with the sRGB curve by tables (float to integer).
+    Srgb([&'a codec::SrgbQuantiser; 3]),
+    /// Linear, encoded with the sRGB curve directly (a channel width without a table; the
+    /// display formats have none).
+    SrgbDirect,
+}
+
+/// Quantises a row of values into `BPP`-byte pixels of `layout`, RGB as `rgb` says.
 #[inline(always)]
 fn quantise_row<const BPP: usize>(
     layout: &Layout,
     values: &[[f32; 4]],
     row: &mut [u8],
-    encode: impl Fn(&[f32; 4]) -> [f32; 4],
+    rgb: Rgb<'_>,
 ) {
+    let [cr, cg, cb, ca] = layout.channels;
     for (v, out) in values.iter().zip(row.chunks_exact_mut(BPP)) {
-        let word = codec::pack_word(layout, encode(v));
+        let word = match rgb {
+            Rgb::Plain => codec::pack_word(layout, *v),
+            Rgb::Srgb([r, g, b]) => {
+                layout.fill
+                    | r.code(v[0]) << cr.shift
+                    | g.code(v[1]) << cg.shift
+                    | b.code(v[2]) << cb.shift
+                    | codec::f32_to_unorm(v[3], ca.max()) << ca.shift
+            }
+            Rgb::SrgbDirect => {
+                let encoded = [
+                    codec::linear_to_srgb(v[0]),
+                    codec::linear_to_srgb(v[1]),
+                    codec::linear_to_srgb(v[2]),
+                    v[3],
+                ];
+                codec::pack_word(layout, encoded)
+            }
+        };
         out.copy_from_slice(&word.to_le_bytes()[..BPP]);
     }
 }
