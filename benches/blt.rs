@@ -5,6 +5,9 @@
 //! read in no particular order, as with real content:
 //!
 //! - `copy_b8g8r8a8`: same format, same size, no rotation: the row-copy path.
+//! - `f16_to_b8g8r8a8`: `R16G16B16A16_FLOAT` to `B8G8R8A8_UNORM`, same size: a linear frame
+//!   presented to an 8-bit display, through the general path (decode, encode with the sRGB
+//!   curve, quantise).
 //! - `srgb8_to_f16`: `R8G8B8A8_UNORM_SRGB` to `R16G16B16A16_FLOAT`, same size: the sRGB
 //!   curve decode and the round toward zero to binary16, per code through a table.
 //! - `stretch_2x_b8g8r8a8`: 960x540 to 1920x1080 in `B8G8R8A8_UNORM`: the bilinear filter.
@@ -49,7 +52,14 @@ fn case(
     dst: DisplayFormat,
     rotation: Rotation,
 ) {
-    let src_bytes = noise((sw * sh) as usize * src.bytes_per_pixel());
+    let mut src_bytes = noise((sw * sh) as usize * src.bytes_per_pixel());
+    if src.is_float() {
+        // Binary16 values in [0, 1], as a linear frame holds.
+        for h in src_bytes.chunks_exact_mut(2) {
+            let v = f32::from(u16::from_le_bytes([h[0], h[1]])) / 65535.0;
+            h.copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+        }
+    }
     let mut dst_bytes = vec![0u8; (W * H) as usize * dst.bytes_per_pixel()];
     c.bench_function(name, |b| {
         b.iter(|| {
@@ -112,6 +122,13 @@ fn bench(c: &mut Criterion) {
         "srgb8_to_f16",
         (DisplayFormat::R8G8B8A8UnormSrgb, W, H),
         DisplayFormat::R16G16B16A16Float,
+        Rotation::Identity,
+    );
+    case(
+        &mut group,
+        "f16_to_b8g8r8a8",
+        (DisplayFormat::R16G16B16A16Float, W, H),
+        bgra,
         Rotation::Identity,
     );
     case(
