@@ -163,7 +163,8 @@ impl Texture2d {
         let (mip, layer) = (index % mips, index / mips);
         let texel = (format.bytes_per_pixel() as u64).checked_mul(u64::from(self.samples))?;
         let level = |m: u32| -> Option<(u32, u32, u64)> {
-            let (w, h) = ((self.width >> m).max(1), (self.height >> m).max(1));
+            let shrink = |x: u32| x.checked_shr(m).unwrap_or(0).max(1);
+            let (w, h) = (shrink(self.width), shrink(self.height));
             let len = u64::from(w).checked_mul(u64::from(h))?.checked_mul(texel)?;
             Some((w, h, len))
         };
@@ -301,5 +302,55 @@ impl ObjectDesc<'_> {
     /// Whether this is a shared resource (R-T2).
     pub fn is_shared(&self) -> bool {
         matches!(self, ObjectDesc::Resource(r) if r.flags.contains(ResourceFlags::SHARED))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A texture's shape is the application's input: any one of them answers, never panics
+    /// (mip levels past 32 shift a width to nothing, sizes past 64 bits are `None`).
+    #[test]
+    fn r_e1_any_texture_shape_answers_without_panicking() {
+        for (width, height, mips, layers, samples) in [
+            (1, 1, 255, 1, 1),
+            (u32::MAX, u32::MAX, 1, u16::MAX, u8::MAX),
+            (7, 3, 40, 2, 1),
+            (0, 0, 0, 0, 0),
+        ] {
+            let texture = Texture2d {
+                width,
+                height,
+                array_size: layers,
+                mip_levels: mips,
+                samples,
+                format: 87,
+            };
+            for index in [0, 1, 39, 200, u32::MAX] {
+                let _ = texture.subresource(index);
+            }
+            let _ = texture.byte_size();
+            let _ = texture.is_well_formed(u64::MAX);
+        }
+        let small = Texture2d {
+            width: 7,
+            height: 3,
+            array_size: 2,
+            mip_levels: 3,
+            samples: 1,
+            format: 87,
+        };
+        // 7x3, 3x1, 1x1 per layer, 4 bytes a pixel.
+        assert_eq!(small.byte_size(), Some(2 * 4 * (21 + 3 + 1)));
+        assert_eq!(
+            small.subresource(4),
+            Some(Subresource {
+                width: 3,
+                height: 1,
+                offset: 4 * (25 + 21),
+                len: 12
+            })
+        );
     }
 }
