@@ -1211,6 +1211,22 @@ impl Harness {
             .expect("soft objects have kernel memory")
     }
 
+    /// Creates a resource and adds it to the model, zeroed; its index.
+    fn create_resource(&mut self, desc: ResourceDesc) -> usize {
+        let handle = self.device.create_resource(desc).expect("resource create");
+        let alloc = self.allocation_of(handle);
+        self.m.res.push(MRes {
+            handle,
+            alloc,
+            bytes: vec![0; desc.byte_size as usize],
+            destroyed: false,
+            freed: false,
+        });
+        let r = self.m.res.len() - 1;
+        self.m.index_alloc(Key::R(r));
+        r
+    }
+
     fn step(&mut self, step: &Step) {
         match *step {
             Step::Create(New::Resource { size }) => {
@@ -1218,21 +1234,11 @@ impl Harness {
                     return;
                 }
                 let size = 1 + usize::from(size) % MAX_RESOURCE_BYTES;
-                let desc = ResourceDesc {
+                self.create_resource(ResourceDesc {
                     byte_size: size as u64,
                     usage: crate::Usage::Dynamic, // Map(DISCARD) applies to every resource here
                     ..ResourceDesc::default()
-                };
-                let handle = self.device.create_resource(desc).expect("resource create");
-                let alloc = self.allocation_of(handle);
-                self.m.res.push(MRes {
-                    handle,
-                    alloc,
-                    bytes: vec![0; size],
-                    destroyed: false,
-                    freed: false,
                 });
-                self.m.index_alloc(Key::R(self.m.res.len() - 1));
             }
             Step::Create(New::View {
                 resource,
@@ -1959,26 +1965,13 @@ impl Harness {
                 samples: 1,
                 format: format.to_dxgi(),
             };
-            let size = texture.byte_size().expect("a small texture");
-            let desc = ResourceDesc {
-                byte_size: size,
+            self.create_resource(ResourceDesc {
+                byte_size: texture.byte_size().expect("a small texture"),
                 bind: BindFlags::PRESENT | BindFlags::RENDER_TARGET,
                 usage: crate::Usage::Dynamic,
                 texture: Some(texture),
                 ..ResourceDesc::default()
-            };
-            let handle = self.device.create_resource(desc).expect("resource create");
-            let alloc = self.allocation_of(handle);
-            self.m.res.push(MRes {
-                handle,
-                alloc,
-                bytes: vec![0; size as usize],
-                destroyed: false,
-                freed: false,
-            });
-            let r = self.m.res.len() - 1;
-            self.m.index_alloc(Key::R(r));
-            r
+            })
         });
         self.swap = Some(made);
         self.swap
