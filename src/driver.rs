@@ -372,7 +372,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// buffer once this returns `Ok`. It copies the whole source rectangle into the
     /// destination rectangle, resolving, converting, stretching and rotating as `plan` says,
     /// writing each destination pixel once and never resolving into the destination first
-    /// (`dxgi::reference::blt` is the CPU reference). Default: [`Error::Unsupported`].
+    /// (`dxgi::reference::blt` is the CPU reference). Default: [`crate::Error::Unsupported`].
     fn blt(
         &self,
         imm: &mut Self::Immediate,
