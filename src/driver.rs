@@ -369,18 +369,19 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// BltDXGI (R-X6, R-X7), on the immediate context's thread, after the engine checked
     /// every restriction of R-X7 into `plan`; `src` and `dst` are stamped with the open
-    /// buffer once this returns `Ok`. It copies the whole source rectangle into the
+    /// buffer ([`Resolver::buffer`], the buffer this Blt goes into) once this returns `Ok`. It copies the whole source rectangle into the
     /// destination rectangle, resolving, converting, stretching and rotating as `plan` says,
     /// writing each destination pixel once and never resolving into the destination first
     /// (`dxgi::reference::blt` is the CPU reference). Default: [`crate::Error::Unsupported`].
     fn blt(
         &self,
         imm: &mut Self::Immediate,
+        objects: &Resolver<'_, Self>,
         src: ObjectView<'_, Self>,
         dst: ObjectView<'_, Self>,
         plan: &BltPlan,
     ) -> Result<()> {
-        let _ = (imm, src, dst, plan);
+        let _ = (imm, objects, src, dst, plan);
         Err(crate::Error::Unsupported)
     }
 

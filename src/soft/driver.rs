@@ -894,11 +894,12 @@ impl Driver for SoftDriver {
     fn blt(
         &self,
         imm: &mut (),
+        objects: &Resolver<'_, Self>,
         src: ObjectView<'_, Self>,
         dst: ObjectView<'_, Self>,
         plan: &BltPlan,
     ) -> Result<()> {
-        self.blt_for(imm, src, dst, plan)
+        self.blt_for(imm, objects, src, dst, plan)
     }
 }
 
@@ -1039,11 +1040,13 @@ impl Wrappable for SoftDriver {
     fn blt_for<W: SameTypes<Self>>(
         &self,
         _imm: &mut (),
+        objects: &Resolver<'_, W>,
         src: ObjectView<'_, W>,
         dst: ObjectView<'_, W>,
         plan: &BltPlan,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        note_buffer(&mut s, objects.buffer());
         let surface = |view: ObjectView<'_, W>, place, format, samples| -> Result<Surface> {
             Ok(Surface {
                 allocation: view.allocation().ok_or(AppError::InvalidState)?,

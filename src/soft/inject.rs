@@ -317,11 +317,12 @@ pub trait Wrappable: Driver {
     fn blt_for<W: SameTypes<Self>>(
         &self,
         imm: &mut Self::Immediate,
+        objects: &Resolver<'_, W>,
         src: ObjectView<'_, W>,
         dst: ObjectView<'_, W>,
         plan: &BltPlan,
     ) -> Result<()> {
-        let _ = (imm, src, dst, plan);
+        let _ = (imm, objects, src, dst, plan);
         Err(Error::Unsupported)
     }
 
@@ -559,12 +560,13 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
     fn blt(
         &self,
         imm: &mut Self::Immediate,
+        objects: &Resolver<'_, Self>,
         src: ObjectView<'_, Self>,
         dst: ObjectView<'_, Self>,
         plan: &BltPlan,
     ) -> Result<()> {
         self.plan.tick("blt", true)?;
-        self.inner.blt_for(imm, src, dst, plan)
+        self.inner.blt_for(imm, objects, src, dst, plan)
     }
 
     fn rotate_identities(&self, imm: &mut Self::Immediate, ic: &mut [&mut Self::IcData]) {

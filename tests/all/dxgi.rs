@@ -635,7 +635,19 @@ fn r_x6_blt_writes_what_the_reference_computes() {
         2 * H,
     );
     let pattern: Vec<u8> = (0..W * H * 4).map(|i| (i * 37 % 251) as u8).collect();
+    // A refused operation first: the Blt's hook is told the buffer it runs in, which is
+    // the one its submit carries (the soft kernel checks it).
+    let refused = SoftCommand::CopyRegion {
+        dst: src,
+        dst_offset: 1 << 40,
+        src,
+        src_offset: 0,
+        len: 1,
+    };
     ic.update(src, 0, &pattern).unwrap();
+    ic.flush().unwrap();
+    assert!(ic.command(&refused).is_err());
+    ic.flush().unwrap(); // nothing to submit: the next buffer gets the next number
     let args = BltArgs {
         dst_rect: Rect::whole(2 * W, 2 * H),
         flags: BltFlags::CONVERT | BltFlags::STRETCH,

@@ -384,8 +384,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             };
             let caps = ic.device.shared.driver().blt_caps();
             let plan = validate_blt(args.src == args.dst, side(src), side(dst), args, caps)?;
-            ic.run_hook(guard, &[src, dst], None, |driver, imm, _| {
-                driver.blt(imm, src, dst, &plan)
+            ic.run_hook(guard, &[src, dst], None, |driver, imm, objects| {
+                driver.blt(imm, objects, src, dst, &plan)
             })
         })
     }
