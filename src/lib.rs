@@ -4,7 +4,9 @@
 //! and translation layers to embed. The crate records commands on deferred contexts, turns
 //! them into command lists, replays them on the immediate context, and keeps the protocol's
 //! bookkeeping: context-local handles, their CLS-size bucket allocator, small-command-list
-//! recycling and deferred destruction on the submission clock. It calls a [`Driver`] at the
+//! recycling and deferred destruction on the submission clock; and the DXGI base functions
+//! (present, gamma caps, display mode, priority, residency, identity rotation, Blt) with a CPU
+//! reference Blt. It calls a [`Driver`] at the
 //! DDI points and a [`Kernel`] for memory, submission and fences, statically dispatched.
 //!
 //! Rule ids (`R-D2`, `R-R7`, ...) refer to the numbered protocol the crate implements, in the
@@ -16,6 +18,8 @@
 //!   lists and really destroys objects (R-T1, R-D1).
 //! - [`DeferredContext`]: `Send`, not `Sync`; one thread at a time records on it.
 //! - [`CommandList`]: `Send + Sync`; executed on the immediate context, dropped anywhere.
+//! - The DXGI functions are the immediate context's (R-F1); [`Device::frame_stats`] reads
+//!   what the last present published, from any thread, without locks.
 //!
 //! # What is here
 //! - The engine: [`Device`] (with [`DeviceConfig`]), [`ImmediateContext`],
@@ -31,6 +35,7 @@
 //!   ([`BindPoint`], [`BindClass`], [`Stage`]), [`ThreadingCaps`], and errors ([`Error`],
 //!   [`AppError`], [`Result`]).
 //! - The CLS-size bucket allocator, usable on its own: [`bucket`].
+//! - The DXGI base functions' vocabulary, Blt's checks and the CPU reference Blt: [`dxgi`].
 //! - The software reference driver and kernel: `soft` (feature `soft`).
 //!
 //! How the source is laid out and who may call what from which thread: `ARCHITECTURE.md`.
