@@ -8,6 +8,7 @@ use std::time::Instant;
 use crossbeam_epoch::Guard;
 
 use super::ImmediateContext;
+use crate::context::device::DeviceShared;
 use crate::desc::Usage;
 use crate::driver::{Command, Driver, Op};
 use crate::dxgi::{
@@ -17,7 +18,7 @@ use crate::dxgi::{
 use crate::error::{AppError, Result};
 use crate::handle::{Handle, Resource};
 use crate::kernel::{AllocationHandle, Kernel};
-use crate::registry::{Entry, ObjectView};
+use crate::registry::{Entry, IcToken, ObjectView};
 
 /// What the DXGI entry points keep between calls, so that a steady frame's residency query
 /// allocates nothing.
@@ -331,17 +332,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         objects: &[ObjectView<'_, D>],
         command: Option<&D::Command>,
     ) -> Result<()> {
+        let s = &*self.device.shared;
+        let (token, imm) = (&mut self.token, &mut self.imm);
         for view in objects {
-            self.refresh_view(guard, *view)?;
+            Self::refresh_view(s, token, imm, guard, *view)?;
         }
         if let Some(command) = command {
-            let shared = Arc::clone(&self.device.shared);
-            let registry = shared.registry();
             let mut result = Ok(());
             command.for_each_object(&mut |handle| {
                 if result.is_ok() {
-                    if let Ok(view) = registry.held(handle, guard) {
-                        result = self.refresh_view(guard, view);
+                    if let Ok(view) = s.registry().held(handle, guard) {
+                        result = Self::refresh_view(s, token, imm, guard, view);
                     }
                 }
             });
@@ -350,18 +351,25 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Refreshes one view if its resource's identity moved on (R-X5).
-    pub(super) fn refresh_view(&mut self, guard: &Guard, view: ObjectView<'_, D>) -> Result<()> {
+    /// Refreshes one view if its resource's identity moved on (R-X5). Over the context's
+    /// parts rather than `&mut self`, so that a walk of a command's objects borrows them
+    /// without taking a reference on the device.
+    pub(super) fn refresh_view(
+        s: &DeviceShared<D, K>,
+        token: &mut IcToken,
+        imm: &mut D::Immediate,
+        guard: &Guard,
+        view: ObjectView<'_, D>,
+    ) -> Result<()> {
         let Some(dependency) = view.dependency() else {
             return Ok(());
         };
-        let s = &*self.device.shared;
         let resource = s.registry().held(dependency, guard)?;
-        let identity = resource.entry().ic_side(&mut self.token).identity;
-        let side = view.entry().ic_side(&mut self.token);
+        let identity = resource.entry().ic_side(token).identity;
+        let side = view.entry().ic_side(token);
         if side.identity != identity {
             s.driver()
-                .refresh_view(&mut self.imm, view, &mut side.data, resource)?;
+                .refresh_view(imm, view, &mut side.data, resource)?;
             side.identity = identity;
         }
         Ok(())
