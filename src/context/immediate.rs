@@ -726,11 +726,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// went by without it while the context was active (R-A1: never starved for a frame).
     pub fn end_frame(&mut self) -> Result<()> {
         self.entry(|ic| {
-            if ic.amortizer.end_frame(Instant::now()) {
-                ic.perform_amortized_processing();
-            }
+            ic.frame_boundary();
             Ok(())
         })
+    }
+
+    /// The Present point's part of amortised processing (R-A1): `end_frame`'s, and each
+    /// present's.
+    fn frame_boundary(&mut self) {
+        if self.amortizer.end_frame(Instant::now()) {
+            self.perform_amortized_processing();
+        }
     }
 
     /// How many times this context performed amortised processing.

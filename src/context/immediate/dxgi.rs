@@ -3,7 +3,6 @@
 //! thread, through its entry frame (refused once the device is gone, failures reported).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use crossbeam_epoch::Guard;
 
@@ -94,9 +93,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let status = shared
                 .kernel()
                 .present(&PresentCallback::new(args, src, dst))?;
-            if ic.amortizer.end_frame(Instant::now()) {
-                ic.perform_amortized_processing();
-            }
+            ic.frame_boundary();
             ic.publish_frame_stats(src);
             Ok(status)
         })
