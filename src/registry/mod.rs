@@ -185,11 +185,8 @@ impl<D: Driver> Entry<D> {
 
     /// Gives the object another of the device's allocations (R-X5's rotation), on the
     /// immediate context only (the token).
-    pub(crate) fn set_allocation(
-        &self,
-        _token: &mut IcToken,
-        allocation: Option<AllocationHandle>,
-    ) {
+    pub(crate) fn set_allocation(&self, token: &mut IcToken, allocation: Option<AllocationHandle>) {
+        assert_eq!(token.tag, self.device, "an IC token of another device");
         self.allocation.set(allocation);
     }
 
