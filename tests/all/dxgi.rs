@@ -30,11 +30,17 @@ fn device() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     soft::device(soft, DeviceConfig::default()).unwrap()
 }
 
-/// A `W`×`H` B8G8R8A8 texture with these bind flags.
-fn texture_desc(bind: BindFlags, format: DisplayFormat, samples: u8) -> ResourceDesc {
+/// A `width`×`height` one-level texture in `format`, with these bind flags and samples.
+fn shaped(
+    width: u32,
+    height: u32,
+    bind: BindFlags,
+    format: DisplayFormat,
+    samples: u8,
+) -> ResourceDesc {
     let texture = Texture2d {
-        width: W,
-        height: H,
+        width,
+        height,
         array_size: 1,
         mip_levels: 1,
         samples,
@@ -48,7 +54,12 @@ fn texture_desc(bind: BindFlags, format: DisplayFormat, samples: u8) -> Resource
     }
 }
 
-/// A back buffer: presentable, a render target.
+/// A `W`×`H` texture description.
+fn texture_desc(bind: BindFlags, format: DisplayFormat, samples: u8) -> ResourceDesc {
+    shaped(W, H, bind, format, samples)
+}
+
+/// A single-sampled `w`×`h` texture.
 fn texture(
     device: &SoftDevice,
     bind: BindFlags,
@@ -56,23 +67,12 @@ fn texture(
     w: u32,
     h: u32,
 ) -> Handle<Resource> {
-    let texture = Texture2d {
-        width: w,
-        height: h,
-        array_size: 1,
-        mip_levels: 1,
-        samples: 1,
-        format: format.to_dxgi(),
-    };
-    let desc = ResourceDesc {
-        byte_size: texture.byte_size().unwrap(),
-        bind,
-        texture: Some(texture),
-        ..Default::default()
-    };
-    device.create_resource(desc).unwrap()
+    device
+        .create_resource(shaped(w, h, bind, format, 1))
+        .unwrap()
 }
 
+/// A back buffer: presentable, a render target.
 fn back_buffer(device: &SoftDevice) -> Handle<Resource> {
     let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
     let desc = texture_desc(bind, DisplayFormat::B8G8R8A8Unorm, 1);
