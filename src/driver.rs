@@ -241,6 +241,24 @@ pub trait Driver: Send + Sync + Sized + 'static {
         Ok(())
     }
 
+    /// CommandListExecute on a deferred context (R-C3), on that context's thread: the
+    /// context records the execution of a finished list. `list` is that list's
+    /// context-local command-list handle (CalcDeferredContextHandleSize(COMMANDLIST) bytes,
+    /// R-R2); `state` still answers the context's bindings, and from the context's next call
+    /// on nothing is bound. The engine keeps the list alive and executable while the
+    /// recording, or a list finished from it, can still run. On the immediate context the
+    /// list replays in place: [`Driver::execute_command_list`] with its private memory, its
+    /// operations, then [`Op::ClearState`].
+    fn execute_command_list_deferred(
+        &self,
+        dc: &mut Self::Deferred,
+        list: &[u8],
+        state: StateView<'_>,
+    ) -> Result<()> {
+        let _ = (dc, list, state);
+        Ok(())
+    }
+
     /// Creates the driver's state of a deferred context (CreateDeferredContext): on the
     /// thread creating the context, and again on the context's own thread when Finish or
     /// Abandon renews its state without recycling it (recycling off, or

@@ -11,11 +11,20 @@ use crate::kernel::Kernel;
 use crate::lists::list_clock::ListStamp;
 use crate::lists::record::Recording;
 use crate::lists::recycle::{DropStack, Node};
+use crate::lists::shared::{Owners, Shareable, Shared};
 use crate::registry::HeldEntry;
 
+/// A recording of a deferred context of this device, with the owners of the lists it
+/// executes.
+pub(crate) type ListRecording<D, K> = Recording<<D as Driver>::Command, SharedList<D, K>>;
+
+/// One owner of a command list: the application's [`CommandList`], or an outer list that
+/// executes it.
+pub(crate) type SharedList<D, K> = Shared<ListData<D, K>>;
+
 /// What a command list is made of; recycled with its node.
-pub(crate) struct ListBody<D: Driver> {
-    pub(crate) rec: Box<CachePadded<Recording<D::Command>>>,
+pub(crate) struct ListBody<D: Driver, K: Kernel> {
+    pub(crate) rec: Box<CachePadded<ListRecording<D, K>>>,
     /// Objects the list holds (R-H2: their immediate-context handles outlive it).
     pub(crate) held: Vec<HeldEntry<D>>,
     /// The immediate-context command-list handle's memory (R-R2).
@@ -24,7 +33,7 @@ pub(crate) struct ListBody<D: Driver> {
     pub(crate) local: Box<[u8]>,
 }
 
-impl<D: Driver> ListBody<D> {
+impl<D: Driver, K: Kernel> ListBody<D, K> {
     pub(crate) fn memory(&mut self) -> ListMemory<'_> {
         ListMemory {
             private: &mut self.private,
@@ -33,7 +42,7 @@ impl<D: Driver> ListBody<D> {
     }
 
     /// Memory the body keeps, with the node that carries it.
-    pub(crate) fn retained_bytes<K: Kernel>(&self) -> usize {
+    pub(crate) fn retained_bytes(&self) -> usize {
         core::mem::size_of::<ListNode<D, K>>()
             + self.rec.retained_bytes()
             + self.held.capacity() * core::mem::size_of::<HeldEntry<D>>()
@@ -47,6 +56,7 @@ impl<D: Driver> ListBody<D> {
         shrink_vec(&mut self.held, watermark.objects);
         shrink_vec(&mut self.rec.maps, watermark.maps);
         shrink_vec(&mut self.rec.queries, watermark.queries);
+        shrink_vec(&mut self.rec.lists, watermark.lists);
         if self.rec.payloads.allocated_bytes() > 2 * watermark.payload_bytes + 1024 {
             self.rec.payloads = Default::default();
         }
@@ -68,15 +78,17 @@ pub(crate) struct Watermark {
     pub(crate) objects: usize,
     pub(crate) maps: usize,
     pub(crate) queries: usize,
+    pub(crate) lists: usize,
     pub(crate) payload_bytes: usize,
 }
 
 impl Watermark {
-    pub(crate) fn note<D: Driver>(&mut self, body: &ListBody<D>) {
+    pub(crate) fn note<D: Driver, K: Kernel>(&mut self, body: &ListBody<D, K>) {
         self.operations = self.operations.max(body.rec.ops.len());
         self.objects = self.objects.max(body.held.len());
         self.maps = self.maps.max(body.rec.maps.len());
         self.queries = self.queries.max(body.rec.queries.len());
+        self.lists = self.lists.max(body.rec.lists.len());
         self.payload_bytes = self.payload_bytes.max(body.rec.payload_bytes);
     }
 }
@@ -93,9 +105,12 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     /// Padded: written by whichever thread drops a list, so two contexts' homes must not
     /// share a cache line.
     pub(crate) home: Arc<CachePadded<Home<D, K>>>,
-    pub(crate) body: ListBody<D>,
-    /// The immediate context's buffer that last executed the list.
+    pub(crate) body: ListBody<D, K>,
+    /// The immediate context's buffer that last executed the list, directly or nested in
+    /// another list.
     pub(crate) stamp: ListStamp,
+    /// The application's [`CommandList`] and the outer lists that execute this one.
+    pub(crate) owners: Owners,
     /// Where the driver's side of the list is (R-R4, R-R5).
     pub(crate) state: ListState,
 }
@@ -150,15 +165,61 @@ pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
 }
 
 /// Ends a list that never became a [`CommandList`] (a Finish that failed or unwound after
-/// making it): the holds it took are released, then the list is ended for good.
+/// making it): the holds it took and the lists it executes are released, then the list is
+/// ended for good.
 pub(crate) fn end_unfinished<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     release_holds(&mut node.value);
+    node.value.body.rec.lists.clear();
     release(node);
 }
 
 /// Releases what a list holds (no hook runs, no lookup, no pin).
 fn release_holds<D: Driver, K: Kernel>(data: &mut ListData<D, K>) {
     data.body.held.drain(..).for_each(HeldEntry::release);
+}
+
+impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
+    fn owners(&self) -> &Owners {
+        &self.owners
+    }
+
+    /// Nothing can execute the list any more: it ends, and so does every list it executes
+    /// whose last owner it was, one after the other (a chain of nested lists of any depth
+    /// ends without recursion).
+    fn last_owner_gone(node: Box<ListNode<D, K>>) {
+        let mut executed: Vec<SharedList<D, K>> = Vec::new();
+        let mut next = Some(node);
+        while let Some(mut node) = next.take() {
+            // Moved out (the list's vector keeps its capacity for its next life).
+            executed.append(&mut node.value.body.rec.lists);
+            end_unexecutable(node);
+            while let Some(owner) = executed.pop() {
+                if let Some(node) = owner.release() {
+                    next = Some(node);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The end of a list nobody can execute any more (R-R4): its holds are released; while its
+/// context lives and the device recycles, RecycleDestroyCommandList and the list goes to its
+/// context's inbox; otherwise it ends for good.
+fn end_unexecutable<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
+    release_holds(&mut node.value);
+    if !node.value.device.shared.recycles() || node.value.home.destroyed.is_closed() {
+        release(node);
+        return;
+    }
+    // Light-destroyed from the hook on: if it panics, the list still goes to its
+    // context, which recycles it or ends it with DestroyCommandList (R-R4).
+    node.value.state = ListState::RecycleDestroyed;
+    let mut node = scopeguard::guard_on_unwind(node, send_home);
+    let data = &mut node.value;
+    let driver = data.device.shared.driver();
+    driver.recycle_destroy_command_list(data.body.memory());
+    send_home(ScopeGuard::into_inner(node));
 }
 
 /// [`release`] without the clock check (the caller knows the memory is not read).
@@ -239,7 +300,8 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct CommandList<D: Driver, K: Kernel> {
-    node: Option<Box<ListNode<D, K>>>,
+    /// The application's owner of the list; outer lists that execute it own it too.
+    list: SharedList<D, K>,
 }
 
 /// What a command list holds, for diagnostics and memory accounting.
@@ -258,15 +320,18 @@ pub struct ListStats {
 
 impl<D: Driver, K: Kernel> CommandList<D, K> {
     pub(crate) fn new(node: Box<ListNode<D, K>>) -> Self {
-        CommandList { node: Some(node) }
+        CommandList {
+            list: Shared::new(node),
+        }
     }
 
     pub(crate) fn data(&self) -> &ListData<D, K> {
-        &self
-            .node
-            .as_ref()
-            .expect("a list has its node until dropped")
-            .value
+        self.list.get()
+    }
+
+    /// Another owner of the list, for an outer list that executes it.
+    pub(crate) fn share(&self) -> SharedList<D, K> {
+        self.list.share()
     }
 
     /// What the list holds.
@@ -276,39 +341,13 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
             operations: b.rec.ops.len(),
             objects: b.held.len(),
             payload_bytes: b.rec.payload_bytes,
-            retained_bytes: b.retained_bytes::<K>(),
+            retained_bytes: b.retained_bytes(),
         }
     }
 
     /// The device the list belongs to.
     pub fn device(&self) -> &Device<D, K> {
         &self.data().device
-    }
-
-    /// Stamps the list with the immediate context's buffer executing it.
-    pub(crate) fn executed_in(&self, buffer: u64) {
-        self.data().stamp.executed_in(buffer);
-    }
-}
-
-impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
-    fn drop(&mut self) {
-        let Some(mut node) = self.node.take() else {
-            return;
-        };
-        release_holds(&mut node.value);
-        if !node.value.device.shared.recycles() || node.value.home.destroyed.is_closed() {
-            release(node);
-            return;
-        }
-        // Light-destroyed from the hook on: if it panics, the list still goes to its
-        // context, which recycles it or ends it with DestroyCommandList (R-R4).
-        node.value.state = ListState::RecycleDestroyed;
-        let mut node = scopeguard::guard_on_unwind(node, send_home);
-        let data = &mut node.value;
-        let driver = data.device.shared.driver();
-        driver.recycle_destroy_command_list(data.body.memory());
-        send_home(ScopeGuard::into_inner(node));
     }
 }
 

@@ -12,13 +12,13 @@ use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
 use crate::context::command_list::{
-    end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListState,
+    end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListRecording, ListState,
 };
 use crate::context::device::Device;
 use crate::context::list_pool::ListPool;
 use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::driver::{Command, Driver, ListMemory};
-use crate::error::{Error, Result};
+use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
@@ -128,7 +128,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// Boxed, so that Finish hands it to the list by swapping pointers; padded, so that two
     /// contexts' recordings, allocated one after the other, never share a cache line while
     /// two threads record.
-    rec: Box<CachePadded<Recording<D::Command>>>,
+    rec: Box<CachePadded<ListRecording<D, K>>>,
     bindings: Bindings,
     /// Resources mapped and not yet unmapped, with their payload, and queries begun and not
     /// yet ended (R-C4).
@@ -459,6 +459,56 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(())
     }
 
+    /// CommandListExecute on this context (R-C3): records the execution of `list`, a finished
+    /// list of this device (of any of its deferred contexts, this one's earlier lists
+    /// included). The driver hears of it now, on this thread
+    /// ([`Driver::execute_command_list_deferred`]), with the state-refresh queries still
+    /// answering this context's bindings; from the next call on, nothing is bound, and the
+    /// recording carries that clear-state: executed on the immediate context, the list's
+    /// operations replay in place, followed by a clear-state.
+    ///
+    /// The recording holds `list` (one operation and one owner, whatever the list's size): it
+    /// stays executable, its objects alive and its memory unrecycled while a list that
+    /// executes it can still run, even after the application dropped it.
+    ///
+    /// Checked first (R-C4, R-R8): the list belongs to this device; neither it nor a list
+    /// it executes recorded a Map of a resource mapped on this context, or begins or ends a
+    /// query begun on this context.
+    pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        self.record(|dc| {
+            if !Arc::ptr_eq(&list.device().shared, &dc.device.shared) {
+                return Err(AppError::CommandListNotExecutable.into());
+            }
+            dc.reserve_op()?;
+            let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
+            let inner = &list.data().body.rec;
+            dc.open.check_list(&inner.maps, &inner.queries)?;
+            let s = &*dc.device.shared;
+            let driver_dc = dc.dc.as_mut().ok_or(Error::OutOfMemory)?;
+            s.driver().execute_command_list_deferred(
+                driver_dc,
+                &list.data().body.local,
+                StateView::of(&dc.bindings),
+            )?;
+            dc.rec.lists.push(list.share());
+            dc.push_op(Recorded::ExecuteList(index));
+            // Its maps and queries become this recording's too (R-C4 at every depth).
+            for &resource in &inner.maps {
+                if !dc.rec.maps.contains(&resource) {
+                    dc.rec.maps.push(resource);
+                }
+            }
+            for &query in &inner.queries {
+                if !dc.rec.queries.contains(&query) {
+                    dc.rec.queries.push(query);
+                }
+            }
+            // R-C3: from the next call on, the state-refresh queries answer nothing bound.
+            dc.bindings.clear();
+            Ok(())
+        })
+    }
+
     /// Map(DISCARD) of a dynamic resource (any other is an application error): the
     /// resource's new contents, zeroed, to write until
     /// [`DeferredContext::unmap`]. The bytes live in the recording's arena and replay with
@@ -669,6 +719,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 local,
             },
             stamp: ListStamp::default(),
+            owners: Default::default(),
             state: ListState::Live,
         });
         self.stats.created += 1;

@@ -10,8 +10,9 @@ use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::context::amortize::Amortizer;
-use crate::context::command_list::{free_now, CommandList, ListBody, ListNode};
+use crate::context::command_list::{free_now, CommandList, ListNode};
 use crate::context::device::{Device, DeviceShared};
+use crate::context::list_walk::{ListWalk, ReplayStep};
 use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::desc::{ObjectDesc, ResourceDesc};
 use crate::driver::{Command, Driver, Op};
@@ -99,6 +100,8 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Scratch of the DXGI entry points (residency queries, rotations): kept, so that a
     /// steady frame allocates nothing.
     dxgi_scratch: dxgi::Scratch,
+    /// The stack of walks through nested lists (kept: no allocation in steady state).
+    walk: ListWalk<D, K>,
     life: Life,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -129,6 +132,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             lists_in_flight: Vec::new(),
             rotations: 0,
             dxgi_scratch: dxgi::Scratch::default(),
+            walk: ListWalk::default(),
             life: Life::Open,
             _not_sync: PhantomData,
         }
@@ -485,29 +489,32 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// CommandListExecute (R-C3): replays the list's operations through the driver, then
     /// clears this context's state as at device creation. During the call, state-refresh
     /// queries answer the bindings from before it; afterwards, nothing is bound. A list may
-    /// be executed any number of times.
+    /// be executed any number of times. The lists it executes (recorded with
+    /// [`crate::DeferredContext::execute_command_list`]) replay in place, each followed by the
+    /// clear-state its execute recorded, at any depth.
     ///
     /// Checked first, changing nothing when they fail (R-C4, R-R8): the list belongs to this
-    /// device; it recorded no Map of a resource this context has mapped; it begins or ends
-    /// no query this context began.
+    /// device; neither it nor a list it executes recorded a Map of a resource this context
+    /// has mapped, or begins or ends a query this context began.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.entry(|ic| {
             if !Arc::ptr_eq(&list.device().shared, &ic.device.shared) {
                 return Err(AppError::CommandListNotExecutable.into());
             }
-            let body = &list.data().body;
-            ic.open.check_list(&body.rec.maps, &body.rec.queries)?;
+            let root = list.data();
+            ic.open
+                .check_list(&root.body.rec.maps, &root.body.rec.queries)?;
             let s = &*ic.device.shared;
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            for held in &body.held {
-                Self::reference(
-                    &mut ic.buffer,
-                    &mut ic.token,
-                    s.registry(),
-                    guard,
-                    held.view(),
-                );
-            }
+            // Every list replayed references its objects in this buffer and waits for it.
+            let (buffer, token) = (&mut ic.buffer, &mut ic.token);
+            ic.walk.each(root, |l| {
+                for held in &l.body.held {
+                    Self::reference(buffer, token, s.registry(), guard, held.view());
+                }
+                l.stamp.executed_in(buffer.number);
+                Ok::<(), Error>(())
+            })?;
             let resolver = Resolver::new(
                 s.registry(),
                 guard,
@@ -515,20 +522,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 true,
                 ic.buffer.number,
             );
-            list.executed_in(ic.buffer.number);
             // The execute is in the buffer from here on (also if a hook below fails or panics):
-            // the buffer is submitted, and the list's memory waits for it.
+            // the buffer is submitted, and the lists' memory waits for it.
             ic.buffer.operations += 1;
-            s.driver()
-                .execute_command_list(&mut ic.imm, &body.private, &resolver)?;
-            let result = Self::replay(
-                s.driver(),
-                &mut ic.imm,
-                &resolver,
-                body,
-                &mut ic.buffer,
-                &mut ic.token,
-            );
+            let (imm, buffer, token) = (&mut ic.imm, &mut ic.buffer, &mut ic.token);
+            let result = ic.walk.replay(root, |step| {
+                Self::replay(s.driver(), imm, &resolver, buffer, token, step)
+            });
             // Clear-state after the list, whatever happened in it (R-C3).
             let cleared = s.driver().execute(&mut ic.imm, &resolver, Op::ClearState);
             ic.unbind_all(guard);
@@ -536,52 +536,64 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         })
     }
 
-    /// Replays a list's operations (objects resolved through the list's holds).
+    /// One step of a list's replay (objects resolved through the lists' holds).
     fn replay(
         driver: &D,
         imm: &mut D::Immediate,
         resolver: &Resolver<'_, D>,
-        body: &ListBody<D>,
         buffer: &mut OpenBuffer,
         token: &mut IcToken,
+        step: ReplayStep<'_, D, K>,
     ) -> Result<()> {
-        for recorded in &body.rec.ops {
-            let op = match recorded {
-                Recorded::Command(command) => Op::Command(command),
-                Recorded::Update {
-                    resource,
-                    offset,
-                    payload,
-                } => Op::Update {
-                    resource: resolver.get(*resource)?,
-                    offset: *offset,
-                    // SAFETY: the payload was allocated in this list's arena, which is only
-                    // reset when the list is recycled or dropped, never while `&list` is
-                    // borrowed here.
-                    data: unsafe { body.rec.payloads.bytes(*payload) },
+        let (list, recorded) = match step {
+            ReplayStep::Enter(list) => {
+                return driver.execute_command_list(imm, &list.body.private, resolver);
+            }
+            ReplayStep::LeaveNested => {
+                driver.execute(imm, resolver, Op::ClearState)?;
+                buffer.operations += 1;
+                return Ok(());
+            }
+            ReplayStep::Op(list, recorded) => (list, recorded),
+        };
+        let payloads = &list.body.rec.payloads;
+        let op = match recorded {
+            Recorded::Command(command) => Op::Command(command),
+            Recorded::Update {
+                resource,
+                offset,
+                payload,
+            } => Op::Update {
+                resource: resolver.get(*resource)?,
+                offset: *offset,
+                // SAFETY: the payload was allocated in this list's arena, which is only
+                // reset when the list is recycled or dropped, never while a list that
+                // executes it is borrowed here.
+                data: unsafe { payloads.bytes(*payload) },
+            },
+            Recorded::WriteDiscard { resource, payload } => Op::WriteDiscard {
+                resource: resolver.get(*resource)?,
+                // SAFETY: as above.
+                data: unsafe { payloads.bytes(*payload) },
+            },
+            Recorded::Bind { point, object } => Op::Bind {
+                point: *point,
+                object: match object {
+                    Some(h) => Some(resolver.get(*h)?),
+                    None => None,
                 },
-                Recorded::WriteDiscard { resource, payload } => Op::WriteDiscard {
-                    resource: resolver.get(*resource)?,
-                    // SAFETY: as above.
-                    data: unsafe { body.rec.payloads.bytes(*payload) },
-                },
-                Recorded::Bind { point, object } => Op::Bind {
-                    point: *point,
-                    object: match object {
-                        Some(h) => Some(resolver.get(*h)?),
-                        None => None,
-                    },
-                },
-                Recorded::BeginQuery(q) => Op::BeginQuery(resolver.get(*q)?),
-                Recorded::EndQuery(q) => {
-                    let view = resolver.get(*q)?;
-                    view.entry().ic_side(token).query_end = buffer.number;
-                    Op::EndQuery(view)
-                }
-            };
-            driver.execute(imm, resolver, op)?;
-            buffer.operations += 1;
-        }
+            },
+            Recorded::BeginQuery(q) => Op::BeginQuery(resolver.get(*q)?),
+            Recorded::EndQuery(q) => {
+                let view = resolver.get(*q)?;
+                view.entry().ic_side(token).query_end = buffer.number;
+                Op::EndQuery(view)
+            }
+            // The walk enters nested lists itself.
+            Recorded::ExecuteList(_) => return Ok(()),
+        };
+        driver.execute(imm, resolver, op)?;
+        buffer.operations += 1;
         Ok(())
     }
 

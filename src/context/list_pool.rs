@@ -129,7 +129,7 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
         self.cache
             .iter()
             .chain(self.waiting.iter())
-            .map(|n| n.value.body.retained_bytes::<K>())
+            .map(|n| n.value.body.retained_bytes())
             .sum()
     }
 }

@@ -6,3 +6,4 @@
 pub(crate) mod list_clock;
 pub(crate) mod record;
 pub(crate) mod recycle;
+pub(crate) mod shared;

@@ -51,6 +51,9 @@ pub(crate) enum Recorded<C> {
     },
     BeginQuery(Handle<Query>),
     EndQuery(Handle<Query>),
+    /// A finished list executed here (nested execution): the index of its owner in
+    /// [`Recording::lists`]; a clear-state follows its operations (R-C3).
+    ExecuteList(u32),
 }
 
 /// A recording's payload arena.
@@ -126,20 +129,27 @@ impl Payloads {
     }
 }
 
-/// A recording in progress or finished: operations, payloads and what R-C4 needs to know.
+/// A recording in progress or finished: operations, payloads, the lists it executes and
+/// what R-C4 needs to know. `L` owns an executed list (the deferred context's
+/// `SharedList`): the recording holds each list it executes, without a copy of its
+/// operations.
 #[derive(Debug)]
-pub(crate) struct Recording<C> {
+pub(crate) struct Recording<C, L> {
     pub(crate) ops: Vec<Recorded<C>>,
     pub(crate) payloads: Payloads,
     /// Bytes of payload recorded (what the budget counts, besides the operations).
     pub(crate) payload_bytes: usize,
-    /// Resources whose Map(DISCARD) the recording holds (R-C4).
+    /// Resources whose Map(DISCARD) the recording, or a list it executes, holds (R-C4):
+    /// each once, so that a check never walks the nested lists.
     pub(crate) maps: Vec<Handle<Resource>>,
-    /// Queries the recording begins or ends (R-C4).
+    /// Queries the recording, or a list it executes, begins or ends (R-C4), each once.
     pub(crate) queries: Vec<Handle<Query>>,
+    /// The lists the recording executes, in the order of their [`Recorded::ExecuteList`]s (a
+    /// list executed twice is here twice).
+    pub(crate) lists: Vec<L>,
 }
 
-impl<C> Default for Recording<C> {
+impl<C, L> Default for Recording<C, L> {
     fn default() -> Self {
         Recording {
             ops: Vec::new(),
@@ -147,6 +157,7 @@ impl<C> Default for Recording<C> {
             payload_bytes: 0,
             maps: Vec::new(),
             queries: Vec::new(),
+            lists: Vec::new(),
         }
     }
 }
@@ -160,7 +171,7 @@ impl<C> Default for Recording<C> {
 /// counted, and sets its budget with that in mind.
 pub const OPERATION_BYTES: usize = 64;
 
-impl<C> Recording<C> {
+impl<C, L> Recording<C, L> {
     /// Bytes the recording counts against its context's budget (R-E3): [`OPERATION_BYTES`]
     /// per operation, plus the payloads.
     pub(crate) fn bytes(&self) -> usize {
@@ -173,15 +184,17 @@ impl<C> Recording<C> {
             + self.payloads.allocated_bytes()
             + self.maps.capacity() * core::mem::size_of::<Handle<Resource>>()
             + self.queries.capacity() * core::mem::size_of::<Handle<Query>>()
+            + self.lists.capacity() * core::mem::size_of::<L>()
     }
 
-    /// Empties the recording, keeping its capacity.
+    /// Empties the recording, keeping its capacity; the lists it executed are given up.
     pub(crate) fn clear(&mut self) {
         self.ops.clear();
         self.payloads.reset();
         self.payload_bytes = 0;
         self.maps.clear();
         self.queries.clear();
+        self.lists.clear();
     }
 }
 
@@ -248,7 +261,7 @@ mod tests {
 
     #[test]
     fn recording_counts_bytes_for_the_budget() {
-        let mut rec: Recording<u8> = Recording::default();
+        let mut rec: Recording<u8, ()> = Recording::default();
         assert_eq!(rec.bytes(), 0);
         rec.ops.push(Recorded::Command(1));
         let payload = rec.payloads.copy(&[0; 40]).unwrap();

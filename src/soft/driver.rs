@@ -58,6 +58,16 @@ pub enum SoftCommand {
         /// The byte.
         value: u8,
     },
+    /// Fills what the driver's state has bound at `point` (a whole resource, or a view's
+    /// range) with one byte value, as a draw writes to the bound render target; nothing
+    /// bound, nothing written. Names no object: it sees the bindings the replay left
+    /// (R-C3's clear-state included).
+    FillBound {
+        /// The binding point.
+        point: BindPoint,
+        /// The byte.
+        value: u8,
+    },
 }
 
 impl Command for SoftCommand {
@@ -69,6 +79,7 @@ impl Command for SoftCommand {
             }
             SoftCommand::Fill { dst, .. } => visit(dst.any()),
             SoftCommand::ClearView { view, .. } => visit(view.any()),
+            SoftCommand::FillBound { .. } => {}
         }
     }
 }
@@ -401,30 +412,45 @@ impl SoftDriver {
                 )
             }
             SoftCommand::Fill { dst, value } => {
-                let d = objects.get(dst)?.allocation();
-                Self::bytes_of(state, d)?.fill(value);
-                Self::touch(state, d.expect("checked above"));
-                Ok(())
+                Self::fill(state, objects, objects.get(dst)?, value)
             }
             SoftCommand::ClearView { view, value } => {
-                let v = objects.get(view)?;
-                let (first, len) = v.object().view.ok_or(AppError::WrongType)?;
-                let allocation = objects
-                    .resource_of(v)?
-                    .allocation()
-                    .ok_or(AppError::InvalidState)?;
-                let bytes = Self::bytes_of(state, Some(allocation))?;
-                bytes
-                    .get_mut(Self::byte_range(first, len)?)
-                    .ok_or(AppError::OutOfRange)?
-                    .fill(value);
-                Self::touch(state, allocation);
-                if let Some(own) = v.allocation() {
-                    Self::touch(state, own);
-                }
-                Ok(())
+                Self::fill(state, objects, objects.get(view)?, value)
             }
+            SoftCommand::FillBound { point, value } => match state.ic_bound.get(&point) {
+                Some(&bound) => Self::fill(state, objects, objects.get(bound)?, value),
+                None => Ok(()),
+            },
         }
+    }
+
+    /// Fills a whole resource, or a view's range of its resource, with `value`.
+    fn fill<W: SameTypes<Self>>(
+        state: &mut State,
+        objects: &Resolver<'_, W>,
+        target: ObjectView<'_, W>,
+        value: u8,
+    ) -> Result<()> {
+        let Some((first, len)) = target.object().view else {
+            let d = target.allocation();
+            Self::bytes_of(state, d)?.fill(value);
+            Self::touch(state, d.expect("checked above"));
+            return Ok(());
+        };
+        let allocation = objects
+            .resource_of(target)?
+            .allocation()
+            .ok_or(AppError::InvalidState)?;
+        let bytes = Self::bytes_of(state, Some(allocation))?;
+        bytes
+            .get_mut(Self::byte_range(first, len)?)
+            .ok_or(AppError::OutOfRange)?
+            .fill(value);
+        Self::touch(state, allocation);
+        if let Some(own) = target.allocation() {
+            Self::touch(state, own);
+        }
+        Ok(())
     }
 }
 
@@ -574,6 +600,23 @@ impl Driver for SoftDriver {
         objects: &Resolver<'_, Self>,
     ) -> Result<()> {
         self.execute_command_list_for(imm, list, objects)
+    }
+
+    fn execute_command_list_deferred(
+        &self,
+        dc: &mut SoftDeferred,
+        _list: &[u8],
+        state: StateView<'_>,
+    ) -> Result<()> {
+        let mut s = self.world.lock();
+        self.world.note(
+            &mut s,
+            TraceEvent::of(Hook::ExecuteCommandListDeferred)
+                .ty(HandleType::CommandList)
+                .state(state.len())
+                .context(dc.id),
+        );
+        Ok(())
     }
 
     fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
@@ -924,6 +967,17 @@ impl Wrappable for SoftDriver {
         };
         self.world
             .note(&mut s, TraceEvent::of(Hook::Execute).object(object));
+        match &op {
+            Op::Bind { point, object } => match object {
+                Some(o) => s.ic_bound.insert(*point, o.handle()),
+                None => s.ic_bound.remove(point),
+            },
+            Op::ClearState => {
+                s.ic_bound.clear();
+                None
+            }
+            _ => None,
+        };
         match op {
             Op::Command(command) => self.run_command(&mut s, objects, command),
             Op::Update {
@@ -1019,6 +1073,8 @@ impl Wrappable for SoftDriver {
         if s.list_refs.insert(id, 0) != Some(0) {
             s.open_lists.push(id);
         }
+        // A list starts from the clear state: it inherits no binding.
+        s.ic_bound.clear();
         Ok(())
     }
 

@@ -452,6 +452,16 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
         self.inner.execute_command_list_for(imm, list, objects)
     }
 
+    fn execute_command_list_deferred(
+        &self,
+        dc: &mut Self::Deferred,
+        list: &[u8],
+        state: StateView<'_>,
+    ) -> Result<()> {
+        self.plan.tick("execute_command_list_deferred", true)?;
+        self.inner.execute_command_list_deferred(dc, list, state)
+    }
+
     fn create_deferred_context(&self, id: DeferredId) -> Result<Self::Deferred> {
         self.plan.tick("create_deferred_context", true)?;
         self.inner.create_deferred_context(id)

@@ -127,6 +127,8 @@ pub enum Hook {
     RecycleCreateDeferredContext,
     /// Driver: CommandListExecute's start.
     ExecuteCommandList,
+    /// Driver: CommandListExecute on a deferred context (recorded there).
+    ExecuteCommandListDeferred,
     /// Kernel: the present callback (R-X1).
     Present,
     /// Kernel: the set-display-mode callback (R-X2).
@@ -273,6 +275,10 @@ pub(crate) struct State {
     pub(crate) list_refs: HashMap<u64, u64>,
     /// Lists executed in the open buffer.
     pub(crate) open_lists: Vec<u64>,
+    /// What the immediate context's driver state has bound: set by binds, emptied by
+    /// clear-state and at the start of each list's execute (a list inherits nothing).
+    pub(crate) ic_bound:
+        std::collections::BTreeMap<crate::bind::BindPoint, crate::handle::AnyHandle>,
     /// The last buffer number the hooks were told since the last submit (`Resolver::buffer`):
     /// the submit must carry it as its fence.
     pub(crate) open_buffer: Option<u64>,

@@ -7,6 +7,7 @@ mod dxgi;
 mod fuzz_command_lists;
 mod fuzz_handle_lifecycle;
 mod hardening;
+mod nested;
 mod panic_safety;
 mod primary;
 mod recycle;

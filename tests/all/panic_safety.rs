@@ -33,7 +33,7 @@ const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 
 const VB0: BindPoint = BindPoint::new(BindClass::VertexBuffer, 0);
 
 /// Every hook of `Driver` and `Kernel` but the two device-creation queries.
-const HOOKS: [&str; 29] = [
+const HOOKS: [&str; 30] = [
     "calc_private_size",
     "calc_deferred_context_handle_size",
     "calc_private_command_list_size",
@@ -43,6 +43,7 @@ const HOOKS: [&str; 29] = [
     "execute",
     "flush",
     "execute_command_list",
+    "execute_command_list_deferred",
     "create_deferred_context",
     "destroy_deferred_context",
     "abandon_unbind",
@@ -66,11 +67,12 @@ const HOOKS: [&str; 29] = [
 ];
 
 /// The hooks that return a `Result` (where an error can be injected, R-E1).
-const FALLIBLE: [&str; 12] = [
+const FALLIBLE: [&str; 13] = [
     "create_object",
     "create_immediate",
     "execute",
     "execute_command_list",
+    "execute_command_list_deferred",
     "create_deferred_context",
     "open_local",
     "create_command_list",
@@ -394,6 +396,13 @@ fn body(
         }
         l3 = run.step("dc1.finish (recycled list)", || dc.finish());
     }
+    if let Some(list) = &l3 {
+        run.step("execute_command_list", || ic.execute_command_list(list));
+        run.step("flush", || ic.flush());
+        run.step("end_frame", || ic.end_frame());
+    }
+    // l4 executes l3 (nested, R-C3), and l3 is dropped at once: l4 keeps it alive and
+    // executable, and its memory waits for l4 and the buffers that executed either.
     let mut l4: Option<FaultSoftCommandList> = None;
     if let Some(dc) = dc2.as_mut() {
         if let Some(b) = b {
@@ -401,12 +410,13 @@ fn body(
                 dc.command(SoftCommand::Fill { dst: b, value: 6 })
             });
         }
+        if let Some(list) = &l3 {
+            run.step("dc2.execute l3", || dc.execute_command_list(list));
+        }
         l4 = run.step("dc2.finish (recycled list)", || dc.finish());
     }
-    if let Some(list) = &l3 {
-        run.step("execute_command_list", || ic.execute_command_list(list));
-        run.step("flush", || ic.flush());
-        run.step("end_frame", || ic.end_frame());
+    if let Some(list) = l3.take() {
+        run.step("drop l3 (executed by l4)", dropping(list));
     }
     world.complete_all();
 
