@@ -165,11 +165,10 @@ pub(crate) fn release<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
 }
 
 /// Ends a list that never became a [`CommandList`] (a Finish that failed or unwound after
-/// making it): the holds it took and the lists it executes are released, then the list is
-/// ended for good.
+/// making it): the holds it took are released, then the list is ended for good (never
+/// executed, it is freed at once, with its owners of the lists it executes).
 pub(crate) fn end_unfinished<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     release_holds(&mut node.value);
-    node.value.body.rec.lists.clear();
     release(node);
 }
 

@@ -883,4 +883,47 @@ mod tests {
         ic.destroy_device().unwrap();
         world.assert_clean(true);
     }
+
+    /// Nested lists for miri: the walk's pointers into lists (replay and stamping), and the
+    /// counted owners of an inner list given up on two threads, the inner list first.
+    #[test]
+    fn nested_lists_replay_and_end_through_their_owners() {
+        let config = SoftConfig {
+            trace: false,
+            gpu: Gpu::Immediate,
+            ..SoftConfig::default()
+        };
+        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let desc = ResourceDesc {
+            byte_size: 8,
+            ..Default::default()
+        };
+        let (a, b) = (
+            device.create_resource(desc).unwrap(),
+            device.create_resource(desc).unwrap(),
+        );
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.update(a, 0, &[5; 8]).unwrap();
+        let inner = dc.finish().unwrap();
+        dc.execute_command_list(&inner).unwrap();
+        let middle = dc.finish().unwrap();
+        dc.execute_command_list(&middle).unwrap();
+        dc.execute_command_list(&inner).unwrap();
+        dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
+        let outer = dc.finish().unwrap();
+        std::thread::spawn(move || drop((inner, middle)))
+            .join()
+            .unwrap();
+        ic.execute_command_list(&outer).unwrap();
+        let other = std::thread::spawn(move || drop(outer));
+        ic.flush().unwrap();
+        other.join().unwrap();
+        let b_bytes = world
+            .read(device.object(b).unwrap().allocation().unwrap())
+            .unwrap();
+        assert_eq!(b_bytes, vec![5; 8]);
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
 }
