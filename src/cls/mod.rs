@@ -35,7 +35,8 @@ struct LocalHandle<D: Driver> {
     /// The hold on the object (R-H2), with its handle: reached without a lookup.
     held: HeldEntry<D>,
     ty: HandleType,
-    block: Block,
+    /// The driver's handle memory; none on an emulated context, which only holds.
+    block: Option<Block>,
 }
 
 /// The open context-local handles of one deferred context.
@@ -52,7 +53,9 @@ pub(crate) struct ClsTable<D: Driver> {
 /// What opening and closing handles needs from the context.
 pub(crate) struct ClsCtx<'a, D: Driver> {
     pub(crate) driver: &'a D,
-    pub(crate) dc: &'a mut D::Deferred,
+    /// The driver's state of the context; `None` on an emulated context (a driver without
+    /// command lists): handles then only hold their objects, and no hook runs.
+    pub(crate) dc: Option<&'a mut D::Deferred>,
     pub(crate) registry: &'a Registry<D>,
     pub(crate) guard: &'a Guard,
 }
@@ -125,9 +128,11 @@ impl<D: Driver> ClsTable<D> {
         if !entry.is_live() {
             return Err(AppError::StaleHandle.into());
         }
-        let bytes = self.bucket.bytes_mut(&mut local.block)?;
-        ctx.driver
-            .use_local(ctx.dc, local.ty, entry.object(), bytes);
+        let (Some(dc), Some(block)) = (ctx.dc.as_deref_mut(), local.block.as_mut()) else {
+            return Ok(());
+        };
+        let bytes = self.bucket.bytes_mut(block)?;
+        ctx.driver.use_local(dc, local.ty, entry.object(), bytes);
         Ok(())
     }
 
@@ -160,14 +165,20 @@ impl<D: Driver> ClsTable<D> {
             None => None,
         };
         let ty = view.ty();
+        let Some(dc) = ctx.dc.as_deref_mut() else {
+            // Emulated: the handle is its hold alone.
+            let held = HeldEntry::take(view).ok_or(AppError::StaleHandle)?;
+            return Ok(self.push_open(handle, held, ty, None));
+        };
         // Found once, when the object was created (R-H4); none when the table did not list
         // the driver's answer.
         let class = view.entry().local_class().ok_or(Error::InvalidArg)?;
         // The dependency's context-local bytes, copied for the open hook (R-H5).
         self.scratch.clear();
         if let Some(dep) = dependency {
-            self.scratch
-                .extend_from_slice(self.bucket.bytes(&self.open[dep].block)?);
+            if let Some(block) = &self.open[dep].block {
+                self.scratch.extend_from_slice(self.bucket.bytes(block)?);
+            }
         }
         // From here until the handle is in the table, a failure or a panic gives back the
         // hold and the block.
@@ -181,13 +192,24 @@ impl<D: Driver> ClsTable<D> {
         let local = bucket.bytes_mut(block_ref)?;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
-            .open_local(ctx.dc, ty, view.object(), dep_bytes, local)?;
+            .open_local(dc, ty, view.object(), dep_bytes, local)?;
         let (_, block) = ScopeGuard::into_inner(block);
         let held = ScopeGuard::into_inner(held);
+        Ok(self.push_open(handle, held, ty, Some(block)))
+    }
+
+    /// Puts an opened handle in the table; returns its position.
+    fn push_open(
+        &mut self,
+        handle: AnyHandle,
+        held: HeldEntry<D>,
+        ty: HandleType,
+        block: Option<Block>,
+    ) -> usize {
         let at = self.open.len();
         self.open.push(LocalHandle { held, ty, block });
         self.set_position(handle, at as u32 + 1);
-        Ok(at)
+        at
     }
 
     /// Closes every open handle, dependents first (R-H3, R-C1, R-C2); `state` is what
@@ -197,7 +219,7 @@ impl<D: Driver> ClsTable<D> {
     pub(crate) fn close_all(
         &mut self,
         driver: &D,
-        dc: &mut D::Deferred,
+        mut dc: Option<&mut D::Deferred>,
         registry: &Registry<D>,
         state: StateView<'_>,
         mut keep: Option<&mut Vec<HeldEntry<D>>>,
@@ -218,15 +240,17 @@ impl<D: Driver> ClsTable<D> {
                         Some(list) => list.push(held),
                         None => held.release(),
                     }
-                    let freed = bucket.free(block);
-                    debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
+                    if let Some(block) = block {
+                        let freed = bucket.free(block);
+                        debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
+                    }
                 });
-            if removed {
+            let (Some(dc), false) = (dc.as_deref_mut(), removed) else {
                 continue;
-            }
+            };
             let (bucket, block, held) = &mut *closing;
             // The block is this context's own, so its bytes are always there.
-            if let Ok(bytes) = bucket.bytes_mut(block) {
+            if let Some(Ok(bytes)) = block.as_mut().map(|b| bucket.bytes_mut(b)) {
                 driver.close_local(dc, ty, held.entry().object(), bytes, state);
             }
         }

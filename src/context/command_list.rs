@@ -118,7 +118,8 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
 /// The driver's side of a list between its (recycle-)create and its end. Every list ends
 /// exactly once: with DestroyCommandList from [`ListState::Live`] or
 /// [`ListState::RecycleDestroyed`], or, from [`ListState::Cached`], with its context's
-/// DestroyDeferredContext (the driver's memory went to that context's cache).
+/// DestroyDeferredContext (the driver's memory went to that context's cache). An emulated
+/// list ([`ListState::Emulated`]) has no driver side and ends without a hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ListState {
     /// Created or recycle-created: executable while the application holds it.
@@ -130,6 +131,10 @@ pub(crate) enum ListState {
     /// RecycleCommandList ran (R-R5): the driver's memory is in its context's cache; the
     /// next RecycleCreateCommandList makes it live again (R-R6).
     Cached,
+    /// Made by an emulated deferred context (a driver without command lists): the driver
+    /// has no side of it. Its memory is recycled by the engine alone, in this state
+    /// throughout, and it ends without a hook.
+    Emulated,
 }
 
 pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
@@ -211,6 +216,11 @@ fn end_unexecutable<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
         release(node);
         return;
     }
+    if node.value.state == ListState::Emulated {
+        // No driver side to light-destroy.
+        send_home(node);
+        return;
+    }
     // Light-destroyed from the hook on: if it panics, the list still goes to its
     // context, which recycles it or ends it with DestroyCommandList (R-R4).
     node.value.state = ListState::RecycleDestroyed;
@@ -225,7 +235,7 @@ fn end_unexecutable<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 #[allow(clippy::boxed_local)]
 pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     let data = &mut node.value;
-    if data.state != ListState::Cached {
+    if !matches!(data.state, ListState::Cached | ListState::Emulated) {
         data.device
             .shared
             .driver()

@@ -15,6 +15,7 @@ use crate::context::command_list::{
     end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListRecording, ListState,
 };
 use crate::context::device::Device;
+use crate::context::driver_side::DriverSide;
 use crate::context::list_pool::ListPool;
 use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::driver::{Command, Driver, ListMemory};
@@ -122,8 +123,8 @@ enum Calls {
 pub struct DeferredContext<D: Driver, K: Kernel> {
     device: Device<D, K>,
     id: DeferredId,
-    /// The driver's state; `None` once it could not be made again ([`DeferredMode::StateLost`]).
-    dc: Option<D::Deferred>,
+    /// The driver's state: none when emulated, lost after R-R3 ([`DeferredMode::StateLost`]).
+    dc: DriverSide<D::Deferred>,
     cls: ClsTable<D>,
     /// Boxed, so that Finish hands it to the list by swapping pointers; padded, so that two
     /// contexts' recordings, allocated one after the other, never share a cache line while
@@ -159,12 +160,15 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         let s = &*self.shared;
         let id = s.next_deferred_id();
         let cls = ClsTable::new(s.handle_sizes())?;
-        let dc = s.driver().create_deferred_context(id)?;
+        let dc = match s.emulates_lists() {
+            true => DriverSide::Emulated,
+            false => DriverSide::Native(s.driver().create_deferred_context(id)?),
+        };
         s.deferred_alive();
         Ok(DeferredContext {
             device: self.clone(),
             id,
-            dc: Some(dc),
+            dc,
             cls,
             rec: Box::new(CachePadded::new(Recording::default())),
             bindings: Bindings::default(),
@@ -197,14 +201,14 @@ fn zeroed(len: usize) -> Result<Box<[u8]>> {
 impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// The handle table and what opening and closing handles needs from the context: split
     /// borrows of one `&mut self`. Without driver state (R-R3) there is nothing to open
-    /// handles on: out of memory.
+    /// handles on: out of memory. Emulated, handles only hold.
     #[inline]
     fn cls_parts<'a>(
         &'a mut self,
         guard: &'a Guard,
     ) -> Result<(&'a mut ClsTable<D>, ClsCtx<'a, D>)> {
         let s = &*self.device.shared;
-        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let dc = self.dc.for_hooks()?;
         let ctx = ClsCtx {
             driver: s.driver(),
             dc,
@@ -227,7 +231,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// The driver's state of this context.
     pub fn driver_state(&self) -> Option<&D::Deferred> {
-        self.dc.as_ref()
+        self.dc.native()
     }
 
     /// Where the context is: recording, removed after running out of memory (R-E3), or
@@ -235,8 +239,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     pub fn mode(&self) -> DeferredMode {
         match (self.calls, &self.dc) {
             (Calls::Removed, _) => DeferredMode::Removed,
-            (Calls::Recorded, None) => DeferredMode::StateLost,
-            (Calls::Recorded, Some(_)) => DeferredMode::Recording,
+            (Calls::Recorded, DriverSide::Lost) => DeferredMode::StateLost,
+            (Calls::Recorded, _) => DeferredMode::Recording,
         }
     }
 
@@ -353,7 +357,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.open.clear();
         self.bindings.clear();
         let s = &*self.device.shared;
-        if let Some(dc) = self.dc.as_mut() {
+        if let Ok(dc) = self.dc.for_hooks() {
             self.cls
                 .close_all(s.driver(), dc, s.registry(), StateView::empty(), None);
         }
@@ -484,12 +488,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             let inner = &list.data().body.rec;
             dc.open.check_list(&inner.maps, &inner.queries)?;
             let s = &*dc.device.shared;
-            let driver_dc = dc.dc.as_mut().ok_or(Error::OutOfMemory)?;
-            s.driver().execute_command_list_deferred(
-                driver_dc,
-                &list.data().body.local,
-                StateView::of(&dc.bindings),
-            )?;
+            if let Some(driver_dc) = dc.dc.for_hooks()? {
+                s.driver().execute_command_list_deferred(
+                    driver_dc,
+                    &list.data().body.local,
+                    StateView::of(&dc.bindings),
+                )?;
+            }
             dc.rec.lists.push(list.share());
             dc.push_op(Recorded::ExecuteList(index));
             // Its maps and queries become this recording's too (R-C4 at every depth).
@@ -623,7 +628,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.bindings.clear();
         let s = &*self.device.shared;
         {
-            let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+            let dc = self.dc.for_hooks()?;
             let body = &mut node.value.body;
             body.held.clear();
             self.cls.close_all(
@@ -659,10 +664,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if !s.recycles() {
             return Ok(());
         }
-        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let mut dc = self.dc.for_hooks()?;
         self.lists.take_destroyed(|node| {
-            s.driver()
-                .recycle_command_list(dc, node.value.body.memory());
+            // Emulated: the engine's memory alone, no hook.
+            if let Some(dc) = dc.as_deref_mut() {
+                s.driver()
+                    .recycle_command_list(dc, node.value.body.memory());
+            }
         });
         Ok(())
     }
@@ -672,7 +680,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// CalcDeferredContextHandleSize(COMMANDLIST) and CreateCommandList.
     fn make_list(&mut self) -> Result<Box<ListNode<D, K>>> {
         let s = &*self.device.shared;
-        let dc = self.dc.as_mut().ok_or(Error::OutOfMemory)?;
+        let Some(dc) = self.dc.for_hooks()? else {
+            // Emulated: the engine's memory alone, no hook.
+            if let Some(node) = self.lists.pop_cached() {
+                self.stats.recycled += 1;
+                return Ok(node);
+            }
+            self.stats.created += 1;
+            return Ok(self.new_node(Box::default(), Box::default(), ListState::Emulated));
+        };
         let state = StateView::of(&self.bindings);
         if let Some(mut node) = self.lists.pop_cached() {
             match s
@@ -709,7 +725,18 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             false => return Err(Error::InvalidArg), // R-H4
         };
         let private = ScopeGuard::into_inner(private);
-        let node = Node::new(ListData {
+        self.stats.created += 1;
+        Ok(self.new_node(private, local, ListState::Live))
+    }
+
+    /// A new list node of this context, with its handle memory.
+    fn new_node(
+        &self,
+        private: Box<[u8]>,
+        local: Box<[u8]>,
+        state: ListState,
+    ) -> Box<ListNode<D, K>> {
+        Node::new(ListData {
             device: self.device.clone(),
             home: Arc::clone(self.lists.home()),
             body: ListBody {
@@ -720,10 +747,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             },
             stamp: ListStamp::default(),
             owners: Default::default(),
-            state: ListState::Live,
-        });
-        self.stats.created += 1;
-        Ok(node)
+            state,
+        })
     }
 
     /// Trims the context's pools down to their high watermarks (R-A1, R-A2): recycled lists
@@ -737,20 +762,23 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Makes the driver's context state ready for the next recording: recycled when the
     /// device recycles (R-R7, out of memory as a return value, R-R3), else destroyed and
-    /// created again.
+    /// created again. Emulated, there is none to make.
     fn renew(&mut self) -> Result<()> {
         let s = &*self.device.shared;
-        if s.recycles() {
-            if let Some(dc) = self.dc.as_mut() {
-                if s.driver().recycle_create_deferred_context(dc).is_ok() {
-                    return Ok(());
-                }
+        let recycled = match &mut self.dc {
+            DriverSide::Emulated => return Ok(()),
+            DriverSide::Native(dc) => {
+                s.recycles() && s.driver().recycle_create_deferred_context(dc).is_ok()
             }
+            DriverSide::Lost => false,
+        };
+        if recycled {
+            return Ok(());
         }
-        if let Some(dc) = self.dc.take() {
+        if let DriverSide::Native(dc) = core::mem::replace(&mut self.dc, DriverSide::Lost) {
             s.driver().destroy_deferred_context(dc);
         }
-        self.dc = Some(s.driver().create_deferred_context(self.id)?);
+        self.dc = DriverSide::Native(s.driver().create_deferred_context(self.id)?);
         Ok(())
     }
 
@@ -773,7 +801,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// closed, the context recycled (or recreated).
     fn abandon_sequence(&mut self) -> Result<()> {
         let s = &*self.device.shared;
-        let Some(dc) = self.dc.as_mut() else {
+        let DriverSide::Native(dc) = &mut self.dc else {
             self.unload();
             return self.renew();
         };
@@ -821,8 +849,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// last, also if ending a list panics).
     fn end_lists_and_state(&mut self) {
         let shared = &*self.device.shared;
-        let _state = scopeguard::guard(self.dc.take(), |dc| {
-            if let Some(dc) = dc {
+        let state = core::mem::replace(&mut self.dc, DriverSide::Lost);
+        let _state = scopeguard::guard(state, |dc| {
+            if let DriverSide::Native(dc) = dc {
                 shared.driver().destroy_deferred_context(dc);
             }
         });
@@ -848,6 +877,7 @@ mod tests {
         let config = SoftConfig {
             trace: false,
             gpu: Gpu::Immediate,
+            command_lists: true,
             ..SoftConfig::default()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();

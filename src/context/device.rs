@@ -51,8 +51,9 @@ pub struct DeviceConfig {
     /// sooner where the driver copies a list into the buffer that executes it.
     pub list_clock: Clock,
     /// Use the driver's recycle hooks (R-R1..R-R7) when its caps include
-    /// `COMMANDLISTS_BUILD_2`. Off: a runtime without them, which destroys and creates
-    /// command lists and deferred-context state every time.
+    /// `COMMANDLISTS_BUILD_2`, and reuse list memory the same way without hooks when the
+    /// engine emulates command lists. Off: a runtime without them, which destroys and
+    /// creates command lists and deferred-context state every time.
     pub recycle: bool,
     /// Bytes a deferred context's recording may hold before it runs out of memory and is
     /// removed locally (R-E3): each operation counts [`crate::OPERATION_BYTES`], plus its
@@ -217,9 +218,17 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
         self.trim_epoch.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Whether the recycle hooks are in use (R-R7).
+    /// Whether list memory is recycled: through the recycle hooks (R-R7), or, emulating,
+    /// without them.
     pub(crate) fn recycles(&self) -> bool {
-        self.config.recycle && self.caps.contains(ThreadingCaps::COMMANDLISTS_BUILD_2)
+        self.config.recycle
+            && (self.caps.contains(ThreadingCaps::COMMANDLISTS_BUILD_2) || self.emulates_lists())
+    }
+
+    /// Whether the engine emulates deferred contexts (the driver's caps lack
+    /// `COMMANDLISTS`): no deferred-context or command-list hook is ever called.
+    pub(crate) fn emulates_lists(&self) -> bool {
+        !self.caps.contains(ThreadingCaps::COMMANDLISTS)
     }
 }
 
@@ -274,8 +283,12 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         config: DeviceConfig,
     ) -> Result<(Self, ImmediateContext<D, K>)> {
         let caps = driver.threading_caps().validate()?;
-        let handle_sizes =
-            HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?;
+        // Without command-list support the driver has no context-local handles to size.
+        let handle_sizes = if caps.contains(ThreadingCaps::COMMANDLISTS) {
+            HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?
+        } else {
+            HandleSizeTable::default()
+        };
         let list_clock = config.list_clock;
         let tag = DeviceTag::acquire()?;
         let imm = driver.create_immediate()?;
@@ -322,6 +335,15 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// The driver's threading caps, as validated at creation.
     pub fn caps(&self) -> ThreadingCaps {
         self.shared.caps
+    }
+
+    /// Whether the engine emulates deferred contexts and command lists for this driver: its
+    /// caps lack `COMMANDLISTS`, so it implements the immediate context only. Deferred
+    /// contexts then record without any deferred-context or command-list hook, and lists
+    /// replay through the immediate context's [`crate::Driver::execute`] alone, as the D3D11
+    /// runtime does for such drivers.
+    pub fn emulates_command_lists(&self) -> bool {
+        self.shared.emulates_lists()
     }
 
     /// The handle-size table the driver answered at creation (R-H4).
@@ -428,10 +450,16 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         });
         // R-H4: once the object exists, ask the size of its context-local handles; a size the
         // table does not list fails where it would be used (opening a handle, InvalidArg).
-        let local_size = s
-            .driver()
-            .calc_deferred_context_handle_size(ty, Some(&created.0));
-        let local_class = s.handle_sizes().size_class(ty, local_size);
+        // Emulated deferred contexts open none.
+        let local_class = match s.emulates_lists() {
+            true => None,
+            false => {
+                let local_size = s
+                    .driver()
+                    .calc_deferred_context_handle_size(ty, Some(&created.0));
+                s.handle_sizes().size_class(ty, local_size)
+            }
+        };
         // Nothing fails from here on: the guards are defused and the object is linked.
         let (object, ic_data) = ScopeGuard::into_inner(created);
         let handle = s.registry().link(

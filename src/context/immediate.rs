@@ -526,14 +526,32 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // the buffer is submitted, and the lists' memory waits for it.
             ic.buffer.operations += 1;
             let (imm, buffer, token) = (&mut ic.imm, &mut ic.buffer, &mut ic.token);
-            let result = ic.walk.replay(root, |step| {
-                Self::replay(s.driver(), imm, &resolver, buffer, token, step)
+            let result = ic.walk.replay(root, |step| match step {
+                // An emulated list has no driver side: it starts with a clear-state, so that
+                // it inherits nothing, as the driver's CommandListExecute would see to.
+                ReplayStep::Enter(_) if s.emulates_lists() => {
+                    Self::clear_state_in_replay(s.driver(), imm, &resolver, buffer)
+                }
+                step => Self::replay(s.driver(), imm, &resolver, buffer, token, step),
             });
             // Clear-state after the list, whatever happened in it (R-C3).
             let cleared = s.driver().execute(&mut ic.imm, &resolver, Op::ClearState);
             ic.unbind_all(guard);
             result.and(cleared)
         })
+    }
+
+    /// A clear-state inside a replay: after a nested list (R-C3), or before an emulated
+    /// list, which has no CommandListExecute of its own to start it from nothing.
+    fn clear_state_in_replay(
+        driver: &D,
+        imm: &mut D::Immediate,
+        resolver: &Resolver<'_, D>,
+        buffer: &mut OpenBuffer,
+    ) -> Result<()> {
+        driver.execute(imm, resolver, Op::ClearState)?;
+        buffer.operations += 1;
+        Ok(())
     }
 
     /// One step of a list's replay (objects resolved through the lists' holds).
@@ -550,9 +568,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 return driver.execute_command_list(imm, &list.body.private, resolver);
             }
             ReplayStep::LeaveNested => {
-                driver.execute(imm, resolver, Op::ClearState)?;
-                buffer.operations += 1;
-                return Ok(());
+                return Self::clear_state_in_replay(driver, imm, resolver, buffer);
             }
             ReplayStep::Op(list, recorded) => (list, recorded),
         };

@@ -69,7 +69,9 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
                 continue;
             }
             let mut node = self.waiting.swap_remove(i);
-            node.value.state = ListState::Cached;
+            if node.value.state != ListState::Emulated {
+                node.value.state = ListState::Cached;
+            }
             node.value.body.rec.clear();
             self.cache.push(node);
             recycle(self.cache.last_mut().expect("pushed just above"));

@@ -12,6 +12,7 @@ pub(crate) mod amortize;
 pub(crate) mod command_list;
 pub(crate) mod deferred;
 pub(crate) mod device;
+pub(crate) mod driver_side;
 pub(crate) mod immediate;
 pub(crate) mod list_pool;
 pub(crate) mod list_walk;

@@ -241,6 +241,15 @@ impl Surface {
 }
 
 impl SoftDriver {
+    /// Flags a deferred-context or command-list hook called on a driver without command
+    /// lists: the engine emulates those and must call none of them.
+    fn deferred_hook(&self, s: &mut State, hook: &str) {
+        if !self.world.config.command_lists {
+            let what = format!("{hook} called on a driver without command lists");
+            SoftWorld::violate(s, "emulation", what);
+        }
+    }
+
     /// Flags a recycle of list `id` before the buffer that executed it passed the driver's
     /// list clock (the memory may still be read).
     fn check_list_reuse(&self, s: &mut State, id: u64) {
@@ -462,12 +471,21 @@ impl Driver for SoftDriver {
     type Deferred = SoftDeferred;
 
     fn threading_caps(&self) -> ThreadingCaps {
-        ThreadingCaps::FREETHREADED
-            | ThreadingCaps::COMMANDLISTS
-            | ThreadingCaps::COMMANDLISTS_BUILD_2
+        match self.world.config.command_lists {
+            true => {
+                ThreadingCaps::FREETHREADED
+                    | ThreadingCaps::COMMANDLISTS
+                    | ThreadingCaps::COMMANDLISTS_BUILD_2
+            }
+            false => ThreadingCaps::FREETHREADED,
+        }
     }
 
     fn check_deferred_context_handle_sizes(&self, out: Option<&mut [HandleSize]>) -> usize {
+        self.deferred_hook(
+            &mut self.world.lock(),
+            "check_deferred_context_handle_sizes",
+        );
         self.sizes.answer_poll(out)
     }
 
@@ -495,6 +513,7 @@ impl Driver for SoftDriver {
         object: Option<&SoftObject>,
     ) -> usize {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "calc_deferred_context_handle_size");
         let id = object.map_or(0, |o| o.id);
         self.world.note(
             &mut s,
@@ -588,6 +607,7 @@ impl Driver for SoftDriver {
 
     fn calc_private_command_list_size(&self) -> usize {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "calc_private_command_list_size");
         self.world
             .note(&mut s, TraceEvent::of(Hook::CalcPrivateCommandListSize));
         64
@@ -609,6 +629,7 @@ impl Driver for SoftDriver {
         state: StateView<'_>,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "execute_command_list_deferred");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::ExecuteCommandListDeferred)
@@ -621,6 +642,7 @@ impl Driver for SoftDriver {
 
     fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "recycle_command_list");
         let id = list_id(list.private);
         self.world.note(
             &mut s,
@@ -644,6 +666,7 @@ impl Driver for SoftDriver {
         state: StateView<'_>,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "recycle_create_command_list");
         let id = list_id(list.private);
         self.world.note(
             &mut s,
@@ -677,6 +700,7 @@ impl Driver for SoftDriver {
 
     fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "recycle_destroy_command_list");
         let id = list_id(list.private);
         self.world.note(
             &mut s,
@@ -691,6 +715,7 @@ impl Driver for SoftDriver {
 
     fn create_deferred_context(&self, id: DeferredId) -> Result<SoftDeferred> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "create_deferred_context");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::CreateDeferredContext).context(id),
@@ -707,6 +732,7 @@ impl Driver for SoftDriver {
 
     fn destroy_deferred_context(&self, dc: SoftDeferred) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "destroy_deferred_context");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::DestroyDeferredContext).context(dc.id),
@@ -732,6 +758,7 @@ impl Driver for SoftDriver {
         local: &mut [u8],
     ) -> Result<()> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "open_local");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::OpenLocal)
@@ -779,6 +806,7 @@ impl Driver for SoftDriver {
         local: &mut [u8],
     ) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "use_local");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::UseLocal)
@@ -805,6 +833,7 @@ impl Driver for SoftDriver {
         state: StateView<'_>,
     ) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "close_local");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::CloseLocal)
@@ -842,6 +871,7 @@ impl Driver for SoftDriver {
         state: StateView<'_>,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "create_command_list");
         s.next_object += 1;
         let id = s.next_object;
         self.world.note(
@@ -861,6 +891,7 @@ impl Driver for SoftDriver {
 
     fn destroy_command_list(&self, list: ListMemory<'_>) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "destroy_command_list");
         let id = u64::from_le_bytes(list.private[0..8].try_into().expect("64-byte list handles"));
         self.world.note(
             &mut s,
@@ -878,6 +909,7 @@ impl Driver for SoftDriver {
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "abandon_command_list");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::AbandonCommandList).context(dc.id),
@@ -886,6 +918,7 @@ impl Driver for SoftDriver {
 
     fn abandon_unbind(&self, dc: &mut SoftDeferred, _point: BindPoint, state: StateView<'_>) {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "abandon_unbind");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::AbandonUnbind)
@@ -896,6 +929,7 @@ impl Driver for SoftDriver {
 
     fn recycle_create_deferred_context(&self, dc: &mut SoftDeferred) -> Result<()> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "recycle_create_deferred_context");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::RecycleCreateDeferredContext).context(dc.id),
@@ -965,8 +999,11 @@ impl Wrappable for SoftDriver {
             Op::BeginQuery(q) | Op::EndQuery(q) => q.object().id,
             _ => 0,
         };
-        self.world
-            .note(&mut s, TraceEvent::of(Hook::Execute).object(object));
+        let state = objects.state().len();
+        self.world.note(
+            &mut s,
+            TraceEvent::of(Hook::Execute).object(object).state(state),
+        );
         match &op {
             Op::Bind { point, object } => match object {
                 Some(o) => s.ic_bound.insert(*point, o.handle()),
@@ -1061,6 +1098,7 @@ impl Wrappable for SoftDriver {
         objects: &Resolver<'_, W>,
     ) -> Result<()> {
         let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "execute_command_list");
         note_buffer(&mut s, objects.buffer());
         let id = u64::from_le_bytes(list[0..8].try_into().expect("64-byte list handles"));
         let state = objects.state().len();

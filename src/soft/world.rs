@@ -54,6 +54,13 @@ pub struct SoftConfig {
     /// Resources get no kernel memory (CalcPrivate*Size answers 0 for them), so a resource
     /// of any byte size can be created: for tests of sizes no memory could hold.
     pub resources_without_memory: bool,
+    /// The driver records command lists itself: its caps include `COMMANDLISTS` and
+    /// `COMMANDLISTS_BUILD_2`. Off, it implements the immediate context only, the engine
+    /// emulates deferred contexts ([`crate::Device::emulates_command_lists`]), and any
+    /// deferred-context or command-list hook it is called on is a violation. The default
+    /// is on, unless the environment variable `CMDLIST_SOFT_EMULATED` is `1` (the test suite
+    /// runs once each way).
+    pub command_lists: bool,
 }
 
 impl Default for SoftConfig {
@@ -66,8 +73,14 @@ impl Default for SoftConfig {
             list_clock: Clock::Completed,
             recycle_create_fails: false,
             resources_without_memory: false,
+            command_lists: !emulated_by_default(),
         }
     }
+}
+
+/// Whether `CMDLIST_SOFT_EMULATED=1` asks for drivers without command lists by default.
+fn emulated_by_default() -> bool {
+    std::env::var_os("CMDLIST_SOFT_EMULATED").is_some_and(|v| v == "1")
 }
 
 /// A hook or callback, as recorded in the trace.

@@ -24,7 +24,7 @@ use cmdlist::{
     ViewDesc,
 };
 
-use crate::common::{allocation, events_of, id_of};
+use crate::common::{allocation, events_of, id_of, native};
 
 type Dev = Device<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
@@ -90,8 +90,7 @@ const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Vertex),
 
 #[test]
 fn r_h1_one_local_handle_per_context_per_object() {
-    let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
     let r = resource(&device, 64);
     let r2 = resource(&device, 64);
     let v = view(&device, HandleType::ShaderResourceView, r, 0, 16);
@@ -180,8 +179,7 @@ fn r_h1_one_local_handle_per_context_per_object() {
 
 #[test]
 fn r_h2_ic_handle_outlives_local_handles() {
-    let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
     let r = resource(&device, 32);
     let ar = allocation(&device, r);
     let rid = id_of(&device, r);
@@ -301,8 +299,7 @@ fn r_h2_ic_handle_outlives_local_handles() {
 
 #[test]
 fn r_h2_device_destruction_never_destroys_an_object_before_its_open_local_handles() {
-    let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
     let r = resource(&device, 64);
     let rid = id_of(&device, r);
     let mut dc = device.create_deferred_context().unwrap();
@@ -332,8 +329,7 @@ fn r_h2_device_destruction_never_destroys_an_object_before_its_open_local_handle
 
 #[test]
 fn r_h3_dependency_opened_first_closed_last() {
-    let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
     let r = resource(&device, 64);
     let r3 = resource(&device, 64);
     let v1 = view(&device, HandleType::RenderTargetView, r, 0, 8);
@@ -392,7 +388,7 @@ fn r_h3_dependency_opened_first_closed_last() {
 fn r_h4_unlisted_size_is_invalid_arg() {
     let config = SoftConfig {
         unlisted_cls_size: Some(HandleType::Query),
-        ..SoftConfig::default()
+        ..native()
     };
     let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let r = resource(&device, 16);
@@ -632,7 +628,7 @@ fn probe_device() -> (
     OpenLog,
     CloseLog,
 ) {
-    let (_, kernel, _world) = soft::new(SoftConfig::default());
+    let (_, kernel, _world) = soft::new(native());
     let probe = Probe::new();
     let (opened, closed) = (Arc::clone(&probe.opened), Arc::clone(&probe.closed));
     let (device, ic) = Device::new(probe, kernel, DeviceConfig::default()).unwrap();
@@ -908,8 +904,7 @@ fn r_l2_context_local_handles_stay_small_and_link_to_the_shared_object() {
     // CLS data is copied per deferred context, so it stays the driver's small listed size
     // whatever the object holds; the large data stays behind the link, in the one IC object
     // every context reads (R-L2).
-    let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
     let big: Vec<_> = (0..64).map(|_| resource(&device, 1 << 20)).collect();
     let mut dcs: Vec<_> = (0..2)
         .map(|_| device.create_deferred_context().unwrap())

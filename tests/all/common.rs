@@ -123,3 +123,15 @@ pub fn count(events: &[TraceEvent], hook: Hook) -> usize {
 pub fn position(trace: &[TraceEvent], f: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
     trace.iter().position(f)
 }
+
+/// The soft driver's settings for a test whose subject is a deferred-context or command-list
+/// hook (R-H1..R-H5, R-R1..R-R8, R-C1 and R-C2's hook orders): a driver that records command
+/// lists itself, whatever `CMDLIST_SOFT_EMULATED` says. The test suite runs once with
+/// drivers that do and once with drivers that do not ([`SoftConfig::command_lists`]); an
+/// emulating engine calls none of those hooks, which the soft driver checks in every test.
+pub fn native() -> SoftConfig {
+    SoftConfig {
+        command_lists: true,
+        ..Default::default()
+    }
+}

@@ -4,6 +4,7 @@ mod cls;
 mod common;
 mod deferred;
 mod dxgi;
+mod emulated;
 mod fuzz_command_lists;
 mod fuzz_handle_lifecycle;
 mod hardening;

@@ -20,7 +20,7 @@ use cmdlist::{
     ImmediateContext, ResourceDesc,
 };
 
-use crate::common::{count, hooks};
+use crate::common::{count, hooks, native};
 
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
@@ -141,7 +141,7 @@ fn finish_and_clean(world: &SoftWorld, mut ic: Ic) {
 
 #[test]
 fn r_r7_finish_flow_order_on_the_dc_thread() {
-    let (device, ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, ic, world, src, dst) = setup(native(), DeviceConfig::default());
     let ic_thread = thread::current().id();
     let mut dc = device.create_deferred_context().unwrap();
     let c = dc.id();
@@ -255,7 +255,7 @@ fn r_r7_finish_flow_order_on_the_dc_thread() {
 
 #[test]
 fn r_r4_destroyed_lists_end_with_destroy_command_list_once_their_context_is_gone() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, mut ic, world, src, dst) = setup(native(), DeviceConfig::default());
     let mut dc = device.create_deferred_context().unwrap();
     let early = copy_list(&mut dc, src, dst);
     let early_id = made(&world.trace());
@@ -330,7 +330,7 @@ fn r_r4_destroyed_lists_end_with_destroy_command_list_once_their_context_is_gone
 fn r_r3_recycle_create_out_of_memory_is_a_return_value() {
     let soft = SoftConfig {
         recycle_create_fails: true,
-        ..SoftConfig::default()
+        ..native()
     };
     let (device, mut ic, world, _src, dst) = setup(soft, submitted());
     let dst_memory = device.object(dst).unwrap().allocation().unwrap();
@@ -398,7 +398,7 @@ fn r_r3_recycle_create_out_of_memory_is_a_return_value() {
 
 #[test]
 fn r_r2_handle_sizes_never_change_across_recycling() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), submitted());
+    let (device, mut ic, world, src, dst) = setup(native(), submitted());
     let mut dc = device.create_deferred_context().unwrap();
     let mut list = copy_list(&mut dc, src, dst);
     let first = drain(&world);
@@ -447,7 +447,7 @@ fn r_r2_handle_sizes_never_change_across_recycling() {
 
 #[test]
 fn r_r5_recycled_by_its_own_dc_only() {
-    let (device, ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, ic, world, src, dst) = setup(native(), DeviceConfig::default());
     let mut a = device.create_deferred_context().unwrap();
     let mut b = device.create_deferred_context().unwrap();
     let (ca, cb) = (a.id(), b.id());
@@ -501,9 +501,8 @@ fn r_r5_recycled_by_its_own_dc_only() {
 
 #[test]
 fn r_r8_list_of_another_device_is_not_executable() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
-    let (_other, mut other_ic, other_world, _, _) =
-        setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, mut ic, world, src, dst) = setup(native(), DeviceConfig::default());
+    let (_other, mut other_ic, other_world, _, _) = setup(native(), DeviceConfig::default());
     let mut dc = device.create_deferred_context().unwrap();
     let refused = Err(Error::Application(AppError::CommandListNotExecutable));
     // A fresh list, then one made from its recycled memory: both belong to this device.
@@ -537,7 +536,7 @@ fn r_r8_list_of_another_device_is_not_executable() {
 fn r_d1_executed_list_is_recycled_after_its_buffer_is_submitted() {
     let soft = SoftConfig {
         gpu: Gpu::Manual,
-        ..SoftConfig::default()
+        ..native()
     };
     let config = DeviceConfig::default().with_list_clock(Clock::Submitted);
     let (device, mut ic, world, src, dst) = setup(soft, config);
@@ -582,7 +581,7 @@ fn r_d1_executed_list_is_recycled_after_its_buffer_is_submitted() {
 fn r_d4_completed_list_clock_waits_for_the_gpu() {
     let soft = SoftConfig {
         gpu: Gpu::Manual,
-        ..SoftConfig::default()
+        ..native()
     };
     let config = DeviceConfig::default().with_list_clock(Clock::Completed);
     let (device, mut ic, world, src, dst) = setup(soft, config);
@@ -612,7 +611,7 @@ fn r_d4_completed_list_clock_waits_for_the_gpu() {
 
 #[test]
 fn r_a1_amortized_processing_after_submits_never_starved() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, mut ic, world, src, dst) = setup(native(), DeviceConfig::default());
     let ic_thread = thread::current().id();
     let mut dc = device.create_deferred_context().unwrap();
     let mut flushes = 0;
@@ -683,7 +682,7 @@ fn r_a1_amortized_processing_after_submits_never_starved() {
 #[test]
 fn r_a2_dc_out_of_memory_pumps_amortized_processing() {
     let config = DeviceConfig::default().with_deferred_budget(1024);
-    let (device, ic, world, _, _) = setup(SoftConfig::default(), config);
+    let (device, ic, world, _, _) = setup(native(), config);
     let big = device
         .create_resource(ResourceDesc {
             byte_size: 4096,
@@ -734,7 +733,7 @@ fn r_a2_dc_out_of_memory_pumps_amortized_processing() {
 #[test]
 fn r_r1_no_recycle_config_creates_and_destroys_every_time() {
     let config = submitted().with_recycle(false);
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), config);
+    let (device, mut ic, world, src, dst) = setup(native(), config);
     let mut dc = device.create_deferred_context().unwrap();
     let mut ids = HashSet::new();
     let mut log = drain(&world);
@@ -786,7 +785,7 @@ fn r_r1_no_recycle_config_creates_and_destroys_every_time() {
 fn r_d1_list_memory_outlives_the_buffer_that_executed_it() {
     for recycle in [false, true] {
         let config = DeviceConfig::default().with_recycle(recycle);
-        let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), config);
+        let (device, mut ic, world, src, dst) = setup(native(), config);
         let mut dc = device.create_deferred_context().unwrap();
         let list = copy_list(&mut dc, src, dst);
         let id = made(&world.trace());
@@ -809,7 +808,7 @@ fn r_d1_list_memory_outlives_the_buffer_that_executed_it() {
 
 #[test]
 fn r_r6_recycle_create_makes_a_destroyed_list_valid_again() {
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), submitted());
+    let (device, mut ic, world, src, dst) = setup(native(), submitted());
     let dst_memory = device.object(dst).unwrap().allocation().unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     let first = copy_list(&mut dc, src, dst);
@@ -847,7 +846,7 @@ fn r_r4_recycle_destroyed_list_memory_returned_when_context_dropped() {
     // context is dropped before that Finish, the memory must still come back to the driver
     // (recycled into the cache that DestroyDeferredContext releases, or destroyed), never
     // stay with nobody.
-    let (device, mut ic, world, src, dst) = setup(SoftConfig::default(), DeviceConfig::default());
+    let (device, mut ic, world, src, dst) = setup(native(), DeviceConfig::default());
     let mut dc = device.create_deferred_context().unwrap();
     let list = copy_list(&mut dc, src, dst);
     ic.execute_command_list(&list).unwrap();

@@ -1,5 +1,6 @@
 //! Memory proportional to content and high-watermark trimming (R-R1, R-A1, R-A2).
 
+use crate::common::native;
 use cmdlist::handle::Resource;
 use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDeferredContext, SoftImmediate};
 use cmdlist::{DeviceConfig, Handle, ResourceDesc};
@@ -14,7 +15,7 @@ fn setup() -> (
     let config = SoftConfig {
         trace: false,
         gpu: Gpu::Immediate,
-        ..SoftConfig::default()
+        ..native()
     };
     let (device, ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {

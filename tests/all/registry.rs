@@ -459,7 +459,7 @@ fn r_e1_unlisted_cls_size_is_invalid_arg_not_application_error() {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             unlisted_cls_size: Some(HandleType::Query),
-            ..Default::default()
+            ..crate::common::native()
         },
         DeviceConfig::default(),
     )

@@ -608,8 +608,11 @@ fn r_c3_replay_of_lists_recorded_on_many_threads_equals_direct_execution() {
                 (o.id, o.resource_id)
             })
             .collect();
-        for r in &recorded {
-            check_context_trace(&trace, r.context, r.thread, &resource_of, recycle);
+        // The deferred-context hooks' orders and threads (none when emulated).
+        if !a.device.emulates_command_lists() {
+            for r in &recorded {
+                check_context_trace(&trace, r.context, r.thread, &resource_of, recycle);
+            }
         }
         let threads: std::collections::BTreeSet<String> =
             recorded.iter().map(|r| format!("{:?}", r.thread)).collect();
@@ -759,7 +762,7 @@ fn r_c3_list_with_map_discard_replays_the_same_data_every_execution() {
         assert_eq!(list.stats(), stats);
     }
     assert!(
-        recycled_creates > 0,
+        recycled_creates > 0 || device.emulates_command_lists(),
         "the other lists' memory was recycled meanwhile"
     );
     ic.flush().unwrap();

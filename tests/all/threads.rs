@@ -395,7 +395,14 @@ fn r_f2_deferred_size_queries_run_on_the_recording_threads() {
     // each deferred context asks them on its own thread at Finish (the command list's sizes,
     // R-R7), several at once; an object's is asked on the thread creating it (R-H4).
     const THREADS: usize = 3;
-    let (device, mut ic, world) = setup(Gpu::Immediate, true, Clock::Completed);
+    let (device, mut ic, world) = cmdlist::soft::device(
+        cmdlist::soft::SoftConfig {
+            gpu: Gpu::Immediate,
+            ..crate::common::native()
+        },
+        cmdlist::DeviceConfig::default(),
+    )
+    .unwrap();
     let r = device.create_resource(buffer(64)).unwrap();
     let q = device.create_query(QueryKind::Event).unwrap();
     let creator: HashSet<ThreadId> = [thread::current().id()].into_iter().collect();

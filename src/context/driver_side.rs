@@ -1,0 +1,37 @@
+//! The driver's side of a deferred context: see [`DriverSide`].
+
+use crate::error::{Error, Result};
+
+/// What the driver has of a deferred context (R-R3, and the emulation of drivers without
+/// command lists).
+#[derive(Debug)]
+pub(crate) enum DriverSide<T> {
+    /// The driver records command lists: its state of the context.
+    Native(T),
+    /// The driver has no command lists (its caps lack `COMMANDLISTS`): the engine records
+    /// alone, and no deferred-context hook is called.
+    Emulated,
+    /// The driver's state could not be made again after a Finish or an Abandon (R-R3): the
+    /// context's next call runs out of memory, until a Finish or an Abandon makes it again.
+    Lost,
+}
+
+impl<T> DriverSide<T> {
+    /// What a deferred-context hook is called with: the driver's state, or nothing to call
+    /// (emulated); a lost state is out of memory.
+    pub(crate) fn for_hooks(&mut self) -> Result<Option<&mut T>> {
+        match self {
+            DriverSide::Native(state) => Ok(Some(state)),
+            DriverSide::Emulated => Ok(None),
+            DriverSide::Lost => Err(Error::OutOfMemory),
+        }
+    }
+
+    /// The driver's state, if it has one.
+    pub(crate) fn native(&self) -> Option<&T> {
+        match self {
+            DriverSide::Native(state) => Some(state),
+            _ => None,
+        }
+    }
+}
