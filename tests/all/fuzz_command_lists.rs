@@ -61,6 +61,14 @@ fn r_c3_r_c4_r_e3_r_x5_command_lists_random_inputs_match_model() {
         total.displayed > 100,
         "presents, rotations, Blts: {total:#?}"
     );
+    assert!(
+        total.nested > 100,
+        "lists executed on deferred contexts: {total:#?}"
+    );
+    assert!(
+        (INPUTS / 3..INPUTS * 2 / 3).contains(&total.emulated_runs),
+        "about half the runs emulate command lists: {total:#?}"
+    );
 }
 
 fn resource(size: u8) -> Step {
@@ -189,6 +197,82 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     drop((list, dc));
     ic.destroy_device().unwrap();
     world.assert_clean(true);
+}
+
+/// Nested execution through the interpreter, in both driver modes: an inner list that
+/// maps and begins a query, executed by an outer list on another context, dropped before
+/// the outer one runs, with its resource destroyed; the outer list's R-C4 conflicts come
+/// from the inner one, on the immediate context and on a deferred one.
+#[test]
+fn r_c3_r_c4_nested_lists_through_the_interpreter() {
+    let steps = vec![
+        resource(32),
+        resource(32),
+        Step::Create(New::Query {
+            kind: QueryChoice::Event,
+        }),
+        // List 0 (context 0): a Map(DISCARD) of resource 0, a query, a copy into resource 1.
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 12, seed: 3 },
+            },
+        ),
+        record(0, DcOp::Unmap { resource: 0 }),
+        record(0, DcOp::BeginQuery { query: 0 }),
+        record(0, DcOp::Command(Cmd::Copy { dst: 1, src: 0 })),
+        finish(0),
+        // List 1 (context 1): binds, executes list 0 (nothing bound after), fills resource 0.
+        record(
+            1,
+            DcOp::Bind {
+                point: 0,
+                object: Some(Obj::Resource(1)),
+            },
+        ),
+        record(1, DcOp::ExecuteList { list: 0 }),
+        record(1, DcOp::Command(Cmd::Fill { dst: 0, value: 9 })),
+        finish(1),
+        // List 0 dropped and its resource destroyed: list 1 keeps both.
+        Step::DropList {
+            list: 0,
+            elsewhere: true,
+        },
+        Step::Destroy {
+            object: Obj::Resource(1),
+            elsewhere: false,
+        },
+        Step::Timeline(Timeline::Flush),
+        execute(0),
+        // R-C4 from the nested list: a Map of resource 0 on the IC, then the query begun.
+        Step::Immediate(IcOp::Map {
+            resource: 0,
+            data: Bytes { len: 4, seed: 1 },
+        }),
+        execute(0),
+        Step::Immediate(IcOp::Unmap { resource: 0 }),
+        Step::Immediate(IcOp::BeginQuery { query: 0 }),
+        execute(0),
+        Step::Immediate(IcOp::EndQuery { query: 0 }),
+        execute(0),
+        // And on a deferred context that has the resource mapped.
+        record(
+            2,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 4, seed: 2 },
+            },
+        ),
+        record(2, DcOp::ExecuteList { list: 0 }),
+        Step::Timeline(Timeline::CompleteAll),
+    ];
+    for command_lists in [true, false] {
+        let cov = command_lists::run_in(DEFAULT_BUDGET, command_lists, &steps);
+        assert_eq!((cov.nested, cov.executed), (1, 2), "{cov:#?}");
+        assert_eq!((cov.map_conflicts, cov.query_conflicts), (1, 1), "{cov:#?}");
+        assert_eq!(cov.refused, 1, "the deferred context's conflict: {cov:#?}");
+    }
 }
 
 #[test]

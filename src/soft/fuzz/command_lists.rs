@@ -8,21 +8,24 @@
 //! up to three deferred contexts (each made at the first step that uses it) and the
 //! immediate context: objects are created and destroyed
 //! (sometimes from another thread), deferred contexts record updates, copies, fills, view
-//! clears, binds, Map(DISCARD) + writes + Unmap and query begin/end (sometimes from another
-//! thread), finish (keeping the list or dropping it at once), abandon or are dropped and made
-//! again; kept lists are executed (once or several times in a row, after their objects were
+//! clears, binds, Map(DISCARD) + writes + Unmap, query begin/end and executions of kept
+//! lists (nested lists, R-C3; sometimes from another thread), finish (keeping the list or
+//! dropping it at once), abandon or are dropped and made again; kept lists are executed (once or several times in a row, after their objects were
 //! destroyed, around immediate-context writes) and dropped (sometimes on another thread); the
 //! immediate context updates, copies, maps and unmaps, binds, begins and ends queries (which
 //! provokes the conflicts of R-C4), flushes; a swap chain (two back buffers and a canvas,
 //! made at the first display step) is presented, rotated and Blt into (R-X1, R-X5, R-X6);
-//! the simulated GPU completes fences. A run
-//! decoded from bytes ([`run_bytes`]) is at most [`MAX_STEPS`] steps.
+//! the simulated GPU completes fences. The soft driver records command lists itself, or, in
+//! one run in two of those decoded from bytes, has none and the engine emulates them (it
+//! then flags any deferred-context hook called). A run decoded from bytes ([`run_bytes`]) is
+//! at most [`MAX_STEPS`] steps.
 //!
 //! # The model
 //! Plain vectors: every resource's bytes, every view's range, what each context has mapped
 //! or begun, each recording's operations (with their payloads, copied), its open
 //! context-local handles, its bindings and its budget count, and each kept list's operations,
-//! holds, maps and queries. A list's effect is its recorded operations applied in order to
+//! holds, maps and queries (a nested list's operations in place, its holds, maps and queries
+//! joined to the outer list's). A list's effect is its recorded operations applied in order to
 //! the model's bytes *at execute time* (the soft driver's byte semantics, [`SoftCommand`]);
 //! Map(DISCARD) data replays the same every time. After every step:
 //! - every engine call returned exactly what the model predicts (the R-C4 conflicts are
@@ -428,6 +431,12 @@ pub enum DcOp {
         /// The query.
         query: u8,
     },
+    /// Executes a kept list on the context (nested execution, R-C3, R-C4): one operation
+    /// holding the list, then nothing bound.
+    ExecuteList {
+        /// The kept list.
+        list: u8,
+    },
 }
 
 /// What the immediate context does.
@@ -514,6 +523,10 @@ pub struct Coverage {
     pub elsewhere: u64,
     /// Presents, rotations and Blts that succeeded.
     pub displayed: u64,
+    /// Lists executed on a deferred context (recorded, nested in the list it finishes).
+    pub nested: u64,
+    /// Runs whose driver had no command lists (the engine emulated them).
+    pub emulated_runs: u64,
 }
 
 impl core::ops::AddAssign for Coverage {
@@ -535,6 +548,8 @@ impl core::ops::AddAssign for Coverage {
         self.immediate_refused += o.immediate_refused;
         self.elsewhere += o.elsewhere;
         self.displayed += o.displayed;
+        self.nested += o.nested;
+        self.emulated_runs += o.emulated_runs;
     }
 }
 
@@ -572,13 +587,16 @@ pub fn steps(data: &[u8]) -> Vec<Step> {
 /// memory ending the query (R-C4, R-E3).
 pub const BUDGETS: [usize; 3] = [DEFAULT_BUDGET, 640, 256];
 
-/// Runs raw bytes (a fuzzer's input): the first byte chooses the budget among [`BUDGETS`],
-/// the rest are decoded by [`steps`]. Returns what the run exercised.
+/// Runs raw bytes (a fuzzer's input): the first byte chooses the budget among [`BUDGETS`]
+/// and whether the driver records command lists itself or the engine emulates them (one
+/// run in two), the rest are decoded by [`steps`]. Returns what the run exercised.
 pub fn run_bytes(data: &[u8]) -> Coverage {
     let Some((first, rest)) = data.split_first() else {
         return Coverage::default();
     };
-    run_with_budget(BUDGETS[usize::from(*first) % BUDGETS.len()], &steps(rest))
+    let first = usize::from(*first);
+    let command_lists = (first / BUDGETS.len()) % 2 == 0;
+    run_in(BUDGETS[first % BUDGETS.len()], command_lists, &steps(rest))
 }
 
 /// Runs `steps` with [`DEFAULT_BUDGET`], checking the engine against the model after every
@@ -588,9 +606,15 @@ pub fn run(steps: &[Step]) {
 }
 
 /// [`run`] with another deferred-context budget (bytes of operations and payloads); returns
-/// what the run exercised.
+/// what the run exercised. The driver is [`SoftConfig::default`]'s.
 pub fn run_with_budget(budget: usize, steps: &[Step]) -> Coverage {
-    let mut h = Harness::new(budget);
+    run_in(budget, SoftConfig::default().command_lists, steps)
+}
+
+/// [`run_with_budget`] with a driver that records command lists itself
+/// (`command_lists`), or one the engine emulates them for.
+pub fn run_in(budget: usize, command_lists: bool, steps: &[Step]) -> Coverage {
+    let mut h = Harness::new(budget, command_lists);
     for (i, step) in steps.iter().enumerate() {
         h.cov.steps += 1;
         h.step(step);
@@ -684,6 +708,8 @@ enum MOp {
         view: usize,
         value: u8,
     },
+    /// A nested list's operations (R-C3), shared with the list's own model.
+    Nested(Arc<Vec<MOp>>),
     Nop,
 }
 
@@ -963,6 +989,11 @@ impl Model {
                 let (res, first, len) = (v.res, v.first, v.len);
                 self.res[res].bytes[first..first + len].fill(value);
             }
+            MOp::Nested(ref ops) => {
+                // The first failing operation ends the whole replay.
+                let ops = Arc::clone(ops);
+                ops.iter().try_for_each(|op| self.apply(op))?;
+            }
             MOp::Nop => {}
         }
         Ok(())
@@ -1011,6 +1042,8 @@ struct MRec {
     maps: Vec<usize>,
     /// Queries the recording begins or ends (R-C4).
     queries: Vec<usize>,
+    /// Objects the lists the recording executes hold, at any depth (R-H2).
+    nested_held: Vec<Key>,
 }
 
 impl MRec {
@@ -1054,9 +1087,12 @@ impl MDc {
 
 /// A kept command list beside what the model knows of it.
 struct MList {
-    list: List,
-    ops: Vec<MOp>,
+    /// Shared with the calls that execute it on a deferred context.
+    list: Arc<List>,
+    ops: Arc<Vec<MOp>>,
     held: Vec<Key>,
+    /// What the lists it executes hold, at any depth.
+    nested_held: Vec<Key>,
     maps: Vec<usize>,
     queries: Vec<usize>,
     payload: usize,
@@ -1071,6 +1107,7 @@ enum Call {
     Bind(BindPoint, Option<AnyHandle>),
     Begin(Handle<Query>),
     End(Handle<Query>),
+    Execute(Arc<List>),
 }
 
 /// A map's answer: the length of the returned bytes and whether they were all zero.
@@ -1100,6 +1137,7 @@ fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
         Call::Bind(p, o) => dc.bind(*p, *o).map(|()| None),
         Call::Begin(q) => dc.begin_query(*q).map(|()| None),
         Call::End(q) => dc.end_query(*q).map(|()| None),
+        Call::Execute(list) => dc.execute_command_list(list).map(|()| None),
     }
 }
 
@@ -1144,13 +1182,14 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(budget: usize) -> Self {
+    fn new(budget: usize, command_lists: bool) -> Self {
         let config = DeviceConfig {
             deferred_budget: budget,
             ..DeviceConfig::default()
         };
         let soft_config = SoftConfig {
             trace: false,
+            command_lists,
             ..SoftConfig::default()
         };
         let (device, ic, world) = soft::device(soft_config, config).expect("soft device");
@@ -1172,7 +1211,10 @@ impl Harness {
             expected_errors: Vec::with_capacity(8),
             removals: 0,
             swap: None,
-            cov: Coverage::default(),
+            cov: Coverage {
+                emulated_runs: u64::from(!command_lists),
+                ..Coverage::default()
+            },
         }
     }
 
@@ -1557,6 +1599,43 @@ impl Harness {
                 let result = predicted();
                 (Call::End(m.queries[q].handle), result)
             }
+            DcOp::ExecuteList { list } => {
+                let inner = &self.lists[pick(self.lists.len(), list)?];
+                let mut predicted = || -> Result<(), Fault> {
+                    reserve(rec, op_size)?;
+                    // R-C4 at every depth: the inner list's maps and queries are its own
+                    // and those of the lists it executes.
+                    if inner
+                        .maps
+                        .iter()
+                        .any(|r| rec.mapped.iter().any(|(x, _)| x == r))
+                    {
+                        return Err(AppError::MapConflict.into());
+                    }
+                    if inner.queries.iter().any(|q| rec.begun.contains(q)) {
+                        return Err(AppError::QueryConflict.into());
+                    }
+                    for &r in &inner.maps {
+                        if !rec.maps.contains(&r) {
+                            rec.maps.push(r);
+                        }
+                    }
+                    for &q in &inner.queries {
+                        rec.touch_query(q);
+                    }
+                    for &k in inner.held.iter().chain(&inner.nested_held) {
+                        if !rec.nested_held.contains(&k) {
+                            rec.nested_held.push(k);
+                        }
+                    }
+                    // R-C3: nothing bound from the next call on.
+                    rec.bindings.clear();
+                    rec.ops.push(MOp::Nested(Arc::clone(&inner.ops)));
+                    Ok(())
+                };
+                let result = predicted();
+                (Call::Execute(Arc::clone(&inner.list)), result)
+            }
         })
     }
 
@@ -1643,6 +1722,7 @@ impl Harness {
             Ok(()) => {
                 slot.rec = rec;
                 self.cov.recorded += 1;
+                self.cov.nested += u64::from(matches!(op, DcOp::ExecuteList { .. }));
             }
         }
         Some(planned)
@@ -1747,9 +1827,10 @@ impl Harness {
         assert_eq!(stats.objects, rec.open.len(), "objects a list holds");
         assert_eq!(stats.payload_bytes, rec.payload, "list payload bytes");
         let kept = MList {
-            list,
-            ops: rec.ops,
+            list: Arc::new(list),
+            ops: Arc::new(rec.ops),
             held: rec.open,
+            nested_held: rec.nested_held,
             maps: rec.maps,
             queries: rec.queries,
             payload: rec.payload,
@@ -2076,12 +2157,15 @@ impl Harness {
             _ => false,
         };
         live_view
-            || self.lists.iter().any(|l| l.held.iter().any(holds))
+            || self
+                .lists
+                .iter()
+                .any(|l| l.held.iter().chain(&l.nested_held).any(holds))
             || self
                 .dcs
                 .iter()
                 .flatten()
-                .any(|d| d.rec.open.iter().any(holds))
+                .any(|d| d.rec.open.iter().chain(&d.rec.nested_held).any(holds))
     }
 
     fn keys(&self) -> impl Iterator<Item = Key> {
