@@ -407,3 +407,56 @@ fn r_c4_nested_maps_and_queries_conflict_at_every_depth() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// What a nested execute costs the outer list (R-C3: O(1), no copy of the inner list): one
+/// recorded operation and one owner of the inner list, whatever the inner list holds. The
+/// figure BENCHMARKS.md records: `cargo test --release --test all
+/// r_c3_a_nested_execute_costs_one_operation -- --nocapture`.
+#[test]
+fn r_c3_a_nested_execute_costs_one_operation_whatever_the_inner_list_holds() {
+    const EXECUTES: usize = 1024;
+    let (device, mut ic, world) = setup();
+    let a = device.create_resource(buffer(64)).unwrap();
+    // Each list from a context of its own, so that none is made from recycled memory.
+    let fresh = |record: &dyn Fn(&mut cmdlist::DeferredContext<_, _>)| {
+        let mut dc = device.create_deferred_context().unwrap();
+        record(&mut dc);
+        dc.finish().unwrap()
+    };
+    let empty = fresh(&|_| {}).stats().retained_bytes;
+    let mut per_execute = Vec::new();
+    for inner_ops in [1, 1000] {
+        let inner = fresh(&|dc| {
+            for i in 0..inner_ops {
+                dc.update(a, 0, &[i as u8; 64]).unwrap();
+            }
+        });
+        let outer = fresh(&|dc| {
+            for _ in 0..EXECUTES {
+                dc.execute_command_list(&inner).unwrap();
+            }
+        });
+        let stats = outer.stats();
+        assert_eq!((stats.operations, stats.payload_bytes), (EXECUTES, 0));
+        let bytes = (stats.retained_bytes - empty) as f64 / EXECUTES as f64;
+        println!(
+            "inner list of {inner_ops} operations ({} bytes): {bytes} bytes per nested execute",
+            inner.stats().retained_bytes
+        );
+        per_execute.push(bytes);
+        ic.execute_command_list(&outer).unwrap();
+        ic.flush().unwrap();
+    }
+    assert_eq!(
+        per_execute[0], per_execute[1],
+        "the inner list's size does not matter"
+    );
+    let bound = cmdlist::OPERATION_BYTES + core::mem::size_of::<usize>();
+    assert!(
+        per_execute[0] <= bound as f64,
+        "{} bytes per nested execute, more than an operation and a pointer",
+        per_execute[0]
+    );
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
