@@ -13,7 +13,8 @@
 //! - The immediate context's thread (R-T1, R-T2, R-D1, R-P1): [`Driver::create_immediate`],
 //!   [`Driver::execute`], [`Driver::execute_command_list`], [`Driver::flush`],
 //!   [`Driver::destroy_object`], and [`Driver::create_object`] for primaries.
-//! - A deferred context's thread (R-T1, R-R5, R-R7): [`Driver::open_local`],
+//! - A deferred context's thread (R-T1, R-R5, R-R7, R-C3):
+//!   [`Driver::execute_command_list_deferred`], [`Driver::open_local`],
 //!   [`Driver::use_local`], [`Driver::close_local`], [`Driver::create_command_list`],
 //!   [`Driver::abandon_command_list`], [`Driver::recycle_command_list`],
 //!   [`Driver::recycle_create_command_list`], [`Driver::recycle_create_deferred_context`],
@@ -43,6 +44,9 @@
 //!   handles still to close, the context's other lists and its live count) completes on the
 //!   unwind. A Finish or context drop cut short leaves the other handles open for the next
 //!   close; the recording is abandoned.
+//! - **A deferred context's CommandListExecute**
+//!   ([`Driver::execute_command_list_deferred`]): as failed. Nothing is recorded, the list
+//!   is not held, and the context's bindings stay as they were.
 //! - **Work on the immediate context** ([`Driver::execute`],
 //!   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
 //!   operation counts as in the open buffer and its objects are stamped with it, so nothing
