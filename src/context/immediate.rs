@@ -506,6 +506,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 .check_list(&root.body.rec.maps, &root.body.rec.queries)?;
             let s = &*ic.device.shared;
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            // Views whose resource's identity moved since their last use are refreshed before
+            // the replay uses them (R-X5), as before any other operation.
+            if ic.rotations != 0 {
+                let (token, imm) = (&mut ic.token, &mut ic.imm);
+                ic.walk.each(root, |l| {
+                    l.body
+                        .held
+                        .iter()
+                        .try_for_each(|held| Self::refresh_view(s, token, imm, guard, held.view()))
+                })?;
+            }
             // Every list replayed references its objects in this buffer and waits for it.
             let (buffer, token) = (&mut ic.buffer, &mut ic.token);
             ic.walk.each(root, |l| {

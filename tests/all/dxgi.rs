@@ -389,6 +389,42 @@ fn r_x5_bound_views_are_bound_again_and_refreshed_once_per_rotation() {
     finish(&world, ic);
 }
 
+/// A view that a list holds (nested in another list here) is refreshed before the replay
+/// uses it, once per rotation of its resource, as any view the immediate context uses.
+#[test]
+fn r_x5_views_a_nested_list_holds_are_refreshed_before_its_replay() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    let view = rtv(&device, x);
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::ClearView { view, value: 3 })
+        .unwrap();
+    let inner = dc.finish().unwrap();
+    dc.execute_command_list(&inner).unwrap();
+    let outer = dc.finish().unwrap();
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    world.clear_trace();
+    ic.execute_command_list(&outer).unwrap();
+    let trace = world.trace();
+    let refreshed = position(&trace, |e| e.hook == Hook::RefreshView);
+    let cleared = position(&trace, |e| e.hook == Hook::Execute && e.object == 0);
+    assert_eq!(count(&trace, Hook::RefreshView), 1, "{trace:#?}");
+    assert!(
+        refreshed < cleared,
+        "refreshed before the replay: {trace:#?}"
+    );
+    world.clear_trace();
+    ic.execute_command_list(&outer).unwrap();
+    assert_eq!(
+        count(&world.trace(), Hook::RefreshView),
+        0,
+        "once per rotation"
+    );
+    drop((inner, outer, dc));
+    drop(device);
+    finish(&world, ic);
+}
+
 #[test]
 fn r_x5_a_list_recorded_before_a_rotation_renders_into_the_new_identity() {
     let (device, mut ic, world) = device();
