@@ -46,7 +46,8 @@
 //!   close; the recording is abandoned.
 //! - **A deferred context's CommandListExecute**
 //!   ([`Driver::execute_command_list_deferred`]): as failed. Nothing is recorded, the list
-//!   is not held, and the context's bindings stay as they were.
+//!   is not held, and the context's bindings stay as they were. (An error it returns is a
+//!   failed call like any other: reported, and out of memory removes the context, R-E3.)
 //! - **Work on the immediate context** ([`Driver::execute`],
 //!   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
 //!   operation counts as in the open buffer and its objects are stamped with it, so nothing
@@ -246,13 +247,19 @@ pub trait Driver: Send + Sync + Sized + 'static {
     }
 
     /// CommandListExecute on a deferred context (R-C3), on that context's thread: the
-    /// context records the execution of a finished list. `list` is that list's
-    /// context-local command-list handle (CalcDeferredContextHandleSize(COMMANDLIST) bytes,
-    /// R-R2); `state` still answers the context's bindings, and from the context's next call
-    /// on nothing is bound. The engine keeps the list alive and executable while the
-    /// recording, or a list finished from it, can still run. On the immediate context the
-    /// list replays in place: [`Driver::execute_command_list`] with its private memory, its
-    /// operations, then [`Op::ClearState`].
+    /// context records the execution of a finished list. `list` is that list's private
+    /// memory (its immediate-context handle, as [`Driver::create_command_list`] filled it and
+    /// [`Driver::execute_command_list`] receives it); the list may be executed by several
+    /// contexts at once, so the driver only reads it. `state` still answers the context's
+    /// bindings, and from the context's next call on nothing is bound.
+    ///
+    /// A notification: the engine records the execution and replays it, so the driver must
+    /// not chain the inner list into this context's work itself. On the immediate context
+    /// the list replays in place within the outer list's execute:
+    /// [`Driver::execute_command_list`] with its private memory, its operations through
+    /// [`Driver::execute`], then [`Op::ClearState`]; the state-refresh queries answer the
+    /// bindings from before the outer execute throughout (R-C3). The engine keeps the list
+    /// alive and executable while a recording or list that executes it can still run.
     fn execute_command_list_deferred(
         &self,
         dc: &mut Self::Deferred,

@@ -141,9 +141,11 @@ pub(crate) type ListNode<D, K> = Node<ListData<D, K>>;
 
 impl<D: Driver, K: Kernel> ListData<D, K> {
     /// Whether the immediate context's buffer that last executed the list has not passed
-    /// the driver's list clock yet: its memory may still be read.
+    /// the driver's list clock yet: its memory may still be read. Never for an emulated
+    /// list: its operations reached the driver as `Op`s borrowed for the call only, and it
+    /// has no driver memory.
     pub(crate) fn in_flight(&self) -> bool {
-        !self.device.shared.list_clock().passed(&self.stamp)
+        self.state != ListState::Emulated && !self.device.shared.list_clock().passed(&self.stamp)
     }
 }
 
@@ -323,6 +325,9 @@ pub struct ListStats {
     pub objects: usize,
     /// Payload bytes recorded.
     pub payload_bytes: usize,
+    /// Operations an execute of the list replays, those of the lists it executes included
+    /// (at most [`crate::DeviceConfig::replay_limit`]).
+    pub replayed_operations: u64,
     /// Bytes of memory the list keeps (capacities, arena chunks, handle memory).
     pub retained_bytes: usize,
 }
@@ -350,6 +355,7 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
             operations: b.rec.ops.len(),
             objects: b.held.len(),
             payload_bytes: b.rec.payload_bytes,
+            replayed_operations: b.rec.replayed_ops(),
             retained_bytes: b.retained_bytes(),
         }
     }

@@ -23,7 +23,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
-use crate::lists::record::{Payload, Recorded, Recording, OPERATION_BYTES};
+use crate::lists::record::{add_sorted, Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
 
 /// Counters and memory of a deferred context.
@@ -352,7 +352,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// Drops the recording and closes every handle, releasing what they held.
+    ///
+    /// The lists the recording executes are given up last, after the handles are closed: one
+    /// whose last owner this was ends then (its list-end hooks run on this thread, after the
+    /// context's own sequence).
     fn unload(&mut self) {
+        let mut executed = core::mem::take(&mut self.rec.lists);
         self.rec.clear();
         self.open.clear();
         self.bindings.clear();
@@ -361,6 +366,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.cls
                 .close_all(s.driver(), dc, s.registry(), StateView::empty(), None);
         }
+        executed.clear();
+        self.rec.lists = executed; // its capacity kept
     }
 
     fn use_object(&mut self, handle: AnyHandle) -> Result<()> {
@@ -452,9 +459,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.open.check_query(query, begin)?;
         self.use_object(query.any())?;
         self.open.query(query, begin);
-        if !self.rec.queries.contains(&query) {
-            self.rec.queries.push(query);
-        }
+        add_sorted(&mut self.rec.queries, &[query]);
         self.push_op(if begin {
             Recorded::BeginQuery(query)
         } else {
@@ -477,7 +482,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     ///
     /// Checked first (R-C4, R-R8): the list belongs to this device; neither it nor a list
     /// it executes recorded a Map of a resource mapped on this context, or begins or ends a
-    /// query begun on this context.
+    /// query begun on this context. Out of memory (R-E3) when the operation does not fit the
+    /// budget, or when executing the recording would replay more operations than
+    /// [`crate::DeviceConfig::replay_limit`], nested lists included.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.record(|dc| {
             if !Arc::ptr_eq(&list.device().shared, &dc.device.shared) {
@@ -485,29 +492,32 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
             dc.reserve_op()?;
             let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
-            let inner = &list.data().body.rec;
+            let body = &list.data().body;
+            let inner = &body.rec;
+            // This operation, plus everything the inner list replays.
+            let replayed = dc
+                .rec
+                .replayed_ops()
+                .saturating_add(1)
+                .saturating_add(inner.replayed_ops());
+            if replayed > dc.device.shared.config().replay_limit {
+                return Err(Error::OutOfMemory);
+            }
             dc.open.check_list(&inner.maps, &inner.queries)?;
             let s = &*dc.device.shared;
             if let Some(driver_dc) = dc.dc.for_hooks()? {
                 s.driver().execute_command_list_deferred(
                     driver_dc,
-                    &list.data().body.local,
+                    &body.private,
                     StateView::of(&dc.bindings),
                 )?;
             }
             dc.rec.lists.push(list.share());
             dc.push_op(Recorded::ExecuteList(index));
+            dc.rec.nested_ops = dc.rec.nested_ops.saturating_add(inner.replayed_ops());
             // Its maps and queries become this recording's too (R-C4 at every depth).
-            for &resource in &inner.maps {
-                if !dc.rec.maps.contains(&resource) {
-                    dc.rec.maps.push(resource);
-                }
-            }
-            for &query in &inner.queries {
-                if !dc.rec.queries.contains(&query) {
-                    dc.rec.queries.push(query);
-                }
-            }
+            add_sorted(&mut dc.rec.maps, &inner.maps);
+            add_sorted(&mut dc.rec.queries, &inner.queries);
             // R-C3: from the next call on, the state-refresh queries answer nothing bound.
             dc.bindings.clear();
             Ok(())
@@ -579,9 +589,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.rec
             .ops
             .push(Recorded::WriteDiscard { resource, payload });
-        if !self.rec.maps.contains(&resource) {
-            self.rec.maps.push(resource);
-        }
+        add_sorted(&mut self.rec.maps, &[resource]);
     }
 
     /// FinishCommandList (R-C1, R-C4, R-R7). On success the context is ready to record the

@@ -59,6 +59,13 @@ pub struct DeviceConfig {
     /// removed locally (R-E3): each operation counts [`crate::OPERATION_BYTES`], plus its
     /// payload (an update's data, a Map(DISCARD)'s whole resource). Default 64 MiB.
     pub deferred_budget: usize,
+    /// The most operations executing one command list may replay, the lists it executes
+    /// included (R-C3, R-E3). A list that executes another twice, which executes another
+    /// twice, and so on, replays exponentially many operations from a few recorded ones: the
+    /// deferred-context execute that would take a recording past this limit runs out of
+    /// memory instead, so that no execute on the immediate context runs for ages. Default
+    /// 2^32.
+    pub replay_limit: u64,
 }
 
 impl Default for DeviceConfig {
@@ -68,6 +75,7 @@ impl Default for DeviceConfig {
             list_clock: Clock::default(),
             recycle: true,
             deferred_budget: 64 << 20,
+            replay_limit: 1 << 32,
         }
     }
 }
@@ -94,6 +102,12 @@ impl DeviceConfig {
     /// With [`DeviceConfig::deferred_budget`] set, in bytes (R-E3).
     pub fn with_deferred_budget(mut self, bytes: usize) -> Self {
         self.deferred_budget = bytes;
+        self
+    }
+
+    /// With [`DeviceConfig::replay_limit`] set (R-C3, R-E3).
+    pub fn with_replay_limit(mut self, operations: u64) -> Self {
+        self.replay_limit = operations;
         self
     }
 }

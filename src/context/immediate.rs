@@ -511,20 +511,25 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if ic.rotations != 0 {
                 let (token, imm) = (&mut ic.token, &mut ic.imm);
                 ic.walk.each(root, |l| {
-                    l.body
-                        .held
-                        .iter()
-                        .try_for_each(|held| Self::refresh_view(s, token, imm, guard, held.view()))
+                    for held in &l.body.held {
+                        Self::refresh_view(s, token, imm, guard, held.view())?;
+                    }
+                    Ok::<bool, Error>(true)
                 })?;
             }
             // Every list replayed references its objects in this buffer and waits for it.
             let (buffer, token) = (&mut ic.buffer, &mut ic.token);
+            // A list stamped with this buffer already (executed earlier in it, or met earlier
+            // in this walk) had its whole tree referenced then: skipped.
             ic.walk.each(root, |l| {
+                if l.stamp.is(buffer.number) {
+                    return Ok::<bool, Error>(false);
+                }
                 for held in &l.body.held {
                     Self::reference(buffer, token, s.registry(), guard, held.view());
                 }
                 l.stamp.executed_in(buffer.number);
-                Ok::<(), Error>(())
+                Ok(true)
             })?;
             let resolver = Resolver::new(
                 s.registry(),

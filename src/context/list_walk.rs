@@ -4,7 +4,9 @@
 //! nothing); it holds no reference between them.
 //!
 //! Lists nest without cycles: a list can only execute lists finished before its own Finish.
-//! A list executed twice is walked twice, as it is replayed twice.
+//! A list executed twice is replayed twice; a visit by [`ListWalk::each`] can skip what it
+//! has seen. Every walk is bounded by the replay it serves
+//! ([`crate::DeviceConfig::replay_limit`]).
 
 use core::ptr::NonNull;
 
@@ -43,14 +45,15 @@ impl<D: Driver, K: Kernel> Default for ListWalk<D, K> {
 }
 
 impl<D: Driver, K: Kernel> ListWalk<D, K> {
-    /// Calls `each` on `root` and on every list it executes, at any depth, until one fails.
+    /// Calls `each` on `root` and on the lists it executes, at any depth, until one fails:
+    /// `each` answers whether to go on into the lists the one it got executes (`false`: that
+    /// whole subtree is skipped, e.g. because it was visited already).
     pub(crate) fn each<'a, E>(
         &mut self,
         root: &'a ListData<D, K>,
-        mut each: impl FnMut(&'a ListData<D, K>) -> Result<(), E>,
+        mut each: impl FnMut(&'a ListData<D, K>) -> Result<bool, E>,
     ) -> Result<(), E> {
-        each(root)?;
-        if root.body.rec.lists.is_empty() {
+        if !each(root)? || root.body.rec.lists.is_empty() {
             return Ok(());
         }
         self.frames.clear();
@@ -61,8 +64,7 @@ impl<D: Driver, K: Kernel> ListWalk<D, K> {
             let list: &'a ListData<D, K> = unsafe { list.as_ref() };
             for inner in &list.body.rec.lists {
                 let inner = inner.get();
-                each(inner)?;
-                if !inner.body.rec.lists.is_empty() {
+                if each(inner)? && !inner.body.rec.lists.is_empty() {
                     self.frames.push((NonNull::from(inner), 0));
                 }
             }

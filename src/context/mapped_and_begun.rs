@@ -85,15 +85,23 @@ impl<M> MappedAndBegun<M> {
 
     /// Refuses to execute here a command list that maps `maps` or begins or ends `queries`
     /// while one of them is mapped or begun here (R-C4).
+    ///
+    /// `maps` and `queries` are a list's sorted sets (`Recording::maps`, `queries`): each of
+    /// this context's open maps and begun queries is looked up by binary search, so the
+    /// check costs what the context has open, not what the list holds.
     pub(crate) fn check_list(
         &self,
         maps: &[Handle<Resource>],
         queries: &[Handle<Query>],
     ) -> Result<()> {
-        if maps.iter().any(|r| self.mapped.iter().any(|(m, _)| m == r)) {
+        if self
+            .mapped
+            .iter()
+            .any(|(m, _)| maps.binary_search(m).is_ok())
+        {
             return Err(AppError::MapConflict.into());
         }
-        if queries.iter().any(|q| self.begun.contains(q)) {
+        if self.begun.iter().any(|q| queries.binary_search(q).is_ok()) {
             return Err(AppError::QueryConflict.into());
         }
         Ok(())

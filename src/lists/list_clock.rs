@@ -80,6 +80,13 @@ impl ListStamp {
         self.0.store(buffer, Ordering::Relaxed);
     }
 
+    /// Whether the list's last execute was in buffer `buffer` (the immediate context's
+    /// own question: it alone writes the stamp).
+    #[inline]
+    pub(crate) fn is(&self, buffer: u64) -> bool {
+        self.get() == buffer
+    }
+
     /// A new life of the list: never executed.
     pub(crate) fn reset(&self) {
         self.0.store(0, Ordering::Relaxed);

@@ -140,10 +140,16 @@ pub(crate) struct Recording<C, L> {
     /// Bytes of payload recorded (what the budget counts, besides the operations).
     pub(crate) payload_bytes: usize,
     /// Resources whose Map(DISCARD) the recording, or a list it executes, holds (R-C4):
-    /// each once, so that a check never walks the nested lists.
+    /// sorted, each once ([`add_sorted`]), so that a check never walks the nested lists and
+    /// looks each of the context's maps up by binary search.
     pub(crate) maps: Vec<Handle<Resource>>,
-    /// Queries the recording, or a list it executes, begins or ends (R-C4), each once.
+    /// Queries the recording, or a list it executes, begins or ends (R-C4): sorted, each
+    /// once.
     pub(crate) queries: Vec<Handle<Query>>,
+    /// Operations a replay of the lists the recording executes performs, at any depth
+    /// (saturating): with `ops`, what executing the recording costs
+    /// ([`crate::DeviceConfig::replay_limit`]).
+    pub(crate) nested_ops: u64,
     /// The lists the recording executes, in the order of their [`Recorded::ExecuteList`]s (a
     /// list executed twice is here twice).
     pub(crate) lists: Vec<L>,
@@ -157,7 +163,34 @@ impl<C, L> Default for Recording<C, L> {
             payload_bytes: 0,
             maps: Vec::new(),
             queries: Vec::new(),
+            nested_ops: 0,
             lists: Vec::new(),
+        }
+    }
+}
+
+/// Adds `items` to the sorted, duplicate-free `set`, keeping it so. Items already there cost
+/// a binary search each and move nothing (the common case: the same list executed again).
+pub(crate) fn add_sorted<T: Ord + Copy>(set: &mut Vec<T>, items: &[T]) {
+    let missing = items
+        .iter()
+        .filter(|x| set.binary_search(x).is_err())
+        .count();
+    match missing {
+        0 => {}
+        1 => {
+            let x = items
+                .iter()
+                .find(|x| set.binary_search(x).is_err())
+                .copied()
+                .expect("counted above");
+            let at = set.binary_search(&x).unwrap_or_else(|at| at);
+            set.insert(at, x);
+        }
+        _ => {
+            set.extend_from_slice(items);
+            set.sort_unstable();
+            set.dedup();
         }
     }
 }
@@ -172,6 +205,11 @@ impl<C, L> Default for Recording<C, L> {
 pub const OPERATION_BYTES: usize = 64;
 
 impl<C, L> Recording<C, L> {
+    /// Operations executing the recording performs, nested lists included (saturating).
+    pub(crate) fn replayed_ops(&self) -> u64 {
+        (self.ops.len() as u64).saturating_add(self.nested_ops)
+    }
+
     /// Bytes the recording counts against its context's budget (R-E3): [`OPERATION_BYTES`]
     /// per operation, plus the payloads.
     pub(crate) fn bytes(&self) -> usize {
@@ -194,6 +232,7 @@ impl<C, L> Recording<C, L> {
         self.payload_bytes = 0;
         self.maps.clear();
         self.queries.clear();
+        self.nested_ops = 0;
         self.lists.clear();
     }
 }
@@ -257,6 +296,19 @@ mod tests {
         assert!(core::mem::size_of::<Recorded<[u8; 48]>>() <= OPERATION_BYTES);
         assert!(core::mem::size_of::<Recorded<[u64; 6]>>() <= OPERATION_BYTES);
         assert!(core::mem::size_of::<Recorded<()>>() <= OPERATION_BYTES);
+    }
+
+    #[test]
+    fn add_sorted_keeps_a_sorted_set() {
+        let mut set = vec![2, 5, 9];
+        add_sorted(&mut set, &[5, 9]);
+        assert_eq!(set, [2, 5, 9]);
+        add_sorted(&mut set, &[7, 5]);
+        assert_eq!(set, [2, 5, 7, 9]);
+        add_sorted(&mut set, &[1, 10, 7, 1]);
+        assert_eq!(set, [1, 2, 5, 7, 9, 10]);
+        add_sorted(&mut set, &[]);
+        assert_eq!(set, [1, 2, 5, 7, 9, 10]);
     }
 
     #[test]

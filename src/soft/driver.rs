@@ -625,7 +625,7 @@ impl Driver for SoftDriver {
     fn execute_command_list_deferred(
         &self,
         dc: &mut SoftDeferred,
-        _list: &[u8],
+        list: &[u8],
         state: StateView<'_>,
     ) -> Result<()> {
         let mut s = self.world.lock();
@@ -633,10 +633,14 @@ impl Driver for SoftDriver {
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::ExecuteCommandListDeferred)
+                .object(list_id(list))
                 .ty(HandleType::CommandList)
                 .state(state.len())
                 .context(dc.id),
         );
+        if self.world.config.trace {
+            Lifetimes::list_executed(&mut s, list_id(list), "execute_command_list_deferred");
+        }
         Ok(())
     }
 
@@ -1108,6 +1112,9 @@ impl Wrappable for SoftDriver {
                 .object(id)
                 .state(state),
         );
+        if self.world.config.trace {
+            Lifetimes::list_executed(&mut s, id, "execute_command_list");
+        }
         if s.list_refs.insert(id, 0) != Some(0) {
             s.open_lists.push(id);
         }

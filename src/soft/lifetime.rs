@@ -145,6 +145,13 @@ impl Lifetimes {
         Self::list_step(s, id, "destroy_command_list", from, None, rule);
     }
 
+    /// CommandListExecute, on the immediate context or a deferred one: only a live list, from
+    /// its (recycle-)create to its (recycle-)destroy, may be executed (R-R8).
+    pub(crate) fn list_executed(s: &mut State, id: u64, hook: &str) {
+        let live = Some(ListState::Live);
+        Self::list_step(s, id, hook, ListState::Live, live, "R-R8");
+    }
+
     pub(crate) fn list_recycle_destroyed(s: &mut State, id: u64) {
         let (from, to) = (ListState::Live, Some(ListState::RecycleDestroyed));
         Self::list_step(s, id, "recycle_destroy_command_list", from, to, "R-R4");

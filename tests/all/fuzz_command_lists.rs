@@ -275,6 +275,46 @@ fn r_c3_r_c4_nested_lists_through_the_interpreter() {
     }
 }
 
+/// Lists executed sixteen times by the next level reach the run's replay limit at the
+/// third level: the model predicts the out of memory (R-E3) where the engine answers it.
+#[test]
+fn r_e3_nested_lists_past_the_replay_limit_run_out_of_memory() {
+    let burst = |list: u8| Step::Record {
+        dc: list % 3,
+        elsewhere: false,
+        ops: Burst {
+            first: DcOp::ExecuteList { list },
+            more: [Some(DcOp::ExecuteList { list }); 3],
+        },
+    };
+    let mut steps = vec![
+        resource(8),
+        record(
+            2,
+            DcOp::Update {
+                resource: 0,
+                offset: 0,
+                data: Bytes { len: 4, seed: 1 },
+            },
+        ),
+        finish(2),
+    ];
+    for level in 0..3u8 {
+        steps.extend([burst(level), burst(level), burst(level), burst(level)]);
+        steps.push(finish(level % 3));
+    }
+    steps.push(execute(2));
+    for command_lists in [true, false] {
+        let cov = command_lists::run_in(DEFAULT_BUDGET, command_lists, &steps);
+        assert_eq!(cov.removals, 1, "{cov:#?}");
+        assert_eq!(cov.finish_after_removal, 1, "{cov:#?}");
+        assert_eq!(
+            cov.executed, 1,
+            "the second level replays 528 operations: {cov:#?}"
+        );
+    }
+}
+
 #[test]
 fn r_d1_objects_destroyed_after_recording_stay_usable_by_the_list() {
     let mut steps = vec![

@@ -460,3 +460,54 @@ fn r_c3_a_nested_execute_costs_one_operation_whatever_the_inner_list_holds() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// Lists that each execute the one below twice replay exponentially many operations from a
+/// few recorded ones: the execute that would take a recording past
+/// `DeviceConfig::replay_limit` runs out of memory (R-E3: the context is removed locally, its
+/// Finish fails once, then it records again), so no execute on the immediate context can be
+/// made to run for ages.
+#[test]
+fn r_e3_a_recording_that_would_replay_too_many_operations_runs_out_of_memory() {
+    assert_eq!(DeviceConfig::default().replay_limit, 1 << 32);
+    const LIMIT: u64 = 1 << 20;
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            gpu: Gpu::Immediate,
+            ..Default::default()
+        },
+        DeviceConfig::default().with_replay_limit(LIMIT),
+    )
+    .unwrap();
+    let a = device.create_resource(buffer(4)).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.update(a, 0, &[1; 4]).unwrap();
+    let mut list = dc.finish().unwrap();
+    let mut levels = 0;
+    loop {
+        let below = list.stats().replayed_operations;
+        assert!(below <= LIMIT);
+        let first = dc.execute_command_list(&list);
+        let second = dc.execute_command_list(&list);
+        let expected = 2 + 2 * below;
+        if expected > LIMIT {
+            assert_eq!((first, second), (Ok(()), Err(Error::OutOfMemory)));
+            assert!(dc.is_removed());
+            assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+            break;
+        }
+        assert_eq!((first, second), (Ok(()), Ok(())));
+        list = dc.finish().unwrap();
+        assert_eq!(list.stats().replayed_operations, expected);
+        levels += 1;
+    }
+    assert!(levels > 15, "{levels} levels");
+    // The context records again; a shallow list still runs.
+    dc.update(a, 0, &[2; 4]).unwrap();
+    let small = dc.finish().unwrap();
+    ic.execute_command_list(&small).unwrap();
+    ic.flush().unwrap();
+    assert_eq!(bytes(&world, &device, a), vec![2; 4]);
+    drop((list, small, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}

@@ -87,6 +87,11 @@ type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
 type List = CommandList<SoftDriver, SoftKernel>;
 
+/// The device's [`DeviceConfig::replay_limit`] in a run: small, so that lists nested many
+/// times over reach it (a few dozen steps can record exponentially long replays) and an
+/// execute never takes long.
+pub const REPLAY_LIMIT: u64 = 4096;
+
 /// The deferred-context budget [`run`] uses: room for a few dozen operations and maps of the
 /// largest resources, so that random recordings run out of memory regularly (R-E3).
 pub const DEFAULT_BUDGET: usize = 2048;
@@ -1044,6 +1049,8 @@ struct MRec {
     queries: Vec<usize>,
     /// Objects the lists the recording executes hold, at any depth (R-H2).
     nested_held: Vec<Key>,
+    /// Operations replaying the lists the recording executes performs, at any depth.
+    nested_ops: u64,
 }
 
 impl MRec {
@@ -1093,6 +1100,8 @@ struct MList {
     held: Vec<Key>,
     /// What the lists it executes hold, at any depth.
     nested_held: Vec<Key>,
+    /// Operations an execute replays, nested lists included.
+    replayed: u64,
     maps: Vec<usize>,
     queries: Vec<usize>,
     payload: usize,
@@ -1185,6 +1194,7 @@ impl Harness {
     fn new(budget: usize, command_lists: bool) -> Self {
         let config = DeviceConfig {
             deferred_budget: budget,
+            replay_limit: REPLAY_LIMIT,
             ..DeviceConfig::default()
         };
         let soft_config = SoftConfig {
@@ -1603,6 +1613,10 @@ impl Harness {
                 let inner = &self.lists[pick(self.lists.len(), list)?];
                 let mut predicted = || -> Result<(), Fault> {
                     reserve(rec, op_size)?;
+                    let replayed = rec.ops.len() as u64 + rec.nested_ops + 1 + inner.replayed;
+                    if replayed > REPLAY_LIMIT {
+                        return Err(Error::OutOfMemory.into());
+                    }
                     // R-C4 at every depth: the inner list's maps and queries are its own
                     // and those of the lists it executes.
                     if inner
@@ -1628,6 +1642,7 @@ impl Harness {
                             rec.nested_held.push(k);
                         }
                     }
+                    rec.nested_ops += inner.replayed;
                     // R-C3: nothing bound from the next call on.
                     rec.bindings.clear();
                     rec.ops.push(MOp::Nested(Arc::clone(&inner.ops)));
@@ -1826,7 +1841,13 @@ impl Harness {
         assert_eq!(stats.operations, rec.ops.len(), "list operations");
         assert_eq!(stats.objects, rec.open.len(), "objects a list holds");
         assert_eq!(stats.payload_bytes, rec.payload, "list payload bytes");
+        let replayed = rec.ops.len() as u64 + rec.nested_ops;
+        assert_eq!(
+            stats.replayed_operations, replayed,
+            "list replayed operations"
+        );
         let kept = MList {
+            replayed,
             list: Arc::new(list),
             ops: Arc::new(rec.ops),
             held: rec.open,
