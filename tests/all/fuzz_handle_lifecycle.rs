@@ -60,7 +60,10 @@ fn r_e1_reused_slot_old_handle_is_stale() {
             len: 16,
             byte: 7,
         },
-        Step::Destroy { pick: 0 },
+        Step::Destroy {
+            pick: 0,
+            elsewhere: true,
+        },
         Step::Flush,
         Step::CreateResource {
             size: 16,
@@ -74,7 +77,10 @@ fn r_e1_reused_slot_old_handle_is_stale() {
             len: 4,
             byte: 1,
         },
-        Step::Destroy { pick: 0 },
+        Step::Destroy {
+            pick: 0,
+            elsewhere: true,
+        },
         Step::DestroyTwice { pick: 0 },
         Step::Lookup { pick: 0 },
         Step::Copy { dst: 1, src: 0 },
@@ -131,7 +137,10 @@ fn r_d1_destroyed_resource_with_live_view_waits_for_the_view() {
             shared: false,
         },
         Step::Bind { pick: 1, point: 0 },
-        Step::Destroy { pick: 0 },
+        Step::Destroy {
+            pick: 0,
+            elsewhere: true,
+        },
         Step::Flush,
         Step::CompleteAll,
         Step::Flush,
@@ -143,7 +152,10 @@ fn r_d1_destroyed_resource_with_live_view_waits_for_the_view() {
             byte: 1,
         },
         Step::SyncDestroy { pick: 0 },
-        Step::Destroy { pick: 1 },
+        Step::Destroy {
+            pick: 1,
+            elsewhere: true,
+        },
         Step::Flush,
         Step::LookupStale { pick: 0 },
         Step::CompleteAll,
@@ -189,8 +201,14 @@ fn r_d4_destroy_while_gpu_runs_then_heavy_pattern() {
         Step::Fill { pick: 0, byte: 3 },
         Step::Copy { dst: 1, src: 0 },
         Step::ClearView { pick: 2, byte: 4 },
-        Step::Destroy { pick: 2 },
-        Step::Destroy { pick: 1 },
+        Step::Destroy {
+            pick: 2,
+            elsewhere: true,
+        },
+        Step::Destroy {
+            pick: 1,
+            elsewhere: true,
+        },
         Step::Flush,
         Step::Flush,
         Step::CompleteFence { ahead: 0 },
@@ -269,7 +287,10 @@ fn r_p1_primaries_are_destroyed_synchronously() {
             size: 16,
             via_device: false,
         },
-        Step::Destroy { pick: 0 },
+        Step::Destroy {
+            pick: 0,
+            elsewhere: true,
+        },
         Step::Update {
             pick: 0,
             offset: 0,
@@ -290,7 +311,10 @@ fn r_p1_primaries_are_destroyed_synchronously() {
         },
         Step::DestroyPrimary { pick: 1 },
         Step::ClearView { pick: 2, byte: 1 },
-        Step::Destroy { pick: 2 },
+        Step::Destroy {
+            pick: 2,
+            elsewhere: true,
+        },
         Step::Flush,
         Step::DestroyPrimary { pick: 2 },
     ]);

@@ -125,7 +125,7 @@ pub enum Step {
         /// The object.
         object: Obj,
         /// Destroy it from another thread (one decoded step in four).
-        #[arbitrary(with = one_in_four)]
+        #[arbitrary(with = elsewhere::one_in_four)]
         elsewhere: bool,
     },
     /// Records a burst of operations on a deferred context, maybe from another thread (a
@@ -134,7 +134,7 @@ pub enum Step {
         /// The context.
         dc: u8,
         /// Make the calls from another thread (one decoded step in four).
-        #[arbitrary(with = one_in_four)]
+        #[arbitrary(with = elsewhere::one_in_four)]
         elsewhere: bool,
         /// What to record.
         ops: Burst,
@@ -158,7 +158,7 @@ pub enum Step {
         /// The kept list.
         list: u8,
         /// Drop it on another thread (one decoded step in four).
-        #[arbitrary(with = one_in_four)]
+        #[arbitrary(with = elsewhere::one_in_four)]
         elsewhere: bool,
     },
     /// An operation on the immediate context.
@@ -556,14 +556,6 @@ impl core::ops::AddAssign for Coverage {
         self.nested += o.nested;
         self.emulated_runs += o.emulated_runs;
     }
-}
-
-/// Decodes a flag true for one byte value in four. The steps that may run on another thread
-/// do so this often: a hand-off to another thread and back costs two thread switches, as
-/// much as the rest of the step, and one step in four keeps every cross-thread path
-/// (a destroy, a burst of recording, a list's drop elsewhere) frequent in every run.
-fn one_in_four(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<bool> {
-    Ok(u8::arbitrary(u)? % 4 == 0)
 }
 
 /// Steps [`steps`] decodes at most. A step takes about ten bytes and, with the checks after

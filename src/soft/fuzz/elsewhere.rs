@@ -11,13 +11,16 @@
 //! its thread-local destructors then.
 //!
 //! A closure's panic is caught on its thread and re-raised by [`Running::wait`], so a failed
-//! check on another thread fails the run like one on the calling thread.
+//! check on another thread fails the run like one on the calling thread. How often a step
+//! runs elsewhere is decoded by [`one_in_four`].
 
 use std::any::Any;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Mutex;
+
+use arbitrary::Arbitrary;
 
 type Job = Box<dyn FnOnce() -> Box<dyn Any + Send> + Send>;
 type Outcome = std::thread::Result<Box<dyn Any + Send>>;
@@ -98,4 +101,12 @@ impl<R: 'static> Running<R> {
 /// Runs `f` on a pooled thread and returns its result (re-raising its panic).
 pub(crate) fn run<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     start(f).wait()
+}
+
+/// Decodes a flag true for one byte value in four. The steps that may run on another thread
+/// do so this often: a hand-off to another thread and back costs two thread switches, as
+/// much as the rest of the step, and one step in four keeps every cross-thread path
+/// (a destroy, a burst of recording, a list's drop elsewhere) frequent in every run.
+pub(crate) fn one_in_four(u: &mut arbitrary::Unstructured<'_>) -> arbitrary::Result<bool> {
+    Ok(u8::arbitrary(u)? % 4 == 0)
 }

@@ -126,10 +126,14 @@ pub enum Step {
         /// Try `Device::create` instead (refused, R-P1).
         via_device: bool,
     },
-    /// Destroys the picked object from another thread (free-threaded destroy, R-F1, R-D1).
+    /// Destroys the picked object (free-threaded destroy, R-F1, R-D1), maybe from another
+    /// thread.
     Destroy {
         /// The object.
         pick: u16,
+        /// Destroy it from another thread (one decoded step in four).
+        #[arbitrary(with = elsewhere::one_in_four)]
+        elsewhere: bool,
     },
     /// Destroys the picked object on another thread, then again on this one (the second is
     /// an application error).
@@ -761,9 +765,9 @@ impl Harness {
                 }
             }
             Step::CreatePrimary { size, via_device } => self.create_primary(size, via_device),
-            Step::Destroy { pick } => {
+            Step::Destroy { pick, elsewhere } => {
                 if let Some(i) = self.pick(pick) {
-                    self.destroy(i, true);
+                    self.destroy(i, elsewhere);
                 }
             }
             Step::DestroyTwice { pick } => {
