@@ -248,7 +248,11 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 /// A command list. Dropping it is the free-threaded destroy.
 ///
 /// A finished recording: `Send + Sync`, executable on the immediate context any number of
-/// times (CommandListExecute, R-C3), destroyed by dropping it, on any thread (R-R4, R-R7).
+/// times (CommandListExecute, R-C3), and by deferred contexts of its device, which record
+/// its execution into their own lists ([`crate::DeferredContext::execute_command_list`]);
+/// destroyed by dropping it, on any thread (R-R4, R-R7). A list that outer lists or
+/// recordings execute ends when the last of them and its `CommandList` are gone: until
+/// then it stays executable, holds its objects and keeps its memory.
 ///
 /// # A list's life
 /// Each transition, the hook it runs, on which thread, and what holds (the owners: the
@@ -270,7 +274,9 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 ///   (`execute_command_list`, then each operation through `execute`, then `ClearState`,
 ///   R-C3): each execute stamps the list with the open buffer
 ///   (`ListStamp`) and references the objects it holds in that buffer.
-/// - **Destroyed or recycle-destroyed** (the drop, any thread, R-R4): the holds are released;
+/// - **Destroyed or recycle-destroyed** (the drop of its last owner, any thread, R-R4: its
+///   `CommandList`, or the last outer list or recording that executes it): the holds are
+///   released, and so are the owners it has of the lists it executes;
 ///   while its context lives and the device recycles, `recycle_destroy_command_list` (the
 ///   driver keeps the memory; *recycle-destroyed*) and the list goes to its context's inbox;
 ///   otherwise it is *retired*.
