@@ -157,6 +157,34 @@ pub enum Hook {
     RefreshView,
 }
 
+impl Hook {
+    /// Whether only a driver that records command lists has this hook (caps with
+    /// `COMMANDLISTS`): an engine that emulates them calls none of these
+    /// ([`SoftConfig::command_lists`]).
+    pub fn needs_command_lists(self) -> bool {
+        matches!(
+            self,
+            Hook::CalcDeferredContextHandleSize
+                | Hook::CalcPrivateCommandListSize
+                | Hook::ExecuteCommandList
+                | Hook::ExecuteCommandListDeferred
+                | Hook::CreateDeferredContext
+                | Hook::DestroyDeferredContext
+                | Hook::AbandonUnbind
+                | Hook::OpenLocal
+                | Hook::UseLocal
+                | Hook::CloseLocal
+                | Hook::CreateCommandList
+                | Hook::DestroyCommandList
+                | Hook::AbandonCommandList
+                | Hook::RecycleCommandList
+                | Hook::RecycleCreateCommandList
+                | Hook::RecycleDestroyCommandList
+                | Hook::RecycleCreateDeferredContext
+        )
+    }
+}
+
 /// One recorded hook call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceEvent {

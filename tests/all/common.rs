@@ -44,6 +44,14 @@ pub fn buffer(bytes: u64) -> ResourceDesc {
     }
 }
 
+/// A dynamic buffer of `bytes` bytes (Map(DISCARD) applies to it).
+pub fn dynamic_buffer(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        usage: cmdlist::Usage::Dynamic,
+        ..buffer(bytes)
+    }
+}
+
 /// xorshift64*: a tiny deterministic PRNG, so failures reproduce by seed.
 pub struct XorShift(pub u64);
 

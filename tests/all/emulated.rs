@@ -6,32 +6,11 @@
 //! test suite also runs this way (`CMDLIST_SOFT_EMULATED=1 cargo test`).
 
 use cmdlist::soft::{self, Gpu, Hook, SoftCommand, SoftConfig};
-use cmdlist::{BindClass, BindPoint, DeviceConfig, QueryKind, ResourceDesc, ThreadingCaps, Usage};
+use cmdlist::{BindClass, BindPoint, DeviceConfig, QueryKind, ThreadingCaps};
 
-use crate::common::{allocation, buffer};
+use crate::common::{allocation, buffer, dynamic_buffer};
 
 const VB0: BindPoint = BindPoint::new(BindClass::VertexBuffer, 0);
-
-/// Every hook a driver with command lists has and one without does not.
-const LIST_HOOKS: [Hook; 17] = [
-    Hook::CalcDeferredContextHandleSize,
-    Hook::CalcPrivateCommandListSize,
-    Hook::ExecuteCommandList,
-    Hook::ExecuteCommandListDeferred,
-    Hook::CreateDeferredContext,
-    Hook::DestroyDeferredContext,
-    Hook::AbandonUnbind,
-    Hook::OpenLocal,
-    Hook::UseLocal,
-    Hook::CloseLocal,
-    Hook::CreateCommandList,
-    Hook::DestroyCommandList,
-    Hook::AbandonCommandList,
-    Hook::RecycleCommandList,
-    Hook::RecycleCreateCommandList,
-    Hook::RecycleDestroyCommandList,
-    Hook::RecycleCreateDeferredContext,
-];
 
 #[test]
 fn r_c3_emulated_deferred_contexts_call_no_deferred_context_hook() {
@@ -50,13 +29,7 @@ fn r_c3_emulated_deferred_contexts_call_no_deferred_context_hook() {
         device.create_resource(buffer(16)).unwrap(),
         device.create_resource(buffer(16)).unwrap(),
     );
-    let d = device
-        .create_resource(ResourceDesc {
-            byte_size: 16,
-            usage: Usage::Dynamic,
-            ..Default::default()
-        })
-        .unwrap();
+    let d = device.create_resource(dynamic_buffer(16)).unwrap();
     let q = device.create_query(QueryKind::Event).unwrap();
     let v = device
         .create_view(
@@ -117,7 +90,7 @@ fn r_c3_emulated_deferred_contexts_call_no_deferred_context_hook() {
     let called: Vec<Hook> = trace
         .iter()
         .map(|e| e.hook)
-        .filter(|h| LIST_HOOKS.contains(h))
+        .filter(|h| h.needs_command_lists())
         .collect();
     assert!(called.is_empty(), "{called:?}");
     assert!(trace.iter().any(|e| e.hook == Hook::Execute));

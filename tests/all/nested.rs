@@ -9,12 +9,9 @@ use cmdlist::handle::{Query, Resource};
 use cmdlist::soft::{
     self, Gpu, Hook, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld,
 };
-use cmdlist::{
-    AppError, BindClass, BindPoint, Clock, DeviceConfig, Error, Handle, QueryKind, ResourceDesc,
-    Usage,
-};
+use cmdlist::{AppError, BindClass, BindPoint, Clock, DeviceConfig, Error, Handle, QueryKind};
 
-use crate::common::{allocation, buffer, count, events_of, id_of, native};
+use crate::common::{allocation, buffer, count, dynamic_buffer, events_of, id_of, native};
 
 const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
 
@@ -358,13 +355,7 @@ fn r_r5_an_inner_list_waits_for_the_buffer_that_executed_its_outer_list() {
 #[test]
 fn r_c4_nested_maps_and_queries_conflict_at_every_depth() {
     let (device, mut ic, world) = setup();
-    let d = device
-        .create_resource(ResourceDesc {
-            byte_size: 16,
-            usage: Usage::Dynamic,
-            ..Default::default()
-        })
-        .unwrap();
+    let d = device.create_resource(dynamic_buffer(16)).unwrap();
     let q: Handle<Query> = device.create_query(QueryKind::Event).unwrap();
     let mut dc1 = device.create_deferred_context().unwrap();
     let mut dc2 = device.create_deferred_context().unwrap();
