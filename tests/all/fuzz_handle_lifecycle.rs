@@ -81,7 +81,10 @@ fn r_e1_reused_slot_old_handle_is_stale() {
             pick: 0,
             elsewhere: true,
         },
-        Step::DestroyTwice { pick: 0 },
+        Step::DestroyTwice {
+            pick: 0,
+            elsewhere: true,
+        },
         Step::Lookup { pick: 0 },
         Step::Copy { dst: 1, src: 0 },
         Step::Copy { dst: 0, src: 1 },

@@ -135,11 +135,14 @@ pub enum Step {
         #[arbitrary(with = elsewhere::one_in_four)]
         elsewhere: bool,
     },
-    /// Destroys the picked object on another thread, then again on this one (the second is
-    /// an application error).
+    /// Destroys the picked object, maybe on another thread, then again on this one (the
+    /// second is an application error).
     DestroyTwice {
         /// The object.
         pick: u16,
+        /// Destroy it first from another thread (one decoded step in four).
+        #[arbitrary(with = elsewhere::one_in_four)]
+        elsewhere: bool,
     },
     /// Two threads destroy the picked object at once: at most one wins.
     DestroyRace {
@@ -770,9 +773,9 @@ impl Harness {
                     self.destroy(i, elsewhere);
                 }
             }
-            Step::DestroyTwice { pick } => {
+            Step::DestroyTwice { pick, elsewhere } => {
                 if let Some(i) = self.pick(pick) {
-                    self.destroy(i, true);
+                    self.destroy(i, elsewhere);
                     self.destroy(i, false);
                 }
             }
@@ -1471,11 +1474,12 @@ impl Harness {
         self.open_ops += 1;
     }
 
-    /// R-D4's heavy pattern after destroying `pick`.
+    /// R-D4's heavy pattern after destroying `pick` (on this thread: the pattern is about
+    /// the immediate context's calls after the destroy).
     fn sync_destroy(&mut self, pick: u16) {
         if let Some(i) = self.pick(pick) {
             if self.want_destroy(i) == Want::Ok {
-                self.destroy(i, true);
+                self.destroy(i, false);
             }
         }
         let query =
