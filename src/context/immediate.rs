@@ -32,6 +32,10 @@ struct OpenBuffer {
     number: u64,
     operations: u32,
     allocations: Vec<AllocationHandle>,
+    /// Identities were rotated while this buffer was open (R-X5): an object stamped with it
+    /// may have a new allocation since, which the buffer's list must gain when the object is
+    /// used again, so no list's tree is skipped as already referenced.
+    rotated: bool,
 }
 
 /// Where the immediate context is in its device's life (R-D3).
@@ -122,6 +126,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 number: 1,
                 operations: 0,
                 allocations: Vec::new(),
+                rotated: false,
             },
             last_submitted: 0,
             completed: 0,
@@ -520,9 +525,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // Every list replayed references its objects in this buffer and waits for it.
             let (buffer, token) = (&mut ic.buffer, &mut ic.token);
             // A list stamped with this buffer already (executed earlier in it, or met earlier
-            // in this walk) had its whole tree referenced then: skipped.
+            // in this walk) had its whole tree referenced then: skipped, unless a rotation
+            // since may have moved its objects to allocations the buffer does not list.
             ic.walk.each(root, |l| {
-                if l.stamp.is(buffer.number) {
+                if l.stamp.is(buffer.number) && !buffer.rotated {
                     return Ok::<bool, Error>(false);
                 }
                 for held in &l.body.held {
@@ -677,6 +683,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             self.buffer.number = number + 1;
             self.buffer.operations = 0;
             self.buffer.allocations.clear();
+            self.buffer.rotated = false;
             s.publish_open_buffer(number + 1);
             number
         } else {

@@ -389,6 +389,27 @@ fn r_x5_bound_views_are_bound_again_and_refreshed_once_per_rotation() {
     finish(&world, ic);
 }
 
+/// A list executed, then its resource rotated, then the list executed again in the same
+/// buffer: the second replay writes the resource's new allocation, which the buffer's
+/// allocation list must gain (R-D1, R-X5), although the list was stamped with the buffer
+/// already. Found by the command_lists fuzz target.
+#[test]
+fn r_d1_r_x5_a_list_replayed_after_a_rotation_in_the_same_buffer_lists_the_new_allocations() {
+    let (device, mut ic, world) = device();
+    let (x, y) = (back_buffer(&device), back_buffer(&device));
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::Fill { dst: x, value: 3 }).unwrap();
+    let list = dc.finish().unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.rotate_resource_identities(&[x, y]).unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+    drop((list, dc));
+    drop(device);
+    finish(&world, ic);
+}
+
 /// A view that a list holds (nested in another list here) is refreshed before the replay
 /// uses it, once per rotation of its resource, as any view the immediate context uses.
 #[test]

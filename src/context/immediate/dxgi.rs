@@ -282,6 +282,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 side.identity += 1;
             }
             ic.rotations += 1;
+            ic.buffer.rotated = true;
             let entries: Vec<&Entry<D>> = views.iter().map(|v| v.entry()).collect();
             let s = &*ic.device.shared;
             if let Some(mut data) = Entry::ic_data_of_many(&mut ic.token, &entries) {
