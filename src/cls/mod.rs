@@ -199,6 +199,7 @@ impl<D: Driver> ClsTable<D> {
     }
 
     /// Puts an opened handle in the table; returns its position.
+    #[inline]
     fn push_open(
         &mut self,
         handle: AnyHandle,

@@ -193,6 +193,11 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
     /// whose last owner it was, one after the other (a chain of nested lists of any depth
     /// ends without recursion).
     fn last_owner_gone(node: Box<ListNode<D, K>>) {
+        if node.value.body.rec.lists.is_empty() {
+            // Nothing nested (the common case).
+            end_unexecutable(node);
+            return;
+        }
         let mut executed: Vec<SharedList<D, K>> = Vec::new();
         let mut next = Some(node);
         while let Some(mut node) = next.take() {

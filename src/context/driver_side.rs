@@ -19,6 +19,7 @@ pub(crate) enum DriverSide<T> {
 impl<T> DriverSide<T> {
     /// What a deferred-context hook is called with: the driver's state, or nothing to call
     /// (emulated); a lost state is out of memory.
+    #[inline]
     pub(crate) fn for_hooks(&mut self) -> Result<Option<&mut T>> {
         match self {
             DriverSide::Native(state) => Ok(Some(state)),

@@ -10,7 +10,7 @@ use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::context::amortize::Amortizer;
-use crate::context::command_list::{free_now, CommandList, ListNode};
+use crate::context::command_list::{free_now, CommandList, ListData, ListNode};
 use crate::context::device::{Device, DeviceShared};
 use crate::context::list_walk::{ListWalk, ReplayStep};
 use crate::context::mapped_and_begun::MappedAndBegun;
@@ -213,8 +213,24 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(reported)
     }
 
+    /// Stamps `list` with the open buffer and references every object it holds there.
+    #[inline]
+    fn reference_list(
+        buffer: &mut OpenBuffer,
+        token: &mut IcToken,
+        registry: &Registry<D>,
+        guard: &Guard,
+        list: &ListData<D, K>,
+    ) {
+        for held in &list.body.held {
+            Self::reference(buffer, token, registry, guard, held.view());
+        }
+        list.stamp.executed_in(buffer.number);
+    }
+
     /// Records that the open buffer references `view`'s object, and through a view its
     /// resource (the GPU reaches the resource's memory through the view).
+    #[inline]
     fn reference(
         buffer: &mut OpenBuffer,
         token: &mut IcToken,
@@ -524,19 +540,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             // Every list replayed references its objects in this buffer and waits for it.
             let (buffer, token) = (&mut ic.buffer, &mut ic.token);
-            // A list stamped with this buffer already (executed earlier in it, or met earlier
-            // in this walk) had its whole tree referenced then: skipped, unless a rotation
-            // since may have moved its objects to allocations the buffer does not list.
-            ic.walk.each(root, |l| {
-                if l.stamp.is(buffer.number) && !buffer.rotated {
-                    return Ok::<bool, Error>(false);
-                }
-                for held in &l.body.held {
-                    Self::reference(buffer, token, s.registry(), guard, held.view());
-                }
-                l.stamp.executed_in(buffer.number);
-                Ok(true)
-            })?;
+            let nested = !root.body.rec.lists.is_empty();
+            if nested {
+                // A list stamped with this buffer already (executed earlier in it, or met
+                // earlier in this walk) had its whole tree referenced then: skipped, unless a
+                // rotation since may have moved its objects to allocations the buffer does
+                // not list.
+                ic.walk.each(root, |l| {
+                    if l.stamp.is(buffer.number) && !buffer.rotated {
+                        return Ok::<bool, Error>(false);
+                    }
+                    Self::reference_list(buffer, token, s.registry(), guard, l);
+                    Ok(true)
+                })?;
+            } else {
+                Self::reference_list(buffer, token, s.registry(), guard, root);
+            }
             let resolver = Resolver::new(
                 s.registry(),
                 guard,
@@ -548,14 +567,26 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // the buffer is submitted, and the lists' memory waits for it.
             ic.buffer.operations += 1;
             let (imm, buffer, token) = (&mut ic.imm, &mut ic.buffer, &mut ic.token);
-            let result = ic.walk.replay(root, |step| match step {
+            let emulated = s.emulates_lists();
+            let mut step = |step| match step {
                 // An emulated list has no driver side: it starts with a clear-state, so that
                 // it inherits nothing, as the driver's CommandListExecute would see to.
-                ReplayStep::Enter(_) if s.emulates_lists() => {
+                ReplayStep::Enter(_) if emulated => {
                     Self::clear_state_in_replay(s.driver(), imm, &resolver, buffer)
                 }
                 step => Self::replay(s.driver(), imm, &resolver, buffer, token, step),
-            });
+            };
+            let result = match nested {
+                true => ic.walk.replay(root, step),
+                // Nothing nested (the common case): the list's operations in order.
+                false => step(ReplayStep::Enter(root)).and_then(|()| {
+                    root.body
+                        .rec
+                        .ops
+                        .iter()
+                        .try_for_each(|op| step(ReplayStep::Op(root, op)))
+                }),
+            };
             // Clear-state after the list, whatever happened in it (R-C3).
             let cleared = s.driver().execute(&mut ic.imm, &resolver, Op::ClearState);
             ic.unbind_all(guard);
@@ -577,6 +608,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// One step of a list's replay (objects resolved through the lists' holds).
+    #[inline]
     fn replay(
         driver: &D,
         imm: &mut D::Immediate,

@@ -48,6 +48,7 @@ impl<D: Driver, K: Kernel> ListWalk<D, K> {
     /// Calls `each` on `root` and on the lists it executes, at any depth, until one fails:
     /// `each` answers whether to go on into the lists the one it got executes (`false`: that
     /// whole subtree is skipped, e.g. because it was visited already).
+    #[inline]
     pub(crate) fn each<'a, E>(
         &mut self,
         root: &'a ListData<D, K>,

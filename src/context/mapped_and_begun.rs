@@ -89,6 +89,7 @@ impl<M> MappedAndBegun<M> {
     /// `maps` and `queries` are a list's sorted sets (`Recording::maps`, `queries`): each of
     /// this context's open maps and begun queries is looked up by binary search, so the
     /// check costs what the context has open, not what the list holds.
+    #[inline]
     pub(crate) fn check_list(
         &self,
         maps: &[Handle<Resource>],
