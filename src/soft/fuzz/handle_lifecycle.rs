@@ -988,16 +988,19 @@ impl Harness {
     fn destroy_race(&mut self, i: usize) {
         let want = self.want_destroy(i);
         let h = self.objs[i].handle;
-        // Two threads, released together by a barrier.
+        // This thread and a pooled one, released together by a barrier: two thread switches
+        // a race, where two pooled threads took six or more.
         let start = Arc::new(Barrier::new(2));
-        let [a, b] = [(); 2].map(|()| {
+        let other = {
             let (device, start) = (self.device.clone(), Arc::clone(&start));
             elsewhere::start(move || {
                 start.wait();
                 device.destroy(h)
             })
-        });
-        let (a, b) = (a.wait(), b.wait());
+        };
+        start.wait();
+        let a = self.device.destroy(h);
+        let b = other.wait();
         if want == Want::Ok {
             // Exactly one thread wins; the loser sees a double destroy.
             let (win, lose) = if a.is_ok() { (a, b) } else { (b, a) };
