@@ -520,36 +520,13 @@ fn r_e3_finish_out_of_memory_ending_begun_queries_then_records_again() {
     world.assert_clean(true);
 }
 
-/// Names the failing input file when a run panics.
-struct NamedInput<'a>(&'a std::path::Path);
-
-impl Drop for NamedInput<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("failing input: {}", self.0.display());
-        }
-    }
-}
-
 /// Every committed seed of the target (`fuzz/seeds/command_lists/`) and every input a
 /// campaign once crashed on (`fuzz/regressions/command_lists/`, named after the bug it
 /// found) runs clean through the interpreter.
 #[test]
 fn r_c3_r_d1_committed_seeds_and_regressions_run_clean() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
-    let mut inputs = 0;
-    for dir in ["seeds/command_lists", "regressions/command_lists"] {
-        let mut files: Vec<_> = std::fs::read_dir(root.join(dir))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        for file in files {
-            let bytes = std::fs::read(&file).unwrap();
-            let _report = NamedInput(&file);
-            command_lists::run_bytes(&bytes);
-            inputs += 1;
-        }
-    }
-    assert!(inputs > 40, "{inputs} inputs");
+    let inputs = crate::common::run_committed_fuzz_inputs("command_lists", |bytes| {
+        command_lists::run_bytes(bytes);
+    });
+    assert!(inputs > 300, "{inputs} inputs");
 }

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use cmdlist::soft::fuzz::handle_lifecycle::{run, steps_from_bytes, Step};
+use cmdlist::soft::fuzz::handle_lifecycle::{run, run_bytes, steps_from_bytes, Step};
 
 use crate::common::XorShift;
 
@@ -350,4 +350,12 @@ fn r_p1_r_d4_destroy_primary_waits_for_the_gpu_under_the_completed_clock() {
     world.assert_clean(false);
     ic.destroy_device().unwrap();
     world.assert_clean(true);
+}
+
+/// Every committed seed of the target (`fuzz/seeds/handle_lifecycle/`) runs clean through
+/// the interpreter.
+#[test]
+fn r_d1_r_e1_committed_seeds_run_clean() {
+    let inputs = crate::common::run_committed_fuzz_inputs("handle_lifecycle", run_bytes);
+    assert!(inputs > 300, "{inputs} inputs");
 }
