@@ -57,6 +57,8 @@
 //!
 //! A Blt never blends: the destination's previous contents do not matter.
 
+use std::sync::OnceLock;
+
 use super::codec::{self, Channel, Layout};
 use super::{DisplayFormat, Rect, Rotation};
 use crate::{Error, Result};
@@ -158,8 +160,8 @@ fn blt_with(
             plan.copy_rows(&src, dst);
         } else if same {
             plan.gather(&src, dst);
-        } else if let Some(table) = Table::new(src.format, dst.format) {
-            plan.convert(&src, dst, &table);
+        } else if let Some(table) = Table::cached(src.format, dst.format) {
+            plan.convert(&src, dst, table);
         } else {
             plan.filter(&src, dst);
         }
@@ -527,21 +529,28 @@ fn linear_domain(src: DisplayFormat, dst: DisplayFormat) -> bool {
 
 /// Per-code values of one integer channel: normalised, or decoded to linear with the sRGB
 /// curve. A missing channel has the single code 0, reading 1.0.
-fn channel_lut(ch: Channel, linear: bool) -> Vec<f32> {
-    if ch.bits == 0 {
-        return vec![1.0];
-    }
-    let max = ch.max();
-    (0..=max)
-        .map(|k| {
-            let c = codec::unorm_to_f32(k, max);
-            if linear {
-                codec::srgb_to_linear(c)
-            } else {
-                c
-            }
-        })
-        .collect()
+///
+/// Built once per bit count and domain and kept for the process (at most 4 KiB each, for
+/// the widths the display formats have): a Blt of a few pixels would otherwise spend more
+/// on its tables than on its pixels.
+fn channel_lut(ch: Channel, linear: bool) -> &'static [f32] {
+    static LUTS: [[OnceLock<Box<[f32]>>; 2]; 33] = [const { [const { OnceLock::new() }; 2] }; 33];
+    LUTS[ch.bits as usize][usize::from(linear)].get_or_init(|| {
+        if ch.bits == 0 {
+            return Box::new([1.0]);
+        }
+        let max = ch.max();
+        (0..=max)
+            .map(|k| {
+                let c = codec::unorm_to_f32(k, max);
+                if linear {
+                    codec::srgb_to_linear(c)
+                } else {
+                    c
+                }
+            })
+            .collect()
+    })
 }
 
 /// How source texels (all their samples) become working-domain values.
@@ -556,9 +565,9 @@ struct IntegerDecoder {
     layout: Layout,
     bpp: usize,
     /// R, G, B, A in the working domain (alpha always normalised).
-    luts: [Vec<f32>; 4],
+    luts: [&'static [f32]; 4],
     /// R, G, B decoded to linear, for `srgb_resolve`.
-    linear: [Vec<f32>; 3],
+    linear: [&'static [f32]; 3],
     /// An `_SRGB` source with several samples going to an integer destination: samples are
     /// averaged in linear and the average encoded again.
     srgb_resolve: bool,
@@ -582,7 +591,7 @@ impl Decoder {
                 linear: if srgb_resolve {
                     [r, g, b].map(|ch| channel_lut(ch, true))
                 } else {
-                    [vec![], vec![], vec![]]
+                    [&[], &[], &[]]
                 },
                 srgb_resolve,
             }
@@ -633,7 +642,7 @@ impl Decoder {
             }
             return average(sum, samples);
         };
-        let read = |word: u32, luts: &[Vec<f32>]| {
+        let read = |word: u32, luts: &[&[f32]]| {
             let mut out = [0.0f32; 4];
             for ((o, ch), lut) in out.iter_mut().zip(&int.layout.channels).zip(luts) {
                 *o = lut[ch.code(word) as usize];
@@ -649,7 +658,7 @@ impl Decoder {
             // One sample, or all equal: their average is their own value.
             return read(first, &int.luts);
         }
-        let rgb_luts: &[Vec<f32>] = if int.srgb_resolve {
+        let rgb_luts: &[&[f32]] = if int.srgb_resolve {
             &int.linear
         } else {
             &int.luts[..3]
@@ -795,6 +804,18 @@ struct Table {
 }
 
 impl Table {
+    /// The table from `src` to `dst`, built on its first use and kept for the process (at
+    /// most 24 KiB each; the 56 pairs from an integer format have one), like the channel tables it is made
+    /// of. `None` from the float format.
+    fn cached(src: DisplayFormat, dst: DisplayFormat) -> Option<&'static Self> {
+        const N: usize = DisplayFormat::ALL.len();
+        static TABLES: [OnceLock<Option<Table>>; N * N] = [const { OnceLock::new() }; N * N];
+        let index = |f| DisplayFormat::ALL.iter().position(|&a| a == f).unwrap_or(0);
+        TABLES[index(src) * N + index(dst)]
+            .get_or_init(|| Table::new(src, dst))
+            .as_ref()
+    }
+
     /// `None` from the float format (its codes are too many for a table).
     fn new(src: DisplayFormat, dst: DisplayFormat) -> Option<Self> {
         let src_layout = codec::layout(src)?;
