@@ -1738,6 +1738,21 @@ mod tests {
         }
     }
 
+    /// The tables are built once per format (pair) and shared by every later Blt.
+    #[test]
+    fn r_x6_tables_are_built_once_and_kept() {
+        use DisplayFormat::*;
+        let (src, dst) = (R10G10B10A2Unorm, R8G8B8A8UnormSrgb);
+        let first = Table::cached(src, dst).expect("an integer source has a table");
+        assert!(std::ptr::eq(first, Table::cached(src, dst).unwrap()));
+        assert!(!std::ptr::eq(first, Table::cached(dst, src).unwrap()));
+        assert!(Table::cached(R16G16B16A16Float, dst).is_none());
+        let ch = codec::layout(src).unwrap().channels[0];
+        assert!(std::ptr::eq(channel_lut(ch, true), channel_lut(ch, true)));
+        assert_ne!(channel_lut(ch, true), channel_lut(ch, false));
+        assert_eq!(channel_lut(ch, false).len(), 1024);
+    }
+
     #[test]
     fn r_x6_fast_paths_match_the_general_path() {
         // Pseudo-random images through every pair, rotation and a few sizes.
