@@ -804,9 +804,9 @@ struct Table {
 }
 
 impl Table {
-    /// The table from `src` to `dst`, built on its first use and kept for the process (at
-    /// most 24 KiB each; the 56 pairs from an integer format have one), like the channel tables it is made
-    /// of. `None` from the float format.
+    /// The table from `src` to `dst`, built on its first use and kept for the process, like
+    /// the channel tables it is made of (at most 24 KiB each; the 56 pairs from an integer
+    /// format have one). `None` from the float format.
     fn cached(src: DisplayFormat, dst: DisplayFormat) -> Option<&'static Self> {
         const N: usize = DisplayFormat::ALL.len();
         static TABLES: [OnceLock<Option<Table>>; N * N] = [const { OnceLock::new() }; N * N];

@@ -989,7 +989,7 @@ impl Harness {
         let want = self.want_destroy(i);
         let h = self.objs[i].handle;
         // This thread and a pooled one, released together by a barrier: two thread switches
-        // a race, where two pooled threads took six or more.
+        // per race, where two pooled threads took six or more.
         let start = Arc::new(Barrier::new(2));
         let other = {
             let (device, start) = (self.device.clone(), Arc::clone(&start));
