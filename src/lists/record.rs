@@ -172,21 +172,14 @@ impl<C, L> Default for Recording<C, L> {
 /// Adds `items` to the sorted, duplicate-free `set`, keeping it so. Items already there cost
 /// a binary search each and move nothing (the common case: the same list executed again).
 pub(crate) fn add_sorted<T: Ord + Copy>(set: &mut Vec<T>, items: &[T]) {
-    let missing = items
-        .iter()
-        .filter(|x| set.binary_search(x).is_err())
-        .count();
-    match missing {
-        0 => {}
-        1 => {
-            let x = items
-                .iter()
-                .find(|x| set.binary_search(x).is_err())
-                .copied()
-                .expect("counted above");
+    let mut missing = items.iter().filter(|x| set.binary_search(x).is_err());
+    match (missing.next(), missing.next()) {
+        (None, _) => {}
+        (Some(&x), None) => {
             let at = set.binary_search(&x).unwrap_or_else(|at| at);
             set.insert(at, x);
         }
+        // Two or more: one sort rather than an insertion each.
         _ => {
             set.extend_from_slice(items);
             set.sort_unstable();
