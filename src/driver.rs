@@ -7,14 +7,16 @@
 //!
 //! # Threads
 //! - Free-threaded (any thread, several at once, R-F1/R-F2): [`Driver::threading_caps`],
+//!   [`Driver::builds_command_lists`],
 //!   [`Driver::check_deferred_context_handle_sizes`], [`Driver::calc_private_size`],
 //!   [`Driver::calc_deferred_context_handle_size`], [`Driver::create_object`] (except for
 //!   primaries).
 //! - The immediate context's thread (R-T1, R-T2, R-D1, R-P1): [`Driver::create_immediate`],
 //!   [`Driver::execute`], [`Driver::execute_command_list`], [`Driver::flush`],
 //!   [`Driver::destroy_object`], and [`Driver::create_object`] for primaries.
-//! - A deferred context's thread (R-T1, R-R5, R-R7, R-C3):
-//!   [`Driver::execute_command_list_deferred`], [`Driver::open_local`],
+//! - A deferred context's thread (R-T1, R-R5, R-R7, R-C3): [`Driver::record_deferred`],
+//!   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`],
+//!   [`Driver::open_local`],
 //!   [`Driver::use_local`], [`Driver::close_local`], [`Driver::create_command_list`],
 //!   [`Driver::abandon_command_list`], [`Driver::recycle_command_list`],
 //!   [`Driver::recycle_create_command_list`], [`Driver::recycle_create_deferred_context`],
@@ -44,9 +46,10 @@
 //!   handles still to close, the context's other lists and its live count) completes on the
 //!   unwind. A Finish or context drop cut short leaves the other handles open for the next
 //!   close; the recording is abandoned.
-//! - **A deferred context's CommandListExecute**
-//!   ([`Driver::execute_command_list_deferred`]): as failed. Nothing is recorded, the list
-//!   is not held, and the context's bindings stay as they were. (An error it returns is a
+//! - **A deferred context's recorded calls** ([`Driver::record_deferred`],
+//!   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`]): as
+//!   failed. Nothing is recorded, a list is not held, and the context's bindings stay as
+//!   they were (context-local handles the call opened stay open until Finish or Abandon). (An error it returns is a
 //!   failed call like any other: reported, and out of memory removes the context, R-E3.)
 //! - **Work on the immediate context** ([`Driver::execute`],
 //!   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
@@ -68,10 +71,11 @@
 
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
+use crate::cls::local_handles::LocalHandles;
 use crate::desc::ObjectDesc;
 use crate::dxgi::{BltCaps, BltPlan, GammaCaps, PresentFlags};
 use crate::error::Result;
-use crate::handle::{AnyHandle, HandleSize, HandleType};
+use crate::handle::{AnyHandle, Handle, HandleSize, HandleType, Query, Resource};
 use crate::kernel::{AllocationHandle, DeferredId};
 use crate::registry::{ObjectView, Resolver};
 
@@ -144,6 +148,56 @@ pub enum Op<'a, D: Driver> {
         /// The present's flags.
         flags: PresentFlags,
     },
+}
+
+/// One call recorded on a deferred context, as the driver hears it on the recording thread
+/// ([`Driver::record_deferred`]), in the order the application made them. Objects are named
+/// by handle; their context-local handles (open by then, dependencies first, R-H1..R-H5) and
+/// immediate-context objects are in the [`LocalHandles`] the hook gets beside it. More calls
+/// may come in later versions: a driver's `match` keeps a wildcard arm.
+#[non_exhaustive]
+pub enum DeferredCall<'a, D: Driver> {
+    /// A driver-defined command.
+    Command(&'a D::Command),
+    /// UpdateSubresource: `data` written at byte `offset` of `resource`.
+    Update {
+        /// The resource written.
+        resource: Handle<Resource>,
+        /// Byte offset of the write.
+        offset: u64,
+        /// The bytes (the caller's, for this call only).
+        data: &'a [u8],
+    },
+    /// Map(DISCARD) of `resource`, whose new contents are `len` bytes, in
+    /// [`crate::ListMode::Replayed`], where the engine hands out the memory. (Where the
+    /// driver builds its lists, [`Driver::map_discard_deferred`] is the Map instead.)
+    MapDiscard {
+        /// The resource mapped.
+        resource: Handle<Resource>,
+        /// Bytes of its new contents.
+        len: usize,
+    },
+    /// Unmap of `resource` (also the one Finish makes of a resource still mapped, R-C4).
+    Unmap {
+        /// The resource unmapped.
+        resource: Handle<Resource>,
+        /// Its new contents as written through the engine's memory
+        /// ([`crate::ListMode::Replayed`]); `None` where the driver handed out the memory
+        /// ([`crate::ListMode::DriverBuilt`]).
+        data: Option<&'a [u8]>,
+    },
+    /// Bind (or with `None` unbind) an object at `point`; the state-refresh query already
+    /// answers the new binding.
+    Bind {
+        /// Where.
+        point: BindPoint,
+        /// What.
+        object: Option<AnyHandle>,
+    },
+    /// Begin a query.
+    BeginQuery(Handle<Query>),
+    /// End a query (also the one Finish makes of a query still begun, R-C4).
+    EndQuery(Handle<Query>),
 }
 
 /// The driver side of the protocol.
@@ -232,10 +286,24 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// context's thread, R-T2).
     fn flush(&self, imm: &mut Self::Immediate);
 
-    /// CommandListExecute's start (R-C3), on the immediate context's thread, before the
-    /// list's operations are replayed through [`Driver::execute`]; afterwards the engine
-    /// sends [`Op::ClearState`]. `objects.state()` answers the context's bindings from before
-    /// the call. A real driver chains the list's own buffer here.
+    /// CommandListExecute (R-C3), on the immediate context's thread, after the engine
+    /// checked R-R8 and R-C4 and stamped every object the list holds with the open buffer
+    /// ([`Resolver::buffer`], R-D1). `list` is the list's private memory, as
+    /// [`Driver::create_command_list`] (or the recycle-create) left it; `objects.state()`
+    /// answers the context's bindings from before the call, and from the next call on
+    /// nothing is bound.
+    ///
+    /// - [`crate::ListMode::Replayed`]: the start of the execute; the engine then replays the
+    ///   list's operations through [`Driver::execute`] and sends [`Op::ClearState`] after
+    ///   them. A list the list executes enters the same way, in place.
+    /// - [`crate::ListMode::DriverBuilt`]: the driver's whole job. It chains the buffer it
+    ///   built (and those of the lists it executes, chained at their
+    ///   [`Driver::execute_command_list_deferred`]) into the open buffer, and leaves the
+    ///   context in the clear state afterwards, as the protocol's CommandListExecute does: the
+    ///   engine sends no operation of the list and no [`Op::ClearState`].
+    ///
+    /// An error still leaves the execute in the open buffer (it is submitted, and the list
+    /// waits for it).
     fn execute_command_list(
         &self,
         imm: &mut Self::Immediate,
@@ -253,13 +321,18 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// contexts at once, so the driver only reads it. `state` still answers the context's
     /// bindings, and from the context's next call on nothing is bound.
     ///
-    /// A notification: the engine records the execution and replays it, so the driver must
-    /// not chain the inner list into this context's work itself. On the immediate context
-    /// the list replays in place within the outer list's execute:
-    /// [`Driver::execute_command_list`] with its private memory, its operations through
-    /// [`Driver::execute`], then [`Op::ClearState`]; the state-refresh queries answer the
-    /// bindings from before the outer execute throughout (R-C3). The engine keeps the list
-    /// alive and executable while a recording or list that executes it can still run.
+    /// - [`crate::ListMode::Replayed`]: a notification. The engine records the execution
+    ///   and replays it, so the driver must not chain the inner list itself: on the
+    ///   immediate context the inner list replays in place within the outer list's execute
+    ///   ([`Driver::execute_command_list`] with its private memory, its operations through
+    ///   [`Driver::execute`], then [`Op::ClearState`]), the state-refresh queries answering
+    ///   the bindings from before the outer execute throughout.
+    /// - [`crate::ListMode::DriverBuilt`]: the driver chains the inner list into this
+    ///   context's work, followed by the clear-state its execute implies; the outer list's
+    ///   [`Driver::execute_command_list`] runs both.
+    ///
+    /// Either way the engine keeps the inner list alive and executable (its private memory
+    /// unchanged) while a recording or list that executes it can still run.
     fn execute_command_list_deferred(
         &self,
         dc: &mut Self::Deferred,
@@ -268,6 +341,60 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> Result<()> {
         let _ = (dc, list, state);
         Ok(())
+    }
+
+    /// Whether the driver builds its command lists itself ([`crate::ListMode::DriverBuilt`]),
+    /// asked once at device creation (only of a driver whose caps include `COMMANDLISTS`).
+    /// Then every deferred-context call reaches the driver on the recording thread
+    /// ([`Driver::record_deferred`], [`Driver::map_discard_deferred`],
+    /// [`Driver::execute_command_list_deferred`]), where it validates and encodes into memory
+    /// it keeps with the recording; executing a list is one
+    /// [`Driver::execute_command_list`] with the list's private memory, and none of its
+    /// operations reaches [`Driver::execute`]. Default: `false`, the engine records and
+    /// replays ([`crate::ListMode::Replayed`]).
+    fn builds_command_lists(&self) -> bool {
+        false
+    }
+
+    /// A call recorded on a deferred context (R-T1), on that context's thread, as the
+    /// application makes it: a driver-defined command, UpdateSubresource, Map(DISCARD) and
+    /// Unmap, a bind, a query's Begin or End ([`DeferredCall`]). Every object the call names
+    /// has its context-local handle open in `locals` by then ([`Driver::open_local`] on its
+    /// first use, [`Driver::use_local`] on later ones), with its context-local memory to
+    /// write and its immediate-context object to read; nothing here is shared with another
+    /// context or the immediate context, so this is where a driver validates, tracks state
+    /// and encodes, in parallel with the immediate context.
+    ///
+    /// An error refuses the call: nothing is recorded, the error is reported on the context's
+    /// sink (R-E2), and out of memory removes the context locally (R-E3). Called in
+    /// [`crate::ListMode::Replayed`] and [`crate::ListMode::DriverBuilt`], never when the
+    /// engine emulates command lists. Default: nothing to do.
+    fn record_deferred(
+        &self,
+        dc: &mut Self::Deferred,
+        call: DeferredCall<'_, Self>,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<()> {
+        let _ = (dc, call, locals);
+        Ok(())
+    }
+
+    /// Map(DISCARD) on a deferred context whose driver builds its lists
+    /// ([`crate::ListMode::DriverBuilt`]), on that context's thread: `len` bytes of the
+    /// driver's memory for the resource's new contents, which the application writes until
+    /// the Unmap ([`DeferredCall::Unmap`]), as the DDI's ResourceMap on a deferred context
+    /// returns the driver's pointer. The memory stays the driver's; it need not be zeroed.
+    /// `resource`'s context-local handle is open in `locals`. An error is a failed Map, as
+    /// for [`Driver::record_deferred`]. Default: [`crate::Error::Unsupported`].
+    fn map_discard_deferred<'a>(
+        &self,
+        dc: &'a mut Self::Deferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        let _ = (dc, resource, len, locals);
+        Err(crate::Error::Unsupported)
     }
 
     /// Creates the driver's state of a deferred context (CreateDeferredContext): on the

@@ -51,6 +51,7 @@ mod desc;
 mod driver;
 mod error;
 mod kernel;
+mod list_mode;
 mod lists;
 mod primitive;
 mod registry;
@@ -65,6 +66,7 @@ pub use error::{AppError, Error, Result};
 pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};
 
 pub use bind::{BindClass, BindPoint, Stage, StateView};
+pub use cls::local_handles::{LocalHandle, LocalHandles};
 pub use context::amortize::PUMP_INTERVAL;
 pub use context::command_list::{CommandList, ListStats};
 pub use context::deferred::{DeferredContext, DeferredMode, DeferredStats};
@@ -74,8 +76,9 @@ pub use desc::{
     BindFlags, ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, Subresource, Texture2d, Usage,
     ViewDesc,
 };
-pub use driver::{Command, Driver, ListMemory, Op};
+pub use driver::{Command, DeferredCall, Driver, ListMemory, Op};
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
+pub use list_mode::ListMode;
 pub use lists::record::OPERATION_BYTES;
 pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};

@@ -15,6 +15,7 @@
 //! only the table entries it set: O(handles opened), not O(objects).
 
 pub mod bucket;
+pub(crate) mod local_handles;
 
 use crossbeam_epoch::Guard;
 use scopeguard::ScopeGuard;
@@ -24,7 +25,7 @@ use crate::cls::bucket::{Block, BucketAllocator};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, HandleSizeTable, HandleType};
-use crate::registry::{HeldEntry, Registry};
+use crate::registry::{HeldEntry, ObjectView, Registry};
 
 /// Entries in one page of the slot-to-position table: 512 bytes of `u32`, so a context that
 /// names a few objects keeps little, while the pages a large recording touches are still
@@ -88,6 +89,16 @@ impl<D: Driver> ClsTable<D> {
     /// Gives back bucket pages down to the high watermark (R-A2).
     pub(crate) fn trim(&mut self) -> usize {
         self.bucket.trim()
+    }
+
+    /// The object and context-local memory of `handle`'s open handle, if it is open and has
+    /// memory (not on an emulated context).
+    #[inline]
+    pub(crate) fn local(&mut self, handle: AnyHandle) -> Option<(ObjectView<'_, D>, &mut [u8])> {
+        let at = self.position_of(handle)?;
+        let open = &mut self.open[at];
+        let bytes = self.bucket.bytes_mut(open.block.as_mut()?).ok()?;
+        Some((open.held.view(), bytes))
     }
 
     /// Where `handle`'s open context-local handle is in `open`, if it is open.

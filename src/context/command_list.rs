@@ -363,7 +363,7 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
     pub fn stats(&self) -> ListStats {
         let b = &self.data().body;
         ListStats {
-            operations: b.rec.ops.len(),
+            operations: b.rec.operations,
             objects: b.held.len(),
             payload_bytes: b.rec.payload_bytes,
             replayed_operations: b.rec.replayed_ops(),

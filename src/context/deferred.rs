@@ -11,6 +11,7 @@ use crate::bind::{BindPoint, Bindings, StateView};
 use crate::cls::{ClsCtx, ClsTable};
 use std::sync::Arc;
 
+use crate::cls::local_handles::LocalHandles;
 use crate::context::command_list::{
     end_unfinished, release, CommandList, ListBody, ListData, ListNode, ListRecording, ListState,
 };
@@ -18,7 +19,7 @@ use crate::context::device::Device;
 use crate::context::driver_side::DriverSide;
 use crate::context::list_pool::ListPool;
 use crate::context::mapped_and_begun::MappedAndBegun;
-use crate::driver::{Command, Driver, ListMemory};
+use crate::driver::{Command, DeferredCall, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
@@ -70,6 +71,15 @@ pub enum DeferredMode {
     /// [`Error::OutOfMemory`], which removes the context, until a Finish or an Abandon makes
     /// the state again.
     StateLost,
+}
+
+/// Where the contents written through a deferred context's open Map(DISCARD) go.
+#[derive(Clone, Copy, Debug)]
+enum MapMemory {
+    /// The recording's arena, replayed with the list.
+    Arena(Payload),
+    /// The driver's memory, of this many bytes ([`crate::ListMode::DriverBuilt`]).
+    Driver(usize),
 }
 
 /// Whether calls are recorded (the driver's state is a separate matter: `dc`).
@@ -133,7 +143,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     bindings: Bindings,
     /// Resources mapped and not yet unmapped, with their payload, and queries begun and not
     /// yet ended (R-C4).
-    open: MappedAndBegun<Payload>,
+    open: MappedAndBegun<MapMemory>,
     calls: Calls,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
@@ -266,7 +276,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     pub fn stats(&self) -> DeferredStats {
         DeferredStats {
             open_handles: self.cls.len(),
-            operations: self.rec.ops.len(),
+            operations: self.rec.operations,
             recorded_bytes: self.rec.bytes(),
             retained_bytes: self.rec.retained_bytes()
                 + self.cls.retained_bytes()
@@ -295,10 +305,16 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
     }
 
-    /// Appends an operation. A recording's first operation gets room for exactly one, so a
-    /// one-command list is one operation big (memory proportional to content); later ones
-    /// grow the usual way.
+    /// Appends an operation: counted always, kept where the engine replays lists (not where
+    /// the driver builds them). A recording's first kept operation gets room for exactly one,
+    /// so a one-command list is one operation big (memory proportional to content); later
+    /// ones grow the usual way.
+    #[inline]
     fn push_op(&mut self, op: Recorded<D::Command>) {
+        self.rec.operations += 1;
+        if !self.device.shared.mode().replays() {
+            return;
+        }
         if self.rec.ops.capacity() == 0 {
             self.rec.ops.reserve_exact(1);
         }
@@ -370,6 +386,18 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.rec.lists = executed; // its capacity kept
     }
 
+    /// The driver hears `call` on this thread (R-T1), with the recording's context-local
+    /// handles; emulated, nobody does. An error refuses the call.
+    #[inline]
+    fn hear(&mut self, call: DeferredCall<'_, D>) -> Result<()> {
+        let s = &*self.device.shared;
+        let Some(dc) = self.dc.for_hooks()? else {
+            return Ok(());
+        };
+        let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+        s.driver().record_deferred(dc, call, &mut locals)
+    }
+
     fn use_object(&mut self, handle: AnyHandle) -> Result<()> {
         let guard = epoch::pin();
         let (cls, mut ctx) = self.cls_parts(&guard)?;
@@ -392,6 +420,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             if let Some(e) = failed {
                 return Err(e);
             }
+            dc.hear(DeferredCall::Command(&command))?;
             dc.push_op(Recorded::Command(command));
             Ok(())
         })
@@ -410,8 +439,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                     .check_write(offset, data.len())?;
             }
             dc.use_object(resource.any())?;
-            let payload = dc.rec.payloads.copy(data)?;
+            dc.hear(DeferredCall::Update {
+                resource,
+                offset,
+                data,
+            })?;
             dc.rec.payload_bytes += data.len();
+            if !dc.device.shared.mode().replays() {
+                dc.rec.operations += 1;
+                return Ok(());
+            }
+            let payload = dc.rec.payloads.copy(data)?;
             dc.push_op(Recorded::Update {
                 resource,
                 offset,
@@ -438,7 +476,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             if let Some(h) = object {
                 dc.use_object(h)?;
             }
+            // The state-refresh query answers the new binding while the driver hears the
+            // bind (as during the DDI's SetX); a refused bind leaves the old one.
+            let old = dc.bindings.get(point);
             dc.bindings.set(point, object);
+            let mut dc = scopeguard::guard(dc, |dc| dc.bindings.set(point, old));
+            dc.hear(DeferredCall::Bind { point, object })?;
+            let dc = ScopeGuard::into_inner(dc);
             dc.push_op(Recorded::Bind { point, object });
             Ok(())
         })
@@ -458,6 +502,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve_op()?;
         self.open.check_query(query, begin)?;
         self.use_object(query.any())?;
+        self.hear(if begin {
+            DeferredCall::BeginQuery(query)
+        } else {
+            DeferredCall::EndQuery(query)
+        })?;
         self.open.query(query, begin);
         add_sorted(&mut self.rec.queries, &[query]);
         self.push_op(if begin {
@@ -524,10 +573,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         })
     }
 
-    /// Map(DISCARD) of a dynamic resource (any other is an application error): the
-    /// resource's new contents, zeroed, to write until
-    /// [`DeferredContext::unmap`]. The bytes live in the recording's arena and replay with
-    /// the list every time it is executed.
+    /// Map(DISCARD) of a dynamic resource (any other is an application error): memory for
+    /// the resource's new contents, to write until [`DeferredContext::unmap`]. Where the
+    /// engine replays lists the bytes are zeroed and live in the recording's arena, replayed
+    /// with the list every time it is executed; where the driver builds its lists they are
+    /// the driver's ([`Driver::map_discard_deferred`]), as the DDI's ResourceMap on a
+    /// deferred context returns the driver's pointer.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
@@ -537,9 +588,44 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             // SAFETY: the payload was just allocated in this recording's arena, which is not
             // reset while `&mut self` is borrowed by the result, and nothing else refers to
             // these bytes until the unmap records them.
-            Ok(payload) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
+            Ok(MapMemory::Arena(payload)) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
+            Ok(MapMemory::Driver(len)) => self.map_with_driver(resource, len),
             Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
             Err(e) => Err(e),
+        }
+    }
+
+    /// The driver's memory for a Map(DISCARD) the engine noted already
+    /// ([`crate::ListMode::DriverBuilt`]); a refusal ends the Map and is settled as any failed call.
+    fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
+        let s = &*self.device.shared;
+        let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
+        if let Ok(Some(dc)) = self.dc.for_hooks() {
+            let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+            // Guarded: a hook that panics ends the Map, as a refusal does.
+            let open = &mut self.open;
+            let unmapped = scopeguard::guard_on_unwind((), |()| {
+                let _ = open.unmap(resource);
+            });
+            answer = s
+                .driver()
+                .map_discard_deferred(dc, resource, len, &mut locals)
+                .map(|bytes| bytes as *mut [u8]);
+            ScopeGuard::into_inner(unmapped);
+        }
+        match answer {
+            // SAFETY: the bytes are borrowed from the driver's state of this context
+            // (`self.dc`), which the returned borrow of `&mut self` keeps alive and
+            // untouched; the pointer was made from that borrow just above and nothing else
+            // was done with `self` since.
+            Ok(bytes) => Ok(unsafe { &mut *bytes }),
+            Err(e) => {
+                let _ = self.open.unmap(resource);
+                match self.settle(Err(e)) {
+                    Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
+                    other => other,
+                }
+            }
         }
     }
 
@@ -559,7 +645,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(&mut self.sink)
     }
 
-    fn map(&mut self, resource: Handle<Resource>) -> Result<Payload> {
+    /// Checks and notes a Map(DISCARD): the arena's zeroed bytes where the engine replays
+    /// lists (the driver hears the Map), nothing where the driver hands out the memory.
+    fn map(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
         let size = {
@@ -569,27 +657,56 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         };
         self.reserve(OPERATION_BYTES.saturating_add(size))?;
         self.use_object(resource.any())?;
+        if !self.device.shared.mode().replays() {
+            self.rec.payload_bytes += size;
+            self.open.map(resource, MapMemory::Driver(size));
+            return Ok(MapMemory::Driver(size));
+        }
+        self.hear(DeferredCall::MapDiscard {
+            resource,
+            len: size,
+        })?;
         let payload = self.rec.payloads.zeroed(size)?;
         self.rec.payload_bytes += size;
-        self.open.map(resource, payload);
-        Ok(payload)
+        self.open.map(resource, MapMemory::Arena(payload));
+        Ok(MapMemory::Arena(payload))
     }
 
     /// Unmap: records the contents written since [`DeferredContext::map_discard`].
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.record(|dc| {
-            let payload = dc.open.unmap(resource)?;
-            dc.record_unmap(resource, payload);
-            Ok(())
+            let memory = dc.open.unmap(resource)?;
+            dc.record_unmap(resource, memory)
         })
     }
 
-    fn record_unmap(&mut self, resource: Handle<Resource>, payload: Payload) {
-        // The map reserved the operation's bytes already.
-        self.rec
-            .ops
-            .push(Recorded::WriteDiscard { resource, payload });
+    /// Records an Unmap: the driver hears it, with the contents where the engine kept them;
+    /// a refusal leaves the resource mapped. The map reserved the operation's bytes
+    /// already.
+    fn record_unmap(&mut self, resource: Handle<Resource>, memory: MapMemory) -> Result<()> {
+        let s = &*self.device.shared;
+        if let Some(dc) = self.dc.for_hooks()? {
+            let data = match memory {
+                // SAFETY: the payload comes from this recording's arena, not reset since
+                // the Map; the application's borrow of its bytes ended with the Map's.
+                MapMemory::Arena(payload) => Some(unsafe { self.rec.payloads.bytes(payload) }),
+                MapMemory::Driver(_) => None,
+            };
+            let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+            let call = DeferredCall::Unmap { resource, data };
+            if let Err(e) = s.driver().record_deferred(dc, call, &mut locals) {
+                self.open.map(resource, memory);
+                return Err(e);
+            }
+        }
         add_sorted(&mut self.rec.maps, &[resource]);
+        match memory {
+            MapMemory::Arena(payload) => {
+                self.push_op(Recorded::WriteDiscard { resource, payload });
+            }
+            MapMemory::Driver(_) => self.rec.operations += 1,
+        }
+        Ok(())
     }
 
     /// FinishCommandList (R-C1, R-C4, R-R7). On success the context is ready to record the
@@ -621,10 +738,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // R-C4: end what is still begun, unmap what is still mapped.
         while let Some(query) = self.open.pop_begun() {
             self.reserve_op()?;
+            self.hear(DeferredCall::EndQuery(query))?;
             self.push_op(Recorded::EndQuery(query));
         }
-        while let Some((resource, payload)) = self.open.pop_mapped() {
-            self.record_unmap(resource, payload);
+        while let Some((resource, memory)) = self.open.pop_mapped() {
+            self.record_unmap(resource, memory)?;
         }
         // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh
         // queries still answer the context's bindings (R-C1).

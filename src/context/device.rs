@@ -20,6 +20,7 @@ use crate::handle::{
     AnyHandle, Handle, HandleSizeTable, HandleType, ObjectKind, Query, Resource, View,
 };
 use crate::kernel::{AllocationDesc, ContextId, DeferredId, Kernel};
+use crate::list_mode::ListMode;
 use crate::lists::list_clock::ListClock;
 use crate::lists::recycle::DropStack;
 use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -123,6 +124,8 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// Written by the IC at each flush, read by destroying threads.
     open_buffer: CachePadded<AtomicU64>,
     caps: ThreadingCaps,
+    /// Who records and who executes command lists, decided at creation.
+    mode: ListMode,
     handle_sizes: HandleSizeTable,
     config: DeviceConfig,
     /// The next deferred context's number.
@@ -241,8 +244,15 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 
     /// Whether the engine emulates deferred contexts (the driver's caps lack
     /// `COMMANDLISTS`): no deferred-context or command-list hook is ever called.
+    #[inline]
     pub(crate) fn emulates_lists(&self) -> bool {
-        !self.caps.contains(ThreadingCaps::COMMANDLISTS)
+        self.mode == ListMode::Emulated
+    }
+
+    /// Who records and who executes command lists.
+    #[inline]
+    pub(crate) fn mode(&self) -> ListMode {
+        self.mode
     }
 }
 
@@ -303,6 +313,14 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         } else {
             HandleSizeTable::default()
         };
+        let mode = match (
+            caps.contains(ThreadingCaps::COMMANDLISTS),
+            driver.builds_command_lists(),
+        ) {
+            (false, _) => ListMode::Emulated,
+            (true, false) => ListMode::Replayed,
+            (true, true) => ListMode::DriverBuilt,
+        };
         let list_clock = config.list_clock;
         let tag = DeviceTag::acquire()?;
         let imm = driver.create_immediate()?;
@@ -314,6 +332,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 registry,
                 open_buffer: CachePadded::new(AtomicU64::new(1)),
                 caps,
+                mode,
                 handle_sizes,
                 config,
                 next_deferred_id: AtomicU32::new(0),
@@ -358,6 +377,12 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// runtime does for such drivers.
     pub fn emulates_command_lists(&self) -> bool {
         self.shared.emulates_lists()
+    }
+
+    /// Who records command lists and who executes them, as decided at creation from the
+    /// driver's caps and [`crate::Driver::builds_command_lists`] (see [`ListMode`]).
+    pub fn list_mode(&self) -> ListMode {
+        self.shared.mode()
     }
 
     /// The handle-size table the driver answered at creation (R-H4).

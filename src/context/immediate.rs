@@ -19,6 +19,7 @@ use crate::driver::{Command, Driver, Op};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
+use crate::list_mode::ListMode;
 use crate::lists::record::Recorded;
 use crate::primitive::Ordering;
 use crate::registry::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
@@ -566,6 +567,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // The execute is in the buffer from here on (also if a hook below fails or panics):
             // the buffer is submitted, and the lists' memory waits for it.
             ic.buffer.operations += 1;
+            if s.mode() == ListMode::DriverBuilt {
+                // The driver's whole job, whatever the list's length: it chains what it
+                // built and leaves the clear state (R-C3). Every query the list ends (Finish
+                // ended those it began, R-C4) ends in this buffer.
+                for query in &root.body.rec.queries {
+                    // The list holds its queries: each is there.
+                    if let Ok(view) = resolver.get(*query) {
+                        view.entry().ic_side(&mut ic.token).query_end = ic.buffer.number;
+                    }
+                }
+                let executed =
+                    s.driver()
+                        .execute_command_list(&mut ic.imm, &root.body.private, &resolver);
+                ic.unbind_all(guard);
+                return executed;
+            }
             let (imm, buffer, token) = (&mut ic.imm, &mut ic.buffer, &mut ic.token);
             let emulated = s.emulates_lists();
             let mut step = |step| match step {

@@ -135,7 +135,11 @@ impl Payloads {
 /// operations.
 #[derive(Debug)]
 pub(crate) struct Recording<C, L> {
+    /// The operations the engine keeps to replay; empty where the driver builds its lists
+    /// ([`crate::ListMode::DriverBuilt`]), which count them only.
     pub(crate) ops: Vec<Recorded<C>>,
+    /// Operations recorded, kept or not: what the budget and the replay count.
+    pub(crate) operations: usize,
     pub(crate) payloads: Payloads,
     /// Bytes of payload recorded (what the budget counts, besides the operations).
     pub(crate) payload_bytes: usize,
@@ -159,6 +163,7 @@ impl<C, L> Default for Recording<C, L> {
     fn default() -> Self {
         Recording {
             ops: Vec::new(),
+            operations: 0,
             payloads: Payloads::default(),
             payload_bytes: 0,
             maps: Vec::new(),
@@ -200,13 +205,13 @@ pub const OPERATION_BYTES: usize = 64;
 impl<C, L> Recording<C, L> {
     /// Operations executing the recording performs, nested lists included (saturating).
     pub(crate) fn replayed_ops(&self) -> u64 {
-        (self.ops.len() as u64).saturating_add(self.nested_ops)
+        (self.operations as u64).saturating_add(self.nested_ops)
     }
 
     /// Bytes the recording counts against its context's budget (R-E3): [`OPERATION_BYTES`]
     /// per operation, plus the payloads.
     pub(crate) fn bytes(&self) -> usize {
-        self.ops.len() * OPERATION_BYTES + self.payload_bytes
+        self.operations * OPERATION_BYTES + self.payload_bytes
     }
 
     /// Memory the recording keeps (capacity, not content).
@@ -221,6 +226,7 @@ impl<C, L> Recording<C, L> {
     /// Empties the recording, keeping its capacity; the lists it executed are given up.
     pub(crate) fn clear(&mut self) {
         self.ops.clear();
+        self.operations = 0;
         self.payloads.reset();
         self.payload_bytes = 0;
         self.maps.clear();
@@ -309,12 +315,14 @@ mod tests {
         let mut rec: Recording<u8, ()> = Recording::default();
         assert_eq!(rec.bytes(), 0);
         rec.ops.push(Recorded::Command(1));
+        rec.operations += 1;
         let payload = rec.payloads.copy(&[0; 40]).unwrap();
         rec.payload_bytes += 40;
         rec.ops.push(Recorded::WriteDiscard {
             resource: Handle::from_bits(1 << 32).unwrap(),
             payload,
         });
+        rec.operations += 1;
         assert_eq!(rec.bytes(), 2 * OPERATION_BYTES + 40);
         rec.clear();
         assert_eq!(rec.bytes(), 0);
