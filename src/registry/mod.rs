@@ -477,6 +477,13 @@ impl<'a, D: Driver> Resolver<'a, D> {
         self.registry.held(resource, self.guard)
     }
 
+    /// Whether the call replays a command list (the immediate context's
+    /// CommandListExecute and the operations it replays, R-C3): objects resolve through the
+    /// list's holds then, destroyed ones included.
+    pub fn in_command_list(&self) -> bool {
+        self.held
+    }
+
     /// The state-refresh query: the executing context's bindings as the protocol says they
     /// look during this call (R-C1, R-C3).
     pub fn state(&self) -> StateView<'a> {

@@ -5,14 +5,16 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use super::built::{Building, DeferredHook};
 use super::inject::{SameTypes, Wrappable};
 use super::lifetime::Lifetimes;
 use super::world::{Hook, SoftWorld, State, TraceEvent};
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
+use crate::cls::local_handles::LocalHandles;
 use crate::desc::ObjectDesc;
 use crate::desc::Subresource;
-use crate::driver::{Command, Driver, ListMemory, Op};
+use crate::driver::{Command, DeferredCall, Driver, ListMemory, Op};
 use crate::dxgi::reference::{self, Pixels, PixelsMut};
 use crate::dxgi::{BltCaps, BltPlan, DisplayFormat, Rect, Rotation};
 use crate::error::{AppError, Result};
@@ -168,10 +170,12 @@ pub struct SoftDeferred {
     pub open_handles: u64,
     /// Times the state was made ready again (recycle-create).
     pub renewals: u64,
+    /// The list being built, where the driver builds its lists.
+    pub(crate) building: Building,
 }
 
 /// Soft context-local handle layout: the object's id, then its dependency's id (R-H2, R-H5).
-fn cls_ids(local: &[u8]) -> (u64, u64) {
+pub(crate) fn cls_ids(local: &[u8]) -> (u64, u64) {
     let id = u64::from_le_bytes(
         local[0..8]
             .try_into()
@@ -188,7 +192,7 @@ fn cls_ids(local: &[u8]) -> (u64, u64) {
 /// The soft driver. See the module docs of [`crate::soft`].
 #[derive(Debug, Clone)]
 pub struct SoftDriver {
-    world: Arc<SoftWorld>,
+    pub(crate) world: Arc<SoftWorld>,
     sizes: HandleSizeTable,
 }
 
@@ -207,7 +211,7 @@ fn cls_size(ty: HandleType, object: Option<&SoftObject>) -> usize {
     }
 }
 
-fn list_id(private: &[u8]) -> u64 {
+pub(crate) fn list_id(private: &[u8]) -> u64 {
     u64::from_le_bytes(private[0..8].try_into().expect("64-byte list handles"))
 }
 
@@ -243,7 +247,7 @@ impl Surface {
 impl SoftDriver {
     /// Flags a deferred-context or command-list hook called on a driver without command
     /// lists: the engine emulates those and must call none of them.
-    fn deferred_hook(&self, s: &mut State, hook: &str) {
+    pub(crate) fn deferred_hook(&self, s: &mut State, hook: &str) {
         if !self.world.config.command_lists {
             let what = format!("{hook} called on a driver without command lists");
             SoftWorld::violate(s, "emulation", what);
@@ -252,7 +256,7 @@ impl SoftDriver {
 
     /// Flags a recycle of list `id` before the buffer that executed it passed the driver's
     /// list clock (the memory may still be read).
-    fn check_list_reuse(&self, s: &mut State, id: u64) {
+    pub(crate) fn check_list_reuse(&self, s: &mut State, id: u64) {
         let Some(&fence) = s.list_refs.get(&id) else {
             return;
         };
@@ -288,8 +292,9 @@ impl SoftDriver {
         &self.world
     }
 
-    fn touch(state: &mut State, allocation: AllocationHandle) {
+    pub(crate) fn touch(state: &mut State, allocation: AllocationHandle) {
         let id = allocation.0.get();
+        flag_ic_write(state, "the open buffer's allocation list");
         if let Some(a) = state.allocations.get_mut(&id) {
             a.ever_referenced = true;
             if !a.in_open_buffer {
@@ -299,7 +304,11 @@ impl SoftDriver {
         }
     }
 
-    fn bytes_of(state: &mut State, allocation: Option<AllocationHandle>) -> Result<&mut Vec<u8>> {
+    pub(crate) fn bytes_of(
+        state: &mut State,
+        allocation: Option<AllocationHandle>,
+    ) -> Result<&mut Vec<u8>> {
+        flag_ic_write(state, "kernel memory");
         let id = allocation.ok_or(AppError::InvalidState)?.0.get();
         Ok(&mut state
             .allocations
@@ -311,7 +320,7 @@ impl SoftDriver {
     /// `len` bytes from `start` as an index range of an allocation. A range past `u64` or
     /// past the address space is out of range: on a 32-bit target an offset of 4 GiB must
     /// not wrap to 0 and write the allocation's first bytes.
-    fn byte_range(start: u64, len: u64) -> Result<Range<usize>> {
+    pub(crate) fn byte_range(start: u64, len: u64) -> Result<Range<usize>> {
         let end = start.checked_add(len).ok_or(AppError::OutOfRange)?;
         let start = usize::try_from(start).map_err(|_| AppError::OutOfRange)?;
         let end = usize::try_from(end).map_err(|_| AppError::OutOfRange)?;
@@ -359,7 +368,7 @@ impl SoftDriver {
         Ok(())
     }
 
-    fn copy(
+    pub(crate) fn copy(
         state: &mut State,
         dst: Option<AllocationHandle>,
         dst_off: u64,
@@ -391,7 +400,7 @@ impl SoftDriver {
         Ok(())
     }
 
-    fn run_command<W: SameTypes<Self>>(
+    pub(crate) fn run_command<W: SameTypes<Self>>(
         &self,
         state: &mut State,
         objects: &Resolver<'_, W>,
@@ -460,6 +469,104 @@ impl SoftDriver {
             Self::touch(state, own);
         }
         Ok(())
+    }
+    /// Performs one operation on the immediate context's side of the world: the bindings
+    /// it changes, the memory it writes and references. What [`Driver::execute`] does, and
+    /// what a driver-built list's packets do when the immediate context runs them.
+    pub(crate) fn apply<W: SameTypes<Self>>(
+        &self,
+        s: &mut State,
+        objects: &Resolver<'_, W>,
+        op: Op<'_, W>,
+    ) -> Result<()> {
+        if matches!(op, Op::Bind { .. } | Op::ClearState) {
+            flag_ic_write(s, "the immediate context's bindings");
+        }
+        match &op {
+            Op::Bind { point, object } => match object {
+                Some(o) => s.ic_bound.insert(*point, o.handle()),
+                None => s.ic_bound.remove(point),
+            },
+            Op::ClearState => {
+                s.ic_bound.clear();
+                None
+            }
+            _ => None,
+        };
+        match op {
+            Op::Command(command) => self.run_command(s, objects, command),
+            Op::Update {
+                resource,
+                offset,
+                data,
+            } => {
+                let r = resource.allocation();
+                let bytes = Self::bytes_of(s, r)?;
+                bytes
+                    .get_mut(Self::byte_range(offset, data.len() as u64)?)
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(s, r.expect("checked above"));
+                Ok(())
+            }
+            Op::WriteDiscard { resource, data } => {
+                let r = resource.allocation();
+                let bytes = Self::bytes_of(s, r)?;
+                bytes
+                    .get_mut(..data.len())
+                    .ok_or(AppError::OutOfRange)?
+                    .copy_from_slice(data);
+                Self::touch(s, r.expect("checked above"));
+                Ok(())
+            }
+            Op::Bind {
+                object: Some(o), ..
+            } => {
+                if let Some(a) = o.allocation() {
+                    Self::touch(s, a);
+                }
+                if o.object().view.is_some() {
+                    if let Some(a) = objects.resource_of(o)?.allocation() {
+                        Self::touch(s, a);
+                    }
+                }
+                Ok(())
+            }
+            Op::EndQuery(q) | Op::BeginQuery(q) => {
+                if let Some(a) = q.allocation() {
+                    Self::touch(s, a);
+                }
+                Ok(())
+            }
+            Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
+            Op::Present {
+                src,
+                src_subresource,
+                dst,
+                ..
+            } => {
+                if let Some(a) = src.allocation() {
+                    Self::touch(s, a);
+                }
+                // The present copy into the destination: the reference Blt, unstretched
+                // unless the sizes differ (an `_SRGB` source to a non-sRGB destination is
+                // integer to integer: copied unchanged, R-X1).
+                let Some((dst, dst_subresource)) = dst else {
+                    return Ok(());
+                };
+                let src_side = Surface::of(src, src_subresource)?;
+                let dst_side = Surface::of(dst, dst_subresource)?;
+                let (src_rect, dst_rect) = (src_side.whole(), dst_side.whole());
+                Self::blt_pixels(
+                    s,
+                    src_side,
+                    src_rect,
+                    dst_side,
+                    dst_rect,
+                    Rotation::Identity,
+                )
+            }
+        }
     }
 }
 
@@ -622,12 +729,36 @@ impl Driver for SoftDriver {
         self.execute_command_list_for(imm, list, objects)
     }
 
+    fn builds_command_lists(&self) -> bool {
+        self.world.config.command_lists && self.world.config.driver_built
+    }
+
+    fn record_deferred(
+        &self,
+        dc: &mut SoftDeferred,
+        call: DeferredCall<'_, Self>,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<()> {
+        self.record_for(dc, call, locals)
+    }
+
+    fn map_discard_deferred<'a>(
+        &self,
+        dc: &'a mut SoftDeferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        self.map_discard_for(dc, resource, len, locals)
+    }
+
     fn execute_command_list_deferred(
         &self,
         dc: &mut SoftDeferred,
         list: &[u8],
         state: StateView<'_>,
     ) -> Result<()> {
+        let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "execute_command_list_deferred");
         self.world.note(
@@ -641,11 +772,15 @@ impl Driver for SoftDriver {
         if self.world.config.trace {
             Lifetimes::list_executed(&mut s, list_id(list), "execute_command_list_deferred");
         }
+        if self.world.config.driver_built {
+            self.chain(&mut s, dc, list_id(list));
+        }
         Ok(())
     }
 
     fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
         let mut s = self.world.lock();
+        s.built.remove(&list_id(list.private));
         self.deferred_hook(&mut s, "recycle_command_list");
         let id = list_id(list.private);
         self.world.note(
@@ -669,6 +804,7 @@ impl Driver for SoftDriver {
         list: ListMemory<'_>,
         state: StateView<'_>,
     ) -> Result<()> {
+        let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "recycle_create_command_list");
         let id = list_id(list.private);
@@ -698,6 +834,9 @@ impl Driver for SoftDriver {
         }
         if self.world.config.trace {
             Lifetimes::list_recycle_created(&mut s, id, dc.id);
+        }
+        if self.world.config.driver_built {
+            self.finish_built(&mut s, dc, id);
         }
         Ok(())
     }
@@ -731,6 +870,7 @@ impl Driver for SoftDriver {
             id,
             open_handles: 0,
             renewals: 0,
+            building: Building::default(),
         })
     }
 
@@ -761,6 +901,7 @@ impl Driver for SoftDriver {
         dependency: Option<&[u8]>,
         local: &mut [u8],
     ) -> Result<()> {
+        let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "open_local");
         self.world.note(
@@ -798,6 +939,12 @@ impl Driver for SoftDriver {
         };
         local[0..8].copy_from_slice(&object.id.to_le_bytes());
         local[8..16].copy_from_slice(&dep_id.to_le_bytes());
+        if ty == HandleType::Resource {
+            // What the deferred context validates and sizes copies with, where it builds its
+            // lists (resource blocks hold 64 or 192 bytes).
+            local[16..24].copy_from_slice(&object.byte_size.to_le_bytes());
+        }
+        s.open_locals.insert((dc.id.get(), object.id));
         dc.open_handles += 1;
         Ok(())
     }
@@ -809,6 +956,7 @@ impl Driver for SoftDriver {
         object: &SoftObject,
         local: &mut [u8],
     ) {
+        let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "use_local");
         self.world.note(
@@ -836,8 +984,10 @@ impl Driver for SoftDriver {
         local: &mut [u8],
         state: StateView<'_>,
     ) {
+        let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "close_local");
+        s.open_locals.remove(&(dc.id.get(), object.id));
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::CloseLocal)
@@ -874,6 +1024,7 @@ impl Driver for SoftDriver {
         private: &mut [u8],
         state: StateView<'_>,
     ) -> Result<()> {
+        let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "create_command_list");
         s.next_object += 1;
@@ -889,6 +1040,9 @@ impl Driver for SoftDriver {
         private[0..8].copy_from_slice(&id.to_le_bytes());
         if self.world.config.trace {
             Lifetimes::list_created(&mut s, id);
+        }
+        if self.world.config.driver_built {
+            self.finish_built(&mut s, dc, id);
         }
         Ok(())
     }
@@ -906,12 +1060,14 @@ impl Driver for SoftDriver {
         // Its memory goes now: the buffer that executed it must have passed the clock.
         self.check_list_reuse(&mut s, id);
         s.list_refs.remove(&id);
+        s.built.remove(&id);
         if self.world.config.trace {
             Lifetimes::list_destroyed(&mut s, id);
         }
     }
 
     fn abandon_command_list(&self, dc: &mut SoftDeferred) {
+        dc.building.clear();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "abandon_command_list");
         self.world.note(
@@ -944,6 +1100,14 @@ impl Driver for SoftDriver {
                 dc.id, dc.open_handles
             );
             SoftWorld::violate(&mut s, "R-C1", what);
+        }
+        if !dc.building.is_empty() {
+            let what = format!(
+                "context {} recycled with calls recorded in no list and not abandoned",
+                dc.id
+            );
+            SoftWorld::violate(&mut s, "R-C2", what);
+            dc.building.clear();
         }
         if self.world.config.recycle_create_fails {
             return Err(crate::Error::OutOfMemory);
@@ -1008,91 +1172,11 @@ impl Wrappable for SoftDriver {
             &mut s,
             TraceEvent::of(Hook::Execute).object(object).state(state),
         );
-        match &op {
-            Op::Bind { point, object } => match object {
-                Some(o) => s.ic_bound.insert(*point, o.handle()),
-                None => s.ic_bound.remove(point),
-            },
-            Op::ClearState => {
-                s.ic_bound.clear();
-                None
-            }
-            _ => None,
-        };
-        match op {
-            Op::Command(command) => self.run_command(&mut s, objects, command),
-            Op::Update {
-                resource,
-                offset,
-                data,
-            } => {
-                let r = resource.allocation();
-                let bytes = Self::bytes_of(&mut s, r)?;
-                bytes
-                    .get_mut(Self::byte_range(offset, data.len() as u64)?)
-                    .ok_or(AppError::OutOfRange)?
-                    .copy_from_slice(data);
-                Self::touch(&mut s, r.expect("checked above"));
-                Ok(())
-            }
-            Op::WriteDiscard { resource, data } => {
-                let r = resource.allocation();
-                let bytes = Self::bytes_of(&mut s, r)?;
-                bytes
-                    .get_mut(..data.len())
-                    .ok_or(AppError::OutOfRange)?
-                    .copy_from_slice(data);
-                Self::touch(&mut s, r.expect("checked above"));
-                Ok(())
-            }
-            Op::Bind {
-                object: Some(o), ..
-            } => {
-                if let Some(a) = o.allocation() {
-                    Self::touch(&mut s, a);
-                }
-                if o.object().view.is_some() {
-                    if let Some(a) = objects.resource_of(o)?.allocation() {
-                        Self::touch(&mut s, a);
-                    }
-                }
-                Ok(())
-            }
-            Op::EndQuery(q) | Op::BeginQuery(q) => {
-                if let Some(a) = q.allocation() {
-                    Self::touch(&mut s, a);
-                }
-                Ok(())
-            }
-            Op::Bind { object: None, .. } | Op::ClearState => Ok(()),
-            Op::Present {
-                src,
-                src_subresource,
-                dst,
-                ..
-            } => {
-                if let Some(a) = src.allocation() {
-                    Self::touch(&mut s, a);
-                }
-                // The present copy into the destination: the reference Blt, unstretched
-                // unless the sizes differ (an `_SRGB` source to a non-sRGB destination is
-                // integer to integer: copied unchanged, R-X1).
-                let Some((dst, dst_subresource)) = dst else {
-                    return Ok(());
-                };
-                let src_side = Surface::of(src, src_subresource)?;
-                let dst_side = Surface::of(dst, dst_subresource)?;
-                let (src_rect, dst_rect) = (src_side.whole(), dst_side.whole());
-                Self::blt_pixels(
-                    &mut s,
-                    src_side,
-                    src_rect,
-                    dst_side,
-                    dst_rect,
-                    Rotation::Identity,
-                )
-            }
+        if self.world.config.driver_built && objects.in_command_list() {
+            let what = "an operation of a driver-built list reached Driver::execute".to_string();
+            SoftWorld::violate(&mut s, "driver-built", what);
         }
+        self.apply(&mut s, objects, op)
     }
 
     fn execute_command_list_for<W: SameTypes<Self>>(
@@ -1112,15 +1196,32 @@ impl Wrappable for SoftDriver {
                 .object(id)
                 .state(state),
         );
-        if self.world.config.trace {
-            Lifetimes::list_executed(&mut s, id, "execute_command_list");
-        }
-        if s.list_refs.insert(id, 0) != Some(0) {
-            s.open_lists.push(id);
+        self.note_list_executed(&mut s, id);
+        if self.world.config.driver_built {
+            return self.run_built(&mut s, id, objects);
         }
         // A list starts from the clear state: it inherits no binding.
         s.ic_bound.clear();
         Ok(())
+    }
+
+    fn record_deferred_for<W: SameTypes<Self>>(
+        &self,
+        dc: &mut SoftDeferred,
+        call: DeferredCall<'_, W>,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<()> {
+        self.record_for(dc, call, locals)
+    }
+
+    fn map_discard_deferred_for<'a, W: SameTypes<Self>>(
+        &self,
+        dc: &'a mut SoftDeferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<&'a mut [u8]> {
+        self.map_discard_for(dc, resource, len, locals)
     }
 
     fn refresh_view_for<W: SameTypes<Self>>(
@@ -1173,7 +1274,17 @@ impl Wrappable for SoftDriver {
 /// The buffer a hook was told it runs in never goes back, and the next submit's fence is the
 /// last one told (checked there). It may move on without a submit: a buffer whose every
 /// operation the driver refused stays empty and is never submitted.
-fn note_buffer(s: &mut State, buffer: u64) {
+/// Flags a write to immediate-context data (kernel memory, the open buffer, the immediate
+/// context's bindings) from inside a deferred-context hook (R-L3: a deferred context works on
+/// its own data only).
+pub(crate) fn flag_ic_write(s: &mut State, what: &str) {
+    if DeferredHook::running() {
+        let what = format!("a deferred-context hook wrote immediate-context data: {what}");
+        SoftWorld::violate(s, "R-L3", what);
+    }
+}
+
+pub(crate) fn note_buffer(s: &mut State, buffer: u64) {
     match s.open_buffer {
         Some(open) if buffer < open => {
             let what = format!("a hook told buffer {buffer} after buffer {open}");

@@ -72,14 +72,15 @@ use std::sync::{Arc, Mutex, Once, OnceLock};
 use super::{SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
+use crate::cls::local_handles::LocalHandles;
 use crate::desc::ObjectDesc;
-use crate::driver::{Driver, ListMemory, Op};
+use crate::driver::{DeferredCall, Driver, ListMemory, Op};
 use crate::dxgi::{
     BltCaps, BltPlan, DisplayModeCallback, DisplayModeOutcome, GammaCaps, PresentCallback,
     PresentStatus, ResidencyStatus,
 };
 use crate::error::{Error, Result};
-use crate::handle::{HandleSize, HandleType};
+use crate::handle::{Handle, HandleSize, HandleType, Resource};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
 use crate::registry::{ObjectView, Resolver};
 
@@ -312,6 +313,31 @@ pub trait Wrappable: Driver {
         Ok(())
     }
 
+    /// [`Driver::record_deferred`] for the engine running driver `W`. The default does what
+    /// the default of [`Driver::record_deferred`] does (nothing).
+    fn record_deferred_for<W: SameTypes<Self>>(
+        &self,
+        dc: &mut Self::Deferred,
+        call: DeferredCall<'_, W>,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<()> {
+        let _ = (dc, call, locals);
+        Ok(())
+    }
+
+    /// [`Driver::map_discard_deferred`] for the engine running driver `W`. The default does
+    /// what the default of [`Driver::map_discard_deferred`] does.
+    fn map_discard_deferred_for<'a, W: SameTypes<Self>>(
+        &self,
+        dc: &'a mut Self::Deferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<&'a mut [u8]> {
+        let _ = (dc, resource, len, locals);
+        Err(Error::Unsupported)
+    }
+
     /// [`Driver::blt`] for the engine running driver `W`. The default does what the default
     /// of [`Driver::blt`] does.
     fn blt_for<W: SameTypes<Self>>(
@@ -450,6 +476,32 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
     ) -> Result<()> {
         self.plan.tick("execute_command_list", true)?;
         self.inner.execute_command_list_for(imm, list, objects)
+    }
+
+    fn builds_command_lists(&self) -> bool {
+        self.inner.builds_command_lists()
+    }
+
+    fn record_deferred(
+        &self,
+        dc: &mut Self::Deferred,
+        call: DeferredCall<'_, Self>,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<()> {
+        self.plan.tick("record_deferred", true)?;
+        self.inner.record_deferred_for(dc, call, locals)
+    }
+
+    fn map_discard_deferred<'a>(
+        &self,
+        dc: &'a mut Self::Deferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        self.plan.tick("map_discard_deferred", true)?;
+        self.inner
+            .map_discard_deferred_for(dc, resource, len, locals)
     }
 
     fn execute_command_list_deferred(

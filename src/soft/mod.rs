@@ -15,6 +15,7 @@
 //! [`inject`] wraps a driver and a kernel (these or an embedder's) to make one chosen hook
 //! call panic or fail, for tests of what the engine promises after a hook panics.
 
+mod built;
 mod driver;
 #[cfg(feature = "arbitrary")]
 #[cfg_attr(docsrs, doc(cfg(feature = "arbitrary")))]

@@ -1,6 +1,6 @@
 //! The soft world: kernel memory, the fence timeline, the protocol checks and the trace.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::driver::ObjectCount;
@@ -12,6 +12,7 @@ use crate::handle::HandleType;
 use crate::kernel::{AllocationHandle, ContextId, DeferredId};
 use crate::registry::retire::Clock;
 
+use super::built::Built;
 use super::lifetime::Lifetimes;
 
 /// How the simulated GPU completes submitted buffers.
@@ -61,6 +62,16 @@ pub struct SoftConfig {
     /// is on, unless the environment variable `CMDLIST_SOFT_EMULATED` is `1` (the test suite
     /// runs once each way).
     pub command_lists: bool,
+    /// With [`SoftConfig::command_lists`], the driver builds its lists itself
+    /// ([`crate::ListMode::DriverBuilt`]): its deferred context encodes every recorded call
+    /// into a buffer of its own, using what it stored in each context-local block at open,
+    /// and its immediate context runs that buffer at CommandListExecute. The world then flags
+    /// an operation of such a list that reaches [`crate::Driver::execute`], a
+    /// deferred-context hook that writes immediate-context data, a command executed twice
+    /// or never, and a context-local block used after its close. Off (the default, unless
+    /// the environment variable `CMDLIST_SOFT_DRIVER_BUILT` is `1`), the engine records and
+    /// replays ([`crate::ListMode::Replayed`]).
+    pub driver_built: bool,
 }
 
 impl Default for SoftConfig {
@@ -74,13 +85,19 @@ impl Default for SoftConfig {
             recycle_create_fails: false,
             resources_without_memory: false,
             command_lists: !emulated_by_default(),
+            driver_built: env_is("CMDLIST_SOFT_DRIVER_BUILT"),
         }
     }
 }
 
 /// Whether `CMDLIST_SOFT_EMULATED=1` asks for drivers without command lists by default.
 fn emulated_by_default() -> bool {
-    std::env::var_os("CMDLIST_SOFT_EMULATED").is_some_and(|v| v == "1")
+    env_is("CMDLIST_SOFT_EMULATED")
+}
+
+/// Whether the environment variable `name` is `1`.
+fn env_is(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v == "1")
 }
 
 /// A hook or callback, as recorded in the trace.
@@ -142,6 +159,11 @@ pub enum Hook {
     ExecuteCommandList,
     /// Driver: CommandListExecute on a deferred context (recorded there).
     ExecuteCommandListDeferred,
+    /// Driver: a call recorded on a deferred context, heard on the recording thread
+    /// (`object`: the first object it names).
+    RecordDeferred,
+    /// Driver: Map(DISCARD) on a deferred context whose driver builds its lists.
+    MapDiscardDeferred,
     /// Kernel: the present callback (R-X1).
     Present,
     /// Kernel: the set-display-mode callback (R-X2).
@@ -168,6 +190,8 @@ impl Hook {
                 | Hook::CalcPrivateCommandListSize
                 | Hook::ExecuteCommandList
                 | Hook::ExecuteCommandListDeferred
+                | Hook::RecordDeferred
+                | Hook::MapDiscardDeferred
                 | Hook::CreateDeferredContext
                 | Hook::DestroyDeferredContext
                 | Hook::AbandonUnbind
@@ -327,6 +351,12 @@ pub(crate) struct State {
     pub(crate) scratch: Vec<u8>,
     /// What the driver handed out and how it ended (checked while tracing).
     pub(crate) lifetimes: Lifetimes,
+    /// Driver-built lists' buffers, by list id.
+    pub(crate) built: HashMap<u64, Built>,
+    /// The serial of the newest packet encoded.
+    pub(crate) next_serial: u64,
+    /// Context-local handles open: (context, object id).
+    pub(crate) open_locals: HashSet<(u32, u64)>,
 }
 
 /// The state a soft driver and kernel share.
