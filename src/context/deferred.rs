@@ -23,6 +23,7 @@ use crate::driver::{Command, DeferredCall, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
+use crate::list_mode::ListMode;
 use crate::lists::list_clock::ListStamp;
 use crate::lists::record::{add_sorted, Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
@@ -78,7 +79,7 @@ pub enum DeferredMode {
 enum MapMemory {
     /// The recording's arena, replayed with the list.
     Arena(Payload),
-    /// The driver's memory, of this many bytes ([`crate::ListMode::DriverBuilt`]).
+    /// The driver's memory, of this many bytes ([`ListMode::DriverBuilt`]).
     Driver(usize),
 }
 
@@ -596,7 +597,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// The driver's memory for a Map(DISCARD) the engine noted already
-    /// ([`crate::ListMode::DriverBuilt`]); a refusal ends the Map and is settled as any failed call.
+    /// ([`ListMode::DriverBuilt`]); a refusal ends the Map and is settled as any failed call.
     fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
         let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
@@ -694,10 +695,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             };
             let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
             let call = DeferredCall::Unmap { resource, data };
-            if let Err(e) = s.driver().record_deferred(dc, call, &mut locals) {
-                self.open.map(resource, memory);
-                return Err(e);
-            }
+            // Refused (or panicking), the Unmap leaves the resource mapped, as before it.
+            let open = &mut self.open;
+            let still_mapped = scopeguard::guard((), |()| open.map(resource, memory));
+            s.driver().record_deferred(dc, call, &mut locals)?;
+            ScopeGuard::into_inner(still_mapped);
         }
         add_sorted(&mut self.rec.maps, &[resource]);
         match memory {
@@ -718,8 +720,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             return Err(Error::OutOfMemory);
         }
         // A hook that panics during Finish abandons the recording: none of its operations
-        // reach a later list.
-        let mut this = scopeguard::guard_on_unwind(&mut *self, |dc| dc.rec.clear());
+        // reach a later list, and a driver that builds its lists drops what it built.
+        let mut this = scopeguard::guard_on_unwind(&mut *self, |dc| {
+            dc.rec.clear();
+            let s = &*dc.device.shared;
+            if let (ListMode::DriverBuilt, Ok(Some(state))) = (s.mode(), dc.dc.for_hooks()) {
+                s.driver().abandon_command_list(state);
+            }
+        });
         let result = this.finish_inner();
         ScopeGuard::into_inner(this);
         if let Err(error) = result {

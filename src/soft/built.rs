@@ -118,17 +118,24 @@ pub(crate) struct Building {
     pub(crate) expected: Runs,
     /// Open Map(DISCARD)s: the memory handed out, until the Unmap encodes it.
     pub(crate) mapped: Vec<(Handle<Resource>, Vec<u8>)>,
+    /// A recycled list's buffer, for the next Finish: steady state allocates nothing.
+    pub(crate) spare: Option<Built>,
 }
 
 impl Building {
-    /// The list built so far, for Finish; the context starts the next one empty.
-    pub(crate) fn take(&mut self) -> BuiltList {
-        let built = BuiltList {
-            packets: core::mem::take(&mut self.packets),
-            expected: self.expected,
-        };
-        self.expected = Runs::default();
-        built
+    /// The list built so far, for Finish, in the spare buffer when there is one; the
+    /// context starts the next one empty, in the list's old memory.
+    pub(crate) fn take(&mut self) -> Built {
+        let mut list = self
+            .spare
+            .take()
+            .filter(|spare| Arc::strong_count(spare) == 1)
+            .unwrap_or_default();
+        let built = Arc::get_mut(&mut list).expect("a new or unshared buffer");
+        built.packets.clear();
+        core::mem::swap(&mut built.packets, &mut self.packets);
+        built.expected = core::mem::take(&mut self.expected);
+        list
     }
 
     /// Forgets what was recorded (Abandon).
@@ -144,7 +151,7 @@ impl Building {
 }
 
 /// A finished list's buffer, kept by the world under the list's id.
-#[derive(Debug)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct BuiltList {
     pub(crate) packets: Vec<(u64, Packet)>,
     /// What one run of it performs, chained lists included.
@@ -236,7 +243,7 @@ impl SoftDriver {
             .state(locals.state().len())
             .context(dc.id);
         self.world.note(&mut s, event);
-        if !self.world.config.driver_built {
+        if !self.builds_lists() {
             return Ok(());
         }
         let packet = match call {
@@ -298,7 +305,7 @@ impl SoftDriver {
                 .object(id)
                 .context(dc.id);
             self.world.note(&mut s, event);
-            if !self.world.config.driver_built {
+            if !self.builds_lists() {
                 let what = "map_discard_deferred called where the engine replays lists";
                 SoftWorld::violate(&mut s, "driver-built", what.to_string());
             }
@@ -332,7 +339,7 @@ impl SoftDriver {
             SoftWorld::violate(s, "R-C4", what);
         }
         let built = dc.building.take();
-        s.built.insert(id, Arc::new(built));
+        s.built.insert(id, built);
     }
 
     /// CommandListExecute of driver-built list `id` on the immediate context: runs its
@@ -372,8 +379,24 @@ impl SoftDriver {
         objects: &Resolver<'_, W>,
         ran: &mut Runs,
     ) -> Result<()> {
-        // An explicit stack: chains nest as deep as lists do.
-        let mut stack: Vec<(Built, usize)> = vec![(Arc::clone(root), 0)];
+        // An explicit stack (chains nest as deep as lists do), kept: steady state allocates
+        // nothing.
+        let mut stack = core::mem::take(&mut s.run_stack);
+        stack.clear();
+        stack.push((Arc::clone(root), 0));
+        let result = self.run_stack(s, &mut stack, objects, ran);
+        stack.clear();
+        s.run_stack = stack;
+        result
+    }
+
+    fn run_stack<W: SameTypes<Self>>(
+        &self,
+        s: &mut State,
+        stack: &mut Vec<(Built, usize)>,
+        objects: &Resolver<'_, W>,
+        ran: &mut Runs,
+    ) -> Result<()> {
         while let Some((list, at)) = stack.last_mut() {
             let list = Arc::clone(list);
             let Some((serial, packet)) = list.packets.get(*at) else {

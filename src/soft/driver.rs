@@ -287,6 +287,12 @@ impl SoftDriver {
         SoftDriver { world, sizes }
     }
 
+    /// Whether the driver builds its command lists ([`super::SoftConfig::driver_built`], with
+    /// command lists at all).
+    pub(crate) fn builds_lists(&self) -> bool {
+        self.world.config.command_lists && self.world.config.driver_built
+    }
+
     /// The shared world.
     pub fn world(&self) -> &Arc<SoftWorld> {
         &self.world
@@ -730,7 +736,7 @@ impl Driver for SoftDriver {
     }
 
     fn builds_command_lists(&self) -> bool {
-        self.world.config.command_lists && self.world.config.driver_built
+        self.builds_lists()
     }
 
     fn record_deferred(
@@ -772,7 +778,7 @@ impl Driver for SoftDriver {
         if self.world.config.trace {
             Lifetimes::list_executed(&mut s, list_id(list), "execute_command_list_deferred");
         }
-        if self.world.config.driver_built {
+        if self.builds_lists() {
             self.chain(&mut s, dc, list_id(list));
         }
         Ok(())
@@ -780,7 +786,9 @@ impl Driver for SoftDriver {
 
     fn recycle_command_list(&self, dc: &mut SoftDeferred, list: ListMemory<'_>) {
         let mut s = self.world.lock();
-        s.built.remove(&list_id(list.private));
+        if let Some(old) = s.built.remove(&list_id(list.private)) {
+            dc.building.spare = Some(old);
+        }
         self.deferred_hook(&mut s, "recycle_command_list");
         let id = list_id(list.private);
         self.world.note(
@@ -835,7 +843,7 @@ impl Driver for SoftDriver {
         if self.world.config.trace {
             Lifetimes::list_recycle_created(&mut s, id, dc.id);
         }
-        if self.world.config.driver_built {
+        if self.builds_lists() {
             self.finish_built(&mut s, dc, id);
         }
         Ok(())
@@ -1041,7 +1049,7 @@ impl Driver for SoftDriver {
         if self.world.config.trace {
             Lifetimes::list_created(&mut s, id);
         }
-        if self.world.config.driver_built {
+        if self.builds_lists() {
             self.finish_built(&mut s, dc, id);
         }
         Ok(())
@@ -1172,7 +1180,7 @@ impl Wrappable for SoftDriver {
             &mut s,
             TraceEvent::of(Hook::Execute).object(object).state(state),
         );
-        if self.world.config.driver_built && objects.in_command_list() {
+        if self.builds_lists() && objects.in_command_list() {
             let what = "an operation of a driver-built list reached Driver::execute".to_string();
             SoftWorld::violate(&mut s, "driver-built", what);
         }
@@ -1197,7 +1205,7 @@ impl Wrappable for SoftDriver {
                 .state(state),
         );
         self.note_list_executed(&mut s, id);
-        if self.world.config.driver_built {
+        if self.builds_lists() {
             return self.run_built(&mut s, id, objects);
         }
         // A list starts from the clear state: it inherits no binding.

@@ -353,6 +353,8 @@ pub(crate) struct State {
     pub(crate) lifetimes: Lifetimes,
     /// Driver-built lists' buffers, by list id.
     pub(crate) built: HashMap<u64, Built>,
+    /// The stack of a driver-built list's run (capacity kept).
+    pub(crate) run_stack: Vec<(Built, usize)>,
     /// The serial of the newest packet encoded.
     pub(crate) next_serial: u64,
     /// Context-local handles open: (context, object id).

@@ -323,11 +323,13 @@ fn r_c3_execute_clears_state() {
             "during the execute, the bindings from before it are reported"
         );
     }
-    let replayed = ev.iter().find(|e| e.hook == Hook::Execute).unwrap();
-    assert_eq!(
-        replayed.state, 2,
-        "during the replay too, the bindings from before the execute are reported"
-    );
+    if device.list_mode().replays() {
+        let replayed = ev.iter().find(|e| e.hook == Hook::Execute).unwrap();
+        assert_eq!(
+            replayed.state, 2,
+            "during the replay too, the bindings from before the execute are reported"
+        );
+    }
     assert_eq!(
         ic.bindings().count(),
         0,
@@ -508,7 +510,9 @@ fn r_c4_finish_ends_begun_queries_and_unmaps() {
         .iter()
         .filter(|e| e.hook == Hook::Execute && e.object == qid)
         .count();
-    assert_eq!(query_ops, 2, "the list begins and ends the query");
+    // A driver-built list's Begin and End run inside its execute, not as operations.
+    let expected = if device.list_mode().replays() { 2 } else { 0 };
+    assert_eq!(query_ops, expected, "the list begins and ends the query");
     // The query was ended by the list: GetData is no longer an invalid call.
     assert!(ic.query_signaled(q).is_ok());
     // And the list counts as having mapped r (R-C4 at execute).

@@ -428,7 +428,10 @@ fn r_x5_views_a_nested_list_holds_are_refreshed_before_its_replay() {
     ic.execute_command_list(&outer).unwrap();
     let trace = world.trace();
     let refreshed = position(&trace, |e| e.hook == Hook::RefreshView);
-    let cleared = position(&trace, |e| e.hook == Hook::Execute && e.object == 0);
+    // The list's first step: its CommandListExecute, or, emulated, the clear-state before it.
+    let cleared = position(&trace, |e| {
+        e.hook == Hook::ExecuteCommandList || (e.hook == Hook::Execute && e.object == 0)
+    });
     assert_eq!(count(&trace, Hook::RefreshView), 1, "{trace:#?}");
     assert!(
         refreshed < cleared,
