@@ -31,6 +31,13 @@ pub enum ListMode {
 }
 
 impl ListMode {
+    /// Every mode.
+    pub const ALL: [ListMode; 3] = [
+        ListMode::Emulated,
+        ListMode::Replayed,
+        ListMode::DriverBuilt,
+    ];
+
     /// Whether the driver hears deferred-context calls and owns list memory (every mode but
     /// [`ListMode::Emulated`]).
     pub fn has_driver_lists(self) -> bool {

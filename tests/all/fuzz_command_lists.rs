@@ -7,7 +7,7 @@ use cmdlist::soft::fuzz::command_lists::{
     ViewKind, DEFAULT_BUDGET,
 };
 use cmdlist::soft::{self, SoftCommand, SoftConfig};
-use cmdlist::{AppError, DeviceConfig, Error, QueryKind, ResourceDesc};
+use cmdlist::{AppError, DeviceConfig, Error, ListMode, QueryKind, ResourceDesc};
 
 /// Random inputs per run of the stable test (each 64..=1024 bytes).
 const INPUTS: u64 = 3000;
@@ -68,6 +68,10 @@ fn r_c3_r_c4_r_e3_r_x5_command_lists_random_inputs_match_model() {
     assert!(
         (INPUTS / 3..INPUTS * 2 / 3).contains(&total.emulated_runs),
         "about half the runs emulate command lists: {total:#?}"
+    );
+    assert!(
+        (INPUTS / 8..INPUTS * 3 / 8).contains(&total.driver_built_runs),
+        "about a quarter of the runs have the driver build its lists: {total:#?}"
     );
 }
 
@@ -267,8 +271,8 @@ fn r_c3_r_c4_nested_lists_through_the_interpreter() {
         record(2, DcOp::ExecuteList { list: 0 }),
         Step::Timeline(Timeline::CompleteAll),
     ];
-    for command_lists in [true, false] {
-        let cov = command_lists::run_in(DEFAULT_BUDGET, command_lists, &steps);
+    for mode in ListMode::ALL {
+        let cov = command_lists::run_in(DEFAULT_BUDGET, mode, &steps);
         assert_eq!((cov.nested, cov.executed), (1, 2), "{cov:#?}");
         assert_eq!((cov.map_conflicts, cov.query_conflicts), (1, 1), "{cov:#?}");
         assert_eq!(cov.refused, 1, "the deferred context's conflict: {cov:#?}");
@@ -304,8 +308,8 @@ fn r_e3_nested_lists_past_the_replay_limit_run_out_of_memory() {
         steps.push(finish(level % 3));
     }
     steps.push(execute(2));
-    for command_lists in [true, false] {
-        let cov = command_lists::run_in(DEFAULT_BUDGET, command_lists, &steps);
+    for mode in ListMode::ALL {
+        let cov = command_lists::run_in(DEFAULT_BUDGET, mode, &steps);
         assert_eq!(cov.removals, 1, "{cov:#?}");
         assert_eq!(cov.finish_after_removal, 1, "{cov:#?}");
         assert_eq!(

@@ -78,6 +78,7 @@ use crate::dxgi::{
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
 use crate::kernel::{AllocationHandle, ContextId};
+use crate::list_mode::ListMode;
 use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 
 use super::elsewhere;
@@ -532,6 +533,8 @@ pub struct Coverage {
     pub nested: u64,
     /// Runs whose driver had no command lists (the engine emulated them).
     pub emulated_runs: u64,
+    /// Runs whose driver built its command lists itself.
+    pub driver_built_runs: u64,
 }
 
 impl core::ops::AddAssign for Coverage {
@@ -555,6 +558,7 @@ impl core::ops::AddAssign for Coverage {
         self.displayed += o.displayed;
         self.nested += o.nested;
         self.emulated_runs += o.emulated_runs;
+        self.driver_built_runs += o.driver_built_runs;
     }
 }
 
@@ -585,15 +589,20 @@ pub fn steps(data: &[u8]) -> Vec<Step> {
 pub const BUDGETS: [usize; 3] = [DEFAULT_BUDGET, 640, 256];
 
 /// Runs raw bytes (a fuzzer's input): the first byte chooses the budget among [`BUDGETS`]
-/// and whether the driver records command lists itself or the engine emulates them (one
-/// run in two), the rest are decoded by [`steps`]. Returns what the run exercised.
+/// and the list mode: the engine emulates command lists one run in two, and of the others
+/// it replays half and the driver builds half ([`ListMode`]); the rest are decoded by
+/// [`steps`]. Returns what the run exercised.
 pub fn run_bytes(data: &[u8]) -> Coverage {
     let Some((first, rest)) = data.split_first() else {
         return Coverage::default();
     };
     let first = usize::from(*first);
-    let command_lists = (first / BUDGETS.len()) % 2 == 0;
-    run_in(BUDGETS[first % BUDGETS.len()], command_lists, &steps(rest))
+    let mode = match (first / BUDGETS.len() % 2, first / (2 * BUDGETS.len()) % 2) {
+        (1, _) => ListMode::Emulated,
+        (_, 0) => ListMode::Replayed,
+        _ => ListMode::DriverBuilt,
+    };
+    run_in(BUDGETS[first % BUDGETS.len()], mode, &steps(rest))
 }
 
 /// Runs `steps` with [`DEFAULT_BUDGET`], checking the engine against the model after every
@@ -605,13 +614,19 @@ pub fn run(steps: &[Step]) {
 /// [`run`] with another deferred-context budget (bytes of operations and payloads); returns
 /// what the run exercised. The driver is [`SoftConfig::default`]'s.
 pub fn run_with_budget(budget: usize, steps: &[Step]) -> Coverage {
-    run_in(budget, SoftConfig::default().command_lists, steps)
+    let config = SoftConfig::default();
+    let mode = match (config.command_lists, config.driver_built) {
+        (false, _) => ListMode::Emulated,
+        (true, false) => ListMode::Replayed,
+        (true, true) => ListMode::DriverBuilt,
+    };
+    run_in(budget, mode, steps)
 }
 
-/// [`run_with_budget`] with a driver that records command lists itself
-/// (`command_lists`), or one the engine emulates them for.
-pub fn run_in(budget: usize, command_lists: bool, steps: &[Step]) -> Coverage {
-    let mut h = Harness::new(budget, command_lists);
+/// [`run_with_budget`] in list mode `mode`: a driver whose lists the engine replays, one that
+/// builds them itself, or one the engine emulates them for.
+pub fn run_in(budget: usize, mode: ListMode, steps: &[Step]) -> Coverage {
+    let mut h = Harness::new(budget, mode);
     for (i, step) in steps.iter().enumerate() {
         h.cov.steps += 1;
         h.step(step);
@@ -1183,7 +1198,7 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(budget: usize, command_lists: bool) -> Self {
+    fn new(budget: usize, mode: ListMode) -> Self {
         let config = DeviceConfig {
             deferred_budget: budget,
             replay_limit: REPLAY_LIMIT,
@@ -1191,7 +1206,8 @@ impl Harness {
         };
         let soft_config = SoftConfig {
             trace: false,
-            command_lists,
+            command_lists: mode.has_driver_lists(),
+            driver_built: mode == ListMode::DriverBuilt,
             ..SoftConfig::default()
         };
         let (device, ic, world) = soft::device(soft_config, config).expect("soft device");
@@ -1214,7 +1230,8 @@ impl Harness {
             removals: 0,
             swap: None,
             cov: Coverage {
-                emulated_runs: u64::from(!command_lists),
+                emulated_runs: u64::from(mode == ListMode::Emulated),
+                driver_built_runs: u64::from(mode == ListMode::DriverBuilt),
                 ..Coverage::default()
             },
         }
