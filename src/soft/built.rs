@@ -184,7 +184,7 @@ fn named<W: SameTypes<SoftDriver>>(call: &DeferredCall<'_, W>) -> [Option<AnyHan
 }
 
 /// Checks that `handle`'s context-local block in context `dc` is open and its own (R-H1,
-/// R-H2); returns the object's id (0 if it has no block).
+/// R-H2); returns the object id the block holds (0 if there is no block), for the trace.
 fn check_local<W: SameTypes<SoftDriver>>(
     s: &mut State,
     dc: DeferredId,
@@ -205,7 +205,7 @@ fn check_local<W: SameTypes<SoftDriver>>(
         let what = format!("object {id} recorded through the CLS of object {block_id}");
         SoftWorld::violate(s, "R-H2", what);
     }
-    id
+    block_id
 }
 
 /// The byte size a resource's context-local block recorded at open (0 if none).

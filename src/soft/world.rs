@@ -160,7 +160,8 @@ pub enum Hook {
     /// Driver: CommandListExecute on a deferred context (recorded there).
     ExecuteCommandListDeferred,
     /// Driver: a call recorded on a deferred context, heard on the recording thread
-    /// (`object`: the first object it names).
+    /// (`object`: the object id the context-local block of the first object it names
+    /// holds, as the driver read it there).
     RecordDeferred,
     /// Driver: Map(DISCARD) on a deferred context whose driver builds its lists.
     MapDiscardDeferred,

@@ -3,6 +3,7 @@
 mod cls;
 mod common;
 mod deferred;
+mod driver_built;
 mod dxgi;
 mod emulated;
 mod fuzz_command_lists;
