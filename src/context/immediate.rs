@@ -554,7 +554,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     Self::reference_list(buffer, token, s.registry(), guard, l);
                     Ok(true)
                 })?;
-            } else {
+            } else if !root.stamp.is(buffer.number) || buffer.rotated {
+                // Executed earlier in this buffer, the list's objects are referenced already
+                // (the same rule as above): a list executed again costs nothing per object.
                 Self::reference_list(buffer, token, s.registry(), guard, root);
             }
             let resolver = Resolver::new(
