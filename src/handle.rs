@@ -16,7 +16,7 @@
 use core::fmt;
 use core::hash::{Hash, Hasher};
 use core::marker::PhantomData;
-use core::num::NonZeroU32;
+use core::num::{NonZeroU32, NonZeroU64};
 
 use crate::error::{Error, Result};
 
@@ -200,10 +200,14 @@ pub type AnyHandle = Handle<Any>;
 /// Handles are plain values: holding one keeps nothing alive. Every entry point that takes
 /// one checks it, and a stale, forged, double-destroyed or other-device handle is
 /// [`Error::Application`] (R-E1), never a panic.
-#[repr(C)]
+///
+/// One 64-bit word (its [`Handle::to_bits`]), so that comparing, hashing and moving a handle
+/// is one register operation: two 32-bit halves would be spilled and reloaded as one word on
+/// hot paths, a store-to-load forwarding stall.
+#[repr(transparent)]
 pub struct Handle<T: ObjectKind> {
-    index: u32,
-    generation: NonZeroU32,
+    /// Generation in the high half (never zero), index (device tag and slot) in the low.
+    bits: NonZeroU64,
     _kind: PhantomData<fn() -> T>,
 }
 
@@ -212,26 +216,37 @@ const _: () = assert!(core::mem::size_of::<Option<Handle<Any>>>() == 8);
 
 impl<T: ObjectKind> Handle<T> {
     pub(crate) const fn new(device_tag: u8, slot: u32, generation: NonZeroU32) -> Self {
-        Handle {
-            index: ((device_tag as u32) << SLOT_BITS) | (slot & (MAX_SLOTS - 1)),
-            generation,
-            _kind: PhantomData,
+        let index = ((device_tag as u32) << SLOT_BITS) | (slot & (MAX_SLOTS - 1));
+        let bits = ((generation.get() as u64) << 32) | index as u64;
+        match NonZeroU64::new(bits) {
+            Some(bits) => Handle {
+                bits,
+                _kind: PhantomData,
+            },
+            None => unreachable!(),
         }
+    }
+
+    /// The low half: device tag and slot.
+    const fn index(self) -> u32 {
+        self.bits.get() as u32
     }
 
     /// The handle as one 64-bit value (generation in the high half), e.g. to cross an FFI
     /// boundary. [`Handle::from_bits`] is its inverse.
     pub const fn to_bits(self) -> u64 {
-        ((self.generation.get() as u64) << 32) | self.index as u64
+        self.bits.get()
     }
 
     /// A handle from a 64-bit value, `None` when the generation half is zero. Any other value
     /// is accepted: an entry point given a forged handle reports it as an application error.
     pub const fn from_bits(bits: u64) -> Option<Self> {
-        match NonZeroU32::new((bits >> 32) as u32) {
-            Some(generation) => Some(Handle {
-                index: bits as u32,
-                generation,
+        if bits >> 32 == 0 {
+            return None;
+        }
+        match NonZeroU64::new(bits) {
+            Some(bits) => Some(Handle {
+                bits,
                 _kind: PhantomData,
             }),
             None => None,
@@ -241,8 +256,7 @@ impl<T: ObjectKind> Handle<T> {
     /// The same handle, untyped.
     pub const fn any(self) -> AnyHandle {
         Handle {
-            index: self.index,
-            generation: self.generation,
+            bits: self.bits,
             _kind: PhantomData,
         }
     }
@@ -252,22 +266,24 @@ impl<T: ObjectKind> Handle<T> {
     /// [`crate::Device::typed`] does this.
     pub(crate) const fn cast<U: ObjectKind>(self) -> Handle<U> {
         Handle {
-            index: self.index,
-            generation: self.generation,
+            bits: self.bits,
             _kind: PhantomData,
         }
     }
 
     pub(crate) const fn device_tag(self) -> u8 {
-        (self.index >> SLOT_BITS) as u8
+        (self.index() >> SLOT_BITS) as u8
     }
 
     pub(crate) const fn slot(self) -> u32 {
-        self.index & (MAX_SLOTS - 1)
+        self.index() & (MAX_SLOTS - 1)
     }
 
     pub(crate) const fn generation(self) -> NonZeroU32 {
-        self.generation
+        match NonZeroU32::new((self.bits.get() >> 32) as u32) {
+            Some(generation) => generation,
+            None => unreachable!(),
+        }
     }
 }
 
@@ -305,7 +321,7 @@ impl<T: ObjectKind> fmt::Debug for Handle<T> {
             "Handle(dev {}, slot {}, gen {})",
             self.device_tag(),
             self.slot(),
-            self.generation
+            self.generation()
         )
     }
 }
