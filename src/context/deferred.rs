@@ -146,6 +146,9 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// yet ended (R-C4).
     open: MappedAndBegun<MapMemory>,
     calls: Calls,
+    /// Whether the engine keeps the recording's operations to replay them (the device's
+    /// [`ListMode::replays`], kept here: asked at every recorded call).
+    replays: bool,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
     /// The memory of this context's destroyed lists, until their next use.
@@ -185,6 +188,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             bindings: Bindings::default(),
             open: MappedAndBegun::default(),
             calls: Calls::Recorded,
+            replays: s.mode().replays(),
             sink: Vec::new(),
             lists: ListPool::new(),
             trim_seen: s.trim_epoch(),
@@ -313,7 +317,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline]
     fn push_op(&mut self, op: Recorded<D::Command>) {
         self.rec.operations += 1;
-        if !self.device.shared.mode().replays() {
+        if !self.replays {
             return;
         }
         if self.rec.ops.capacity() == 0 {
@@ -401,7 +405,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn use_object(&mut self, handle: AnyHandle) -> Result<()> {
         let guard = epoch::pin();
-        let (cls, mut ctx) = self.cls_parts(&guard)?;
+        self.use_object_in(handle, &guard)
+    }
+
+    /// [`DeferredContext::use_object`] under a pin the caller holds already (one pin per
+    /// call, not one per lookup).
+    fn use_object_in(&mut self, handle: AnyHandle, guard: &Guard) -> Result<()> {
+        let (cls, mut ctx) = self.cls_parts(guard)?;
         cls.use_object(&mut ctx, handle)
     }
 
@@ -432,21 +442,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.record(|dc| {
             dc.reserve(OPERATION_BYTES.saturating_add(data.len()))?;
-            {
-                let guard = epoch::pin();
-                let registry = dc.device.shared.registry();
-                registry
-                    .live(resource, &guard)?
-                    .check_write(offset, data.len())?;
-            }
-            dc.use_object(resource.any())?;
+            let guard = epoch::pin();
+            dc.device
+                .shared
+                .registry()
+                .live(resource, &guard)?
+                .check_write(offset, data.len())?;
+            dc.use_object_in(resource.any(), &guard)?;
+            drop(guard);
             dc.hear(DeferredCall::Update {
                 resource,
                 offset,
                 data,
             })?;
             dc.rec.payload_bytes += data.len();
-            if !dc.device.shared.mode().replays() {
+            if !dc.replays {
                 dc.rec.operations += 1;
                 return Ok(());
             }
@@ -651,14 +661,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn map(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
-        let size = {
-            let guard = epoch::pin();
-            let registry = self.device.shared.registry();
-            registry.live(resource, &guard)?.discard_len()?
-        };
+        let guard = epoch::pin();
+        let size = self
+            .device
+            .shared
+            .registry()
+            .live(resource, &guard)?
+            .discard_len()?;
         self.reserve(OPERATION_BYTES.saturating_add(size))?;
-        self.use_object(resource.any())?;
-        if !self.device.shared.mode().replays() {
+        self.use_object_in(resource.any(), &guard)?;
+        drop(guard);
+        if !self.replays {
             self.rec.payload_bytes += size;
             self.open.map(resource, MapMemory::Driver(size));
             return Ok(MapMemory::Driver(size));
