@@ -22,6 +22,12 @@
 //! The worker threads live for the whole group; each frame sends them a message and waits
 //! for both lists, so a frame costs what its slowest recording and the executes cost.
 //!
+//! # `record_half` (time per half frame)
+//! One deferred context records half the frame and finishes the list, on the bench's
+//! thread, the list dropped unexecuted: the recording thread's share of a frame, with the
+//! engine recording (`replayed`) or the driver translating each draw there
+//! (`driver_built`).
+//!
 //! # `execute_driver_built` (time per execute)
 //! The immediate context's CommandListExecute of one driver-built list of `1` or `10000`
 //! draws, with a flush every 64 executes: what the immediate context's thread pays per
@@ -217,6 +223,22 @@ fn frame(c: &mut Criterion) {
     group.finish();
 }
 
+fn record_half(c: &mut Criterion) {
+    let mut group = c.benchmark_group("record_half");
+    group.sample_size(30);
+    for (name, driver) in [
+        ("replayed", FrameDriver::replayed()),
+        ("driver_built", FrameDriver::driver_built()),
+    ] {
+        let s = scene(driver);
+        let mut dc = s.device.create_deferred_context().expect("context");
+        group.bench_function(name, |b| {
+            b.iter(|| drop(record(&mut dc, s.cb, &s.vbs, 0..DRAWS / 2)))
+        });
+    }
+    group.finish();
+}
+
 fn execute_driver_built(c: &mut Criterion) {
     let mut group = c.benchmark_group("execute_driver_built");
     let mut s = scene(FrameDriver::driver_built());
@@ -248,5 +270,11 @@ fn draw_translation(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, frame, execute_driver_built, draw_translation);
+criterion_group!(
+    benches,
+    frame,
+    record_half,
+    execute_driver_built,
+    draw_translation
+);
 criterion_main!(benches);

@@ -272,6 +272,7 @@ impl Driver for FrameDriver {
         Ok(())
     }
 
+    #[inline]
     fn record_deferred(
         &self,
         dc: &mut Building,
