@@ -8,6 +8,9 @@
 //!   `cycle_1cmd/recycled`.
 //! - `cycle_1cmd::warm_cycle no_recycle`: the same without the recycle hooks
 //!   (`cycle_1cmd/no_recycle`).
+//! - `cycle_1cmd::warm_cycle driver_built`: the recycled cycle where the driver builds its
+//!   lists (`ListMode::DriverBuilt`): the copy reaches the driver when recorded, and the
+//!   execute is one `Driver::execute_command_list`, with no replay.
 //! - `cycle_1cmd::floor`: the physical floor of the payload (`cycle_1cmd/floor`).
 //!
 //! Setup, not counted, on a thread of its own (see `common/ic.rs`): the device, the two
@@ -24,8 +27,9 @@
 //!
 //! # The gate
 //! `recycled` carries a hard limit on its instruction count: [`RECYCLED_BUDGET_IR`], the
-//! count recorded when the budget was last set, plus 5%. A run above it is a regression and
-//! `cargo bench --bench cycle_ic` exits with an error. When the cycle gets cheaper, record
+//! count recorded when the budget was last set, plus 5%; `driver_built` one of its own,
+//! [`DRIVER_BUILT_BUDGET_IR`] plus 5%. A run above either is a regression and
+//! `cargo bench --bench cycle_ic` exits with an error. When a cycle gets cheaper, record
 //! the new count here.
 
 // gungraun's macros generate public modules, constants and functions without docs.
@@ -38,17 +42,18 @@ mod ic;
 
 use std::hint::black_box;
 
-use cmdlist::{DeferredContext, ImmediateContext};
+use cmdlist::{DeferredContext, ImmediateContext, ListMode};
 use gungraun::prelude::*;
 use gungraun::EventKind;
 
-use cmdlist::soft::null::{copy_of, null_device, CopyCommand, NullDriver, NullKernel};
+use cmdlist::soft::null::{copy_of, null_device_in, CopyCommand, NullDriver, NullKernel};
 
 /// Instructions of one warm recycled cycle (`cycle_1cmd::warm_cycle recycled`), as last
 /// recorded (BENCHMARKS.md says when and why).
-const RECYCLED_BUDGET_IR: u64 = 1_377;
-/// The gate: the budget plus 5%.
-const RECYCLED_LIMIT_IR: u64 = RECYCLED_BUDGET_IR + RECYCLED_BUDGET_IR * 5 / 100;
+const RECYCLED_BUDGET_IR: u64 = 1_399;
+/// Instructions of one warm recycled cycle where the driver builds its lists
+/// (`cycle_1cmd::warm_cycle driver_built`), as last recorded.
+const DRIVER_BUILT_BUDGET_IR: u64 = 1_360;
 
 /// A warm context, its immediate context and the copy it records.
 struct Warm {
@@ -60,11 +65,12 @@ struct Warm {
     amortized: u64,
 }
 
-/// A null device with recycling on or off, warmed as the criterion bench warms it (boxed:
-/// the measured function moves a pointer, not the contexts).
-fn warm(recycle: bool) -> Box<Warm> {
+/// A null device with recycling on or off, in list mode `mode`, warmed as the criterion
+/// bench warms it (boxed: the measured function moves a pointer, not the contexts).
+fn warm((mode, recycle): (ListMode, bool)) -> Box<Warm> {
     ic::prepared(move || {
-        let (device, mut ic) = null_device(recycle);
+        let (device, mut ic) = null_device_in(mode, recycle);
+        assert_eq!(device.list_mode(), mode);
         let copy = copy_of(&device);
         let mut dc = device.create_deferred_context().expect("dc");
         cycle::warm(&mut dc, &mut ic, copy, recycle);
@@ -112,19 +118,24 @@ fn check(w: Box<Warm>) {
     ic.destroy_device().expect("destroy device");
 }
 
-/// The gate's configuration: callgrind as in every instruction-count bench, with the hard
-/// limit on instructions.
-fn gated() -> LibraryBenchmarkConfig {
+/// A gate's configuration: callgrind as in every instruction-count bench, with a hard limit
+/// on instructions of `budget` plus 5%.
+fn gated(budget: u64) -> LibraryBenchmarkConfig {
     let mut callgrind = ic::callgrind();
-    callgrind.hard_limits([(EventKind::Ir, RECYCLED_LIMIT_IR)]);
+    callgrind.hard_limits([(EventKind::Ir, budget + budget * 5 / 100)]);
     let mut config = LibraryBenchmarkConfig::default();
     config.tool(callgrind);
     config
 }
 
 #[library_benchmark(teardown = check)]
-#[bench::recycled(args = (true), setup = warm, config = gated())]
-#[bench::no_recycle(args = (false), setup = warm)]
+#[bench::recycled(args = ((ListMode::Replayed, true)), setup = warm, config = gated(RECYCLED_BUDGET_IR))]
+#[bench::no_recycle(args = ((ListMode::Replayed, false)), setup = warm)]
+#[bench::driver_built(
+    args = ((ListMode::DriverBuilt, true)),
+    setup = warm,
+    config = gated(DRIVER_BUILT_BUDGET_IR)
+)]
 fn warm_cycle(mut w: Box<Warm>) -> Box<Warm> {
     cycle::cycle(&mut w.dc, &mut w.ic, w.copy);
     w

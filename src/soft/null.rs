@@ -39,8 +39,8 @@ use crate::handle::Resource;
 use crate::{
     AllocationDesc, AllocationHandle, AnyHandle, Command, ContextId, DeferredId, Device,
     DeviceConfig, Driver, Error, Handle, HandleSize, HandleSizeTable, HandleType, ImmediateContext,
-    Kernel, ListMemory, ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission,
-    ThreadingCaps,
+    Kernel, ListMemory, ListMode, LocalHandles, ObjectDesc, Op, Resolver, ResourceDesc, Result,
+    StateView, Submission, ThreadingCaps,
 };
 
 /// The null driver's one command, CopyResource: two handles, the two-pointer payload of
@@ -71,9 +71,18 @@ fn null_cls_size(ty: HandleType) -> usize {
     }
 }
 
-/// A driver whose hooks do nothing: no locks, no allocation, no bookkeeping.
+/// A driver whose hooks do nothing: no locks, no allocation, no bookkeeping. In any list
+/// mode ([`NullDriver::in_mode`]): by default the engine replays its lists.
 pub struct NullDriver {
     sizes: HandleSizeTable,
+    mode: ListMode,
+}
+
+/// The null driver's state of a deferred context: the memory its Map(DISCARD) hands out
+/// where it builds its lists.
+#[derive(Default)]
+pub struct NullDeferred {
+    staging: Vec<u8>,
 }
 
 impl Default for NullDriver {
@@ -84,14 +93,22 @@ impl Default for NullDriver {
 }
 
 impl NullDriver {
-    /// A null driver listing every handle type's context-local size.
+    /// A null driver listing every handle type's context-local size, whose lists the engine
+    /// replays ([`ListMode::Replayed`]).
     pub fn new() -> Self {
+        Self::in_mode(ListMode::Replayed)
+    }
+
+    /// A null driver in list mode `mode`: without command lists ([`ListMode::Emulated`]),
+    /// with lists the engine replays, or with lists it builds itself (where its hooks still
+    /// do nothing: executing one is one empty [`Driver::execute_command_list`]).
+    pub fn in_mode(mode: ListMode) -> Self {
         let sizes = HandleSizeTable::new(HandleType::ALL.iter().map(|&ty| HandleSize {
             ty,
             size: null_cls_size(ty),
         }))
         .expect("null CLS sizes are valid");
-        NullDriver { sizes }
+        NullDriver { sizes, mode }
     }
 }
 
@@ -100,13 +117,39 @@ impl Driver for NullDriver {
     type IcData = ();
     type Immediate = ();
     type Command = CopyCommand;
-    type Deferred = ();
+    type Deferred = NullDeferred;
 
     #[inline]
     fn threading_caps(&self) -> ThreadingCaps {
-        ThreadingCaps::FREETHREADED
-            | ThreadingCaps::COMMANDLISTS
-            | ThreadingCaps::COMMANDLISTS_BUILD_2
+        match self.mode {
+            ListMode::Emulated => ThreadingCaps::FREETHREADED,
+            _ => {
+                ThreadingCaps::FREETHREADED
+                    | ThreadingCaps::COMMANDLISTS
+                    | ThreadingCaps::COMMANDLISTS_BUILD_2
+            }
+        }
+    }
+
+    #[inline]
+    fn builds_command_lists(&self) -> bool {
+        self.mode == ListMode::DriverBuilt
+    }
+
+    #[inline]
+    fn map_discard_deferred<'a>(
+        &self,
+        dc: &'a mut NullDeferred,
+        _resource: Handle<Resource>,
+        len: usize,
+        _locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        dc.staging.clear();
+        dc.staging
+            .try_reserve(len)
+            .map_err(|_| Error::OutOfMemory)?;
+        dc.staging.resize(len, 0);
+        Ok(&mut dc.staging)
     }
 
     #[inline]
@@ -166,17 +209,17 @@ impl Driver for NullDriver {
     fn flush(&self, _imm: &mut ()) {}
 
     #[inline]
-    fn create_deferred_context(&self, _id: DeferredId) -> Result<()> {
-        Ok(())
+    fn create_deferred_context(&self, _id: DeferredId) -> Result<NullDeferred> {
+        Ok(NullDeferred::default())
     }
 
     #[inline]
-    fn destroy_deferred_context(&self, _dc: ()) {}
+    fn destroy_deferred_context(&self, _dc: NullDeferred) {}
 
     #[inline]
     fn open_local(
         &self,
-        _dc: &mut (),
+        _dc: &mut NullDeferred,
         _ty: HandleType,
         _object: &(),
         _dependency: Option<&[u8]>,
@@ -188,7 +231,7 @@ impl Driver for NullDriver {
     #[inline]
     fn close_local(
         &self,
-        _dc: &mut (),
+        _dc: &mut NullDeferred,
         _ty: HandleType,
         _object: &(),
         _local: &mut [u8],
@@ -199,7 +242,7 @@ impl Driver for NullDriver {
     #[inline]
     fn create_command_list(
         &self,
-        _dc: &mut (),
+        _dc: &mut NullDeferred,
         _private: &mut [u8],
         _state: StateView<'_>,
     ) -> Result<()> {
@@ -210,7 +253,7 @@ impl Driver for NullDriver {
     fn destroy_command_list(&self, _list: ListMemory<'_>) {}
 
     #[inline]
-    fn abandon_command_list(&self, _dc: &mut ()) {}
+    fn abandon_command_list(&self, _dc: &mut NullDeferred) {}
 }
 
 /// A kernel whose GPU completes every submission at once; allocations are counter values.
@@ -270,10 +313,18 @@ impl Kernel for NullKernel {
 pub type NullDevice = Device<NullDriver, NullKernel>;
 
 /// A null device and its immediate context, with the recycle hooks on or off
-/// ([`DeviceConfig::recycle`]).
+/// ([`DeviceConfig::recycle`]), whose lists the engine replays.
 pub fn null_device(recycle: bool) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
+    null_device_in(ListMode::Replayed, recycle)
+}
+
+/// [`null_device`] in list mode `mode` ([`NullDriver::in_mode`]).
+pub fn null_device_in(
+    mode: ListMode,
+    recycle: bool,
+) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
     let config = DeviceConfig::default().with_recycle(recycle);
-    Device::new(NullDriver::new(), NullKernel::default(), config).expect("null device")
+    Device::new(NullDriver::in_mode(mode), NullKernel::default(), config).expect("null device")
 }
 
 /// Two fresh 256-byte resources of `device` and the copy between them.
