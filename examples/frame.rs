@@ -51,7 +51,10 @@
 //!   that does not recycle exits with status 1.
 //!
 //! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
-//! elsewhere).
+//! elsewhere). The soft driver's list mode comes from the environment
+//! ([`cmdlist::soft::SoftConfig`]): the engine replays its lists by default,
+//! `CMDLIST_SOFT_DRIVER_BUILT=1` has the driver build them on the recording threads, and
+//! `CMDLIST_SOFT_EMULATED=1` gives a driver without command lists.
 
 use std::process::exit;
 use std::sync::{mpsc, Barrier};
@@ -718,13 +721,14 @@ fn run() -> Res {
     drop(hud.tick);
     hud.thread.join().map_err(|_| "the HUD thread panicked")?;
     let errors = world.errors().len() + ref_world.errors().len();
+    let mode = device.list_mode();
     drop(contexts);
     ic.destroy_device()?;
     ref_ic.destroy_device()?;
     let violations = world.check_after_device_destroyed();
     let ref_violations = ref_world.check_after_device_destroyed();
     println!(
-        "summary: {FRAMES} frames x {WORKERS} workers in {elapsed:.2?}; {created} objects created and \
+        "summary: {FRAMES} frames x {WORKERS} workers in {elapsed:.2?} (lists {mode:?}); {created} objects created and \
          destroyed, {} really destroyed and {} deallocated before DestroyDevice; {} submits; \
          bytes identical to the single-threaded run every frame; errors reported: {errors}",
         stats.destroyed,

@@ -1061,6 +1061,51 @@ mod tests {
         world.assert_clean(true);
     }
 
+    /// Map(DISCARD) where the driver builds its lists, for miri: the bytes handed out are
+    /// the driver's (a pointer into its state of the context, returned through the
+    /// context's borrow), written by the application, encoded at the Unmap and run by the
+    /// immediate context; a Map the engine refuses hands out nothing.
+    #[test]
+    fn map_discard_hands_out_the_drivers_memory_where_it_builds_lists() {
+        let config = SoftConfig {
+            trace: false,
+            gpu: Gpu::Immediate,
+            command_lists: true,
+            driver_built: true,
+            ..SoftConfig::default()
+        };
+        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let desc = ResourceDesc {
+            byte_size: 16,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        };
+        let a = device.create_resource(desc).unwrap();
+        let plain = device
+            .create_resource(ResourceDesc {
+                byte_size: 16,
+                ..Default::default()
+            })
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        for round in 0..3u8 {
+            dc.map_discard(a).unwrap().fill(round + 1);
+            assert!(dc.map_discard(plain).is_err(), "not dynamic: refused");
+            dc.unmap(a).unwrap();
+            let list = dc.finish().unwrap();
+            ic.execute_command_list(&list).unwrap();
+            drop(list);
+            ic.flush().unwrap();
+            let bytes = world
+                .read(device.object(a).unwrap().allocation().unwrap())
+                .unwrap();
+            assert_eq!(bytes, vec![round + 1; 16]);
+        }
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+
     /// Nested lists for miri: the walk's pointers into lists (replay and stamping), and the
     /// counted owners of an inner list given up on two threads, the inner list first.
     #[test]
