@@ -4,7 +4,7 @@ use bitflags::bitflags;
 
 use crate::desc::{BindFlags, Subresource, Texture2d};
 use crate::dxgi::{DisplayFormat, Rect, Rotation};
-use crate::error::{AppError, Result};
+use crate::error::{AppError, Error, Result};
 use crate::handle::{Handle, Resource};
 
 bitflags! {
@@ -93,7 +93,9 @@ pub(crate) struct BltSide {
 }
 
 /// R-X6 and R-X7's checks, all before any hook; each failure is the application's error
-/// (R-E1): 2D textures in display formats (`NotDisplayFormat`), the source bound with the
+/// (R-E1), but for flag bits no `DXGI_DDI_ARG_BLT_FLAGS` defines (a value built with
+/// `from_bits_retain`), which are `InvalidArg` as [`BltFlags::from_raw`] refuses them: 2D
+/// textures in display formats (`NotDisplayFormat`), the source bound with the
 /// present flag and the destination as a render target (`BadBindFlags`), subresources and
 /// rectangles in range (`OutOfRange`), multisampled source if and only if Resolve, a
 /// single-sampled destination, never a plain copy (no flag, no rotation), never one
@@ -106,6 +108,9 @@ pub(crate) fn validate(
     args: &BltArgs,
     caps: BltCaps,
 ) -> Result<BltPlan> {
+    if BltFlags::from_bits(args.flags.bits()).is_none() {
+        return Err(Error::InvalidArg);
+    }
     let shape = |side: BltSide| -> Result<(Texture2d, DisplayFormat)> {
         let texture = side.texture.ok_or(AppError::NotDisplayFormat)?;
         let format = DisplayFormat::from_dxgi(texture.format).ok_or(AppError::NotDisplayFormat)?;

@@ -647,6 +647,39 @@ fn r_x7_every_blt_restriction_is_an_application_error() {
     finish(&world, ic);
 }
 
+/// Flag bits that `DXGI_DDI_ARG_BLT_FLAGS` does not define never reach the driver: the
+/// engine refuses them as `InvalidArg` (R-E1), as `BltFlags::from_raw` does, whoever built
+/// the value, and nothing is written.
+#[test]
+fn r_x7_unknown_blt_flag_bits_are_refused_before_the_driver() {
+    let (device, mut ic, world) = device();
+    let (src, dst) = (back_buffer(&device), back_buffer(&device));
+    ic.command(&SoftCommand::Fill { dst: src, value: 7 })
+        .unwrap();
+    let before = world.read(allocation(&device, dst)).unwrap();
+    let args = BltArgs {
+        flags: BltFlags::from_bits_retain(BltFlags::STRETCH.bits() | 0x100),
+        ..blt_args(src, dst)
+    };
+    assert_eq!(ic.blt(&args), Err(Error::InvalidArg));
+    assert_eq!(BltFlags::from_raw(args.flags.bits()), None);
+    ic.flush().unwrap();
+    assert_eq!(
+        world.read(allocation(&device, dst)).unwrap(),
+        before,
+        "nothing reached the driver's Blt"
+    );
+    assert_eq!(
+        ic.blt(&blt_args(src, dst)),
+        Ok(()),
+        "the same Blt without the bit"
+    );
+    ic.flush().unwrap();
+    assert_ne!(world.read(allocation(&device, dst)).unwrap(), before);
+    drop(device);
+    finish(&world, ic);
+}
+
 /// Rotation is asked only of a driver that can refuse primaries it cannot scan out (R-X6):
 /// the null driver's Blt caps are empty.
 #[test]
