@@ -300,10 +300,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
     }
 
-    /// Fails with out-of-memory if `more` bytes would take the recording over budget (R-E3).
+    /// Fails with out-of-memory if `more` bytes would take the recording over budget, or one
+    /// more operation past the replay limit (R-E3).
     fn reserve(&self, more: usize) -> Result<()> {
-        let budget = self.device.shared.config().deferred_budget;
-        if self.rec.bytes().saturating_add(more) > budget {
+        let config = self.device.shared.config();
+        if self.rec.bytes().saturating_add(more) > config.deferred_budget
+            || self.rec.replayed_ops() >= config.replay_limit
+        {
             Err(Error::OutOfMemory)
         } else {
             Ok(())

@@ -456,6 +456,55 @@ fn r_c3_a_nested_execute_costs_one_operation_whatever_the_inner_list_holds() {
     world.assert_clean(true);
 }
 
+/// Every recorded operation counts against the replay limit, not only the execution of a
+/// list: a list never replays more than `DeviceConfig::replay_limit` operations, which its
+/// `ListStats::replayed_operations` reports (R-E3: the operation past it runs out of memory).
+#[test]
+fn r_e3_every_recorded_operation_counts_against_the_replay_limit() {
+    const LIMIT: u64 = 2;
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            gpu: Gpu::Immediate,
+            ..Default::default()
+        },
+        DeviceConfig::default().with_replay_limit(LIMIT),
+    )
+    .unwrap();
+    let a = device.create_resource(dynamic_buffer(4)).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.update(a, 0, &[1; 4]).unwrap();
+    dc.command(SoftCommand::Fill { dst: a, value: 2 }).unwrap();
+    let list = dc.finish().unwrap();
+    assert_eq!(list.stats().replayed_operations, LIMIT);
+    let results: Vec<_> = (0..5)
+        .map(|_| dc.command(SoftCommand::Fill { dst: a, value: 3 }))
+        .collect();
+    let oom = Err(Error::OutOfMemory);
+    assert_eq!(
+        results,
+        [Ok(()), Ok(()), oom, Ok(()), Ok(())],
+        "the third operation runs out of memory; the removed context accepts the rest"
+    );
+    assert!(dc.is_removed());
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    // A Map counts too (its Unmap is its operation).
+    dc.update(a, 0, &[4; 4]).unwrap();
+    dc.update(a, 0, &[5; 4]).unwrap();
+    assert_eq!(
+        dc.map_discard(a).map(|b| b.len()),
+        Ok(4),
+        "removed: scratch memory"
+    );
+    assert!(dc.is_removed());
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    assert_eq!(bytes(&world, &device, a), vec![2; 4]);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
 /// Lists that each execute the one below twice replay exponentially many operations from a
 /// few recorded ones: the execute that would take a recording past
 /// `DeviceConfig::replay_limit` runs out of memory (R-E3: the context is removed locally, its
@@ -463,7 +512,7 @@ fn r_c3_a_nested_execute_costs_one_operation_whatever_the_inner_list_holds() {
 /// made to run for ages.
 #[test]
 fn r_e3_a_recording_that_would_replay_too_many_operations_runs_out_of_memory() {
-    assert_eq!(DeviceConfig::default().replay_limit, 1 << 32);
+    assert_eq!(DeviceConfig::default().replay_limit, 1 << 22);
     const LIMIT: u64 = 1 << 20;
     let (device, mut ic, world) = soft::device(
         SoftConfig {

@@ -1459,8 +1459,10 @@ impl Harness {
         let m = &self.m;
         let op_size = crate::OPERATION_BYTES;
         let budget = self.budget;
+        // The budget, and the replay limit: every recorded operation counts (R-E3).
         let reserve = |rec: &MRec, more: usize| -> Result<(), Fault> {
-            if rec.bytes() + more > budget {
+            if rec.bytes() + more > budget || rec.ops.len() as u64 + rec.nested_ops >= REPLAY_LIMIT
+            {
                 Err(Error::OutOfMemory.into())
             } else {
                 Ok(())
@@ -1824,7 +1826,11 @@ impl Harness {
             return;
         }
         let pending = rec.begun.len();
-        if pending > 0 && rec.bytes() + pending * crate::OPERATION_BYTES > self.budget {
+        let replayed = rec.ops.len() as u64 + rec.nested_ops;
+        if pending > 0
+            && (rec.bytes() + pending * crate::OPERATION_BYTES > self.budget
+                || replayed + pending as u64 > REPLAY_LIMIT)
+        {
             // The implicit End of a still-begun query (R-C4) does not fit.
             assert!(
                 matches!(actual, Err(Error::OutOfMemory)),
