@@ -275,6 +275,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn create_immediate(&self) -> Result<Self::Immediate>;
 
     /// Performs one operation on the immediate context (its thread only, R-T1).
+    ///
+    /// An `Err` refuses the operation (the caller gets the error), yet the operation counts
+    /// as in the open buffer all the same, as one whose hook panicked does: its objects are
+    /// stamped with the buffer and the buffer is submitted (R-D1). So a driver may reference
+    /// memory (write a packet, list an allocation) before it finds a reason to refuse, and
+    /// nothing it referenced is deallocated while that buffer can still read it.
     fn execute(
         &self,
         imm: &mut Self::Immediate,
@@ -525,7 +531,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// BltDXGI (R-X6, R-X7), on the immediate context's thread, after the engine checked
     /// every restriction of R-X7 into `plan`; `src` and `dst` are stamped with the open
-    /// buffer ([`Resolver::buffer`], the buffer this Blt goes into) once this returns `Ok`. It copies the whole source rectangle into the
+    /// buffer ([`Resolver::buffer`], the buffer this Blt goes into) once this returns, `Ok`
+    /// or not (a refused Blt counts as in the buffer, as for [`Driver::execute`]). It
+    /// copies the whole source rectangle into the
     /// destination rectangle, resolving, converting, stretching and rotating as `plan` says,
     /// writing each destination pixel once and never resolving into the destination first
     /// (`dxgi::reference::blt` is the CPU reference). Default: [`crate::Error::Unsupported`].

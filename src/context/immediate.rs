@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Guard};
-use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::context::amortize::Amortizer;
@@ -56,9 +55,10 @@ enum Life {
 ///
 /// `Send` but not `Sync`: one thread drives it at a time. Every operation resolves its
 /// handles first (a stale or destroyed one is an application error and nothing runs), calls
-/// [`Driver::execute`], and, when the driver accepted it, stamps each object with the open
-/// buffer's number (the last buffer that references it, which decides when its memory may be
-/// deallocated): a refused operation references nothing.
+/// [`Driver::execute`], and stamps each object with the open buffer's number (the last
+/// buffer that references it, which decides when its memory may be deallocated), whether
+/// the driver accepted the operation or refused it: a driver may have touched memory before
+/// refusing, so the buffer counts the operation and is submitted.
 ///
 /// A list executed twice, then one flush submits the buffer both executions went into:
 ///
@@ -258,8 +258,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Runs one operation whose handles are resolved, then stamps `objects` with the open
-    /// buffer. An operation the driver refused references nothing, so it stamps nothing: a
-    /// stamp always names a buffer that holds an operation and will be submitted.
+    /// buffer, whether the driver accepted the operation or refused it: a driver may have
+    /// referenced memory before refusing (R-D1), so a refused operation counts as in the
+    /// buffer, which is submitted, as one whose hook panicked does.
     fn run<'g>(
         &mut self,
         guard: &'g Guard,
@@ -274,7 +275,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// [`ImmediateContext::run`] for any hook that puts work in the open buffer: views whose
     /// resource's identity changed are refreshed first (R-X5), and `objects` and the
-    /// command's are stamped once the hook accepted the work.
+    /// command's are stamped once the hook returned (or unwound), accepted or refused.
     fn run_hook<'g>(
         &mut self,
         guard: &'g Guard,
@@ -308,14 +309,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             buffer.operations += 1;
         };
-        // A driver that panics mid-operation may have put part of it in the buffer: stamp it
-        // all the same, so that nothing it references is freed before the buffer's submit.
-        let on_unwind = scopeguard::guard_on_unwind((&mut self.buffer, &mut self.token), stamp);
-        let result = hook(s.driver(), &mut self.imm, &resolver);
-        let open = ScopeGuard::into_inner(on_unwind);
-        result?;
-        stamp(open);
-        Ok(())
+        // A driver that refuses or panics mid-operation may have put part of it in the buffer:
+        // stamp it all the same, so that nothing it references is freed before the buffer's
+        // submit.
+        let _stamped = scopeguard::guard((&mut self.buffer, &mut self.token), stamp);
+        hook(s.driver(), &mut self.imm, &resolver)
     }
 
     /// Performs a driver-defined command. Every object it names must be live.

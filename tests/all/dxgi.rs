@@ -7,11 +7,12 @@ use cmdlist::dxgi::{
     PresentStatus, Rect, ResidencyFold, ResidencyStatus, Rotation, S_NOT_RESIDENT,
 };
 use cmdlist::handle::{Resource, View};
+use cmdlist::soft::inject::{self, Fault, FaultPlan};
 use cmdlist::soft::{
     self, Gpu, Hook, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld,
 };
 use cmdlist::{
-    AppError, BindClass, BindFlags, BindPoint, DeviceConfig, Error, Handle, HandleType,
+    AppError, BindClass, BindFlags, BindPoint, Device, DeviceConfig, Error, Handle, HandleType,
     ResourceDesc, ResourceFlags, Stage, Texture2d, Usage, ViewDesc,
 };
 
@@ -645,6 +646,85 @@ fn r_x7_every_blt_restriction_is_an_application_error() {
     );
     drop(device);
     finish(&world, ic);
+}
+
+/// R-D1: a driver may reference memory before it refuses an operation (the soft driver's
+/// present marks its source in the open buffer, then finds the destination's format
+/// unknown). The engine counts every operation it hands the driver in the open buffer,
+/// refused or not: the buffer is submitted, and nothing the operation names is deallocated
+/// before that buffer completed. Through each refusing path: a present, a command, a Blt.
+#[test]
+fn r_d1_an_operation_the_driver_refuses_counts_in_the_open_buffer() {
+    // The present: without the count, device destruction deallocates the source while the
+    // buffer that never got submitted still references it.
+    let (device, mut ic, world) = device();
+    let bb = back_buffer(&device);
+    let unknown = {
+        let mut desc = texture_desc(BindFlags::RENDER_TARGET, DisplayFormat::B8G8R8A8Unorm, 1);
+        if let Some(t) = desc.texture.as_mut() {
+            t.format = 2; // R32G32B32A32_FLOAT: no display format
+        }
+        device.create_resource(desc).unwrap()
+    };
+    let onto_unknown = PresentArgs {
+        dst: Some((unknown, 0)),
+        ..present_args(bb)
+    };
+    assert_eq!(
+        ic.present(&onto_unknown),
+        Err(app(AppError::NotDisplayFormat))
+    );
+    drop(device);
+    finish(&world, ic);
+
+    // A command and a Blt the driver refuses (an injected error): the buffer is submitted
+    // and the objects wait for its fence.
+    for refused in ["execute", "blt"] {
+        let run = |plan: &Arc<FaultPlan>| {
+            let soft = SoftConfig {
+                gpu: Gpu::Manual,
+                ..SoftConfig::default()
+            };
+            let (driver, kernel, world) = inject::new(plan, soft);
+            let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+            let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+            let desc = texture_desc(bind, DisplayFormat::B8G8R8A8Unorm, 1);
+            let (src, dst) = (
+                device.create_resource(desc).unwrap(),
+                device.create_resource(desc).unwrap(),
+            );
+            let result = match refused {
+                "execute" => ic.command(&SoftCommand::Fill { dst, value: 1 }),
+                _ => ic.blt(&blt_args(src, dst)),
+            };
+            device.destroy(dst).unwrap();
+            ic.flush().unwrap();
+            let waiting = (world.submits(), ic.retire_stats().deallocated);
+            world.complete_all();
+            ic.flush().unwrap();
+            let after = ic.retire_stats().deallocated;
+            drop(device);
+            ic.destroy_device().unwrap();
+            world.assert_clean(true);
+            (result, waiting, after)
+        };
+        let counting = Arc::new(FaultPlan::counting().with_log());
+        let (ok, ..) = run(&counting);
+        assert_eq!(ok, Ok(()));
+        let call = counting.log().iter().rposition(|h| *h == refused).unwrap() as u64;
+        let plan = Arc::new(FaultPlan::at(call, Fault::Error(Error::InvalidArg)));
+        let (result, (submits, deallocated), after) = run(&plan);
+        assert_eq!(result, Err(Error::InvalidArg), "{refused}");
+        assert_eq!(
+            submits, 1,
+            "{refused}: the refused operation's buffer is submitted"
+        );
+        assert_eq!(
+            deallocated, 0,
+            "{refused}: the object waits for that buffer"
+        );
+        assert_eq!(after, 1, "{refused}: and goes once it completed");
+    }
 }
 
 /// Flag bits that `DXGI_DDI_ARG_BLT_FLAGS` does not define never reach the driver: the

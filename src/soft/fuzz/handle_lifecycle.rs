@@ -683,13 +683,16 @@ impl Harness {
         }
     }
 
-    /// Stamps `objects` after an operation that ran: one the driver refused references
-    /// nothing, so it stamps nothing.
-    fn stamp_after(&mut self, objects: &[usize], want: Want) {
-        if want == Want::Ok {
+    /// After an operation: one that reached the driver (`resolves`: every check before the
+    /// hook passed) is in the open buffer, its objects stamped, whether the driver accepted
+    /// it or refused it (it may have referenced memory before refusing, R-D1); one the
+    /// engine refused first references nothing.
+    fn after_driver(&mut self, objects: &[usize], resolves: Want) {
+        if resolves == Want::Ok {
             for &i in objects {
                 self.stamp(i);
             }
+            self.open_ops += 1;
         }
     }
 
@@ -1238,15 +1241,14 @@ impl Harness {
         let data = vec![byte; len];
         let r = self.ic().update(h, offset as u64, &data);
         self.expect("update", r, want, true);
-        self.stamp_after(&[i], want);
+        self.after_driver(&[i], want);
         if want == Want::Ok {
             self.write(i, offset, len, byte);
-            self.open_ops += 1;
         }
     }
 
     /// Commands validate every handle as any live object, then the driver checks types and
-    /// ranges; the objects are stamped as [`Harness::stamp_after`] says.
+    /// ranges; the objects are stamped as [`Harness::after_driver`] says.
     fn command(
         &mut self,
         call: &str,
@@ -1266,10 +1268,7 @@ impl Harness {
         };
         let r = self.ic().command(&command);
         self.expect(call, r, want, true);
-        self.stamp_after(objects, want);
-        if want == Want::Ok {
-            self.open_ops += 1;
-        }
+        self.after_driver(objects, resolves);
         want == Want::Ok
     }
 
@@ -1428,12 +1427,11 @@ impl Harness {
         };
         let r = self.ic().unmap(h.cast());
         self.expect("unmap", r, want, true);
-        self.stamp_after(&[i], want);
+        self.after_driver(&[i], resolves);
         if let (Want::Ok, Some(m)) = (want, mapped) {
             let (_, len, byte) = self.mapped.swap_remove(m);
             self.objs[i].bytes.fill(0);
             self.write(i, 0, len, byte);
-            self.open_ops += 1;
         }
     }
 
