@@ -360,6 +360,9 @@ pub(crate) struct State {
     pub(crate) next_serial: u64,
     /// Context-local handles open: (context, object id).
     pub(crate) open_locals: HashSet<(u32, u64)>,
+    /// Per context, handles released without closing because device destruction destroyed
+    /// their objects (the immediate context dropped while the context lived).
+    pub(crate) released_unclosed: HashMap<u32, u64>,
 }
 
 /// The state a soft driver and kernel share.

@@ -1096,3 +1096,34 @@ fn r_e3_r_r3_deferred_context_modes() {
     drop(dc);
     assert!(world.violations().is_empty(), "{:#?}", world.violations());
 }
+
+/// Dropping the immediate context destroys the device even while a deferred context still
+/// has context-local handles open (R-D3): those handles are released without closing (their
+/// objects are gone), as `ImmediateContext::destroy_device` documents, and the soft world
+/// agrees: no R-C1 violation when the context is dropped after.
+#[test]
+fn r_d3_dropping_the_immediate_context_releases_open_handles_without_closing() {
+    let (device, ic, world) = setup_native(DeviceConfig::default());
+    let (a, b) = (resource(&device, 16), resource(&device, 16));
+    let v = view(&device, a, 0, 8);
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
+    dc.bind(
+        BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0),
+        Some(v.any()),
+    )
+    .unwrap();
+    assert_eq!(dc.stats().open_handles, 3);
+    drop(ic);
+    assert_eq!(
+        dc.command(SoftCommand::Fill { dst: a, value: 1 }),
+        Err(Error::DeviceRemoved)
+    );
+    drop(dc);
+    let events = world.trace();
+    assert_eq!(count(&events, Hook::CloseLocal), 0, "released, not closed");
+    assert_eq!(count(&events, Hook::DestroyDeferredContext), 1);
+    let violations = world.check_after_device_destroyed();
+    assert!(violations.is_empty(), "{violations:#?}");
+    drop(device);
+}
