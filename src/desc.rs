@@ -186,18 +186,21 @@ impl Texture2d {
         })
     }
 
-    /// Whether the shape has pixels, and, in a display format, fits in `byte_size` bytes.
+    /// Whether the shape has pixels, its format is a DXGI format, and it fits in `byte_size`
+    /// bytes: exactly, in a display format (the layout above); at least its texels' bits,
+    /// in any other (whose layout is its driver's), so that nothing reading the texture
+    /// through its allocation reads past it.
     fn is_well_formed(&self, byte_size: u64) -> bool {
         let has_pixels = self.width > 0
             && self.height > 0
             && self.array_size > 0
             && self.mip_levels > 0
             && self.samples > 0;
-        let fits = match crate::dxgi::DisplayFormat::from_dxgi(self.format) {
-            Some(_) => self.byte_size().is_some_and(|n| n <= byte_size),
-            None => true,
+        let needs = match crate::dxgi::DisplayFormat::from_dxgi(self.format) {
+            Some(_) => self.byte_size(),
+            None => crate::dxgi::min_byte_size(self),
         };
-        has_pixels && fits
+        has_pixels && needs.is_some_and(|n| n <= byte_size)
     }
 
     /// Bytes all subresources take, for a texture in a display format.

@@ -20,6 +20,7 @@ mod rect;
 pub mod reference;
 mod residency;
 mod rotation;
+mod texel_size;
 
 pub(crate) use blt::{validate as validate_blt, BltSide};
 pub use blt::{BltArgs, BltCaps, BltFlags, BltPlan};
@@ -31,3 +32,4 @@ pub use present::{DxgiContext, PresentArgs, PresentCallback, PresentFlags, Prese
 pub use rect::Rect;
 pub use residency::{ResidencyFold, ResidencyStatus, S_NOT_RESIDENT, S_RESIDENT_IN_SHARED_MEMORY};
 pub use rotation::Rotation;
+pub(crate) use texel_size::min_byte_size;

@@ -553,6 +553,7 @@ fn r_x7_every_blt_restriction_is_an_application_error() {
         if let Some(t) = desc.texture.as_mut() {
             t.format = 2; // R32G32B32A32_FLOAT: not a display format
         }
+        desc.byte_size *= 4; // 16 bytes a texel
         device.create_resource(desc).unwrap()
     };
     let msaa = device
@@ -648,6 +649,54 @@ fn r_x7_every_blt_restriction_is_an_application_error() {
     finish(&world, ic);
 }
 
+/// A texture whose shape needs more bytes than its allocation has is refused at creation,
+/// whatever its format (R-E1): exactly for a display format, at least its texels' bits for
+/// any other DXGI format; a format number DXGI does not define is refused too. So nothing
+/// that reads a texture through its allocation (a driver's copy, the kernel's present)
+/// reads past it.
+#[test]
+fn r_x1_a_texture_bigger_than_its_memory_is_refused_at_creation() {
+    let (device, ic, world) = device();
+    let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let shape = |format: u32, byte_size: u64| {
+        let mut desc = shaped(1000, 1000, bind, DisplayFormat::B8G8R8A8Unorm, 1);
+        if let Some(t) = desc.texture.as_mut() {
+            t.format = format;
+        }
+        ResourceDesc { byte_size, ..desc }
+    };
+    let refused = Err(app(AppError::OutOfRange));
+    // The audit's case: a megapixel R32G32B32A32_FLOAT texture in one byte.
+    assert_eq!(device.create_resource(shape(2, 1)).map(|_| ()), refused);
+    assert_eq!(
+        device.create_resource(shape(2, 16_000_000 - 1)).map(|_| ()),
+        refused
+    );
+    assert!(device.create_resource(shape(2, 16_000_000)).is_ok());
+    // BC1: half a byte a texel, in 4x4 blocks.
+    assert_eq!(
+        device.create_resource(shape(71, 499_999)).map(|_| ()),
+        refused
+    );
+    assert!(device.create_resource(shape(71, 500_000)).is_ok());
+    // A display format: exactly its layout.
+    assert_eq!(
+        device.create_resource(shape(87, 3_999_999)).map(|_| ()),
+        refused
+    );
+    // No such DXGI format.
+    assert_eq!(
+        device.create_resource(shape(1000, u64::MAX)).map(|_| ()),
+        refused
+    );
+    assert_eq!(
+        device.create_resource(shape(0, u64::MAX)).map(|_| ()),
+        refused
+    );
+    drop(device);
+    finish(&world, ic);
+}
+
 /// R-D1: a driver may reference memory before it refuses an operation (the soft driver's
 /// present marks its source in the open buffer, then finds the destination's format
 /// unknown). The engine counts every operation it hands the driver in the open buffer,
@@ -664,6 +713,7 @@ fn r_d1_an_operation_the_driver_refuses_counts_in_the_open_buffer() {
         if let Some(t) = desc.texture.as_mut() {
             t.format = 2; // R32G32B32A32_FLOAT: no display format
         }
+        desc.byte_size *= 4; // 16 bytes a texel
         device.create_resource(desc).unwrap()
     };
     let onto_unknown = PresentArgs {
