@@ -11,6 +11,9 @@
 //! - `srgb8_to_f16`: `R8G8B8A8_UNORM_SRGB` to `R16G16B16A16_FLOAT`, same size: the sRGB
 //!   curve decode and the round toward zero to binary16, per code through a table.
 //! - `stretch_2x_b8g8r8a8`: 960x540 to 1920x1080 in `B8G8R8A8_UNORM`: the bilinear filter.
+//! - `stretch_2x_srgb8_to_b8g8r8a8`: 960x540 `R8G8B8A8_UNORM_SRGB` to 1920x1080
+//!   `B8G8R8A8_UNORM` (the main job's canvas): the filter in linear light, each value decoded
+//!   with the sRGB curve by table, and encoded with it again before quantising.
 //! - `rotate90_b8g8r8a8`: 1080x1920 to 1920x1080, same format, rotated 90 degrees: a gather
 //!   walking source columns.
 //!
@@ -135,6 +138,13 @@ fn bench(c: &mut Criterion) {
         &mut group,
         "stretch_2x_b8g8r8a8",
         (bgra, W / 2, H / 2),
+        bgra,
+        Rotation::Identity,
+    );
+    case(
+        &mut group,
+        "stretch_2x_srgb8_to_b8g8r8a8",
+        (DisplayFormat::R8G8B8A8UnormSrgb, W / 2, H / 2),
         bgra,
         Rotation::Identity,
     );

@@ -32,9 +32,13 @@
 //! | integer to float | decoded with the sRGB curve, then rounded to binary16 |
 //! | float to float | none |
 //!
-//! Alpha is never gamma-coded. Filtering happens in the working domain: on the normalised
-//! encoded values from integer to integer, on linear values whenever the float format is on
-//! either side.
+//! Alpha is never gamma-coded. Filtering happens in the working domain: on linear values
+//! whenever the float format is on either side, and from an `_SRGB` source (D3D11.3
+//! §19.1.3.2: sRGB data is converted to linear before filtering), whose filtered values are
+//! encoded with the sRGB curve again before an integer destination is written, so integer to
+//! integer the codes stay sRGB-encoded; on the normalised encoded values from any other
+//! integer source to an integer destination. A Blt without filtering (every tap on a texel
+//! centre) converts each code as the table above says.
 //!
 //! # Multisampled sources (R-X6)
 //!
@@ -426,8 +430,11 @@ impl Plan {
 
     /// The general path: fetch (resolve, decode to the working domain), filter, encode.
     fn filter(&self, src: &Pixels<'_>, dst: PixelsMut<'_>) {
-        let decoder = Decoder::new(src.format, dst.format, src.samples as usize);
-        let encoder = Encoder::new(src.format, dst.format);
+        // An `_SRGB` source is filtered in linear light whenever the filter blends texels.
+        let linear = linear_domain(src.format, dst.format)
+            || (src.format.is_srgb() && !self.point_sampled());
+        let decoder = Decoder::new(src.format, linear, src.samples as usize);
+        let encoder = Encoder::new(dst.format, linear);
         let mut lines = Lines {
             ids: [None, None],
             bufs: [vec![[0.0; 4]; self.line_len], vec![[0.0; 4]; self.line_len]],
@@ -574,9 +581,9 @@ struct IntegerDecoder {
 }
 
 impl Decoder {
-    fn new(src: DisplayFormat, dst: DisplayFormat, samples: usize) -> Self {
+    /// Decodes `src` texels to linear values when `linear`, else to normalised ones.
+    fn new(src: DisplayFormat, linear: bool, samples: usize) -> Self {
         let integer = codec::layout(src).map(|layout| {
-            let linear = linear_domain(src, dst);
             let [r, g, b, a] = layout.channels;
             let srgb_resolve = !linear && src.is_srgb() && samples > 1;
             IntegerDecoder {
@@ -696,17 +703,19 @@ fn average(sum: [f32; 4], samples: usize) -> [f32; 4] {
 }
 
 /// How working-domain values become destination pixels: binary16 rounded toward zero, or
-/// quantised, with RGB first encoded with the sRGB curve when `encode` (float to integer).
+/// quantised, with RGB first encoded with the sRGB curve when `encode` (linear values to an
+/// integer format).
 struct Encoder {
     format: DisplayFormat,
     encode: bool,
 }
 
 impl Encoder {
-    fn new(src: DisplayFormat, dst: DisplayFormat) -> Self {
+    /// Writes `dst` pixels from linear values when `linear`, else from normalised ones.
+    fn new(dst: DisplayFormat, linear: bool) -> Self {
         Encoder {
             format: dst,
-            encode: !dst.is_float() && linear_domain(src, dst),
+            encode: !dst.is_float() && linear,
         }
     }
 
@@ -1447,7 +1456,9 @@ mod tests {
 
     #[test]
     fn r_x7_filter_works_in_the_working_domain() {
-        // sRGB codes 0 and 255, stretched 2x: integer to integer filters the encoded values...
+        // sRGB codes 0 and 255, stretched 2x: an `_SRGB` source is filtered in linear light
+        // and encoded again (D3D11.3 §19.1.3.2), to an sRGB or a plain integer destination
+        // alike: 0.25 and 0.75 linear are codes 137 and 225; alpha is filtered plain.
         let bytes = [0u8, 0, 0, 0, 255, 255, 255, 255];
         let src = Src {
             w: 2,
@@ -1456,12 +1467,32 @@ mod tests {
             format: SRGB8,
             bytes: &bytes,
         };
-        let out = run_both(&src, SRGB8, (4, 1), Rotation::Identity);
+        let stretched = [
+            0, 0, 0, 0, 137, 137, 137, 64, 225, 225, 225, 191, 255, 255, 255, 255,
+        ];
+        assert_eq!(run_both(&src, SRGB8, (4, 1), Rotation::Identity), stretched);
+        let to_plain = run_both(
+            &src,
+            DisplayFormat::R8G8B8A8Unorm,
+            (4, 1),
+            Rotation::Identity,
+        );
+        assert_eq!(to_plain, stretched);
+        // Shrunk to one pixel: linear 0.5, code 188 (not the encoded average, 128).
+        let shrunk = run_both(&src, SRGB8, (1, 1), Rotation::Identity);
+        assert_eq!(shrunk, [188, 188, 188, 128]);
+        // Unfiltered, each code converts as is: the same size is a copy.
+        assert_eq!(run_both(&src, SRGB8, (2, 1), Rotation::Identity), bytes);
+        // A plain integer source still filters its encoded values, bit for bit as before.
+        let plain = Src {
+            format: DisplayFormat::R8G8B8A8Unorm,
+            ..src
+        };
         assert_eq!(
-            out,
+            run_both(&plain, SRGB8, (4, 1), Rotation::Identity),
             [0, 0, 0, 0, 64, 64, 64, 64, 191, 191, 191, 191, 255, 255, 255, 255]
         );
-        // ...integer to float decodes first and filters linear values.
+        // Integer to float decodes first and filters linear values.
         let out = run_both(&src, F16, (4, 1), Rotation::Identity);
         let reds: Vec<f32> = (0..4).map(|i| f16_at(&out, i, 0)).collect();
         assert_eq!(reds, [0.0, 0.25, 0.75, 1.0]);
