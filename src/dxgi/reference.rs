@@ -114,7 +114,53 @@ pub fn blt(
     dst_rect: Rect,
     rotation: Rotation,
 ) -> Result<()> {
-    blt_with(src, src_rect, dst, dst_rect, rotation, true)
+    blt_in(
+        &mut BltScratch::default(),
+        src,
+        src_rect,
+        dst,
+        dst_rect,
+        rotation,
+    )
+}
+
+/// [`blt`] working in `scratch`'s memory (its taps and decoded lines), which it keeps for
+/// the next Blt: a caller that keeps one scratch per thread (a software driver's Blt, a
+/// present path) allocates nothing in steady state.
+pub fn blt_in(
+    scratch: &mut BltScratch,
+    src: Pixels<'_>,
+    src_rect: Rect,
+    dst: PixelsMut<'_>,
+    dst_rect: Rect,
+    rotation: Rotation,
+) -> Result<()> {
+    blt_with(scratch, src, src_rect, dst, dst_rect, rotation, true)
+}
+
+/// The memory a Blt works in ([`blt_in`]): the taps of both axes and the filter's decoded
+/// lines, grown to the largest Blt seen and kept.
+#[derive(Debug, Default)]
+pub struct BltScratch {
+    col_taps: Vec<Tap>,
+    row_taps: Vec<Tap>,
+    lines: LineBufs,
+}
+
+/// The filter's working rows: the two decoded source lines, the blend of the two, and one
+/// destination row of values.
+#[derive(Debug, Default)]
+struct LineBufs {
+    lines: [Vec<[f32; 4]>; 2],
+    blend: Vec<[f32; 4]>,
+    values: Vec<[f32; 4]>,
+}
+
+/// `v` holding `len` zeroed entries (its capacity kept).
+fn zeroed(v: &mut Vec<[f32; 4]>, len: usize) -> &mut Vec<[f32; 4]> {
+    v.clear();
+    v.resize(len, [0.0; 4]);
+    v
 }
 
 /// Whether `bytes` is exactly the size of a `width * height * samples` image of `format`.
@@ -132,9 +178,10 @@ fn size_matches(
         == Some(bytes as u64)
 }
 
-/// [`blt`], with the fast paths (byte copies and per-code lookup tables) allowed or not; both
-/// give the same bytes.
+/// [`blt_in`], with the fast paths (byte copies and per-code lookup tables) allowed or not;
+/// both give the same bytes.
 fn blt_with(
+    scratch: &mut BltScratch,
     src: Pixels<'_>,
     src_rect: Rect,
     dst: PixelsMut<'_>,
@@ -157,7 +204,12 @@ fn blt_with(
         return Err(Error::InvalidArg);
     }
     // Every size below is at most a byte length, so fits `usize`.
-    let plan = Plan::new(&src, src_rect, &dst, dst_rect, rotation);
+    let BltScratch {
+        col_taps,
+        row_taps,
+        lines,
+    } = scratch;
+    let plan = Plan::new(&src, src_rect, &dst, dst_rect, rotation, col_taps, row_taps);
     let same = src.format == dst.format && src.samples == 1;
     if fast && plan.point_sampled() && src.samples == 1 {
         if same && plan.identity() {
@@ -167,10 +219,10 @@ fn blt_with(
         } else if let Some(table) = Table::cached(src.format, dst.format) {
             plan.convert(&src, dst, table);
         } else {
-            plan.filter(&src, dst);
+            plan.filter(&src, dst, lines);
         }
     } else {
-        plan.filter(&src, dst);
+        plan.filter(&src, dst, lines);
     }
     Ok(())
 }
@@ -190,27 +242,34 @@ struct Tap {
 /// The destination centre `k + 0.5` of `n` maps to `s = (k + 0.5) / n * m - 0.5`, that is
 /// `((2k + 1) m - n) / 2n`: floor and remainder come from integers, so centres that coincide
 /// give weight exactly 0.
-fn taps(dst_len: u32, src_len: u32, reversed: bool) -> Vec<Tap> {
+fn taps_into(out: &mut Vec<Tap>, dst_len: u32, src_len: u32, reversed: bool) {
     let n = i128::from(dst_len);
     let m = i128::from(src_len);
     let q = 2 * n;
     let last = m - 1;
-    (0..dst_len)
-        .map(|i| {
-            let k = i128::from(if reversed { dst_len - 1 - i } else { i });
-            let p = (2 * k + 1) * m - n;
-            let t0 = p.div_euclid(q);
-            let frac = p.rem_euclid(q);
-            let i0 = t0.clamp(0, last) as usize;
-            let i1 = (t0 + 1).clamp(0, last) as usize;
-            let w1 = if frac == 0 || i0 == i1 {
-                0.0
-            } else {
-                (frac as f64 / q as f64) as f32
-            };
-            Tap { i0, i1, w1 }
-        })
-        .collect()
+    out.clear();
+    out.extend((0..dst_len).map(|i| {
+        let k = i128::from(if reversed { dst_len - 1 - i } else { i });
+        let p = (2 * k + 1) * m - n;
+        let t0 = p.div_euclid(q);
+        let frac = p.rem_euclid(q);
+        let i0 = t0.clamp(0, last) as usize;
+        let i1 = (t0 + 1).clamp(0, last) as usize;
+        let w1 = if frac == 0 || i0 == i1 {
+            0.0
+        } else {
+            (frac as f64 / q as f64) as f32
+        };
+        Tap { i0, i1, w1 }
+    }));
+}
+
+/// [`taps_into`] a new vector.
+#[cfg(test)]
+fn taps(dst_len: u32, src_len: u32, reversed: bool) -> Vec<Tap> {
+    let mut out = Vec::new();
+    taps_into(&mut out, dst_len, src_len, reversed);
+    out
 }
 
 /// Which source axis a destination axis (columns, or rows when `dst_rows`) drives, and
@@ -240,9 +299,9 @@ fn axis(rotation: Rotation, dst_rows: bool) -> (bool, bool) {
 /// run of source texels (inside the source rectangle) that one destination row reads: a
 /// source row, or a source column when the rotation swaps the axes. `col_taps` index along a
 /// line, `row_taps` pick lines.
-struct Plan {
-    col_taps: Vec<Tap>,
-    row_taps: Vec<Tap>,
+struct Plan<'s> {
+    col_taps: &'s [Tap],
+    row_taps: &'s [Tap],
     /// Byte offset of line 0's first texel.
     line_base: usize,
     /// Bytes from one line to the next.
@@ -261,13 +320,16 @@ struct Plan {
     dst_bpp: usize,
 }
 
-impl Plan {
+impl<'s> Plan<'s> {
+    /// The plan, its taps written into `col_taps` and `row_taps`.
     fn new(
         src: &Pixels<'_>,
         src_rect: Rect,
         dst: &PixelsMut<'_>,
         dst_rect: Rect,
         rotation: Rotation,
+        col_taps: &'s mut Vec<Tap>,
+        row_taps: &'s mut Vec<Tap>,
     ) -> Self {
         let (cols_drive_rows, col_rev) = axis(rotation, false);
         let (_, row_rev) = axis(rotation, true);
@@ -285,9 +347,11 @@ impl Plan {
         };
         let dst_bpp = dst.format.bytes_per_pixel();
         let dst_stride = dst.width as usize * dst_bpp;
+        taps_into(col_taps, dst_rect.width(), line_len, col_rev);
+        taps_into(row_taps, dst_rect.height(), lines, row_rev);
         Plan {
-            col_taps: taps(dst_rect.width(), line_len, col_rev),
-            row_taps: taps(dst_rect.height(), lines, row_rev),
+            col_taps,
+            row_taps,
             line_base: src_rect.top as usize * src_stride + src_rect.left as usize * texel_bytes,
             line_step,
             texel_step,
@@ -313,7 +377,7 @@ impl Plan {
                 .enumerate()
                 .all(|(i, t)| t.i0 == i && t.w1 == 0.0)
         };
-        self.texel_step == self.texel_bytes && straight(&self.col_taps) && straight(&self.row_taps)
+        self.texel_step == self.texel_bytes && straight(self.col_taps) && straight(self.row_taps)
     }
 
     /// Byte offset of texel `j` of line `line`.
@@ -429,18 +493,23 @@ impl Plan {
     }
 
     /// The general path: fetch (resolve, decode to the working domain), filter, encode.
-    fn filter(&self, src: &Pixels<'_>, dst: PixelsMut<'_>) {
+    fn filter(&self, src: &Pixels<'_>, dst: PixelsMut<'_>, bufs: &mut LineBufs) {
         // An `_SRGB` source is filtered in linear light whenever the filter blends texels.
         let linear = linear_domain(src.format, dst.format)
             || (src.format.is_srgb() && !self.point_sampled());
         let decoder = Decoder::new(src.format, linear, src.samples as usize);
         let encoder = Encoder::new(dst.format, linear);
+        let LineBufs {
+            lines: [first, second],
+            blend,
+            values,
+        } = bufs;
         let mut lines = Lines {
             ids: [None, None],
-            bufs: [vec![[0.0; 4]; self.line_len], vec![[0.0; 4]; self.line_len]],
+            bufs: [zeroed(first, self.line_len), zeroed(second, self.line_len)],
         };
-        let mut values = vec![[0.0f32; 4]; self.col_taps.len()];
-        let mut blend = vec![[0.0f32; 4]; self.line_len];
+        let values = zeroed(values, self.col_taps.len());
+        let blend = zeroed(blend, self.line_len);
         let decode_line = |line: usize, out: &mut [[f32; 4]]| {
             let first = self.texel(line, 0);
             decoder.line(&src.bytes[first..], self.texel_step, out);
@@ -451,19 +520,19 @@ impl Plan {
             lines.load(rt.i0, second, decode_line);
             // Between the two lines first (once per source texel), then along the line.
             let line: &[[f32; 4]] = match second {
-                None => &lines.bufs[0],
+                None => lines.bufs[0],
                 Some(_) => {
                     let [a, b] = &lines.bufs;
-                    for ((o, a), b) in blend.iter_mut().zip(a).zip(b) {
+                    for ((o, a), b) in blend.iter_mut().zip(a.iter()).zip(b.iter()) {
                         *o = lerp(*a, *b, rt.w1);
                     }
-                    &blend
+                    blend
                 }
             };
-            for (v, ct) in values.iter_mut().zip(&self.col_taps) {
+            for (v, ct) in values.iter_mut().zip(self.col_taps) {
                 *v = sample_line(line, ct);
             }
-            encoder.write_row(&values, row);
+            encoder.write_row(values, row);
         }
     }
 }
@@ -497,12 +566,12 @@ fn lerp(a: [f32; 4], b: [f32; 4], w: f32) -> [f32; 4] {
 }
 
 /// The (at most two) decoded source lines the current destination row reads.
-struct Lines {
+struct Lines<'b> {
     ids: [Option<usize>; 2],
-    bufs: [Vec<[f32; 4]>; 2],
+    bufs: [&'b mut Vec<[f32; 4]>; 2],
 }
 
-impl Lines {
+impl Lines<'_> {
     /// Makes `bufs[0]` hold line `first` and, if given, `bufs[1]` line `second`, decoding
     /// only what the previous row did not already hold.
     fn load(
@@ -516,12 +585,12 @@ impl Lines {
             self.bufs.swap(0, 1);
         }
         if self.ids[0] != Some(first) {
-            decode(first, &mut self.bufs[0]);
+            decode(first, self.bufs[0]);
             self.ids[0] = Some(first);
         }
         if let Some(second) = second {
             if self.ids[1] != Some(second) {
-                decode(second, &mut self.bufs[1]);
+                decode(second, self.bufs[1]);
                 self.ids[1] = Some(second);
             }
         }
@@ -1089,7 +1158,17 @@ mod tests {
             format,
             bytes: &mut out,
         };
-        blt_with(src.pixels(), src_rect, dst, dst_rect, rotation, fast).expect("valid blt");
+        let scratch = &mut BltScratch::default();
+        blt_with(
+            scratch,
+            src.pixels(),
+            src_rect,
+            dst,
+            dst_rect,
+            rotation,
+            fast,
+        )
+        .expect("valid blt");
         out
     }
 
@@ -1757,6 +1836,7 @@ mod tests {
                 bytes: &mut out,
             };
             blt_with(
+                &mut BltScratch::default(),
                 src.pixels(),
                 Rect::whole(1, 1),
                 dst,
