@@ -67,7 +67,7 @@ pub struct DeviceConfig {
     /// limit runs out of memory instead, so that no execute on the immediate context runs for
     /// ages. Default 2^22 (4,194,304): about a second of replay through a driver that spends
     /// 300 ns on an operation, a real driver's cost per draw (0.7 s for the mix of draws and
-    /// Maps of `benches/frame.rs`; the engine alone replays that many in 23 ms,
+    /// Maps of `benches/frame.rs`; the engine alone replays that many in 21 ms,
     /// `benches/replay.rs`), and 200 times a frame of 10,000 draws with their Maps. A driver
     /// with cheaper or dearer operations sets its own.
     pub replay_limit: u64,
@@ -187,9 +187,10 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
         self.frame_stats.load_full()
     }
 
-    /// Publishes a frame's statistics (the immediate context, at a present).
-    pub(crate) fn publish_frame_stats(&self, stats: Arc<FrameStats>) {
-        self.frame_stats.store(stats);
+    /// Publishes a frame's statistics (the immediate context, at a present); returns the
+    /// ones it replaces.
+    pub(crate) fn publish_frame_stats(&self, stats: Arc<FrameStats>) -> Arc<FrameStats> {
+        self.frame_stats.swap(stats)
     }
 
     /// The open buffer's number, as a destroy tags itself with it (R-D1). SeqCst, after the

@@ -22,7 +22,7 @@ use crate::list_mode::ListMode;
 use crate::lists::record::Recorded;
 use crate::primitive::Ordering;
 use crate::registry::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
-use crate::registry::{Entry, IcToken, ObjectView, Registry, Resolver};
+use crate::registry::{Entry, IcDataRefs, IcToken, ObjectView, Registry, Resolver};
 
 mod dxgi;
 
@@ -107,6 +107,8 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     dxgi_scratch: dxgi::Scratch,
     /// The stack of walks through nested lists (kept: no allocation in steady state).
     walk: ListWalk<D, K>,
+    /// Where a rotation lays out the references to its resources' IC data (kept).
+    ic_refs: IcDataRefs<D>,
     life: Life,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -139,6 +141,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             rotations: 0,
             dxgi_scratch: dxgi::Scratch::default(),
             walk: ListWalk::default(),
+            ic_refs: IcDataRefs::default(),
             life: Life::Open,
             _not_sync: PhantomData,
         }

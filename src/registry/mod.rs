@@ -276,28 +276,49 @@ impl<D: Driver> Entry<D> {
 
     /// The driver's IC data of several entries at once, for a rotation (R-X5): `None` unless
     /// the entries are pairwise distinct. As [`Entry::ic_side`], the token is the witness,
-    /// checked against each entry's device.
+    /// checked against each entry's device. The references are laid out in `refs`, whose
+    /// memory is kept from one call to the next (a steady rotation allocates nothing).
     pub(crate) fn ic_data_of_many<'t>(
         token: &'t mut IcToken,
-        entries: &[&'t Entry<D>],
-    ) -> Option<Vec<&'t mut D::IcData>> {
-        for (i, entry) in entries.iter().enumerate() {
+        entries: impl Iterator<Item = &'t Entry<D>>,
+        refs: &'t mut IcDataRefs<D>,
+    ) -> Option<&'t mut [&'t mut D::IcData]> {
+        refs.0.clear();
+        for entry in entries {
             assert_eq!(token.tag, entry.device, "an IC token of another device");
-            if entries[..i].iter().any(|e| core::ptr::eq(*e, *entry)) {
+            // SAFETY: a place computation through the cell's pointer, no reference made; the
+            // pointer is non-null as the cell's is.
+            let data = unsafe { NonNull::new_unchecked(&raw mut (*entry.ic.get()).data) };
+            if refs.0.contains(&data) {
+                refs.0.clear();
                 return None;
             }
+            refs.0.push(data);
         }
-        let data = entries
-            .iter()
-            // SAFETY: the entries are pairwise distinct (checked above), so these are
-            // references into distinct cells; each belongs to the token's device (checked),
-            // whose token is not `Sync` and is borrowed mutably for `'t`, so this is the
-            // immediate context's thread and no other IC-side reference exists meanwhile.
-            .map(|entry| unsafe { &mut (*entry.ic.get()).data })
-            .collect();
-        Some(data)
+        let pointers: *mut [NonNull<D::IcData>] = refs.0.as_mut_slice();
+        // SAFETY: `NonNull<T>` and `&mut T` have the same size, alignment and validity for a
+        // non-null, aligned, live `T`; each pointer is to the data of a distinct entry
+        // (checked above) of the token's device (checked), alive for `'t` as the entries
+        // are, and the token (not `Sync`, one per device) is borrowed mutably for `'t`, so
+        // this is the immediate context's thread and no other IC-side reference exists
+        // meanwhile.
+        Some(unsafe { &mut *(pointers as *mut [&'t mut D::IcData]) })
     }
 }
+
+/// Memory for [`Entry::ic_data_of_many`]'s references, kept by the immediate context:
+/// between calls it holds nothing that is ever read (cleared before each use).
+pub(crate) struct IcDataRefs<D: Driver>(Vec<NonNull<D::IcData>>);
+
+impl<D: Driver> Default for IcDataRefs<D> {
+    fn default() -> Self {
+        IcDataRefs(Vec::new())
+    }
+}
+
+// SAFETY: the pointers are only dereferenced inside `ic_data_of_many`'s borrow, on the thread
+// holding the device's token; between calls the vector is dead data.
+unsafe impl<D: Driver> Send for IcDataRefs<D> {}
 
 /// A looked-up object, valid while the epoch guard it was found under is pinned.
 pub struct ObjectView<'a, D: Driver> {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crossbeam_epoch::Guard;
 
 use super::ImmediateContext;
+use crate::bind::BindPoint;
 use crate::context::device::DeviceShared;
 use crate::desc::Usage;
 use crate::driver::{Command, Driver, Op};
@@ -15,7 +16,7 @@ use crate::dxgi::{
     PresentArgs, PresentCallback, PresentStatus, ResidencyFold, ResidencyStatus,
 };
 use crate::error::{AppError, Result};
-use crate::handle::{Handle, Resource};
+use crate::handle::{AnyHandle, Handle, Resource};
 use crate::kernel::{AllocationHandle, Kernel};
 use crate::registry::{Entry, IcToken, ObjectView};
 
@@ -23,6 +24,10 @@ use crate::registry::{Entry, IcToken, ObjectView};
 /// allocates nothing.
 #[derive(Debug, Default)]
 pub(super) struct Scratch {
+    /// The frame statistics published before the newest, for the next present to reuse.
+    spare_stats: Option<Arc<FrameStats>>,
+    /// The bindings a rotation binds again.
+    rebinds: Vec<(BindPoint, AnyHandle)>,
     allocations: Vec<AllocationHandle>,
     statuses: Vec<ResidencyStatus>,
     /// Per resource of a residency query: whether it has an allocation in `allocations`.
@@ -108,10 +113,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             Ok(()) => Some(residency[0]),
             Err(_) => None,
         };
-        let previous = self.device.shared.frame_stats();
+        let frame = self.device.shared.frame_stats().frame + 1;
         let retire = self.retire_stats();
-        self.device.shared.publish_frame_stats(Arc::new(FrameStats {
-            frame: previous.frame + 1,
+        let stats = FrameStats {
+            frame,
             last_submitted: self.last_submitted,
             amortized: self.amortizer.count(),
             waiting_destruction: retire.waiting_destruction,
@@ -119,7 +124,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             retained_bytes: retire.retained_bytes,
             lists_in_flight: self.lists_in_flight.len(),
             presented_residency,
-        }));
+        };
+        // The snapshot two frames old comes back for this one unless a reader still holds
+        // it: a steady frame allocates nothing.
+        let published = match self.dxgi_scratch.spare_stats.take() {
+            Some(mut spare) => match Arc::get_mut(&mut spare) {
+                Some(slot) => {
+                    *slot = stats;
+                    spare
+                }
+                None => Arc::new(stats),
+            },
+            None => Arc::new(stats),
+        };
+        let previous = self.device.shared.publish_frame_stats(published);
+        self.dxgi_scratch.spare_stats = Some(previous);
     }
 
     /// GetGammaCapsDXGI (R-X2): the driver's gamma control capabilities, checked.
@@ -244,51 +263,62 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let registry = ic.device.shared.registry();
-            let mut views = Vec::with_capacity(resources.len());
+            // Every handle first (a stale one is its own error), then what rotates together.
             for resource in resources {
-                views.push(registry.live(*resource, guard)?);
+                registry.live(*resource, guard)?;
             }
-            let Some(first) = views.first().copied() else {
+            // Looked up again where needed rather than kept: nothing allocated per call, and
+            // only this thread unlinks entries, so each lookup finds what the first did.
+            let view = |i: usize| registry.live(resources[i], guard).expect("checked above");
+            let Some(&first) = resources.first() else {
                 return Ok(());
             };
+            let first = registry.live(first, guard)?;
             let not_rotatable = AppError::NotRotatable;
-            for (i, view) in views.iter().enumerate() {
+            for (i, resource) in resources.iter().enumerate() {
+                let view = view(i);
                 let alike = view.byte_size() == first.byte_size()
                     && view.bind_flags() == first.bind_flags()
                     && view.entry().usage() == first.entry().usage()
                     && view.texture() == first.texture()
                     && view.entry().is_primary() == first.entry().is_primary()
                     && view.allocation().is_some() == first.allocation().is_some();
-                let repeated = views[..i].iter().any(|v| v.handle() == view.handle());
-                let mapped = ic.open.check_map(resources[i]).is_err();
+                let repeated = resources[..i].contains(resource);
+                let mapped = ic.open.check_map(*resource).is_err();
                 if !alike || repeated || mapped {
                     return Err(not_rotatable.into());
                 }
             }
-            if views.len() < 2 {
+            let n = resources.len();
+            if n < 2 {
                 return Ok(());
             }
-            // (allocation, last buffer) pairs move together, one place to the left.
+            // (allocation, last buffer) pairs move together, one place to the left: each
+            // takes its right neighbour's (read before it changes), the last the first's.
             let token = &mut ic.token;
-            let moved: Vec<(Option<AllocationHandle>, u64)> = views
-                .iter()
-                .map(|v| (v.allocation(), v.entry().ic_side(token).last_buffer))
-                .collect();
-            for (i, view) in views.iter().enumerate() {
-                let (allocation, last_buffer) = moved[(i + 1) % moved.len()];
-                view.entry().set_allocation(token, allocation);
-                let side = view.entry().ic_side(token);
+            let pair = |view: ObjectView<'_, D>, token: &mut IcToken| {
+                (view.allocation(), view.entry().ic_side(token).last_buffer)
+            };
+            let wrapped = pair(first, token);
+            for i in 0..n {
+                let (allocation, last_buffer) = match i + 1 < n {
+                    true => pair(view(i + 1), token),
+                    false => wrapped,
+                };
+                let entry = view(i).entry();
+                entry.set_allocation(token, allocation);
+                let side = entry.ic_side(token);
                 side.last_buffer = last_buffer;
                 side.identity += 1;
             }
             ic.rotations += 1;
             ic.buffer.rotated = true;
-            let entries: Vec<&Entry<D>> = views.iter().map(|v| v.entry()).collect();
             let s = &*ic.device.shared;
-            if let Some(mut data) = Entry::ic_data_of_many(&mut ic.token, &entries) {
-                s.driver().rotate_identities(&mut ic.imm, &mut data);
+            let entries = (0..n).map(|i| view(i).entry());
+            if let Some(data) = Entry::ic_data_of_many(&mut ic.token, entries, &mut ic.ic_refs) {
+                s.driver().rotate_identities(&mut ic.imm, data);
             }
-            ic.rebind_rotated(guard, &views)
+            ic.rebind_rotated(guard, resources)
         })
     }
 
@@ -296,30 +326,38 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn rebind_rotated(
         &mut self,
         guard: &'static Guard,
-        rotated: &[ObjectView<'_, D>],
+        rotated: &[Handle<Resource>],
     ) -> Result<()> {
         let registry = self.device.shared.registry();
         let is_rotated = |view: ObjectView<'_, D>| {
             rotated
                 .iter()
-                .any(|r| r.handle() == view.handle() || view.dependency() == Some(r.handle()))
+                .any(|r| r.any() == view.handle() || view.dependency() == Some(r.any()))
         };
-        let rebinds: Vec<_> = self
-            .bindings
-            .iter()
-            .filter_map(|(point, handle)| {
-                let view = registry.held(handle, guard).ok()?;
-                is_rotated(view).then_some((point, view))
-            })
-            .collect();
-        for (point, view) in rebinds {
+        // The points to bind again, gathered first (binding runs on `self`), in kept memory.
+        let mut rebinds = core::mem::take(&mut self.dxgi_scratch.rebinds);
+        rebinds.clear();
+        rebinds.extend(
+            self.bindings
+                .iter()
+                .filter(|&(_, handle)| registry.held(handle, guard).is_ok_and(is_rotated)),
+        );
+        let mut result = Ok(());
+        for &(point, handle) in &rebinds {
+            let Ok(view) = self.device.shared.registry().held(handle, guard) else {
+                continue;
+            };
             let op = Op::Bind {
                 point,
                 object: Some(view),
             };
-            self.run(guard, &[view], None, op)?;
+            result = self.run(guard, &[view], None, op);
+            if result.is_err() {
+                break;
+            }
         }
-        Ok(())
+        self.dxgi_scratch.rebinds = rebinds;
+        result
     }
 
     /// Refreshes, before the driver uses them here, the views among `objects` and the
