@@ -17,6 +17,7 @@
 //!   pairs, and a recorded call naming an object must find its block open and its own.
 
 use std::cell::Cell;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::bind::BindPoint;
@@ -69,14 +70,16 @@ pub(crate) enum Packet {
     },
     /// Any other command, run as the immediate context runs it.
     Command(SoftCommand),
+    /// UpdateSubresource; its bytes are `data` of the list's byte arena.
     Update {
         resource: Handle<Resource>,
         offset: u64,
-        data: Vec<u8>,
+        data: Range<usize>,
     },
+    /// The new contents written through a Map(DISCARD): `data` of the list's byte arena.
     WriteDiscard {
         resource: Handle<Resource>,
-        data: Vec<u8>,
+        data: Range<usize>,
     },
     Bind {
         point: BindPoint,
@@ -115,9 +118,13 @@ impl Runs {
 pub(crate) struct Building {
     /// Packets with their serials (0 for a chain, which runs its list's).
     pub(crate) packets: Vec<(u64, Packet)>,
+    /// The packets' bytes (updates, Map contents), one arena per list.
+    pub(crate) bytes: Vec<u8>,
     pub(crate) expected: Runs,
     /// Open Map(DISCARD)s: the memory handed out, until the Unmap encodes it.
     pub(crate) mapped: Vec<(Handle<Resource>, Vec<u8>)>,
+    /// Map memory given back by Unmaps, for the next Maps.
+    pub(crate) spare_maps: Vec<Vec<u8>>,
     /// A recycled list's buffer, for the next Finish: steady state allocates nothing.
     pub(crate) spare: Option<Built>,
 }
@@ -133,7 +140,9 @@ impl Building {
             .unwrap_or_default();
         let built = Arc::get_mut(&mut list).expect("a new or unshared buffer");
         built.packets.clear();
+        built.bytes.clear();
         core::mem::swap(&mut built.packets, &mut self.packets);
+        core::mem::swap(&mut built.bytes, &mut self.bytes);
         built.expected = core::mem::take(&mut self.expected);
         list
     }
@@ -141,8 +150,17 @@ impl Building {
     /// Forgets what was recorded (Abandon).
     pub(crate) fn clear(&mut self) {
         self.packets.clear();
-        self.mapped.clear();
+        self.bytes.clear();
+        let mapped = self.mapped.drain(..).map(|(_, bytes)| bytes);
+        self.spare_maps.extend(mapped);
         self.expected = Runs::default();
+    }
+
+    /// Copies `data` into the arena; where it lies.
+    fn keep(&mut self, data: &[u8]) -> Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(data);
+        start..self.bytes.len()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -154,6 +172,8 @@ impl Building {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct BuiltList {
     pub(crate) packets: Vec<(u64, Packet)>,
+    /// The packets' bytes.
+    pub(crate) bytes: Vec<u8>,
     /// What one run of it performs, chained lists included.
     pub(crate) expected: Runs,
 }
@@ -259,7 +279,7 @@ impl SoftDriver {
             } => Packet::Update {
                 resource,
                 offset,
-                data: data.to_vec(),
+                data: dc.building.keep(data),
             },
             DeferredCall::Unmap { resource, .. } => {
                 let mapped = &mut dc.building.mapped;
@@ -268,7 +288,9 @@ impl SoftDriver {
                     SoftWorld::violate(&mut s, "driver-built", what);
                     return Ok(());
                 };
-                let (_, data) = mapped.swap_remove(at);
+                let (_, contents) = mapped.swap_remove(at);
+                let data = dc.building.keep(&contents);
+                dc.building.spare_maps.push(contents);
                 Packet::WriteDiscard { resource, data }
             }
             DeferredCall::Bind { point, object } => Packet::Bind { point, object },
@@ -310,10 +332,9 @@ impl SoftDriver {
                 SoftWorld::violate(&mut s, "driver-built", what.to_string());
             }
         }
-        let mut bytes = Vec::new();
-        bytes
-            .try_reserve_exact(len)
-            .map_err(|_| Error::OutOfMemory)?;
+        let mut bytes = dc.building.spare_maps.pop().unwrap_or_default();
+        bytes.clear();
+        bytes.try_reserve(len).map_err(|_| Error::OutOfMemory)?;
         bytes.resize(len, 0);
         dc.building.mapped.push((resource, bytes));
         let (_, bytes) = dc.building.mapped.last_mut().expect("just pushed");
@@ -433,11 +454,11 @@ impl SoftDriver {
                 } => Op::Update {
                     resource: objects.get(*resource)?,
                     offset: *offset,
-                    data,
+                    data: &list.bytes[data.clone()],
                 },
                 Packet::WriteDiscard { resource, data } => Op::WriteDiscard {
                     resource: objects.get(*resource)?,
-                    data,
+                    data: &list.bytes[data.clone()],
                 },
                 Packet::Bind { point, object } => Op::Bind {
                     point: *point,

@@ -344,6 +344,7 @@ impl SoftDriver {
         rotation: Rotation,
     ) -> Result<()> {
         let mut chunk = std::mem::take(&mut state.scratch);
+        let mut blt_scratch = std::mem::take(&mut state.blt_scratch);
         let result = (|| {
             let src_bytes = Self::bytes_of(state, Some(src.allocation))?;
             let range = Self::byte_range(src.place.offset, src.place.len)?;
@@ -365,9 +366,17 @@ impl SoftDriver {
                 format: dst.format,
                 bytes: out,
             };
-            reference::blt(pixels, src_rect, target, dst_rect, rotation)
+            reference::blt_in(
+                &mut blt_scratch,
+                pixels,
+                src_rect,
+                target,
+                dst_rect,
+                rotation,
+            )
         })();
         state.scratch = chunk;
+        state.blt_scratch = blt_scratch;
         result?;
         Self::touch(state, src.allocation);
         Self::touch(state, dst.allocation);

@@ -237,12 +237,20 @@ impl Kernel for SoftKernel {
                 }
             }
         }
-        let screen = s
-            .allocations
-            .get(&call.src.0.get())
-            .map(|a| a.bytes.clone());
-        s.dxgi.screen = screen;
-        s.dxgi.presents.push(*call);
+        // The screen keeps its memory from one present to the next.
+        let mut screen = s.dxgi.screen.take().unwrap_or_default();
+        let presented = match s.allocations.get(&call.src.0.get()) {
+            Some(a) => {
+                screen.clear();
+                screen.extend_from_slice(&a.bytes);
+                true
+            }
+            None => false,
+        };
+        s.dxgi.screen = presented.then_some(screen);
+        if self.world.config.trace {
+            s.dxgi.presents.push(*call);
+        }
         Ok(s.dxgi.present_status)
     }
 

@@ -304,7 +304,7 @@ pub(crate) struct Allocation {
 /// What the soft kernel's DXGI callbacks saw, and what tests set for them.
 #[derive(Debug, Default)]
 pub(crate) struct DxgiRecords {
-    /// Every present callback, in order.
+    /// Every present callback, in order, while tracing.
     pub(crate) presents: Vec<PresentCallback>,
     /// The bytes of the newest presented allocation, as the present callback read them:
     /// the screen.
@@ -343,13 +343,14 @@ pub(crate) struct State {
     pub(crate) open_lists: Vec<u64>,
     /// What the immediate context's driver state has bound: set by binds, emptied by
     /// clear-state and at the start of each list's execute (a list inherits nothing).
-    pub(crate) ic_bound:
-        std::collections::BTreeMap<crate::bind::BindPoint, crate::handle::AnyHandle>,
+    pub(crate) ic_bound: BoundPoints,
     /// The last buffer number the hooks were told since the last submit (`Resolver::buffer`):
     /// the submit must carry it as its fence.
     pub(crate) open_buffer: Option<u64>,
     /// Scratch bytes for copies (capacity kept).
     pub(crate) scratch: Vec<u8>,
+    /// The reference Blt's working memory (kept).
+    pub(crate) blt_scratch: crate::dxgi::reference::BltScratch,
     /// What the driver handed out and how it ended (checked while tracing).
     pub(crate) lifetimes: Lifetimes,
     /// Driver-built lists' buffers, by list id.
@@ -363,6 +364,45 @@ pub(crate) struct State {
     /// Per context, handles released without closing because device destruction destroyed
     /// their objects (the immediate context dropped while the context lived).
     pub(crate) released_unclosed: HashMap<u32, u64>,
+}
+
+/// What the soft driver's immediate context has bound, point by point: a vector kept
+/// sorted, whose memory a clear-state keeps (binding and clearing every frame allocates
+/// nothing).
+#[derive(Debug, Default)]
+pub(crate) struct BoundPoints(Vec<(crate::bind::BindPoint, crate::handle::AnyHandle)>);
+
+impl BoundPoints {
+    pub(crate) fn get(&self, point: &crate::bind::BindPoint) -> Option<&crate::handle::AnyHandle> {
+        let at = self.0.binary_search_by(|(p, _)| p.cmp(point)).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    pub(crate) fn insert(
+        &mut self,
+        point: crate::bind::BindPoint,
+        object: crate::handle::AnyHandle,
+    ) -> Option<crate::handle::AnyHandle> {
+        match self.0.binary_search_by(|(p, _)| p.cmp(&point)) {
+            Ok(at) => Some(core::mem::replace(&mut self.0[at].1, object)),
+            Err(at) => {
+                self.0.insert(at, (point, object));
+                None
+            }
+        }
+    }
+
+    pub(crate) fn remove(
+        &mut self,
+        point: &crate::bind::BindPoint,
+    ) -> Option<crate::handle::AnyHandle> {
+        let at = self.0.binary_search_by(|(p, _)| p.cmp(point)).ok()?;
+        Some(self.0.remove(at).1)
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// The state a soft driver and kernel share.
@@ -471,7 +511,8 @@ impl SoftWorld {
         Self::complete(&mut s, fence);
     }
 
-    /// Every present callback so far, in order (R-X1).
+    /// Every present callback so far, in order (R-X1), while tracing ([`SoftConfig::trace`]):
+    /// without it, none is kept, so a steady frame allocates nothing.
     pub fn presents(&self) -> Vec<PresentCallback> {
         self.lock().dxgi.presents.clone()
     }
