@@ -10,8 +10,14 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use cmdlist::dxgi::{
+    BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
+};
 use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
-use cmdlist::{DeviceConfig, HandleType, ObjectDesc, ResourceDesc};
+use cmdlist::{
+    BindClass, BindFlags, BindPoint, DeviceConfig, HandleType, ObjectDesc, ResourceDesc, Texture2d,
+    Usage,
+};
 
 struct Counting;
 
@@ -48,6 +54,128 @@ static GLOBAL: Counting = Counting;
 fn main() {
     r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use();
     println!("r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use: ok");
+    r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing();
+    println!("r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing: ok");
+}
+
+/// Counts the allocations of `frames` runs of `frame`, after as many warm-up runs.
+fn allocations_of(frames: usize, mut frame: impl FnMut()) -> usize {
+    for _ in 0..frames {
+        frame();
+    }
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    for _ in 0..frames {
+        frame();
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    ALLOCATIONS.load(Ordering::Relaxed)
+}
+
+/// A steady frame of the main job's shape allocates nothing: two deferred contexts record
+/// (a Map(DISCARD), an update, a fill, a copy, binds) and finish; the immediate context
+/// executes both lists and drops them, Blts a canvas into the current back buffer with a
+/// conversion and a stretch, presents it, rotates the two back buffers' identities (R-X5)
+/// and flushes.
+fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
+    let config = SoftConfig {
+        trace: false,
+        gpu: Gpu::Immediate,
+        ..SoftConfig::default()
+    };
+    let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+    let texture = |w: u32, h: u32, format: DisplayFormat, bind: BindFlags| {
+        let texture = Texture2d {
+            width: w,
+            height: h,
+            array_size: 1,
+            mip_levels: 1,
+            samples: 1,
+            format: format.to_dxgi(),
+        };
+        device
+            .create_resource(ResourceDesc {
+                byte_size: texture.byte_size().unwrap(),
+                bind,
+                texture: Some(texture),
+                ..Default::default()
+            })
+            .unwrap()
+    };
+    let present_rt = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let canvas = texture(8, 4, DisplayFormat::R8G8B8A8UnormSrgb, present_rt);
+    let back = [(); 2].map(|()| texture(16, 8, DisplayFormat::B8G8R8A8Unorm, present_rt));
+    let staging = device
+        .create_resource(ResourceDesc {
+            byte_size: 128,
+            ..Default::default()
+        })
+        .unwrap();
+    let constants = device
+        .create_resource(ResourceDesc {
+            byte_size: 64,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        })
+        .unwrap();
+    let mut dcs = [(); 2].map(|()| device.create_deferred_context().unwrap());
+    let rt0 = BindPoint::new(BindClass::RenderTarget, 0);
+    let mut value = 0u8;
+    let frame = || {
+        value = value.wrapping_add(1);
+        let mut lists = [None, None];
+        for (dc, list) in dcs.iter_mut().zip(&mut lists) {
+            dc.map_discard(constants).unwrap().fill(value);
+            dc.unmap(constants).unwrap();
+            dc.update(staging, 0, &[value; 16]).unwrap();
+            dc.bind(rt0, Some(canvas.any())).unwrap();
+            dc.command(SoftCommand::Fill { dst: canvas, value })
+                .unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: staging,
+                dst_offset: 64,
+                src: constants,
+                src_offset: 0,
+                len: 64,
+            })
+            .unwrap();
+            *list = Some(dc.finish().unwrap());
+        }
+        for list in lists.iter().flatten() {
+            ic.execute_command_list(list).unwrap();
+        }
+        drop(lists);
+        ic.blt(&BltArgs {
+            dst: back[0],
+            dst_subresource: 0,
+            dst_rect: Rect::whole(16, 8),
+            src: canvas,
+            src_subresource: 0,
+            src_rect: None,
+            flags: BltFlags::CONVERT | BltFlags::STRETCH,
+            rotation: Rotation::Identity,
+        })
+        .unwrap();
+        ic.present(&PresentArgs {
+            src: back[0],
+            src_subresource: 0,
+            dst: None,
+            dxgi_context: DxgiContext(1),
+            flags: PresentFlags::FLIP,
+            flip_interval: 1,
+        })
+        .unwrap();
+        ic.rotate_resource_identities(&back).unwrap();
+        ic.flush().unwrap();
+    };
+    let allocations = allocations_of(1_000, frame);
+    assert_eq!(
+        allocations, 0,
+        "1,000 warm frames allocated {allocations} times"
+    );
+    drop(dcs);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
 }
 
 /// Runs on the process's only thread, so nothing else allocates while counting.
