@@ -13,7 +13,7 @@
 //! dropping it at once), abandon or are dropped and made again; kept lists are executed (once or several times in a row, after their objects were
 //! destroyed, around immediate-context writes) and dropped (sometimes on another thread); the
 //! immediate context updates, copies, maps and unmaps, binds, begins and ends queries (which
-//! provokes the conflicts of R-C4), flushes; a swap chain (two back buffers and a canvas,
+//! provokes the conflicts of R-C4), flushes; a swap chain (three back buffers and a canvas,
 //! made at the first display step) is presented, rotated and Blt into (R-X1, R-X5, R-X6);
 //! the simulated GPU completes fences. The soft driver records command lists itself, or, in
 //! one run in two of those decoded from bytes, has none and the engine emulates them (it
@@ -171,18 +171,19 @@ pub enum Step {
     Display(Display),
 }
 
-/// The DXGI steps (R-X1, R-X5, R-X6), on a swap chain of two `B8G8R8A8_UNORM` back buffers
+/// The DXGI steps (R-X1, R-X5, R-X6), on a swap chain of three `B8G8R8A8_UNORM` back buffers
 /// and an `R8G8B8A8_UNORM_SRGB` canvas, each `SWAP_W`×`SWAP_H`.
 #[derive(Arbitrary, Debug, Clone, Copy)]
 pub enum Display {
-    /// Presents back buffer `buffer % 2` (the screen then holds its bytes).
+    /// Presents back buffer `buffer % 3` (the screen then holds its bytes).
     Present {
         /// The back buffer.
         buffer: u8,
     },
-    /// Rotates the back buffers' identities: each takes the other's allocation and bytes.
+    /// Rotates the three back buffers' identities: each takes the next one's allocation and
+    /// bytes, the last the first's.
     Rotate,
-    /// Blts the canvas into back buffer `buffer % 2`, converting its format (integer to
+    /// Blts the canvas into back buffer `buffer % 3`, converting its format (integer to
     /// integer: the bytes reordered, values unchanged).
     Blt {
         /// The back buffer.
@@ -805,20 +806,28 @@ impl Model {
 
     /// Files a new object's allocation in [`Model::allocs`].
     /// Resources `a` and `b` trade identities (R-X5): allocations and bytes.
-    fn rotate(&mut self, a: usize, b: usize) {
-        let (ka, kb) = (Key::R(a), Key::R(b));
+    /// RotateResourceIdentities of `chain` (R-X5): each resource takes the allocation and
+    /// bytes of the next one, the last those of the first.
+    fn rotate(&mut self, chain: &[usize]) {
+        let n = chain.len();
+        // Each allocation's owner moves one place to the left.
         for entry in &mut self.allocs {
-            if entry.1 == ka {
-                entry.1 = kb;
-            } else if entry.1 == kb {
-                entry.1 = ka;
+            if let Key::R(r) = entry.1 {
+                if let Some(at) = chain.iter().position(|c| *c == r) {
+                    entry.1 = Key::R(chain[(at + n - 1) % n]);
+                }
             }
         }
-        let (alloc_a, alloc_b) = (self.res[a].alloc, self.res[b].alloc);
-        self.res[a].alloc = alloc_b;
-        self.res[b].alloc = alloc_a;
-        let bytes = core::mem::take(&mut self.res[a].bytes);
-        self.res[a].bytes = core::mem::replace(&mut self.res[b].bytes, bytes);
+        let allocs: Vec<_> = chain.iter().map(|r| self.res[*r].alloc).collect();
+        let mut bytes: Vec<_> = chain
+            .iter()
+            .map(|r| core::mem::take(&mut self.res[*r].bytes))
+            .collect();
+        bytes.rotate_left(1);
+        for ((r, alloc), bytes) in chain.iter().zip(allocs.iter().cycle().skip(1)).zip(bytes) {
+            self.res[*r].alloc = *alloc;
+            self.res[*r].bytes = bytes;
+        }
     }
 
     fn index_alloc(&mut self, key: Key) {
@@ -1191,9 +1200,9 @@ struct Harness {
     expected_errors: Vec<(ContextId, Error)>,
     /// Context-local removals so far: amortised processing calls expected (R-A2).
     removals: u64,
-    /// The swap chain's resources, once a display step made them: the canvas, then the two
+    /// The swap chain's resources, once a display step made them: the canvas, then the three
     /// back buffers.
-    swap: Option<[usize; 3]>,
+    swap: Option<[usize; 4]>,
     cov: Coverage,
 }
 
@@ -2058,18 +2067,20 @@ impl Harness {
         );
     }
 
-    /// The swap chain, made at the first display step (while there is room for three more
-    /// resources).
-    fn swap_chain(&mut self) -> Option<[usize; 3]> {
+    /// The swap chain, made at the first display step (while there is room for four more
+    /// resources): the canvas and three back buffers, so that a rotation the wrong way round
+    /// shows (with two, both directions look the same).
+    fn swap_chain(&mut self) -> Option<[usize; 4]> {
         if self.swap.is_some() {
             return self.swap;
         }
         let live = self.m.res.iter().filter(|r| !r.destroyed).count();
-        if live + 3 > MAX_RESOURCES.0 || self.m.res.len() + 3 > MAX_RESOURCES.1 {
+        if live + 4 > MAX_RESOURCES.0 || self.m.res.len() + 4 > MAX_RESOURCES.1 {
             return None;
         }
         let formats = [
             DisplayFormat::R8G8B8A8UnormSrgb,
+            DisplayFormat::B8G8R8A8Unorm,
             DisplayFormat::B8G8R8A8Unorm,
             DisplayFormat::B8G8R8A8Unorm,
         ];
@@ -2099,10 +2110,10 @@ impl Harness {
     /// buffer's bytes on the screen (R-X1), a rotation swaps the back buffers' allocations and
     /// bytes, and a Blt writes the canvas's pixels reordered into the back buffer (R-X6).
     fn display(&mut self, op: Display) {
-        let Some([canvas, b0, b1]) = self.swap_chain() else {
+        let Some([canvas, b0, b1, b2]) = self.swap_chain() else {
             return;
         };
-        let back = |buffer: u8| if buffer % 2 == 0 { b0 } else { b1 };
+        let back = |buffer: u8| [b0, b1, b2][usize::from(buffer % 3)];
         let stale = |m: &Model, rs: &[usize]| rs.iter().any(|r| m.res[*r].destroyed);
         let ic = self.ic.as_mut().expect("device alive");
         let m = &mut self.m;
@@ -2132,13 +2143,14 @@ impl Harness {
                 (actual, expected)
             }
             Display::Rotate => {
-                let actual = ic.rotate_resource_identities(&[m.res[b0].handle, m.res[b1].handle]);
-                let expected = if stale(m, &[b0, b1]) {
+                let chain = [b0, b1, b2];
+                let actual = ic.rotate_resource_identities(&chain.map(|b| m.res[b].handle));
+                let expected = if stale(m, &chain) {
                     Err(AppError::StaleHandle.into())
-                } else if self.ic_mapped.iter().any(|(r, _)| *r == b0 || *r == b1) {
+                } else if self.ic_mapped.iter().any(|(r, _)| chain.contains(r)) {
                     Err(AppError::NotRotatable.into())
                 } else {
-                    m.rotate(b0, b1);
+                    m.rotate(&chain);
                     Ok(())
                 };
                 (actual, expected)
