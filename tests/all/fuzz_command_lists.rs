@@ -203,6 +203,73 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     world.assert_clean(true);
 }
 
+/// A list that maps the same resource twice, with other writes between, replays each Map's
+/// own bytes in its place: the model and the engine, in each list mode, and directly. A
+/// replay of the first Map's bytes for both (or of the last for both) differs.
+#[test]
+fn r_c4_a_resource_mapped_twice_in_a_list_replays_each_maps_bytes_in_place() {
+    let steps = vec![
+        resource(16),
+        resource(16),
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 16, seed: 3 },
+            },
+        ),
+        record(0, DcOp::Unmap { resource: 0 }),
+        // Resource 1 takes the first contents...
+        record(0, DcOp::Command(Cmd::Copy { dst: 1, src: 0 })),
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 8, seed: 77 },
+            },
+        ),
+        record(0, DcOp::Unmap { resource: 0 }),
+        finish(0),
+        ic_write(0, 5),
+        execute(0),
+        execute(0),
+        Step::Timeline(Timeline::CompleteAll),
+    ];
+    for mode in ListMode::ALL {
+        let cov = command_lists::run_in(DEFAULT_BUDGET, mode, &steps);
+        assert_eq!(cov.executed, 2, "{mode:?}: {cov:#?}");
+    }
+
+    // Directly: the copy between the two Maps sees the first contents, the resource ends
+    // with the second.
+    let (device, mut ic, world) =
+        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+    let desc = ResourceDesc {
+        byte_size: 8,
+        usage: cmdlist::Usage::Dynamic,
+        ..ResourceDesc::default()
+    };
+    let (a, b) = (
+        device.create_resource(desc).unwrap(),
+        device.create_resource(desc).unwrap(),
+    );
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.map_discard(a).unwrap().fill(1);
+    dc.unmap(a).unwrap();
+    dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
+    dc.map_discard(a).unwrap()[..4].fill(2);
+    dc.unmap(a).unwrap();
+    let list = dc.finish().unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    let read = |r| world.read(device.object(r).unwrap().allocation().unwrap()).unwrap();
+    assert_eq!(read(b), vec![1; 8], "the first Map's bytes, in its place");
+    assert_eq!(read(a), [2, 2, 2, 2, 0, 0, 0, 0], "the second Map's, after it");
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
+
 /// Nested execution through the interpreter, in both driver modes: an inner list that
 /// maps and begins a query, executed by an outer list on another context, dropped before
 /// the outer one runs, with its resource destroyed; the outer list's R-C4 conflicts come
