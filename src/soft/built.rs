@@ -218,7 +218,7 @@ fn check_local<W: SameTypes<SoftDriver>>(
     };
     let id = local.view.object().id;
     let (block_id, _) = cls_ids(local.local);
-    if !s.open_locals.contains(&(dc.get(), id)) {
+    if !s.open_locals.contains_key(&(dc.get(), id)) {
         let what = format!("object {id}'s context-local block used after its close");
         SoftWorld::violate(s, "R-H2", what);
     } else if block_id != id {

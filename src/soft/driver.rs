@@ -706,10 +706,10 @@ impl Driver for SoftDriver {
         // An open context-local handle holds its object (R-H2), so only device destruction
         // with deferred contexts still alive (the immediate context dropped) destroys one:
         // their handles are then released without closing, as the engine documents.
-        if s.open_locals.iter().any(|&(_, id)| id == object.id) {
+        if s.open_locals.keys().any(|&(_, id)| id == object.id) {
             let released: Vec<u32> = s
                 .open_locals
-                .iter()
+                .keys()
                 .filter(|&&(_, id)| id == object.id)
                 .map(|&(dc, _)| dc)
                 .collect();
@@ -979,7 +979,7 @@ impl Driver for SoftDriver {
             // lists (resource blocks hold 64 or 192 bytes).
             local[16..24].copy_from_slice(&object.byte_size.to_le_bytes());
         }
-        s.open_locals.insert((dc.id.get(), object.id));
+        s.open_locals.insert((dc.id.get(), object.id), dep_id);
         dc.open_handles += 1;
         Ok(())
     }
@@ -1023,6 +1023,20 @@ impl Driver for SoftDriver {
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "close_local");
         s.open_locals.remove(&(dc.id.get(), object.id));
+        // R-H3: dependents close before what they depend on.
+        let context = dc.id.get();
+        let dependents = s
+            .open_locals
+            .iter()
+            .filter(|&(&(c, _), &dep)| c == context && dep == object.id)
+            .count();
+        if dependents > 0 {
+            let what = format!(
+                "object {} closed while {dependents} handle(s) depending on it stay open",
+                object.id
+            );
+            SoftWorld::violate(&mut s, "R-H3", what);
+        }
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::CloseLocal)

@@ -1,6 +1,6 @@
 //! The soft world: kernel memory, the fence timeline, the protocol checks and the trace.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::driver::ObjectCount;
@@ -359,8 +359,9 @@ pub(crate) struct State {
     pub(crate) run_stack: Vec<(Built, usize)>,
     /// The serial of the newest packet encoded.
     pub(crate) next_serial: u64,
-    /// Context-local handles open: (context, object id).
-    pub(crate) open_locals: HashSet<(u32, u64)>,
+    /// Context-local handles open: (context, object id) to the id of the object it depends
+    /// on (a view's resource; 0: none).
+    pub(crate) open_locals: HashMap<(u32, u64), u64>,
     /// Per context, handles released without closing because device destruction destroyed
     /// their objects (the immediate context dropped while the context lived).
     pub(crate) released_unclosed: HashMap<u32, u64>,

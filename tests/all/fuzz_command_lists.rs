@@ -262,9 +262,17 @@ fn r_c4_a_resource_mapped_twice_in_a_list_replays_each_maps_bytes_in_place() {
     let list = dc.finish().unwrap();
     ic.execute_command_list(&list).unwrap();
     ic.flush().unwrap();
-    let read = |r| world.read(device.object(r).unwrap().allocation().unwrap()).unwrap();
+    let read = |r| {
+        world
+            .read(device.object(r).unwrap().allocation().unwrap())
+            .unwrap()
+    };
     assert_eq!(read(b), vec![1; 8], "the first Map's bytes, in its place");
-    assert_eq!(read(a), [2, 2, 2, 2, 0, 0, 0, 0], "the second Map's, after it");
+    assert_eq!(
+        read(a),
+        [2, 2, 2, 2, 0, 0, 0, 0],
+        "the second Map's, after it"
+    );
     drop((list, dc));
     ic.destroy_device().unwrap();
     world.assert_clean(true);
