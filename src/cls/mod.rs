@@ -147,6 +147,24 @@ impl<D: Driver> ClsTable<D> {
         Ok(())
     }
 
+    /// Uses `handle`, whose context-local handle is open in this recording (a binding being
+    /// restored): its hold keeps the object, so it need not be live. An application error if
+    /// it is not open.
+    pub(crate) fn use_open(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
+        let at = self.position_of(handle).ok_or(AppError::InvalidState)?;
+        if ctx.registry.is_removed() {
+            return Err(Error::DeviceRemoved);
+        }
+        let local = &mut self.open[at];
+        let (Some(dc), Some(block)) = (ctx.dc.as_deref_mut(), local.block.as_mut()) else {
+            return Ok(());
+        };
+        let bytes = self.bucket.bytes_mut(block)?;
+        ctx.driver
+            .use_local(dc, local.ty, local.held.entry().object(), bytes);
+        Ok(())
+    }
+
     /// The position of `handle`'s context-local handle, opened now if it is not open yet
     /// (for a view's resource: see [`ClsTable::open_new`]).
     fn dependency_handle(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<usize> {

@@ -151,6 +151,8 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     replays: bool,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
+    /// The bindings a restoring execute binds again (capacity kept).
+    restore: Vec<(BindPoint, AnyHandle)>,
     /// The memory of this context's destroyed lists, until their next use.
     lists: ListPool<D, K>,
     /// The device's trim epoch this context last trimmed at (R-A1).
@@ -190,6 +192,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             calls: Calls::Recorded,
             replays: s.mode().replays(),
             sink: Vec::new(),
+            restore: Vec::new(),
             lists: ListPool::new(),
             trim_seen: s.trim_epoch(),
             stats: DeferredStats::default(),
@@ -549,42 +552,93 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// budget, or when executing the recording would replay more operations than
     /// [`crate::DeviceConfig::replay_limit`], nested lists included.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        self.record(|dc| dc.execute_list(list))
+    }
+
+    /// ExecuteCommandList with RestoreContextState (R-C3): records the execution of `list`
+    /// as [`DeferredContext::execute_command_list`] does, then binds again everything this
+    /// context had bound before it, as the runtime re-applies the executing context's state:
+    /// each re-bind is recorded and heard by the driver as a bind. Nested lists included: a
+    /// list that executes another this way keeps its own bindings in force after it.
+    pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.record(|dc| {
-            if !Arc::ptr_eq(&list.device().shared, &dc.device.shared) {
-                return Err(AppError::CommandListNotExecutable.into());
+            let mut saved = core::mem::take(&mut dc.restore);
+            saved.clear();
+            saved.extend(dc.bindings.iter());
+            let mut result = dc.execute_list(list);
+            if result.is_ok() {
+                for &(point, object) in &saved {
+                    result = dc.rebind(point, object);
+                    if result.is_err() {
+                        break;
+                    }
+                }
             }
-            dc.reserve_op()?;
-            let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
-            let body = &list.data().body;
-            let inner = &body.rec;
-            // This operation, plus everything the inner list replays.
-            let replayed = dc
-                .rec
-                .replayed_ops()
-                .saturating_add(1)
-                .saturating_add(inner.replayed_ops());
-            if replayed > dc.device.shared.config().replay_limit {
-                return Err(Error::OutOfMemory);
-            }
-            dc.open.check_list(&inner.maps, &inner.queries)?;
-            let s = &*dc.device.shared;
-            if let Some(driver_dc) = dc.dc.for_hooks()? {
-                s.driver().execute_command_list_deferred(
-                    driver_dc,
-                    &body.private,
-                    StateView::of(&dc.bindings),
-                )?;
-            }
-            dc.rec.lists.push(list.share());
-            dc.push_op(Recorded::ExecuteList(index));
-            dc.rec.nested_ops = dc.rec.nested_ops.saturating_add(inner.replayed_ops());
-            // Its maps and queries become this recording's too (R-C4 at every depth).
-            add_sorted(&mut dc.rec.maps, &inner.maps);
-            add_sorted(&mut dc.rec.queries, &inner.queries);
-            // R-C3: from the next call on, the state-refresh queries answer nothing bound.
-            dc.bindings.clear();
-            Ok(())
+            dc.restore = saved;
+            result
         })
+    }
+
+    /// Binds `object` at `point` again after a restoring execute: its context-local handle
+    /// is open (it was bound in this recording) and holds it, so it is used as it is, even if
+    /// the application destroyed it meanwhile (the binding kept it, as D3D's references do).
+    fn rebind(&mut self, point: BindPoint, object: AnyHandle) -> Result<()> {
+        self.reserve_op()?;
+        {
+            let guard = epoch::pin();
+            let (cls, mut ctx) = self.cls_parts(&guard)?;
+            cls.use_open(&mut ctx, object)?;
+        }
+        self.bindings.set(point, Some(object));
+        let mut dc = scopeguard::guard(&mut *self, |dc| dc.bindings.set(point, None));
+        dc.hear(DeferredCall::Bind {
+            point,
+            object: Some(object),
+        })?;
+        let dc = ScopeGuard::into_inner(dc);
+        dc.push_op(Recorded::Bind {
+            point,
+            object: Some(object),
+        });
+        Ok(())
+    }
+
+    fn execute_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        let dc = self;
+        if !Arc::ptr_eq(&list.device().shared, &dc.device.shared) {
+            return Err(AppError::CommandListNotExecutable.into());
+        }
+        dc.reserve_op()?;
+        let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
+        let body = &list.data().body;
+        let inner = &body.rec;
+        // This operation, plus everything the inner list replays.
+        let replayed = dc
+            .rec
+            .replayed_ops()
+            .saturating_add(1)
+            .saturating_add(inner.replayed_ops());
+        if replayed > dc.device.shared.config().replay_limit {
+            return Err(Error::OutOfMemory);
+        }
+        dc.open.check_list(&inner.maps, &inner.queries)?;
+        let s = &*dc.device.shared;
+        if let Some(driver_dc) = dc.dc.for_hooks()? {
+            s.driver().execute_command_list_deferred(
+                driver_dc,
+                &body.private,
+                StateView::of(&dc.bindings),
+            )?;
+        }
+        dc.rec.lists.push(list.share());
+        dc.push_op(Recorded::ExecuteList(index));
+        dc.rec.nested_ops = dc.rec.nested_ops.saturating_add(inner.replayed_ops());
+        // Its maps and queries become this recording's too (R-C4 at every depth).
+        add_sorted(&mut dc.rec.maps, &inner.maps);
+        add_sorted(&mut dc.rec.queries, &inner.queries);
+        // R-C3: from the next call on, the state-refresh queries answer nothing bound.
+        dc.bindings.clear();
+        Ok(())
     }
 
     /// Map(DISCARD) of a dynamic resource (any other is an application error): memory for

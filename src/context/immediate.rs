@@ -107,6 +107,8 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     dxgi_scratch: dxgi::Scratch,
     /// The stack of walks through nested lists (kept: no allocation in steady state).
     walk: ListWalk<D, K>,
+    /// The bindings a restoring execute binds again (capacity kept).
+    restore: Vec<(BindPoint, AnyHandle)>,
     /// Where a rotation lays out the references to its resources' IC data (kept).
     ic_refs: IcDataRefs<D>,
     life: Life,
@@ -141,6 +143,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             rotations: 0,
             dxgi_scratch: dxgi::Scratch::default(),
             walk: ListWalk::default(),
+            restore: Vec::new(),
             ic_refs: IcDataRefs::default(),
             life: Life::Open,
             _not_sync: PhantomData,
@@ -521,97 +524,157 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// has mapped, or begins or ends a query this context began.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.entry(|ic| {
-            if !Arc::ptr_eq(&list.device().shared, &ic.device.shared) {
-                return Err(AppError::CommandListNotExecutable.into());
-            }
-            let root = list.data();
-            ic.open
-                .check_list(&root.body.rec.maps, &root.body.rec.queries)?;
-            let s = &*ic.device.shared;
-            let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            // Views whose resource's identity moved since their last use are refreshed before
-            // the replay uses them (R-X5), as before any other operation.
-            if ic.rotations != 0 {
-                let (token, imm) = (&mut ic.token, &mut ic.imm);
-                ic.walk.each(root, |l| {
-                    for held in &l.body.held {
-                        Self::refresh_view(s, token, imm, guard, held.view())?;
-                    }
-                    Ok::<bool, Error>(true)
-                })?;
-            }
-            // Every list replayed references its objects in this buffer and waits for it.
-            let (buffer, token) = (&mut ic.buffer, &mut ic.token);
-            let nested = !root.body.rec.lists.is_empty();
-            if nested {
-                // A list stamped with this buffer already (executed earlier in it, or met
-                // earlier in this walk) had its whole tree referenced then: skipped, unless a
-                // rotation since may have moved its objects to allocations the buffer does
-                // not list.
-                ic.walk.each(root, |l| {
-                    if l.stamp.is(buffer.number) && !buffer.rotated {
-                        return Ok::<bool, Error>(false);
-                    }
-                    Self::reference_list(buffer, token, s.registry(), guard, l);
-                    Ok(true)
-                })?;
-            } else if !root.stamp.is(buffer.number) || buffer.rotated {
-                // Executed earlier in this buffer, the list's objects are referenced already
-                // (the same rule as above): a list executed again costs nothing per object.
-                Self::reference_list(buffer, token, s.registry(), guard, root);
-            }
-            let resolver = Resolver::new(
-                s.registry(),
-                guard,
-                StateView::of(&ic.bindings),
-                true,
-                ic.buffer.number,
-            );
-            // The execute is in the buffer from here on (also if a hook below fails or panics):
-            // the buffer is submitted, and the lists' memory waits for it.
-            ic.buffer.operations += 1;
-            if s.mode() == ListMode::DriverBuilt {
-                // The driver's whole job, whatever the list's length: it chains what it
-                // built and leaves the clear state (R-C3). Every query the list ends (Finish
-                // ended those it began, R-C4) ends in this buffer.
-                for query in &root.body.rec.queries {
-                    // The list holds its queries: each is there.
-                    if let Ok(view) = resolver.get(*query) {
-                        view.entry().ic_side(&mut ic.token).query_end = ic.buffer.number;
-                    }
-                }
-                let executed =
-                    s.driver()
-                        .execute_command_list(&mut ic.imm, &root.body.private, &resolver);
-                ic.unbind_all(guard);
-                return executed;
-            }
-            let (imm, buffer, token) = (&mut ic.imm, &mut ic.buffer, &mut ic.token);
-            let emulated = s.emulates_lists();
-            let mut step = |step| match step {
-                // An emulated list has no driver side: it starts with a clear-state, so that
-                // it inherits nothing, as the driver's CommandListExecute would see to.
-                ReplayStep::Enter(_) if emulated => {
-                    Self::clear_state_in_replay(s.driver(), imm, &resolver, buffer)
-                }
-                step => Self::replay(s.driver(), imm, &resolver, buffer, token, step),
-            };
-            let result = match nested {
-                true => ic.walk.replay(root, step),
-                // Nothing nested (the common case): the list's operations in order.
-                false => step(ReplayStep::Enter(root)).and_then(|()| {
-                    root.body
-                        .rec
-                        .ops
-                        .iter()
-                        .try_for_each(|op| step(ReplayStep::Op(root, op)))
-                }),
-            };
-            // Clear-state after the list, whatever happened in it (R-C3).
-            let cleared = s.driver().execute(&mut ic.imm, &resolver, Op::ClearState);
-            ic.unbind_all(guard);
-            result.and(cleared)
+            ic.check_executable(list)?;
+            ic.execute_list(list)
         })
+    }
+
+    /// ExecuteCommandList with RestoreContextState (R-C3): executes `list` as
+    /// [`ImmediateContext::execute_command_list`] does, clear-state included, then binds
+    /// again everything that was bound before it, as the runtime re-applies the executing
+    /// context's state: the driver sees each re-bind as an [`Op::Bind`] through
+    /// [`Driver::execute`], in the open buffer. During the execute the state-refresh queries
+    /// answer the bindings from before it, as always; after the call they answer them again.
+    /// A bound object the application destroyed meanwhile is bound again all the same (the
+    /// binding keeps it, as D3D's references do).
+    pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        self.entry(|ic| {
+            ic.check_executable(list)?;
+            // Each binding to re-apply is held meanwhile: the execute's clear-state releases
+            // the bindings' own holds.
+            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            let mut saved = core::mem::take(&mut ic.restore);
+            saved.clear();
+            for (point, handle) in ic.bindings.iter() {
+                let registry = ic.device.shared.registry();
+                if registry.find_linked(handle, guard).is_ok_and(|e| e.hold()) {
+                    saved.push((point, handle));
+                }
+            }
+            let executed = ic.execute_list(list);
+            let mut restored = Ok(());
+            for &(point, handle) in &saved {
+                let registry = ic.device.shared.registry();
+                let Ok(view) = registry.held(handle, guard) else {
+                    continue;
+                };
+                if restored.is_ok() {
+                    let op = Op::Bind {
+                        point,
+                        object: Some(view),
+                    };
+                    restored = ic.run(guard, &[view], None, op);
+                    if restored.is_ok() {
+                        // The hold taken above becomes the binding's.
+                        ic.bindings.set(point, Some(handle));
+                        continue;
+                    }
+                }
+                view.entry().release();
+            }
+            ic.restore = saved;
+            executed.and(restored)
+        })
+    }
+
+    /// R-R8 and R-C4's checks of an execute, before anything runs.
+    fn check_executable(&self, list: &CommandList<D, K>) -> Result<()> {
+        if !Arc::ptr_eq(&list.device().shared, &self.device.shared) {
+            return Err(AppError::CommandListNotExecutable.into());
+        }
+        let root = list.data();
+        self.open
+            .check_list(&root.body.rec.maps, &root.body.rec.queries)
+    }
+
+    /// CommandListExecute of a list [`ImmediateContext::check_executable`] accepted.
+    fn execute_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        let ic = self;
+        let root = list.data();
+        let s = &*ic.device.shared;
+        let guard = ic.device.shared.registry().ic_guard(&ic.token);
+        // Views whose resource's identity moved since their last use are refreshed before
+        // the replay uses them (R-X5), as before any other operation.
+        if ic.rotations != 0 {
+            let (token, imm) = (&mut ic.token, &mut ic.imm);
+            ic.walk.each(root, |l| {
+                for held in &l.body.held {
+                    Self::refresh_view(s, token, imm, guard, held.view())?;
+                }
+                Ok::<bool, Error>(true)
+            })?;
+        }
+        // Every list replayed references its objects in this buffer and waits for it.
+        let (buffer, token) = (&mut ic.buffer, &mut ic.token);
+        let nested = !root.body.rec.lists.is_empty();
+        if nested {
+            // A list stamped with this buffer already (executed earlier in it, or met
+            // earlier in this walk) had its whole tree referenced then: skipped, unless a
+            // rotation since may have moved its objects to allocations the buffer does
+            // not list.
+            ic.walk.each(root, |l| {
+                if l.stamp.is(buffer.number) && !buffer.rotated {
+                    return Ok::<bool, Error>(false);
+                }
+                Self::reference_list(buffer, token, s.registry(), guard, l);
+                Ok(true)
+            })?;
+        } else if !root.stamp.is(buffer.number) || buffer.rotated {
+            // Executed earlier in this buffer, the list's objects are referenced already
+            // (the same rule as above): a list executed again costs nothing per object.
+            Self::reference_list(buffer, token, s.registry(), guard, root);
+        }
+        let resolver = Resolver::new(
+            s.registry(),
+            guard,
+            StateView::of(&ic.bindings),
+            true,
+            ic.buffer.number,
+        );
+        // The execute is in the buffer from here on (also if a hook below fails or panics):
+        // the buffer is submitted, and the lists' memory waits for it.
+        ic.buffer.operations += 1;
+        if s.mode() == ListMode::DriverBuilt {
+            // The driver's whole job, whatever the list's length: it chains what it
+            // built and leaves the clear state (R-C3). Every query the list ends (Finish
+            // ended those it began, R-C4) ends in this buffer.
+            for query in &root.body.rec.queries {
+                // The list holds its queries: each is there.
+                if let Ok(view) = resolver.get(*query) {
+                    view.entry().ic_side(&mut ic.token).query_end = ic.buffer.number;
+                }
+            }
+            let executed =
+                s.driver()
+                    .execute_command_list(&mut ic.imm, &root.body.private, &resolver);
+            ic.unbind_all(guard);
+            return executed;
+        }
+        let (imm, buffer, token) = (&mut ic.imm, &mut ic.buffer, &mut ic.token);
+        let emulated = s.emulates_lists();
+        let mut step = |step| match step {
+            // An emulated list has no driver side: it starts with a clear-state, so that
+            // it inherits nothing, as the driver's CommandListExecute would see to.
+            ReplayStep::Enter(_) if emulated => {
+                Self::clear_state_in_replay(s.driver(), imm, &resolver, buffer)
+            }
+            step => Self::replay(s.driver(), imm, &resolver, buffer, token, step),
+        };
+        let result = match nested {
+            true => ic.walk.replay(root, step),
+            // Nothing nested (the common case): the list's operations in order.
+            false => step(ReplayStep::Enter(root)).and_then(|()| {
+                root.body
+                    .rec
+                    .ops
+                    .iter()
+                    .try_for_each(|op| step(ReplayStep::Op(root, op)))
+            }),
+        };
+        // Clear-state after the list, whatever happened in it (R-C3).
+        let cleared = s.driver().execute(&mut ic.imm, &resolver, Op::ClearState);
+        ic.unbind_all(guard);
+        result.and(cleared)
     }
 
     /// A clear-state inside a replay: after a nested list (R-C3), or before an emulated

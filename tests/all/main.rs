@@ -16,6 +16,7 @@ mod recycle;
 mod recycle_memory;
 mod registry;
 mod replay;
+mod restore;
 mod retire;
 mod smoke;
 mod threads;

@@ -1,0 +1,162 @@
+//! ExecuteCommandList with RestoreContextState (R-C3), as Wine's deferred-context tests
+//! check it: after the list, the executing context's bindings are in force again, on the
+//! immediate context (re-bound through the driver) and on a deferred context (re-bound in
+//! its recording), nested lists included, in every list mode.
+
+use std::sync::Arc;
+
+use cmdlist::handle::Resource;
+use cmdlist::soft::{
+    self, Gpu, Hook, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld,
+};
+use cmdlist::{
+    BindClass, BindPoint, Clock, DeviceConfig, Handle, HandleType, ListMode, ObjectDesc,
+};
+
+use crate::common::{allocation, buffer, id_of};
+
+const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
+const BLEND: BindPoint = BindPoint::new(BindClass::BlendState, 0);
+
+fn setup(mode: ListMode) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
+        gpu: Gpu::Immediate,
+        command_lists: mode.has_driver_lists(),
+        driver_built: mode == ListMode::DriverBuilt,
+        ..SoftConfig::default()
+    };
+    let device_config = DeviceConfig::default().with_list_clock(Clock::Submitted);
+    soft::device(config, device_config).unwrap()
+}
+
+fn bytes(world: &SoftWorld, device: &SoftDevice, r: Handle<Resource>) -> Vec<u8> {
+    world.read(allocation(device, r)).unwrap()
+}
+
+fn fill_bound(value: u8) -> SoftCommand {
+    SoftCommand::FillBound { point: RT0, value }
+}
+
+/// On the immediate context: the list runs from the clear state and ends with it, then the
+/// bindings from before are bound again, each as an `Op::Bind` the driver performs, so the
+/// next draw writes the restored render target; a plain execute leaves nothing bound. A
+/// bound object the application destroyed meanwhile is bound again too.
+#[test]
+fn r_c3_a_restoring_execute_binds_the_immediate_contexts_state_again() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode);
+        let (a, b) = (
+            device.create_resource(buffer(8)).unwrap(),
+            device.create_resource(buffer(8)).unwrap(),
+        );
+        let blend = device
+            .create(&ObjectDesc::State {
+                ty: HandleType::BlendState,
+                desc: &[1; 8],
+            })
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.bind(RT0, Some(b.any())).unwrap();
+        dc.command(fill_bound(3)).unwrap();
+        let list = dc.finish().unwrap();
+
+        ic.bind(RT0, Some(a.any())).unwrap();
+        ic.bind(BLEND, Some(blend)).unwrap();
+        let before: Vec<_> = ic.bindings().collect();
+        let blend_id = id_of(&device, blend);
+        device.destroy(blend).unwrap(); // still bound: kept alive
+        world.clear_trace();
+        ic.execute_command_list_restoring(&list).unwrap();
+        assert_eq!(ic.bindings().collect::<Vec<_>>(), before, "{mode:?}");
+        let trace = world.trace();
+        let executes: Vec<_> = trace.iter().filter(|e| e.hook == Hook::Execute).collect();
+        let rebinds: Vec<u64> = executes[executes.len() - 2..]
+            .iter()
+            .map(|e| e.object)
+            .collect();
+        assert_eq!(
+            rebinds,
+            [id_of(&device, a), blend_id],
+            "{mode:?}: the last two operations bind again: {trace:#?}"
+        );
+        ic.command(&fill_bound(9)).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(
+            bytes(&world, &device, b),
+            vec![3; 8],
+            "{mode:?}: the list's own target"
+        );
+        assert_eq!(
+            bytes(&world, &device, a),
+            vec![9; 8],
+            "{mode:?}: restored, then drawn"
+        );
+
+        // A plain execute leaves nothing bound: the same draw writes nothing.
+        ic.execute_command_list(&list).unwrap();
+        assert_eq!(ic.bindings().count(), 0);
+        ic.command(&fill_bound(1)).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(bytes(&world, &device, a), vec![9; 8], "{mode:?}");
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
+
+/// On a deferred context (Wine's `test_deferred_context_state`): after a restoring execute
+/// the context still has its own bindings, recorded again after the list, so the outer list
+/// replays them after the inner one (Wine's `test_deferred_context_rendering`: the outer
+/// context's state stays in force for its next draw); a plain execute leaves nothing
+/// bound.
+#[test]
+fn r_c3_a_restoring_execute_keeps_a_deferred_contexts_bindings_in_force() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode);
+        let (a, b) = (
+            device.create_resource(buffer(8)).unwrap(),
+            device.create_resource(buffer(8)).unwrap(),
+        );
+        let mut inner_dc = device.create_deferred_context().unwrap();
+        inner_dc.bind(RT0, Some(b.any())).unwrap();
+        inner_dc.command(fill_bound(5)).unwrap();
+        let inner = inner_dc.finish().unwrap();
+
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.bind(RT0, Some(a.any())).unwrap();
+        dc.execute_command_list_restoring(&inner).unwrap();
+        assert_eq!(dc.binding(RT0), Some(a.any()), "{mode:?}: still bound");
+        dc.command(fill_bound(7)).unwrap();
+        let outer = dc.finish().unwrap();
+        ic.execute_command_list(&outer).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(
+            bytes(&world, &device, b),
+            vec![5; 8],
+            "{mode:?}: the inner list ran"
+        );
+        assert_eq!(
+            bytes(&world, &device, a),
+            vec![7; 8],
+            "{mode:?}: the outer state held"
+        );
+
+        // Without restoring: nothing bound after the inner list, the draw writes nothing.
+        dc.bind(RT0, Some(a.any())).unwrap();
+        dc.execute_command_list(&inner).unwrap();
+        assert_eq!(dc.binding(RT0), None);
+        dc.command(fill_bound(2)).unwrap();
+        let plain = dc.finish().unwrap();
+        ic.execute_command_list(&plain).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(bytes(&world, &device, a), vec![7; 8], "{mode:?}");
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((outer, plain, inner, dc, inner_dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
