@@ -267,13 +267,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             for resource in resources {
                 registry.live(*resource, guard)?;
             }
-            // Looked up again where needed rather than kept: nothing allocated per call, and
-            // only this thread unlinks entries, so each lookup finds what the first did.
-            let view = |i: usize| registry.live(resources[i], guard).expect("checked above");
-            let Some(&first) = resources.first() else {
+            // Looked up again where needed rather than kept: nothing allocated per call. Only
+            // this thread unlinks entries, so each lookup finds what the first did, even if
+            // another thread destroys the object meanwhile (which only marks it).
+            let view = |i: usize| registry.held(resources[i], guard).expect("checked above");
+            if resources.is_empty() {
                 return Ok(());
-            };
-            let first = registry.live(first, guard)?;
+            }
+            let first = view(0);
             let not_rotatable = AppError::NotRotatable;
             for (i, resource) in resources.iter().enumerate() {
                 let view = view(i);
