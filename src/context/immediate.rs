@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_epoch::{self as epoch, Guard};
+use scopeguard::ScopeGuard;
 
 use crate::bind::{BindPoint, Bindings, StateView};
 use crate::context::amortize::Amortizer;
@@ -540,38 +541,55 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.entry(|ic| {
             ic.check_executable(list)?;
-            // Each binding to re-apply is held meanwhile: the execute's clear-state releases
-            // the bindings' own holds.
-            let guard = ic.device.shared.registry().ic_guard(&ic.token);
+            // Each binding to re-apply is held meanwhile (the execute's clear-state releases
+            // the bindings' own holds); the holds not handed to a binding by the end, also
+            // when a hook panics, are given back.
+            let shared = Arc::clone(&ic.device.shared);
+            let guard = shared.registry().ic_guard(&ic.token);
             let mut saved = core::mem::take(&mut ic.restore);
             saved.clear();
             for (point, handle) in ic.bindings.iter() {
-                let registry = ic.device.shared.registry();
-                if registry.find_linked(handle, guard).is_ok_and(|e| e.hold()) {
+                if shared
+                    .registry()
+                    .find_linked(handle, guard)
+                    .is_ok_and(|e| e.hold())
+                {
                     saved.push((point, handle));
                 }
             }
+            let mut pending = scopeguard::guard((saved, 0), |(saved, from)| {
+                for &(_, handle) in &saved[from..] {
+                    Self::release_binding(shared.registry(), guard, handle);
+                }
+            });
             let executed = ic.execute_list(list);
             let mut restored = Ok(());
-            for &(point, handle) in &saved {
-                let registry = ic.device.shared.registry();
-                let Ok(view) = registry.held(handle, guard) else {
-                    continue;
+            while let Some(&(point, handle)) = pending.0.get(pending.1) {
+                let Ok(view) = shared.registry().held(handle, guard) else {
+                    break; // held above: always there
                 };
-                if restored.is_ok() {
+                if restored.is_ok() && ic.bindings.get(point) != Some(handle) {
                     let op = Op::Bind {
                         point,
                         object: Some(view),
                     };
                     restored = ic.run(guard, &[view], None, op);
                     if restored.is_ok() {
-                        // The hold taken above becomes the binding's.
+                        // The hold taken above becomes the binding's, in place of what an
+                        // execute cut short left there.
+                        if let Some(old) = ic.bindings.get(point) {
+                            Self::release_binding(shared.registry(), guard, old);
+                        }
                         ic.bindings.set(point, Some(handle));
+                        pending.1 += 1;
                         continue;
                     }
                 }
-                view.entry().release();
+                // Still bound (the execute stopped before its clear-state), or not re-bound.
+                Self::release_binding(shared.registry(), guard, handle);
+                pending.1 += 1;
             }
+            let (saved, _) = ScopeGuard::into_inner(pending);
             ic.restore = saved;
             executed.and(restored)
         })

@@ -160,3 +160,78 @@ fn r_c3_a_restoring_execute_keeps_a_deferred_contexts_bindings_in_force() {
         world.assert_clean(true);
     }
 }
+
+/// A restoring execute that stops before its clear-state (here the driver refuses to refresh
+/// a view the list holds, after a rotation, R-X5) leaves the bindings as they were, and the
+/// holds it took to restore them are given back: a bound object destroyed, unbound and
+/// flushed is really destroyed, as always (R-D4).
+#[test]
+fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
+    use cmdlist::dxgi::DisplayFormat;
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::{BindFlags, Device, Error, ResourceDesc, Texture2d, ViewDesc};
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, SoftConfig::default());
+        let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+        let texture = Texture2d {
+            width: 2,
+            height: 2,
+            array_size: 1,
+            mip_levels: 1,
+            samples: 1,
+            format: DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+        };
+        let desc = ResourceDesc {
+            byte_size: 16,
+            bind: BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+            texture: Some(texture),
+            ..Default::default()
+        };
+        let (x, y) = (
+            device.create_resource(desc).unwrap(),
+            device.create_resource(desc).unwrap(),
+        );
+        let view = device
+            .create_view(
+                HandleType::RenderTargetView,
+                ViewDesc {
+                    resource: x,
+                    first_byte: 0,
+                    byte_len: 16,
+                },
+            )
+            .unwrap();
+        let a = device.create_resource(buffer(8)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::ClearView { view, value: 1 })
+            .unwrap();
+        let list = dc.finish().unwrap();
+        ic.bind(RT0, Some(a.any())).unwrap();
+        ic.rotate_resource_identities(&[x, y]).unwrap();
+        let result = ic.execute_command_list_restoring(&list);
+        let bound = ic.bindings().collect::<Vec<_>>();
+        let destroyed_before = ic.retire_stats().destroyed;
+        device.destroy(a).unwrap();
+        ic.clear_state().unwrap();
+        ic.flush().unwrap();
+        let destroyed = ic.retire_stats().destroyed - destroyed_before;
+        drop((list, dc));
+        drop(device);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+        (result, bound, destroyed, a)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (ok, ..) = run(&counting);
+    assert_eq!(ok, Ok(()));
+    let call = counting
+        .log()
+        .iter()
+        .position(|h| *h == "refresh_view")
+        .unwrap() as u64;
+    let plan = Arc::new(FaultPlan::at(call, Fault::Error(Error::InvalidArg)));
+    let (result, bound, destroyed, a) = run(&plan);
+    assert_eq!(result, Err(Error::InvalidArg));
+    assert_eq!(bound, [(RT0, a.any())], "the bindings as they were");
+    assert_eq!(destroyed, 1, "destroyed once unbound: no hold left behind");
+}
