@@ -308,7 +308,34 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn reserve(&self, more: usize) -> Result<()> {
         let config = self.device.shared.config();
         if self.rec.bytes().saturating_add(more) > config.deferred_budget
-            || self.rec.replayed_ops() >= config.replay_limit
+            || self.replay_count() >= config.replay_limit
+        {
+            Err(Error::OutOfMemory)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Operations executing the recording will replay, counting the Unmap each open Map
+    /// still owes (the Map reserved room for it).
+    fn replay_count(&self) -> u64 {
+        self.rec
+            .replayed_ops()
+            .saturating_add(self.open.mapped_count() as u64)
+    }
+
+    /// Fails with out-of-memory unless `ops` more operations, one of which replays `nested`
+    /// more (a list executed), fit the budget and the replay limit (R-E3): a call that records
+    /// several operations checks them all before recording any.
+    fn reserve_ops(&self, ops: usize, nested: u64) -> Result<()> {
+        let config = self.device.shared.config();
+        let bytes = OPERATION_BYTES.saturating_mul(ops);
+        let replayed = self
+            .replay_count()
+            .saturating_add(ops as u64)
+            .saturating_add(nested);
+        if self.rec.bytes().saturating_add(bytes) > config.deferred_budget
+            || replayed > config.replay_limit
         {
             Err(Error::OutOfMemory)
         } else {
@@ -560,12 +587,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// context had bound before it, as the runtime re-applies the executing context's state:
     /// each re-bind is recorded and heard by the driver as a bind. Nested lists included: a
     /// list that executes another this way keeps its own bindings in force after it.
+    ///
+    /// The budget and the replay limit are checked for the execute and every re-bind before
+    /// anything is recorded (R-E3). A re-bind the driver refuses fails the call after the
+    /// execute was recorded, as the runtime's separate calls would: the execute and the
+    /// re-binds before it stay.
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.record(|dc| {
             let mut saved = core::mem::take(&mut dc.restore);
             saved.clear();
             saved.extend(dc.bindings.iter());
-            let mut result = dc.execute_list(list);
+            let nested = list.data().body.rec.replayed_ops();
+            let mut result = dc.reserve_ops(1 + saved.len(), nested);
+            if result.is_ok() {
+                result = dc.execute_list(list);
+            }
             if result.is_ok() {
                 for &(point, object) in &saved {
                     result = dc.rebind(point, object);
@@ -608,19 +644,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if !Arc::ptr_eq(&list.device().shared, &dc.device.shared) {
             return Err(AppError::CommandListNotExecutable.into());
         }
-        dc.reserve_op()?;
-        let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
         let body = &list.data().body;
         let inner = &body.rec;
         // This operation, plus everything the inner list replays.
-        let replayed = dc
-            .rec
-            .replayed_ops()
-            .saturating_add(1)
-            .saturating_add(inner.replayed_ops());
-        if replayed > dc.device.shared.config().replay_limit {
-            return Err(Error::OutOfMemory);
-        }
+        dc.reserve_ops(1, inner.replayed_ops())?;
+        let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
         dc.open.check_list(&inner.maps, &inner.queries)?;
         let s = &*dc.device.shared;
         if let Some(driver_dc) = dc.dc.for_hooks()? {
@@ -678,15 +706,26 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             answer = s
                 .driver()
                 .map_discard_deferred(dc, resource, len, &mut locals)
-                .map(|bytes| bytes as *mut [u8]);
+                .map(|bytes| bytes as *mut [u8])
+                // Memory of another length than the resource's new contents is the driver's
+                // error (R-E1): the application writes exactly `len` bytes in every mode.
+                .and_then(|bytes| match bytes.len() == len {
+                    true => Ok(bytes),
+                    false => Err(Error::InvalidArg),
+                });
             ScopeGuard::into_inner(unmapped);
         }
         match answer {
-            // SAFETY: the bytes are borrowed from the driver's state of this context
-            // (`self.dc`), which the returned borrow of `&mut self` keeps alive and
-            // untouched; the pointer was made from that borrow just above and nothing else
-            // was done with `self` since.
-            Ok(bytes) => Ok(unsafe { &mut *bytes }),
+            Ok(bytes) => {
+                // Counted once the driver handed the memory out (a refused Map counts
+                // nothing).
+                self.rec.payload_bytes += len;
+                // SAFETY: the bytes are borrowed from the driver's state of this context
+                // (`self.dc`), which the returned borrow of `&mut self` keeps alive and
+                // untouched; the pointer was made from that borrow just above, and since
+                // then only another field (the recording's byte count) was written.
+                Ok(unsafe { &mut *bytes })
+            }
             Err(e) => {
                 let _ = self.open.unmap(resource);
                 match self.settle(Err(e)) {
@@ -729,7 +768,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.use_object_in(resource.any(), &guard)?;
         drop(guard);
         if !self.replays {
-            self.rec.payload_bytes += size;
+            // The driver's Map comes next (`map_with_driver`), which counts the bytes.
             self.open.map(resource, MapMemory::Driver(size));
             return Ok(MapMemory::Driver(size));
         }

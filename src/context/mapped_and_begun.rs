@@ -28,6 +28,11 @@ impl<M> Default for MappedAndBegun<M> {
 }
 
 impl<M> MappedAndBegun<M> {
+    /// How many resources are mapped.
+    pub(crate) fn mapped_count(&self) -> usize {
+        self.mapped.len()
+    }
+
     /// Refuses a second Map of `resource` (nothing changes).
     pub(crate) fn check_map(&self, resource: Handle<Resource>) -> Result<()> {
         if self.mapped.iter().any(|(r, _)| *r == resource) {

@@ -281,3 +281,37 @@ fn r_e2_r_e3_a_recording_hook_error_is_reported_and_out_of_memory_removes_the_co
         }
     }
 }
+
+/// A Map(DISCARD) the driver refuses, where it builds its lists, counts nothing against the
+/// budget (R-E3) and leaves the resource unmapped.
+#[test]
+fn r_e3_a_refused_driver_map_counts_nothing() {
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, config(ListMode::DriverBuilt));
+        let (device, mut ic) = Device::new(driver, kernel, device_config()).unwrap();
+        let d = device.create_resource(dynamic_buffer(64)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        let before = dc.stats().recorded_bytes;
+        let mapped = dc.map_discard(d).map(|b| b.len());
+        let counted = dc.stats().recorded_bytes - before;
+        // Mapped again: refused only if the first Map is still open.
+        let again = dc.map_discard(d).map(|b| b.len());
+        let _ = dc.abandon();
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+        (mapped, counted, again)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    assert_eq!(run(&counting).0, Ok(64));
+    let call = counting
+        .log()
+        .iter()
+        .position(|h| *h == "map_discard_deferred")
+        .unwrap() as u64;
+    let plan = Arc::new(FaultPlan::at(call, Fault::Error(Error::InvalidArg)));
+    let (mapped, counted, again) = run(&plan);
+    assert_eq!(mapped, Err(Error::InvalidArg));
+    assert_eq!(counted, 0, "a refused Map counts nothing");
+    assert_eq!(again, Ok(64), "and leaves the resource unmapped");
+}

@@ -487,7 +487,7 @@ fn r_e3_every_recorded_operation_counts_against_the_replay_limit() {
     );
     assert!(dc.is_removed());
     assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
-    // A Map counts too (its Unmap is its operation).
+    // A Map counts too (its Unmap is its operation)...
     dc.update(a, 0, &[4; 4]).unwrap();
     dc.update(a, 0, &[5; 4]).unwrap();
     assert_eq!(
@@ -496,6 +496,14 @@ fn r_e3_every_recorded_operation_counts_against_the_replay_limit() {
         "removed: scratch memory"
     );
     assert!(dc.is_removed());
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    // ...from the Map on: an open Map owes its Unmap, so no other operation takes its room.
+    dc.update(a, 0, &[6; 4]).unwrap();
+    dc.map_discard(a).unwrap();
+    assert_eq!(
+        dc.command(SoftCommand::Fill { dst: a, value: 7 }),
+        Err(Error::OutOfMemory)
+    );
     assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
     ic.execute_command_list(&list).unwrap();
     ic.flush().unwrap();

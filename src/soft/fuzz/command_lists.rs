@@ -1074,6 +1074,12 @@ impl MRec {
         self.ops.len() * crate::OPERATION_BYTES + self.payload
     }
 
+    /// Operations executing the recording replays, with the Unmap each open Map owes
+    /// (R-E3's replay limit counts them from the Map on).
+    fn replay_count(&self) -> u64 {
+        self.ops.len() as u64 + self.nested_ops + self.mapped.len() as u64
+    }
+
     fn push_map(&mut self, res: usize, data: Vec<u8>) {
         self.ops.push(MOp::Write { res, data });
         if !self.maps.contains(&res) {
@@ -1470,8 +1476,7 @@ impl Harness {
         let budget = self.budget;
         // The budget, and the replay limit: every recorded operation counts (R-E3).
         let reserve = |rec: &MRec, more: usize| -> Result<(), Fault> {
-            if rec.bytes() + more > budget || rec.ops.len() as u64 + rec.nested_ops >= REPLAY_LIMIT
-            {
+            if rec.bytes() + more > budget || rec.replay_count() >= REPLAY_LIMIT {
                 Err(Error::OutOfMemory.into())
             } else {
                 Ok(())
@@ -1633,7 +1638,7 @@ impl Harness {
                 let inner = &self.lists[pick(self.lists.len(), list)?];
                 let mut predicted = || -> Result<(), Fault> {
                     reserve(rec, op_size)?;
-                    let replayed = rec.ops.len() as u64 + rec.nested_ops + 1 + inner.replayed;
+                    let replayed = rec.replay_count() + 1 + inner.replayed;
                     if replayed > REPLAY_LIMIT {
                         return Err(Error::OutOfMemory.into());
                     }
@@ -1835,7 +1840,7 @@ impl Harness {
             return;
         }
         let pending = rec.begun.len();
-        let replayed = rec.ops.len() as u64 + rec.nested_ops;
+        let replayed = rec.replay_count();
         if pending > 0
             && (rec.bytes() + pending * crate::OPERATION_BYTES > self.budget
                 || replayed + pending as u64 > REPLAY_LIMIT)
