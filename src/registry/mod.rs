@@ -513,8 +513,8 @@ impl<'a, D: Driver> Resolver<'a, D> {
 
     /// The number of the command buffer this call's work goes into: the fence value its
     /// submit will carry ([`crate::Submission::fence`]), and the buffer the engine stamps the
-    /// call's objects with (R-D1). Buffers are numbered from 1; a buffer that ends up holding
-    /// nothing (every operation in it refused) is not submitted, and its number is skipped.
+    /// call's objects with (R-D1), whether the driver accepts the call's work or refuses it.
+    /// Buffers are numbered from 1; a buffer that ends up holding nothing is not submitted.
     pub fn buffer(&self) -> u64 {
         self.buffer
     }
