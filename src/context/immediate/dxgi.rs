@@ -435,3 +435,67 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         })
     }
 }
+
+#[cfg(all(test, feature = "soft"))]
+mod tests {
+    use crate::dxgi::DisplayFormat;
+    use crate::soft::{self, Gpu, SoftCommand, SoftConfig};
+    use crate::{BindClass, BindFlags, BindPoint, DeviceConfig, ResourceDesc, Texture2d};
+
+    /// For miri: a rotation lays out its resources' IC data references in kept memory
+    /// (`Entry::ic_data_of_many`'s pointers), moves the allocations one place, and binds
+    /// again what was bound; three rounds, so the kept memory is reused.
+    #[test]
+    fn rotation_hands_the_driver_every_resources_ic_data() {
+        let config = SoftConfig {
+            trace: false,
+            gpu: Gpu::Immediate,
+            ..SoftConfig::default()
+        };
+        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let texture = Texture2d {
+            width: 2,
+            height: 1,
+            array_size: 1,
+            mip_levels: 1,
+            samples: 1,
+            format: DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+        };
+        let desc = ResourceDesc {
+            byte_size: 8,
+            bind: BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+            texture: Some(texture),
+            ..Default::default()
+        };
+        let chain = [(); 3].map(|()| device.create_resource(desc).unwrap());
+        let allocations = chain.map(|r| device.object(r).unwrap().allocation());
+        for (i, r) in chain.iter().enumerate() {
+            ic.command(&SoftCommand::Fill {
+                dst: *r,
+                value: i as u8,
+            })
+            .unwrap();
+        }
+        let rt0 = BindPoint::new(BindClass::RenderTarget, 0);
+        ic.bind(rt0, Some(chain[1].any())).unwrap();
+        for round in 1..=3 {
+            ic.rotate_resource_identities(&chain).unwrap();
+            for (i, r) in chain.iter().enumerate() {
+                let now = device.object(*r).unwrap().allocation();
+                assert_eq!(now, allocations[(i + round) % 3], "one place to the left");
+            }
+            assert_eq!(ic.binding(rt0), Some(chain[1].any()), "bound again");
+        }
+        ic.flush().unwrap();
+        let first = world
+            .read(device.object(chain[0]).unwrap().allocation().unwrap())
+            .unwrap();
+        assert_eq!(
+            first,
+            vec![0; 8],
+            "three rotations bring each allocation back"
+        );
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
