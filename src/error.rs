@@ -39,6 +39,60 @@ pub enum AppError {
     /// Resources whose identities cannot rotate: the same resource twice, different
     /// descriptions, one mapped (R-X5).
     NotRotatable,
+    /// DestroyDevice while deferred contexts of the device are alive: their context-local
+    /// handles must close before the objects behind them are destroyed (R-H2).
+    DeferredContextsAlive,
+}
+
+impl AppError {
+    /// What went wrong, in a few words, and the rule the refusal enforces.
+    pub fn explain(self) -> (&'static str, &'static str) {
+        match self {
+            AppError::StaleHandle => ("a handle of an object destroyed or never made", "R-E1"),
+            AppError::WrongDevice => ("a handle made by another device", "R-E1"),
+            AppError::WrongType => ("a handle of another object type", "R-E1"),
+            AppError::DoubleDestroy => ("an object destroyed twice", "R-E1"),
+            AppError::MissingDependency => ("a view of a resource that is not live", "R-H3"),
+            AppError::PrimaryMismatch => (
+                "a primary through the free-threaded path, or another object through the \
+                 primary one",
+                "R-P1",
+            ),
+            AppError::CommandListNotExecutable => {
+                ("a command list that is not executable here", "R-R8")
+            }
+            AppError::MapConflict => (
+                "a command list mapping a resource the executing context has mapped",
+                "R-C4",
+            ),
+            AppError::QueryConflict => (
+                "a command list beginning or ending a query the executing context began",
+                "R-C4",
+            ),
+            AppError::InvalidState => ("a call that does not fit the object's state", "R-E1"),
+            AppError::OutOfRange => ("an argument out of range", "R-E1"),
+            AppError::NotDisplayFormat => (
+                "a resource that is not a 2D texture in a display format",
+                "R-X7",
+            ),
+            AppError::BadBindFlags => (
+                "a Blt source without the present bind flag, or a destination without the \
+                 render-target one",
+                "R-X7",
+            ),
+            AppError::NotRotatable => ("resources whose identities cannot rotate", "R-X5"),
+            AppError::DeferredContextsAlive => {
+                ("DestroyDevice while deferred contexts are alive", "R-H2")
+            }
+        }
+    }
+}
+
+impl fmt::Display for AppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (what, rule) = self.explain();
+        write!(f, "{what} ({self:?}, {rule})")
+    }
 }
 
 /// One error type for the whole engine, keeping R-E1's split: whose fault is it?
@@ -71,10 +125,12 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::OutOfMemory => f.write_str("out of memory"),
-            Error::InvalidArg => f.write_str("invalid argument (driver error)"),
-            Error::Application(kind) => write!(f, "application error: {kind:?}"),
-            Error::DeviceRemoved => f.write_str("device removed"),
+            Error::OutOfMemory => f.write_str("out of memory (R-E3)"),
+            Error::InvalidArg => {
+                f.write_str("invalid argument: the driver broke the protocol (R-E1)")
+            }
+            Error::Application(kind) => write!(f, "application error: {kind}"),
+            Error::DeviceRemoved => f.write_str("device removed or destroyed (R-D3)"),
             Error::Unsupported => f.write_str("unsupported by the driver or kernel"),
         }
     }

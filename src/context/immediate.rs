@@ -1028,7 +1028,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// objects are gone) and every call on them fails.
     pub fn destroy_device(&mut self) -> Result<()> {
         let result = if self.device.shared.has_live_deferred() {
-            Err(AppError::InvalidState.into())
+            Err(AppError::DeferredContextsAlive.into())
         } else {
             self.destroy_device_inner()
         };

@@ -191,3 +191,26 @@ fn r_e1_kernel_fence_past_submitted_or_backwards_is_invalid_arg_and_frees_nothin
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// An error says what happened and the rule it enforces: DestroyDevice while a deferred
+/// context lives is its own kind, naming R-H2, and changes nothing.
+#[test]
+fn r_e1_errors_name_their_kind_and_rule() {
+    let (device, mut ic, world) = setup(Gpu::Immediate, true, cmdlist::Clock::Completed);
+    let dc = device.create_deferred_context().unwrap();
+    let refused = ic.destroy_device().unwrap_err();
+    assert_eq!(refused, Error::Application(AppError::DeferredContextsAlive));
+    let text = refused.to_string();
+    assert!(text.contains("deferred contexts are alive"), "{text}");
+    assert!(text.contains("R-H2"), "{text}");
+    assert!(Error::OutOfMemory.to_string().contains("R-E3"));
+    assert!(Error::InvalidArg.to_string().contains("driver"));
+    let stale = Error::from(AppError::StaleHandle).to_string();
+    assert!(
+        stale.contains("StaleHandle") && stale.contains("R-E1"),
+        "{stale}"
+    );
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}

@@ -2368,7 +2368,7 @@ impl Harness {
         let refused = ic.destroy_device();
         assert_eq!(
             refused,
-            Err(AppError::InvalidState.into()),
+            Err(AppError::DeferredContextsAlive.into()),
             "destroy_device with live contexts"
         );
         let violations = self.world.violations();
