@@ -3,6 +3,7 @@
 mod cls;
 mod common;
 mod deferred;
+mod docs;
 mod driver_built;
 mod dxgi;
 mod emulated;
