@@ -343,6 +343,15 @@ pub struct ListStats {
     pub retained_bytes: usize,
 }
 
+/// The list's counters, not the driver's memory.
+impl<D: Driver, K: Kernel> core::fmt::Debug for CommandList<D, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CommandList")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: Driver, K: Kernel> CommandList<D, K> {
     pub(crate) fn new(node: Box<ListNode<D, K>>) -> Self {
         CommandList {

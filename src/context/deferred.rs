@@ -161,6 +161,17 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     _not_sync: PhantomData<Cell<()>>,
 }
 
+/// The context's number, mode and counters, not the driver's state.
+impl<D: Driver, K: Kernel> core::fmt::Debug for DeferredContext<D, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DeferredContext")
+            .field("id", &self.id)
+            .field("mode", &self.mode())
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: Driver, K: Kernel> Device<D, K> {
     /// Creates a deferred context (free-threaded, R-F1), to be driven by one thread at a
     /// time. Its memory budget is [`crate::DeviceConfig::deferred_budget`].

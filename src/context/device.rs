@@ -294,6 +294,18 @@ pub struct Device<D: Driver, K: Kernel> {
     pub(crate) shared: Arc<DeviceShared<D, K>>,
 }
 
+/// The device's mode, caps and deferred contexts, not the driver's or kernel's state.
+impl<D: Driver, K: Kernel> core::fmt::Debug for Device<D, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Device")
+            .field("list_mode", &self.shared.mode())
+            .field("caps", &self.shared.caps)
+            .field("removed", &self.is_removed())
+            .field("open_buffer", &self.shared.open_buffer())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: Driver, K: Kernel> Clone for Device<D, K> {
     fn clone(&self) -> Self {
         Device {

@@ -116,6 +116,18 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     _not_sync: PhantomData<Cell<()>>,
 }
 
+/// The context's buffers and bindings, not the driver's state.
+impl<D: Driver, K: Kernel> core::fmt::Debug for ImmediateContext<D, K> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ImmediateContext")
+            .field("open_buffer", &self.buffer.number)
+            .field("last_submitted", &self.last_submitted)
+            .field("bindings", &self.bindings.iter().count())
+            .field("life", &self.life)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(crate) fn new(device: Device<D, K>, imm: D::Immediate) -> Self {
         let token = device

@@ -92,6 +92,31 @@ impl<T: Sync> Probe<T> {
 fn assert_send<T: Send>() {}
 fn assert_send_sync<T: Send + Sync>() {}
 
+/// The user-facing types print what they are (a `Debug` each, whatever the driver's types).
+#[test]
+fn the_user_facing_types_are_debug() {
+    let (device, mut ic, _world) = setup(Gpu::Immediate, true, cmdlist::Clock::Completed);
+    let mut dc = device.create_deferred_context().unwrap();
+    let list = dc.finish().unwrap();
+    let printed = [
+        format!("{device:?}"),
+        format!("{ic:?}"),
+        format!("{dc:?}"),
+        format!("{list:?}"),
+    ];
+    for (text, name) in printed.iter().zip([
+        "Device",
+        "ImmediateContext",
+        "DeferredContext",
+        "CommandList",
+    ]) {
+        assert!(text.starts_with(name), "{text}");
+    }
+    assert!(printed[0].contains("list_mode"), "{}", printed[0]);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+}
+
 #[test]
 fn r_t1_immediate_context_is_send_but_not_sync() {
     assert_send::<Ic>();
