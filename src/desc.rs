@@ -111,12 +111,45 @@ pub struct ResourceDesc {
     pub texture: Option<Texture2d>,
 }
 
+impl ResourceDesc {
+    /// A texture resource of `texture`'s shape with these bind flags, its `byte_size` the
+    /// bytes the shape takes: exactly, in a display format (the layout of [`Texture2d`]); at
+    /// least its texels' bits in any other DXGI format. `None` for a format number DXGI does
+    /// not define or a size past 64 bits. Usage and flags are the defaults; set them after.
+    ///
+    /// ```
+    /// use cmdlist::{BindFlags, ResourceDesc, Texture2d};
+    ///
+    /// let back_buffer = ResourceDesc::texture(
+    ///     Texture2d { width: 1920, height: 1080, ..Texture2d::default() },
+    ///     BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+    /// )
+    /// .expect("a DXGI format");
+    /// assert_eq!(back_buffer.byte_size, 1920 * 1080 * 4);
+    /// ```
+    pub fn texture(texture: Texture2d, bind: BindFlags) -> Option<ResourceDesc> {
+        let byte_size = match crate::dxgi::DisplayFormat::from_dxgi(texture.format) {
+            Some(_) => texture.byte_size(),
+            None => crate::dxgi::min_byte_size(&texture),
+        }?;
+        Some(ResourceDesc {
+            byte_size,
+            bind,
+            texture: Some(texture),
+            ..ResourceDesc::default()
+        })
+    }
+}
+
 /// A 2D texture's shape (`D3D11_TEXTURE2D_DESC`'s part the engine checks).
 ///
 /// The bytes of a texture in a [`DisplayFormat`](crate::dxgi::DisplayFormat) are laid out
 /// as the reference Blt and the soft driver read them: subresource `mip + layer *
 /// mip_levels` after another, each `max(1, width >> mip)` by `max(1, height >> mip)` pixels of
 /// `samples` adjacent samples, rows tightly packed.
+///
+/// The default is one 1x1 `B8G8R8A8_UNORM` pixel, one slice, one mip, one sample: start from
+/// it and set what differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Texture2d {
     /// Width of the top mip level, in pixels.
@@ -144,6 +177,19 @@ pub struct Subresource {
     pub offset: u64,
     /// Bytes.
     pub len: u64,
+}
+
+impl Default for Texture2d {
+    fn default() -> Self {
+        Texture2d {
+            width: 1,
+            height: 1,
+            array_size: 1,
+            mip_levels: 1,
+            samples: 1,
+            format: crate::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+        }
+    }
 }
 
 impl Texture2d {
