@@ -684,6 +684,21 @@ fn r_x1_a_texture_bigger_than_its_memory_is_refused_at_creation() {
         device.create_resource(shape(87, 3_999_999)).map(|_| ()),
         refused
     );
+    // `ResourceDesc::texture` computes the least a shape takes, which creation accepts.
+    let bc1 = Texture2d {
+        width: 1000,
+        height: 1000,
+        format: 71,
+        ..Texture2d::default()
+    };
+    let desc = ResourceDesc::texture(bc1, bind).unwrap();
+    assert_eq!(desc.byte_size, 500_000);
+    assert!(device.create_resource(desc).is_ok());
+    let unknown = Texture2d {
+        format: 1000,
+        ..bc1
+    };
+    assert_eq!(ResourceDesc::texture(unknown, bind), None);
     // No such DXGI format.
     assert_eq!(
         device.create_resource(shape(1000, u64::MAX)).map(|_| ()),
