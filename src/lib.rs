@@ -39,6 +39,41 @@
 //! - The software reference driver and kernel: `soft` (feature `soft`).
 //!
 //! How the source is laid out and who may call what from which thread: `ARCHITECTURE.md`.
+//!
+//! # Example
+//! A deferred context records on its own thread; the immediate context executes the list
+//! (here over the null driver of `soft::null`, whose hooks do nothing):
+//!
+//! ```
+//! # #[cfg(feature = "soft")] {
+//! use cmdlist::soft::null::{copy_of, null_device};
+//!
+//! let (device, mut ic) = null_device(true);
+//! let copy = copy_of(&device);
+//! let mut dc = device.create_deferred_context()?;
+//! let (dc, list) = std::thread::spawn(move || -> cmdlist::Result<_> {
+//!     dc.command(copy)?;
+//!     let list = dc.finish()?;
+//!     Ok((dc, list))
+//! })
+//! .join()
+//! .unwrap()?;
+//! ic.execute_command_list(&list)?;
+//! ic.flush()?;
+//! drop((list, dc));
+//! ic.destroy_device()?;
+//! # }
+//! # Ok::<(), cmdlist::Error>(())
+//! ```
+//!
+//! # Features
+//! - `soft`: the software reference driver and kernel (`soft::SoftDriver`,
+//!   `soft::SoftKernel`), which check the protocol and record every hook; the null driver
+//!   (`soft::null`), the smallest complete driver and a template; fault injection
+//!   (`soft::inject`). Tests, examples and benches use them; an embedder can test its own
+//!   driver against them.
+//! - `arbitrary` (implies `soft`): `Arbitrary` inputs and the interpreters of the fuzz
+//!   targets (`soft::fuzz`), shared by cargo-fuzz and the stable tests.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
