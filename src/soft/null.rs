@@ -31,6 +31,10 @@
 //! ic.flush()?;
 //! # Ok::<(), cmdlist::Error>(())
 //! ```
+//!
+//! # The whole driver
+//! Every hook in full, as this module's source has them: the template to copy.
+#![doc = concat!("```rust,ignore\n", include_str!("null.rs"), "```")]
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
