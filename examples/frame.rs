@@ -39,9 +39,10 @@
 //!   start of the next frame (a destroy from a thread that neither owns nor executed the
 //!   list). Either way the list lands on its context's lock-free list, and a later `finish`
 //!   of that context reuses its memory (RecycleCreateCommandList) once the list clock
-//!   allows. Each frame prints the recycle hit rate, the contexts' retained memory, the
-//!   destroyed lists waiting for their buffer and those cached for reuse, and how many
-//!   times amortised processing ran.
+//!   allows. Each frame prints one line of at most 100 characters: its time, the lists
+//!   executed and the share made from recycled memory, the objects churned, the objects and
+//!   allocations waiting to be freed, the contexts' retained memory, and whether the
+//!   presented surface is resident.
 //! * **Checks.** A second device runs the same commands single-threaded on its IC; every
 //!   resource's bytes must match after each frame. The soft kernel checks the protocol
 //!   (early or double frees, submits off the IC thread, list memory reused before its
@@ -479,29 +480,49 @@ fn present(ic: &mut ImmediateContext, s: &Scene) -> Res {
 /// A thread that prints each frame's line from the statistics the present published: what a
 /// HUD or telemetry would read, without ever blocking the immediate context.
 struct Hud {
-    tick: mpsc::Sender<u32>,
+    tick: mpsc::Sender<Frame>,
     done: mpsc::Receiver<()>,
     thread: std::thread::JoinHandle<()>,
 }
 
+/// What the main loop knows of a frame, for its HUD line.
+struct Frame {
+    index: u32,
+    /// From the start of recording to the end of the present.
+    time: std::time::Duration,
+    /// Lists executed, and the share made from recycled memory.
+    lists: usize,
+    recycled: f64,
+    /// Short-lived objects made (and destroyed) by the churn thread.
+    churned: usize,
+    /// Bytes the deferred contexts keep for recording and reuse.
+    kept: usize,
+}
+
 impl Hud {
+    /// One line a frame, at most 100 characters: the frame's time and lists from the main
+    /// loop, the rest from the statistics the present published, read on this thread.
     fn start(device: Device) -> Hud {
-        let (tick, ticks) = mpsc::channel::<u32>();
+        let (tick, ticks) = mpsc::channel::<Frame>();
         let (ack, done) = mpsc::channel();
         let thread = std::thread::spawn(move || {
-            for f in ticks {
+            for frame in ticks {
                 let s = device.frame_stats();
+                let resident = match s.presented_residency {
+                    Some(cmdlist::dxgi::ResidencyStatus::GpuMemory) => "resident",
+                    Some(_) => "evicted",
+                    None => "unknown",
+                };
                 println!(
-                    "frame {f}: presented #{} | submitted up to buffer {} | waiting: destruction {}, deallocation {} | \
-                     lists in flight {} | kept {:.1} KiB | amortised processing {} | screen {:?}",
-                    s.frame,
-                    s.last_submitted,
-                    s.waiting_destruction,
-                    s.waiting_deallocation,
-                    s.lists_in_flight,
-                    s.retained_bytes as f64 / 1024.0,
-                    s.amortized,
-                    s.presented_residency,
+                    "frame {} {:5.1} ms | {} lists, {:3.0}% recycled | {} made+freed | {} to free | \
+                     {:.0} KiB kept | {resident}",
+                    frame.index,
+                    frame.time.as_secs_f64() * 1e3,
+                    frame.lists,
+                    100.0 * frame.recycled,
+                    frame.churned,
+                    s.waiting_destruction + s.waiting_deallocation,
+                    frame.kept as f64 / 1024.0,
                 );
                 if ack.send(()).is_err() {
                     break;
@@ -556,7 +577,7 @@ fn run() -> Res {
     let mut contexts: Vec<DeferredContext> = (0..WORKERS)
         .map(|_| device.create_deferred_context())
         .collect::<Result<_, _>>()?;
-    let (start, mut before, mut created) = (std::time::Instant::now(), ic.retire_stats(), 0);
+    let (start, mut created) = (std::time::Instant::now(), 0);
     // Recycling counters at the end of the previous frame, and after the warm-up.
     let (mut recycling_before, mut warm) = (Recycling::default(), Recycling::default());
     // Small lists the IC executed last frame, indexed by the worker that destroys them this
@@ -564,6 +585,7 @@ fn run() -> Res {
     let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
 
     for f in 0..FRAMES {
+        let frame_start = std::time::Instant::now();
         // The frame's upload buffer: every list uses it, and the churn thread destroys it
         // once they are finished, before the IC executes them (R-D1: the lists hold it).
         let upload = device.create_resource(buffer(UPLOAD, Usage::Default))?;
@@ -610,7 +632,6 @@ fn run() -> Res {
         // The IC: execute in worker order, each worker's large list then its small ones
         // (R-C3), destroy the lists, flush (R-D2). A list may be destroyed as soon as it has
         // been executed: its memory waits for the buffer (the list clock) before reuse.
-        let ops: usize = lists.iter().map(|l| l.large.stats().operations).sum();
         let small_lists = WORKERS * SMALL;
         for (
             w,
@@ -642,9 +663,18 @@ fn run() -> Res {
         // present is the Present point: amortised processing runs at least once per frame
         // (R-A1), which also tells each context to trim its pools at its next `finish`.
         present(&mut ic, &scene)?;
+        let frame_time = frame_start.elapsed();
         // The frame's line, from the statistics the present published, read on the HUD's
         // thread.
-        hud.tick.send(f)?;
+        let lists_now = Recycling::of(&contexts);
+        hud.tick.send(Frame {
+            index: f,
+            time: frame_time,
+            lists: WORKERS + small_lists + tiles().count(),
+            recycled: lists_now.hit_rate_since(&recycling_before),
+            churned,
+            kept: lists_now.retained,
+        })?;
         hud.done.recv()?;
 
         // The reference: the same commands, single-threaded, straight on its IC.
@@ -665,27 +695,6 @@ fn run() -> Res {
             return Err(format!("frame {f}: the screens differ").into());
         }
 
-        let now = ic.retire_stats();
-        println!(
-            "         {WORKERS} lists ({ops} ops) + {small_lists} small + {} tiles | created {churned}, destroyed {churned} (deferred) | \
-             really destroyed {}, deallocated {}",
-            tiles().count(),
-            now.destroyed - before.destroyed,
-            now.deallocated - before.deallocated,
-        );
-        before = now;
-        let lists_now = Recycling::of(&contexts);
-        println!(
-            "         recycling: hit rate {:5.1}% ({} recycled, {} created) | contexts keep {:.1} KiB | \
-             lists waiting for their buffer {}, cached {} | amortised processing {} calls",
-            100.0 * lists_now.hit_rate_since(&recycling_before),
-            lists_now.recycled - recycling_before.recycled,
-            lists_now.created - recycling_before.created,
-            lists_now.retained as f64 / 1024.0,
-            lists_now.waiting,
-            lists_now.cached,
-            world.amortized_calls(),
-        );
         recycling_before = lists_now;
         if f + 1 == WARMUP {
             warm = lists_now;
