@@ -21,8 +21,10 @@
 //!   it in clear-state, R-C3), drops them and flushes: the buffer is submitted and the
 //!   deferred destructions run (R-D2); deallocations wait for the fence.
 //! * **The picture (R-X1, R-X5, R-X6).** Each worker also paints its share of the tiles of a
-//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile. After
-//!   executing every list, the IC Blts the canvas into the swap chain's current back buffer
+//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile, tinted
+//!   by the worker (red, green, blue: which thread recorded what); the IC marks with a white
+//!   corner each tile whose list `finish` made from recycled memory. After executing every
+//!   list, the IC Blts the canvas into the swap chain's current back buffer
 //!   with a format conversion and a 2x stretch to the screen format (`B8G8R8A8_UNORM`),
 //!   presents it (the Present point: amortised processing is never starved for a frame,
 //!   R-A1), and rotates the two back buffers' identities, so the next frame renders into
@@ -146,18 +148,30 @@ fn tiles() -> impl Iterator<Item = (u32, u32)> {
     (0..CANVAS_H / TILE).flat_map(|ty| (0..CANVAS_W / TILE).map(move |tx| (tx * TILE, ty * TILE)))
 }
 
-/// Paints one tile of frame `f`: one UpdateSubresource per row of the tile.
+/// The tint of the tiles worker `w` records: red, green, blue.
+const TINTS: [[u8; 3]; WORKERS] = [[255, 70, 50], [60, 230, 90], [80, 110, 255]];
+
+/// `pixel` a third of the way toward worker `w`'s tint.
+fn tint([r, g, b, a]: [u8; 4], w: usize) -> [u8; 4] {
+    let mix = |c: u8, t: u8| ((2 * u16::from(c) + u16::from(t)) / 3) as u8;
+    let [tr, tg, tb] = TINTS[w];
+    [mix(r, tr), mix(g, tg), mix(b, tb), a]
+}
+
+/// Paints one tile of frame `f`, tinted by worker `w`, which records it: one
+/// UpdateSubresource per row of the tile.
 fn paint_tile(
     r: &mut impl Recorder,
     canvas: Handle<Resource>,
     f: u32,
     (left, top): (u32, u32),
+    w: usize,
 ) -> Res {
     let mut row = Vec::with_capacity(4 * TILE as usize);
     for y in top..top + TILE {
         row.clear();
         for x in left..left + TILE {
-            row.extend_from_slice(&paint(f, x, y));
+            row.extend_from_slice(&tint(paint(f, x, y), w));
         }
         let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left));
         r.update(canvas, offset, &row)?;
@@ -345,8 +359,29 @@ struct WorkerLists {
     large: CommandList,
     small: Vec<CommandList>,
     /// One per tile the worker paints.
-    tiles: Vec<CommandList>,
+    tiles: Vec<TileList>,
 }
+
+/// A tile's list, where the tile is, and whether `finish` made the list from recycled memory.
+struct TileList {
+    list: CommandList,
+    at: (u32, u32),
+    recycled: bool,
+}
+
+/// Marks the tile at `(left, top)` as painted by a list made from recycled memory: a white
+/// block in its corner.
+fn mark_recycled(r: &mut impl Recorder, canvas: Handle<Resource>, (left, top): (u32, u32)) -> Res {
+    let white = [255u8; 4 * MARK as usize];
+    for y in top + 1..top + 1 + MARK {
+        let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left + 1));
+        r.update(canvas, offset, &white)?;
+    }
+    Ok(())
+}
+
+/// The side of the recycled mark, in pixels.
+const MARK: u32 = 3;
 
 /// Worker `w`'s lists of frame `f`: the large one, then `SMALL` single-copy lists, each
 /// recorded and finished on the same context. Once the lists of two frames back are destroyed
@@ -370,9 +405,12 @@ fn record_lists(
     let tiles = tiles()
         .skip(w)
         .step_by(WORKERS)
-        .map(|tile| {
-            paint_tile(dc, s.canvas, f, tile)?;
-            Ok(dc.finish()?)
+        .map(|at| {
+            paint_tile(dc, s.canvas, f, at, w)?;
+            let before = dc.stats().recycled;
+            let list = dc.finish()?;
+            let recycled = dc.stats().recycled > before;
+            Ok(TileList { list, at, recycled })
         })
         .collect::<Res<_>>()?;
     Ok(WorkerLists {
@@ -633,6 +671,7 @@ fn run() -> Res {
         // (R-C3), destroy the lists, flush (R-D2). A list may be destroyed as soon as it has
         // been executed: its memory waits for the buffer (the list clock) before reuse.
         let small_lists = WORKERS * SMALL;
+        let mut marked = Vec::new();
         for (
             w,
             WorkerLists {
@@ -642,11 +681,17 @@ fn run() -> Res {
             },
         ) in lists.into_iter().enumerate()
         {
-            for list in std::iter::once(&large).chain(&small).chain(&tiles) {
+            let tile_lists = tiles.iter().map(|t| &t.list);
+            for list in std::iter::once(&large).chain(&small).chain(tile_lists) {
                 ic.execute_command_list(list)?;
                 if ic.bindings().next().is_some() {
                     return Err("bindings survived CommandListExecute (R-C3)".into());
                 }
+            }
+            // The tiles whose lists came from recycled memory get their mark.
+            for tile in tiles.iter().filter(|t| t.recycled) {
+                mark_recycled(&mut ic, scene.canvas, tile.at)?;
+                marked.push(tile.at);
             }
             drop((large, tiles));
             // Half the small lists are destroyed here, on the IC thread; the other half go
@@ -686,8 +731,11 @@ fn run() -> Res {
                 ref_ic.command(&small_copy(&ref_scene, w, i))?;
             }
             for tile in tiles().skip(w).step_by(WORKERS) {
-                paint_tile(&mut ref_ic, ref_scene.canvas, f, tile)?;
+                paint_tile(&mut ref_ic, ref_scene.canvas, f, tile, w)?;
             }
+        }
+        for &at in &marked {
+            mark_recycled(&mut ref_ic, ref_scene.canvas, at)?;
         }
         ref_device.destroy(ref_upload)?;
         present(&mut ref_ic, &ref_scene)?;
@@ -765,7 +813,9 @@ fn run() -> Res {
         return Err("the soft kernel saw rules broken, or errors were reported".into());
     }
     println!(
-        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}",
+        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}: each tile tinted by \
+         the worker that recorded it (red, green, blue), a white corner where its list came \
+         from recycled memory",
         out.display()
     );
     if steady < MIN_HIT_RATE {
