@@ -128,10 +128,8 @@ impl ResourceDesc {
     /// assert_eq!(back_buffer.byte_size, 1920 * 1080 * 4);
     /// ```
     pub fn texture(texture: Texture2d, bind: BindFlags) -> Option<ResourceDesc> {
-        let byte_size = match crate::dxgi::DisplayFormat::from_dxgi(texture.format) {
-            Some(_) => texture.byte_size(),
-            None => crate::dxgi::min_byte_size(&texture),
-        }?;
+        // Exactly `byte_size()` for a display format.
+        let byte_size = crate::dxgi::min_byte_size(&texture)?;
         Some(ResourceDesc {
             byte_size,
             bind,
@@ -242,10 +240,8 @@ impl Texture2d {
             && self.array_size > 0
             && self.mip_levels > 0
             && self.samples > 0;
-        let needs = match crate::dxgi::DisplayFormat::from_dxgi(self.format) {
-            Some(_) => self.byte_size(),
-            None => crate::dxgi::min_byte_size(self),
-        };
+        // Exactly `byte_size()` for a display format.
+        let needs = crate::dxgi::min_byte_size(self);
         has_pixels && needs.is_some_and(|n| n <= byte_size)
     }
 
