@@ -314,17 +314,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
     }
 
-    /// Fails with out-of-memory if `more` bytes would take the recording over budget, or one
-    /// more operation past the replay limit (R-E3).
+    /// Fails with out-of-memory if one more operation of `more` bytes (payload included)
+    /// would take the recording over budget or past the replay limit (R-E3).
     fn reserve(&self, more: usize) -> Result<()> {
-        let config = self.device.shared.config();
-        if self.rec.bytes().saturating_add(more) > config.deferred_budget
-            || self.replay_count() >= config.replay_limit
-        {
-            Err(Error::OutOfMemory)
-        } else {
-            Ok(())
-        }
+        self.reserve_for(more, 1, 0)
     }
 
     /// Operations executing the recording will replay, counting the Unmap each open Map
@@ -335,16 +328,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             .saturating_add(self.open.mapped_count() as u64)
     }
 
-    /// Fails with out-of-memory unless `ops` more operations, one of which replays `nested`
-    /// more (a list executed), fit the budget and the replay limit (R-E3): a call that records
-    /// several operations checks them all before recording any.
-    fn reserve_ops(&self, ops: usize, nested: u64) -> Result<()> {
+    /// Fails with out-of-memory unless `ops` more operations of `bytes` in all, one of which
+    /// may replay `nested` more (a list executed), fit the budget and the replay limit
+    /// (R-E3): a call that records several operations checks them all before recording any.
+    #[inline]
+    fn reserve_for(&self, bytes: usize, ops: usize, nested: u64) -> Result<()> {
         let config = self.device.shared.config();
-        let bytes = OPERATION_BYTES.saturating_mul(ops);
         let replayed = self
             .replay_count()
-            .saturating_add(ops as u64)
-            .saturating_add(nested);
+            .saturating_add((ops as u64).saturating_add(nested));
         if self.rec.bytes().saturating_add(bytes) > config.deferred_budget
             || replayed > config.replay_limit
         {
@@ -531,16 +523,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             if let Some(h) = object {
                 dc.use_object(h)?;
             }
-            // The state-refresh query answers the new binding while the driver hears the
-            // bind (as during the DDI's SetX); a refused bind leaves the old one.
-            let old = dc.bindings.get(point);
-            dc.bindings.set(point, object);
-            let mut dc = scopeguard::guard(dc, |dc| dc.bindings.set(point, old));
-            dc.hear(DeferredCall::Bind { point, object })?;
-            let dc = ScopeGuard::into_inner(dc);
-            dc.push_op(Recorded::Bind { point, object });
-            Ok(())
+            dc.record_bind(point, object)
         })
+    }
+
+    /// The bind itself, once its object's handle is open: the state-refresh query answers
+    /// the new binding while the driver hears it (as during the DDI's SetX); a refused or
+    /// panicking bind leaves the old one.
+    fn record_bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
+        let old = self.bindings.get(point);
+        self.bindings.set(point, object);
+        let mut dc = scopeguard::guard(&mut *self, |dc| dc.bindings.set(point, old));
+        dc.hear(DeferredCall::Bind { point, object })?;
+        ScopeGuard::into_inner(dc).push_op(Recorded::Bind { point, object });
+        Ok(())
     }
 
     /// Records the Begin of a query.
@@ -609,7 +605,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             saved.clear();
             saved.extend(dc.bindings.iter());
             let nested = list.data().body.rec.replayed_ops();
-            let mut result = dc.reserve_ops(1 + saved.len(), nested);
+            let ops = 1 + saved.len();
+            let mut result = dc.reserve_for(OPERATION_BYTES.saturating_mul(ops), ops, nested);
             if result.is_ok() {
                 result = dc.execute_list(list);
             }
@@ -636,18 +633,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             let (cls, mut ctx) = self.cls_parts(&guard)?;
             cls.use_open(&mut ctx, object)?;
         }
-        self.bindings.set(point, Some(object));
-        let mut dc = scopeguard::guard(&mut *self, |dc| dc.bindings.set(point, None));
-        dc.hear(DeferredCall::Bind {
-            point,
-            object: Some(object),
-        })?;
-        let dc = ScopeGuard::into_inner(dc);
-        dc.push_op(Recorded::Bind {
-            point,
-            object: Some(object),
-        });
-        Ok(())
+        self.record_bind(point, Some(object))
     }
 
     fn execute_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
@@ -658,7 +644,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let body = &list.data().body;
         let inner = &body.rec;
         // This operation, plus everything the inner list replays.
-        dc.reserve_ops(1, inner.replayed_ops())?;
+        dc.reserve_for(OPERATION_BYTES, 1, inner.replayed_ops())?;
         let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
         dc.open.check_list(&inner.maps, &inner.queries)?;
         let s = &*dc.device.shared;
