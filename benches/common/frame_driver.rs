@@ -114,16 +114,15 @@ fn copy_in(bytes: &[u8], out: &mut Vec<u64>) {
 }
 
 /// Every context-local handle holds an id and a size.
-fn cls_size(_ty: HandleType) -> usize {
-    16
-}
+const CLS_SIZE: usize = 16;
 
 impl FrameDriver {
     fn new(builds: bool) -> Self {
-        let sizes = HandleSizeTable::new(HandleType::ALL.iter().map(|&ty| HandleSize {
-            ty,
-            size: cls_size(ty),
-        }))
+        let sizes = HandleSizeTable::new(
+            HandleType::ALL
+                .iter()
+                .map(|&ty| HandleSize { ty, size: CLS_SIZE }),
+        )
         .expect("valid sizes");
         FrameDriver {
             sizes,
@@ -204,8 +203,8 @@ impl Driver for FrameDriver {
         }
     }
 
-    fn calc_deferred_context_handle_size(&self, ty: HandleType, _: Option<&FrameObject>) -> usize {
-        cls_size(ty)
+    fn calc_deferred_context_handle_size(&self, _ty: HandleType, _: Option<&FrameObject>) -> usize {
+        CLS_SIZE
     }
 
     fn calc_private_command_list_size(&self) -> usize {
