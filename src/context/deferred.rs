@@ -1109,26 +1109,34 @@ mod tests {
     use crate::soft::{self, Gpu, SoftCommand, SoftConfig};
     use crate::{DeviceConfig, ResourceDesc, Usage};
 
+    /// A soft driver with command lists, untraced, whose GPU completes at once.
+    fn native() -> SoftConfig {
+        SoftConfig {
+            trace: false,
+            gpu: Gpu::Immediate,
+            command_lists: true,
+            ..SoftConfig::default()
+        }
+    }
+
+    /// A dynamic resource of 16 bytes (Map(DISCARD) applies to it).
+    fn dynamic_16() -> ResourceDesc {
+        ResourceDesc {
+            byte_size: 16,
+            usage: Usage::Dynamic,
+            ..ResourceDesc::default()
+        }
+    }
+
     /// Payload pointers (Map(DISCARD) bytes handed out, then replayed) and recycled list
     /// nodes, small enough for miri: record, finish, execute twice, drop on another thread,
     /// recycle.
     #[test]
     fn map_discard_payloads_replay_and_lists_recycle() {
-        let config = SoftConfig {
-            trace: false,
-            gpu: Gpu::Immediate,
-            command_lists: true,
-            ..SoftConfig::default()
-        };
-        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
-        let desc = ResourceDesc {
-            byte_size: 16,
-            usage: Usage::Dynamic,
-            ..Default::default()
-        };
+        let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
         let (a, b) = (
-            device.create_resource(desc).unwrap(),
-            device.create_resource(desc).unwrap(),
+            device.create_resource(dynamic_16()).unwrap(),
+            device.create_resource(dynamic_16()).unwrap(),
         );
         let mut dc = device.create_deferred_context().unwrap();
         for round in 0..3u8 {
@@ -1161,19 +1169,11 @@ mod tests {
     #[test]
     fn map_discard_hands_out_the_drivers_memory_where_it_builds_lists() {
         let config = SoftConfig {
-            trace: false,
-            gpu: Gpu::Immediate,
-            command_lists: true,
             driver_built: true,
-            ..SoftConfig::default()
+            ..native()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
-        let desc = ResourceDesc {
-            byte_size: 16,
-            usage: Usage::Dynamic,
-            ..Default::default()
-        };
-        let a = device.create_resource(desc).unwrap();
+        let a = device.create_resource(dynamic_16()).unwrap();
         let plain = device
             .create_resource(ResourceDesc {
                 byte_size: 16,

@@ -32,6 +32,15 @@ fn setup_with(config: SoftConfig) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>)
     .unwrap()
 }
 
+/// A device whose lists replay at most `limit` operations.
+fn with_replay_limit(limit: u64) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
+        gpu: Gpu::Immediate,
+        ..Default::default()
+    };
+    soft::device(config, DeviceConfig::default().with_replay_limit(limit)).unwrap()
+}
+
 fn bytes(world: &SoftWorld, device: &SoftDevice, r: Handle<Resource>) -> Vec<u8> {
     world.read(allocation(device, r)).unwrap()
 }
@@ -462,14 +471,7 @@ fn r_c3_a_nested_execute_costs_one_operation_whatever_the_inner_list_holds() {
 #[test]
 fn r_e3_every_recorded_operation_counts_against_the_replay_limit() {
     const LIMIT: u64 = 2;
-    let (device, mut ic, world) = soft::device(
-        SoftConfig {
-            gpu: Gpu::Immediate,
-            ..Default::default()
-        },
-        DeviceConfig::default().with_replay_limit(LIMIT),
-    )
-    .unwrap();
+    let (device, mut ic, world) = with_replay_limit(LIMIT);
     let a = device.create_resource(dynamic_buffer(4)).unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     dc.update(a, 0, &[1; 4]).unwrap();
@@ -522,14 +524,7 @@ fn r_e3_every_recorded_operation_counts_against_the_replay_limit() {
 fn r_e3_a_recording_that_would_replay_too_many_operations_runs_out_of_memory() {
     assert_eq!(DeviceConfig::default().replay_limit, 1 << 22);
     const LIMIT: u64 = 1 << 20;
-    let (device, mut ic, world) = soft::device(
-        SoftConfig {
-            gpu: Gpu::Immediate,
-            ..Default::default()
-        },
-        DeviceConfig::default().with_replay_limit(LIMIT),
-    )
-    .unwrap();
+    let (device, mut ic, world) = with_replay_limit(LIMIT);
     let a = device.create_resource(buffer(4)).unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     dc.update(a, 0, &[1; 4]).unwrap();
