@@ -702,6 +702,9 @@ impl Driver for SoftDriver {
 
     fn destroy_object(&self, ty: HandleType, object: &SoftObject, ic: &mut u64) {
         *ic += 1;
+        if !self.world.config.trace && !self.world.any_open_locals() {
+            return; // nothing to record, nothing to check: no lock
+        }
         let mut s = self.world.lock();
         // An open context-local handle holds its object (R-H2), so only device destruction
         // with deferred contexts still alive (the immediate context dropped) destroys one:
@@ -717,6 +720,7 @@ impl Driver for SoftDriver {
                 s.open_locals.remove(&(dc, object.id));
                 *s.released_unclosed.entry(dc).or_default() += 1;
             }
+            self.world.note_open_locals(&s);
         }
         if !self.world.config.trace {
             return; // nothing to record, nothing else to check
@@ -980,6 +984,7 @@ impl Driver for SoftDriver {
             local[16..24].copy_from_slice(&object.byte_size.to_le_bytes());
         }
         s.open_locals.insert((dc.id.get(), object.id), dep_id);
+        self.world.note_open_locals(&s);
         dc.open_handles += 1;
         Ok(())
     }
@@ -1023,6 +1028,7 @@ impl Driver for SoftDriver {
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "close_local");
         s.open_locals.remove(&(dc.id.get(), object.id));
+        self.world.note_open_locals(&s);
         // R-H3: dependents close before what they depend on.
         let context = dc.id.get();
         let dependents = s

@@ -1,6 +1,7 @@
 //! The soft world: kernel memory, the fence timeline, the protocol checks and the trace.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::driver::ObjectCount;
@@ -413,6 +414,10 @@ pub struct SoftWorld {
     state: Mutex<State>,
     /// Soft objects (the driver's object data) not yet dropped.
     pub(crate) objects_alive: Arc<ObjectCount>,
+    /// How many context-local handles are open (`State::open_locals`' length, written under
+    /// the lock): read without it, so that destroying an object takes no lock while none is
+    /// open, as in every flush of a steady run.
+    pub(crate) open_locals: AtomicUsize,
 }
 
 impl SoftWorld {
@@ -421,7 +426,20 @@ impl SoftWorld {
             config,
             state: Mutex::new(State::default()),
             objects_alive: Arc::default(),
+            open_locals: AtomicUsize::new(0),
         }
+    }
+
+    /// Notes the number of open context-local handles after a change under the lock.
+    pub(crate) fn note_open_locals(&self, state: &State) {
+        self.open_locals
+            .store(state.open_locals.len(), Ordering::Release);
+    }
+
+    /// Whether a context-local handle may be open: an object destroyed after the call that
+    /// opened one (ordered by the application, as every destroy after a use is) sees it.
+    pub(crate) fn any_open_locals(&self) -> bool {
+        self.open_locals.load(Ordering::Acquire) != 0
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
