@@ -29,7 +29,7 @@
 //! `recycled` carries a hard limit on its instruction count: [`RECYCLED_BUDGET_IR`], the
 //! count recorded when the budget was last set, plus 5%; `driver_built` one of its own,
 //! [`DRIVER_BUILT_BUDGET_IR`] plus 5%. A run above either is a regression and
-//! `cargo bench --bench cycle_ic` exits with an error. When a cycle gets cheaper, record
+//! `cargo bench -p cmdlist-benches --bench cycle_ic` exits with an error. When a cycle gets cheaper, record
 //! the new count here.
 
 // gungraun's macros generate public modules, constants and functions without docs.
