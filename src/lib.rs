@@ -93,6 +93,7 @@ mod registry;
 
 pub mod dxgi;
 pub mod handle;
+pub mod trace;
 
 pub use cls::bucket;
 

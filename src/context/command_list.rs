@@ -13,6 +13,7 @@ use crate::lists::record::Recording;
 use crate::lists::recycle::{DropStack, Node};
 use crate::lists::shared::{Owners, Shareable, Shared};
 use crate::registry::HeldEntry;
+use crate::trace::span;
 
 /// A recording of a deferred context of this device, with the owners of the lists it
 /// executes.
@@ -113,6 +114,9 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     pub(crate) owners: Owners,
     /// Where the driver's side of the list is (R-R4, R-R5).
     pub(crate) state: ListState,
+    /// The list's number in the `list` field of its spans (`crate::trace`), given at Finish.
+    #[cfg(feature = "trace")]
+    pub(crate) trace_id: u64,
 }
 
 /// The driver's side of a list between its (recycle-)create and its end. Every list ends
@@ -193,6 +197,7 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
     /// whose last owner it was, one after the other (a chain of nested lists of any depth
     /// ends without recursion).
     fn last_owner_gone(node: Box<ListNode<D, K>>) {
+        let _span = span!("destroy_list", list = node.value.trace_id);
         if node.value.body.rec.lists.is_empty() {
             // Nothing nested (the common case).
             end_unexecutable(node);

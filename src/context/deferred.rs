@@ -27,6 +27,7 @@ use crate::list_mode::ListMode;
 use crate::lists::list_clock::ListStamp;
 use crate::lists::record::{add_sorted, Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
+use crate::trace::span;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -158,6 +159,12 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// The device's trim epoch this context last trimmed at (R-A1).
     trim_seen: u64,
     stats: DeferredStats,
+    /// The `record` span of the list being recorded, from its first call to its Finish.
+    #[cfg(feature = "trace")]
+    recording: Option<tracing::Span>,
+    /// The number of the list the current (or last) Finish makes.
+    #[cfg(feature = "trace")]
+    finishing: u64,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -207,6 +214,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             lists: ListPool::new(),
             trim_seen: s.trim_epoch(),
             stats: DeferredStats::default(),
+            #[cfg(feature = "trace")]
+            recording: None,
+            #[cfg(feature = "trace")]
+            finishing: 0,
             _not_sync: PhantomData,
         })
     }
@@ -374,8 +385,23 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.calls == Calls::Removed {
             return Ok(());
         }
+        self.trace_recording();
         let result = self.check_alive().and_then(|()| work(self));
         self.settle(result)
+    }
+
+    /// Opens the `record` span at the first call after a Finish (feature `trace`).
+    #[inline(always)]
+    fn trace_recording(&mut self) {
+        #[cfg(feature = "trace")]
+        if self.recording.is_none() {
+            self.recording = Some(tracing::info_span!(
+                target: "cmdlist",
+                "record",
+                context = self.id.get(),
+                list = tracing::field::Empty
+            ));
+        }
     }
 
     /// Reports a failed call on this context's sink (R-E2); out of memory removes the
@@ -586,7 +612,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// budget, or when executing the recording would replay more operations than
     /// [`crate::DeviceConfig::replay_limit`], nested lists included.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        self.record(|dc| dc.execute_list(list))
+        self.record(|dc| {
+            let _span = span!("execute", list = list.data().trace_id);
+            dc.execute_list(list)
+        })
     }
 
     /// ExecuteCommandList with RestoreContextState (R-C3): records the execution of `list`
@@ -601,6 +630,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// re-binds before it stay.
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.record(|dc| {
+            let _span = span!("execute", list = list.data().trace_id);
             let mut saved = core::mem::take(&mut dc.restore);
             saved.clear();
             saved.extend(dc.bindings.iter());
@@ -676,6 +706,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
+        self.trace_recording();
         let result = self.map(resource);
         match self.settle(result) {
             // SAFETY: the payload was just allocated in this recording's arena, which is not
@@ -825,6 +856,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.calls = Calls::Recorded;
             return Err(Error::OutOfMemory);
         }
+        // The recording's span ends where its Finish begins, both carrying the list's number.
+        #[cfg(feature = "trace")]
+        {
+            self.finishing = crate::trace::next_list_id();
+            if let Some(recording) = self.recording.take() {
+                recording.record(crate::trace::LIST, self.finishing);
+            }
+        }
+        let _span = span!("finish", context = self.id.get(), list = self.finishing);
         // A hook that panics during Finish abandons the recording: none of its operations
         // reach a later list, and a driver that builds its lists drops what it built.
         let mut this = scopeguard::guard_on_unwind(&mut *self, |dc| {
@@ -860,7 +900,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh
         // queries still answer the context's bindings (R-C1).
-        self.recycle_destroyed()?;
+        {
+            let _span = span!("recycle_lists");
+            self.recycle_destroyed()?;
+        }
         // Until it is a `CommandList`, the list ends for good (its holds released,
         // DestroyCommandList) if a hook below panics.
         let mut node = scopeguard::guard_on_unwind(self.make_list()?, end_unfinished);
@@ -868,6 +911,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.bindings.clear();
         let s = &*self.device.shared;
         {
+            let _span = span!("close_handles");
             let dc = self.dc.for_hooks()?;
             let body = &mut node.value.body;
             body.held.clear();
@@ -885,9 +929,16 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             core::mem::swap(&mut self.rec, &mut body.rec);
         }
         node.value.stamp.reset();
+        #[cfg(feature = "trace")]
+        {
+            node.value.trace_id = self.finishing;
+        }
         self.lists.made(&node);
         let list = CommandList::new(ScopeGuard::into_inner(node));
-        self.renew()?;
+        {
+            let _span = span!("renew_context");
+            self.renew()?;
+        }
         self.stats.finished += 1;
         let epoch = self.device.shared.trim_epoch();
         if epoch != self.trim_seen {
@@ -931,6 +982,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         };
         let state = StateView::of(&self.bindings);
         if let Some(mut node) = self.lists.pop_cached() {
+            let _span = span!("recycle_create_list");
             match s
                 .driver()
                 .recycle_create_command_list(dc, node.value.body.memory(), state)
@@ -945,6 +997,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         // R-R7: CalcPrivateCommandListSize, CreateCommandList, then
         // CalcDeferredContextHandleSize(COMMANDLIST).
+        let _span = span!("create_list");
         let mut private = zeroed(s.driver().calc_private_command_list_size())?;
         s.driver().create_command_list(dc, &mut private, state)?;
         // Created: destroyed again if anything below fails or panics.
@@ -988,6 +1041,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             stamp: ListStamp::default(),
             owners: Default::default(),
             state,
+            #[cfg(feature = "trace")]
+            trace_id: 0,
         })
     }
 

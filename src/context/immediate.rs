@@ -24,6 +24,7 @@ use crate::lists::record::Recorded;
 use crate::primitive::Ordering;
 use crate::registry::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
 use crate::registry::{Entry, IcDataRefs, IcToken, ObjectView, Registry, Resolver};
+use crate::trace::span;
 
 mod dxgi;
 
@@ -536,6 +537,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// device; neither it nor a list it executes recorded a Map of a resource this context
     /// has mapped, or begins or ends a query this context began.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        let _span = span!("execute", list = list.data().trace_id);
         self.entry(|ic| {
             ic.check_executable(list)?;
             ic.execute_list(list)
@@ -551,6 +553,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// A bound object the application destroyed meanwhile is bound again all the same (the
     /// binding keeps it, as D3D's references do).
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        let _span = span!("execute", list = list.data().trace_id);
         self.entry(|ic| {
             ic.check_executable(list)?;
             // Each binding to re-apply is held meanwhile (the execute's clear-state releases
@@ -809,11 +812,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The flush, inside an entry point that checked the device is alive, or inside device
     /// destruction.
     fn flush_inner(&mut self) -> Result<()> {
+        let _span = span!("flush");
         let s = &*self.device.shared;
         let number = self.buffer.number;
         let mut submitted = Ok(());
         let submits = self.buffer.operations > 0;
         if submits {
+            let _span = span!("submit");
             s.driver().flush(&mut self.imm);
             submitted = s.kernel().submit(&Submission {
                 fence: number,
@@ -849,14 +854,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed,
             drain: false,
         };
-        Self::free_retired_lists(s, &mut self.lists_in_flight, false);
-        // Entries unlinked at earlier flushes that no pinned reader can hold any more.
-        s.registry().collect(&mut self.token);
-        // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
-        if self.retire.has_work(s.registry()) {
-            let guard = epoch::pin();
-            let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
-            self.retire.process(pass);
+        {
+            let _span = span!("deferred_destruction");
+            Self::free_retired_lists(s, &mut self.lists_in_flight, false);
+            // Entries unlinked at earlier flushes that no pinned reader can hold any more.
+            s.registry().collect(&mut self.token);
+            // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
+            if self.retire.has_work(s.registry()) {
+                let guard = epoch::pin();
+                let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
+                self.retire.process(pass);
+            }
         }
         if self.amortizer.after_flush(submits, Instant::now) {
             self.perform_amortized_processing();
@@ -910,6 +918,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// watermarks, tells every deferred context to trim its own at its next Finish, and calls
     /// the kernel's callback.
     fn perform_amortized_processing(&mut self) {
+        let _span = span!("amortize");
         self.retire.trim();
         let s = &*self.device.shared;
         s.registry().amortize(&mut self.token);
@@ -1078,6 +1087,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// leaves its queue before its hook runs, so after a hook panics, calling this again
     /// (the immediate context's drop does) finishes the rest without repeating anything.
     fn drain(&mut self) {
+        let _span = span!("deferred_destruction");
         let s = &*self.device.shared;
         Self::free_retired_lists(s, &mut self.lists_in_flight, true);
         let guard = epoch::pin();

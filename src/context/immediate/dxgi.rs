@@ -19,6 +19,7 @@ use crate::error::{AppError, Result};
 use crate::handle::{AnyHandle, Handle, Resource};
 use crate::kernel::{AllocationHandle, Kernel};
 use crate::registry::{Entry, IcToken, ObjectView};
+use crate::trace::span;
 
 /// What the DXGI entry points keep between calls, so that a steady frame's residency query
 /// allocates nothing.
@@ -56,6 +57,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The surfaces are textures (`NotDisplayFormat` otherwise) with the subresource in range
     /// (`OutOfRange`).
     pub fn present(&mut self, args: &PresentArgs) -> Result<PresentStatus> {
+        let _span = span!("present");
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let shared = Arc::clone(&ic.device.shared);
@@ -260,6 +262,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// differ (size, bind flags, usage, texture shape, primary, kernel memory), a resource
     /// mapped on this context. Fewer than two resources rotate nothing.
     pub fn rotate_resource_identities(&mut self, resources: &[Handle<Resource>]) -> Result<()> {
+        let _span = span!("rotate");
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let registry = ic.device.shared.registry();
@@ -418,6 +421,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// refused unless the driver's [`Driver::blt_caps`] include
     /// [`crate::dxgi::BltCaps::ROTATION`].
     pub fn blt(&mut self, args: &BltArgs) -> Result<()> {
+        let _span = span!("blt");
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let registry = ic.device.shared.registry();
