@@ -59,8 +59,13 @@
 //! `CMDLIST_SOFT_DRIVER_BUILT=1` has the driver build them on the recording threads, and
 //! `CMDLIST_SOFT_EMULATED=1` gives a driver without command lists.
 
+mod timeline;
+
+use std::path::PathBuf;
 use std::process::exit;
 use std::sync::{mpsc, Barrier};
+
+use tracing::Dispatch;
 
 use cmdlist::dxgi::{
     BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
@@ -77,6 +82,7 @@ type DeferredContext = cmdlist::DeferredContext<SoftDriver, SoftKernel>;
 type CommandList = cmdlist::CommandList<SoftDriver, SoftKernel>;
 type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
+/// Frames the job runs (`--frames N` to change).
 const FRAMES: u32 = 8;
 const WORKERS: usize = 3;
 const TARGET: u64 = 256;
@@ -482,13 +488,48 @@ fn churn(device: &Device) -> Res<usize> {
     Ok(4 * 3)
 }
 
-/// Where the picture goes: `--out PATH`, else `frame.png`.
-fn out_path() -> Res<std::path::PathBuf> {
-    let mut args = std::env::args().skip(1);
-    match (args.next().as_deref(), args.next()) {
-        (None, _) => Ok("frame.png".into()),
-        (Some("--out"), Some(path)) => Ok(path.into()),
-        _ => Err("usage: frame [--out PATH]".into()),
+/// What the command line asks for.
+#[derive(Clone, Debug)]
+struct Options {
+    /// The last presented frame's picture: `--out PATH`, else `frame.png`.
+    out: PathBuf,
+    /// The engine's spans as a Perfetto/Chrome trace: `--trace PATH`.
+    trace: Option<PathBuf>,
+    /// The last frame's timeline as a picture: `--timeline PATH`.
+    timeline: Option<PathBuf>,
+    /// `--frames N` (at least `WARMUP + 1`), else `FRAMES`.
+    frames: u32,
+}
+
+const USAGE: &str = "usage: frame [--out PATH] [--trace PATH] [--timeline PATH] [--frames N]";
+
+impl Options {
+    fn parse(mut args: impl Iterator<Item = String>) -> Res<Options> {
+        let mut options = Options {
+            out: "frame.png".into(),
+            trace: None,
+            timeline: None,
+            frames: FRAMES,
+        };
+        while let Some(flag) = args.next() {
+            let value = args.next().ok_or(USAGE)?;
+            match flag.as_str() {
+                "--out" => options.out = value.into(),
+                "--trace" => options.trace = Some(value.into()),
+                "--timeline" => options.timeline = Some(value.into()),
+                "--frames" => options.frames = value.parse().map_err(|_| USAGE)?,
+                _ => return Err(USAGE.into()),
+            }
+        }
+        if options.frames <= WARMUP {
+            return Err(format!("--frames must be more than the {WARMUP} warm-up frames").into());
+        }
+        Ok(options)
+    }
+
+    /// Whether the engine's spans are captured.
+    fn traced(&self) -> bool {
+        self.trace.is_some() || self.timeline.is_some()
     }
 }
 
@@ -572,22 +613,30 @@ impl Hud {
 }
 
 /// Writes the screen's `B8G8R8A8_UNORM` bytes as an RGBA PNG.
-fn write_png(path: &std::path::Path, bgra: &[u8]) -> Res {
+fn write_screen(path: &std::path::Path, bgra: &[u8]) -> Res {
     let rgba: Vec<u8> = bgra
         .chunks_exact(4)
         .flat_map(|p| [p[2], p[1], p[0], 255])
         .collect();
+    write_png(path, SCREEN_W, SCREEN_H, &rgba)
+}
+
+/// Writes RGBA bytes as a PNG.
+fn write_png(path: &std::path::Path, width: u32, height: u32, rgba: &[u8]) -> Res {
     let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut encoder = png::Encoder::new(file, SCREEN_W, SCREEN_H);
+    let mut encoder = png::Encoder::new(file, width, height);
     encoder.set_color(png::ColorType::Rgba);
     encoder.set_depth(png::BitDepth::Eight);
-    encoder.write_header()?.write_image_data(&rgba)?;
+    encoder.write_header()?.write_image_data(rgba)?;
     Ok(())
 }
 
+#[cfg(test)]
+mod tests;
+
 fn main() {
-    match run() {
-        Ok(()) => println!("frame: OK"),
+    match Options::parse(std::env::args().skip(1)).and_then(|options| job(&options)) {
+        Ok(_) => println!("frame: OK"),
         Err(e) => {
             eprintln!("frame: FAILED: {e}");
             exit(1);
@@ -595,7 +644,62 @@ fn main() {
     }
 }
 
-fn run() -> Res {
+/// The job: [`run`] on a thread of its own, named for the immediate context it drives,
+/// capturing the engine's spans when a trace or a timeline is asked for, then writing them;
+/// returns what was captured.
+fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
+    let capture = options.traced().then(timeline::capture::Capture::new);
+    let dispatch = capture.clone().map(Dispatch::new);
+    let mode = std::thread::scope(|s| -> Res<_> {
+        let ic_thread = std::thread::Builder::new()
+            .name(timeline::IMMEDIATE.into())
+            .spawn_scoped(s, || run(options, dispatch.as_ref()))?;
+        ic_thread
+            .join()
+            .map_err(|_| "the immediate context's thread panicked")?
+    })?;
+    let captured = capture.map(|capture| capture.take());
+    if let Some(captured) = &captured {
+        if captured.still_open != 0 {
+            return Err(format!("{} spans were never closed", captured.still_open).into());
+        }
+        if let Some(path) = &options.trace {
+            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let flows = timeline::chrome::write(captured, file)?;
+            println!(
+                "trace: {} spans on {} threads, {flows} flows from a list's finish to its \
+                 execute, in {}",
+                captured.spans.len(),
+                captured.lanes.len(),
+                path.display()
+            );
+        }
+        if let Some(path) = &options.timeline {
+            let title = format!(
+                "the last frame: {WORKERS} deferred contexts record in parallel, the immediate \
+                 context executes (lists {mode:?})"
+            );
+            let timeline = timeline::picture::Timeline::of_last_frame(captured, &title)
+                .ok_or("no frame was captured")?;
+            let picture = timeline.paint();
+            let (width, height) = (picture.width as u32, picture.height as u32);
+            write_png(path, width, height, &picture.rgba)?;
+            println!(
+                "timeline: the last frame ({:.2} ms) on {} threads, in {}",
+                (timeline.to - timeline.from) as f64 / 1e6,
+                timeline.lanes.len(),
+                path.display()
+            );
+        }
+    }
+    Ok(captured)
+}
+
+/// The job on the immediate context's thread; the engine's spans go to `dispatch`, if any
+/// (on this thread and on the workers'; the reference device's are not captured).
+fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode> {
+    let _traced = dispatch.map(tracing::dispatcher::set_default);
+    let frames = options.frames;
     // Deallocate kernel memory only once the GPU is done with it (R-D4's full destruction),
     // and reuse command-list memory only once the executing buffer has completed: the GPU
     // also reads it (the soft driver flags an earlier reuse).
@@ -607,7 +711,6 @@ fn run() -> Res {
         trace: false,
         ..SoftConfig::default()
     };
-    let out = out_path()?;
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
     let hud = Hud::start(device.clone());
     let (ref_device, mut ref_ic, ref_world) = soft::device(soft(Gpu::Immediate), config)?;
@@ -622,8 +725,9 @@ fn run() -> Res {
     // frame.
     let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
 
-    for f in 0..FRAMES {
+    for f in 0..frames {
         let frame_start = std::time::Instant::now();
+        let frame_span = tracing::info_span!(target: timeline::capture::FRAME_TARGET, "frame", index = u64::from(f));
         // The frame's upload buffer: every list uses it, and the churn thread destroys it
         // once they are finished, before the IC executes them (R-D1: the lists hold it).
         let upload = device.create_resource(buffer(UPLOAD, Usage::Default))?;
@@ -642,7 +746,9 @@ fn run() -> Res {
                 .enumerate()
                 .map(|(w, (dc, old))| {
                     let (scene, recorded, destroyed) = (&scene, &recorded, &destroyed);
-                    s.spawn(move || -> Res<WorkerLists> {
+                    let worker = std::thread::Builder::new().name(timeline::deferred(w));
+                    worker.spawn_scoped(s, move || -> Res<WorkerLists> {
+                        let _traced = dispatch.map(tracing::dispatcher::set_default);
                         // The free-threaded destroy (R-R4): RecycleDestroyCommandList, then
                         // a push onto the owning context's lock-free list (R-R7).
                         drop(old);
@@ -652,7 +758,7 @@ fn run() -> Res {
                         lists
                     })
                 })
-                .collect();
+                .collect::<std::io::Result<Vec<_>>>()?;
             let churner = s.spawn(|| -> Res<usize> {
                 let made = churn(&device);
                 recorded.wait();
@@ -709,6 +815,7 @@ fn run() -> Res {
         // (R-A1), which also tells each context to trim its pools at its next `finish`.
         present(&mut ic, &scene)?;
         let frame_time = frame_start.elapsed();
+        drop(frame_span);
         // The frame's line, from the statistics the present published, read on the HUD's
         // thread.
         let lists_now = Recycling::of(&contexts);
@@ -722,7 +829,9 @@ fn run() -> Res {
         })?;
         hud.done.recv()?;
 
-        // The reference: the same commands, single-threaded, straight on its IC.
+        // The reference: the same commands, single-threaded, straight on its IC (its spans
+        // are not captured).
+        let _untraced = tracing::dispatcher::set_default(&Dispatch::none());
         let ref_upload = ref_device.create_resource(buffer(UPLOAD, Usage::Default))?;
         for w in 0..WORKERS {
             record(&mut ref_ic, &ref_scene, ref_upload, f, w)?;
@@ -768,13 +877,13 @@ fn run() -> Res {
     ic.flush()?;
     let stats = ic.retire_stats();
     let pending = stats.waiting_destruction + stats.waiting_deallocation;
-    if pending != 0 || stats.destroyed != created as u64 || world.submits() != u64::from(FRAMES) {
+    if pending != 0 || stats.destroyed != created as u64 || world.submits() != u64::from(frames) {
         return Err(format!("after idle flushes: {stats:?}, {} submits", world.submits()).into());
     }
 
     let elapsed = start.elapsed();
     let screen = world.screen().ok_or("nothing was presented")?;
-    write_png(&out, &screen)?;
+    write_screen(&options.out, &screen)?;
     drop(hud.tick);
     hud.thread.join().map_err(|_| "the HUD thread panicked")?;
     let errors = world.errors().len() + ref_world.errors().len();
@@ -785,7 +894,7 @@ fn run() -> Res {
     let violations = world.check_after_device_destroyed();
     let ref_violations = ref_world.check_after_device_destroyed();
     println!(
-        "summary: {FRAMES} frames x {WORKERS} workers in {elapsed:.2?} (lists {mode:?}); {created} objects created and \
+        "summary: {frames} frames x {WORKERS} workers in {elapsed:.2?} (lists {mode:?}); {created} objects created and \
          destroyed, {} really destroyed and {} deallocated before DestroyDevice; {} submits; \
          bytes identical to the single-threaded run every frame; errors reported: {errors}",
         stats.destroyed,
@@ -816,7 +925,7 @@ fn run() -> Res {
         "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}: each tile tinted by \
          the worker that recorded it (red, green, blue), a white corner where its list came \
          from recycled memory",
-        out.display()
+        options.out.display()
     );
     if steady < MIN_HIT_RATE {
         let need = 100.0 * MIN_HIT_RATE;
@@ -826,5 +935,5 @@ fn run() -> Res {
         )
         .into());
     }
-    Ok(())
+    Ok(mode)
 }
