@@ -17,9 +17,6 @@
 
 mod built;
 mod driver;
-#[cfg(feature = "arbitrary")]
-#[cfg_attr(docsrs, doc(cfg(feature = "arbitrary")))]
-pub mod fuzz;
 pub mod inject;
 mod kernel;
 mod lifetime;
@@ -65,4 +62,31 @@ pub fn device(
     let (driver, kernel, world) = new(config);
     let (device, ic) = crate::Device::new(driver, kernel, device_config)?;
     Ok((device, ic, world))
+}
+
+/// Creates objects with `create` until one lands in the slot of `old` (destroyed and flushed
+/// already), then destroys the others; for tests of what a stale handle meets. A freed slot
+/// comes back once the CPU epoch has passed its old entry (trimming hands the epoch its work,
+/// the next flush collects the slot); the others are kept meanwhile, so that the free stack,
+/// last in first out, reaches it. Panics if the slot does not come back in 10,000 tries.
+pub fn create_in_slot_of<T: crate::ObjectKind>(
+    device: &SoftDevice,
+    ic: &mut SoftImmediate,
+    old: crate::AnyHandle,
+    mut create: impl FnMut() -> crate::Handle<T>,
+) -> crate::Handle<T> {
+    let mut others = Vec::new();
+    while others.len() < 10_000 {
+        ic.trim();
+        ic.flush().expect("a flush of the soft device");
+        let new = create();
+        if new.to_bits() as u32 == old.to_bits() as u32 {
+            for other in others {
+                device.destroy(other).expect("a live object");
+            }
+            return new;
+        }
+        others.push(new);
+    }
+    panic!("the slot of {old:?} never came back");
 }

@@ -469,6 +469,33 @@ impl SoftWorld {
         self.lock().errors.clone()
     }
 
+    /// How many violations were seen so far (no copy: for a check after every step).
+    pub fn violation_count(&self) -> usize {
+        self.lock().violations.len()
+    }
+
+    /// How many errors were reported so far (no copy: for a check after every step).
+    pub fn error_count(&self) -> usize {
+        self.lock().errors.len()
+    }
+
+    /// The errors reported from the `from`-th on (none past the end).
+    pub fn errors_since(&self, from: usize) -> Vec<(ContextId, Error)> {
+        let state = self.lock();
+        state.errors.get(from..).unwrap_or_default().to_vec()
+    }
+
+    /// Calls `visit` with each live allocation and its bytes, in no particular order, under
+    /// the world's lock (`visit` must not call into the engine or the world).
+    pub fn for_each_allocation(&self, mut visit: impl FnMut(AllocationHandle, &[u8])) {
+        let state = self.lock();
+        for (&id, allocation) in &state.allocations {
+            if let Some(id) = core::num::NonZeroU64::new(id) {
+                visit(AllocationHandle(id), &allocation.bytes);
+            }
+        }
+    }
+
     /// The call trace so far.
     pub fn trace(&self) -> Vec<TraceEvent> {
         self.lock().trace.clone()

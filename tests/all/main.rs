@@ -7,8 +7,6 @@ mod docs;
 mod driver_built;
 mod dxgi;
 mod emulated;
-mod fuzz_command_lists;
-mod fuzz_handle_lifecycle;
 mod hardening;
 mod nested;
 mod panic_safety;

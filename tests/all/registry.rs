@@ -136,7 +136,7 @@ fn r_e1_stale_handle_after_slot_reuse_never_names_the_new_object() {
     let old_id = device.object(old).unwrap().id;
     device.destroy(old).unwrap();
     ic.flush().unwrap();
-    let new = crate::common::create_in_slot_of(&device, &mut ic, old.any(), || {
+    let new = cmdlist::soft::create_in_slot_of(&device, &mut ic, old.any(), || {
         device.create_resource(buffer(16)).unwrap()
     });
     // Same slot (the low 32 bits are device tag and slot), another life.

@@ -8,7 +8,7 @@
 //! One soft device under [`Clock::Completed`] (the GPU completes buffers only when a step
 //! says so), a second small device whose handles the first must refuse (and the reverse),
 //! made at the first step that uses it, and two threads that call the free-threaded destroy
-//! off the immediate context's thread (kept from run to run: see `super::elsewhere`). Steps
+//! off the immediate context's thread (kept from run to run: see `crate::elsewhere`). Steps
 //! create resources (empty, shared, with views), views of every type (and of objects that
 //! are not live resources), queries and primaries; destroy from another thread, twice, from
 //! two threads at once, through the primary path; use live, destroyed, forged
@@ -56,7 +56,7 @@
 //!
 //! # Running it
 //! `cargo +nightly fuzz run handle_lifecycle` (from `fuzz/`) feeds it `Vec<Step>` inputs;
-//! the stable test `tests/all/fuzz_handle_lifecycle.rs` runs it over a few thousand inputs
+//! the stable test `tests/all/handle_lifecycle.rs` runs it over a few thousand inputs
 //! from a fixed-seed PRNG ([`run_bytes`], [`steps_from_bytes`]) plus hand-written sequences.
 
 use std::collections::{BTreeMap, HashMap};
@@ -64,17 +64,29 @@ use std::sync::{Arc, Barrier};
 
 use arbitrary::{Arbitrary, Unstructured};
 
-use crate::bind::{BindClass, BindPoint, Stage};
-use crate::context::device::{Device, DeviceConfig};
-use crate::context::immediate::ImmediateContext;
-use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, ViewDesc};
-use crate::error::{AppError, Error, Result};
-use crate::handle::{self, AnyHandle, HandleType, ObjectKind};
-use crate::kernel::AllocationHandle;
-use crate::registry::retire::Clock;
-use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+use cmdlist::handle::{self, AnyHandle, HandleType, ObjectKind};
+use cmdlist::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+use cmdlist::AllocationHandle;
+use cmdlist::Clock;
+use cmdlist::ImmediateContext;
+use cmdlist::{AppError, Error, Result};
+use cmdlist::{BindClass, BindPoint, Stage};
+use cmdlist::{Device, DeviceConfig};
+use cmdlist::{ObjectDesc, QueryKind, ResourceDesc, ResourceFlags, ViewDesc};
 
-use super::elsewhere;
+use crate::elsewhere;
+
+/// A handle under another kind, unchecked, as a C shim's cast would be: the engine checks
+/// the object's real type at every lookup, which the model holds it to.
+trait Retype {
+    fn retype<U: ObjectKind>(self) -> handle::Handle<U>;
+}
+
+impl<T: ObjectKind> Retype for handle::Handle<T> {
+    fn retype<U: ObjectKind>(self) -> handle::Handle<U> {
+        handle::Handle::from_bits(self.to_bits()).expect("a handle's bits are never zero")
+    }
+}
 
 type SoftDevice = Device<SoftDriver, SoftKernel>;
 type SoftImmediate = ImmediateContext<SoftDriver, SoftKernel>;
@@ -434,10 +446,7 @@ fn config() -> SoftConfig {
 }
 
 fn device_config() -> DeviceConfig {
-    DeviceConfig {
-        retire_clock: Clock::Completed,
-        ..DeviceConfig::default()
-    }
+    DeviceConfig::default().with_retire_clock(Clock::Completed)
 }
 
 fn matches_want<T>(result: &Result<T>, want: Want) -> bool {
@@ -897,7 +906,7 @@ impl Harness {
         let desc = ResourceDesc {
             byte_size: u64::from(size),
             // Dynamic, so Map(DISCARD) applies to every resource but primaries.
-            usage: crate::Usage::Dynamic,
+            usage: cmdlist::Usage::Dynamic,
             flags: if shared {
                 ResourceFlags::SHARED
             } else {
@@ -930,7 +939,7 @@ impl Harness {
             Want::Ok
         };
         let desc = ViewDesc {
-            resource: o.handle.cast(),
+            resource: o.handle.retype(),
             first_byte: first as u64,
             byte_len: len as u64,
         };
@@ -1026,7 +1035,7 @@ impl Harness {
             _ => Want::App(PRIMARY),
         };
         let referenced = o.last_buffer == self.open;
-        let h = o.handle.cast::<handle::Resource>();
+        let h = o.handle.retype::<handle::Resource>();
         // The call may wait for the GPU (below): the flush before sees the fence as it is.
         let completed = self.world.completed();
         let r = self.ic().destroy_primary(h);
@@ -1088,25 +1097,25 @@ impl Harness {
         let as_query = self.want_live(i, ty == HandleType::Query);
         let r = self.device.object(h).map(|_| ());
         self.expect("object(stale)", r, any, false);
-        let r = self.ic().update(h.cast(), 0, &[1]);
+        let r = self.ic().update(h.retype(), 0, &[1]);
         self.expect("update(stale)", r, as_resource, true);
         let r = self.ic().bind(POINTS[0], Some(h));
         self.expect("bind(stale)", r, any, true);
         let r = self.ic().command(&SoftCommand::Fill {
-            dst: h.cast(),
+            dst: h.retype(),
             value: 3,
         });
         self.expect("command(stale)", r, any, true);
-        let r = self.ic().end_query(h.cast());
+        let r = self.ic().end_query(h.retype());
         self.expect("end_query(stale)", r, as_query, true);
-        let r = self.ic().query_signaled(h.cast());
+        let r = self.ic().query_signaled(h.retype());
         self.expect("query_signaled(stale)", r, as_query, true);
     }
 
     fn typed<K: ObjectKind>(&mut self, i: usize, name: &str) {
         let (h, ty) = (self.objs[i].handle, self.objs[i].ty);
         let want = self.want_live(i, K::accepts(ty));
-        let r = self.device.object(h.cast::<K>()).map(|r| r.ty());
+        let r = self.device.object(h.retype::<K>()).map(|r| r.ty());
         if let Some(got) = self.expect(name, r, want, false) {
             if got != ty {
                 self.fail(format_args!(
@@ -1131,9 +1140,9 @@ impl Harness {
         // right type would be a real operation, run by other steps).
         let (h, ty) = (self.objs[i].handle, self.objs[i].ty);
         if ty != HandleType::Resource {
-            let r = self.ic().update(h.cast(), 0, &[]);
+            let r = self.ic().update(h.retype(), 0, &[]);
             self.expect("update(wrong type)", r, Want::App(WRONG_TYPE), true);
-            let r = self.ic().destroy_primary(h.cast());
+            let r = self.ic().destroy_primary(h.retype());
             self.expect(
                 "destroy_primary(wrong type)",
                 r,
@@ -1142,9 +1151,9 @@ impl Harness {
             );
         }
         if ty != HandleType::Query {
-            let r = self.ic().begin_query(h.cast());
+            let r = self.ic().begin_query(h.retype());
             self.expect("begin_query(wrong type)", r, Want::App(WRONG_TYPE), true);
-            let r = self.ic().query_signaled(h.cast());
+            let r = self.ic().query_signaled(h.retype());
             self.expect("query_signaled(wrong type)", r, Want::App(WRONG_TYPE), true);
         }
     }
@@ -1181,7 +1190,7 @@ impl Harness {
             None => {
                 let r = self.device.object(h).map(|_| ());
                 self.expect("object(forged)", r, Want::App(ANY_APP), false);
-                let r = self.ic().update(h.cast(), 0, &[9]);
+                let r = self.ic().update(h.retype(), 0, &[9]);
                 self.expect("update(forged)", r, Want::App(ANY_APP), true);
             }
         }
@@ -1200,16 +1209,16 @@ impl Harness {
         self.expect("object(other device)", r, want, false);
         let r = self.device.destroy(theirs);
         self.expect("destroy(other device)", r, want, true);
-        let r = self.ic().update(theirs.cast(), 0, &[1]);
+        let r = self.ic().update(theirs.retype(), 0, &[1]);
         self.expect("update(other device)", r, want, true);
         let r = self.ic().bind(POINTS[1], Some(theirs));
         self.expect("bind(other device)", r, want, true);
         let r = self.ic().command(&SoftCommand::Fill {
-            dst: theirs.cast(),
+            dst: theirs.retype(),
             value: 2,
         });
         self.expect("command(other device)", r, want, true);
-        let r = self.ic().end_query(theirs.cast());
+        let r = self.ic().end_query(theirs.retype());
         self.expect("end_query(other device)", r, want, true);
         // Still live on their own device.
         let r = self.other().device.object(theirs).map(|_| ());
@@ -1229,7 +1238,7 @@ impl Harness {
         let o = &self.objs[i];
         let resolves = self.want_live(i, o.is_resource());
         let size = o.bytes.len();
-        let h = o.handle.cast::<handle::Resource>();
+        let h = o.handle.retype::<handle::Resource>();
         let want = if resolves != Want::Ok {
             resolves
         } else if len == 0 || offset + len > size {
@@ -1279,8 +1288,8 @@ impl Harness {
             && !dst.bytes.is_empty()
             && !src.bytes.is_empty();
         let command = SoftCommand::Copy {
-            dst: dst.handle.cast(),
-            src: src.handle.cast(),
+            dst: dst.handle.retype(),
+            src: src.handle.retype(),
         };
         if self.command("copy", &[s, d], command, ok) {
             let n = self.objs[d].bytes.len().min(self.objs[s].bytes.len());
@@ -1293,7 +1302,7 @@ impl Harness {
         let o = &self.objs[i];
         let ok = o.is_resource() && !o.bytes.is_empty();
         let command = SoftCommand::Fill {
-            dst: o.handle.cast(),
+            dst: o.handle.retype(),
             value: byte,
         };
         if self.command("fill", &[i], command, ok) {
@@ -1312,7 +1321,7 @@ impl Harness {
             _ => None,
         };
         let command = SoftCommand::ClearView {
-            view: o.handle.cast(),
+            view: o.handle.retype(),
             value: byte,
         };
         if self.command("clear_view", &[i], command, view.is_some()) {
@@ -1350,7 +1359,7 @@ impl Harness {
         if want == Want::Ok && begin && begun.is_some() {
             want = Want::App(INVALID_STATE); // begun twice
         }
-        let h = any.cast::<handle::Query>();
+        let h = any.retype::<handle::Query>();
         let r = if begin {
             self.ic().begin_query(h)
         } else {
@@ -1393,7 +1402,7 @@ impl Harness {
         }
         let size = self.objs[i].bytes.len();
         let len = len.min(size);
-        let r = self.ic().map_discard(h.cast()).map(|contents| {
+        let r = self.ic().map_discard(h.retype()).map(|contents| {
             let fresh = contents.len() == size && contents.iter().all(|b| *b == 0);
             let written = len.min(contents.len());
             contents[..written].fill(byte);
@@ -1425,7 +1434,7 @@ impl Harness {
         } else {
             Want::Ok
         };
-        let r = self.ic().unmap(h.cast());
+        let r = self.ic().unmap(h.retype());
         self.expect("unmap", r, want, true);
         self.after_driver(&[i], resolves);
         if let (Want::Ok, Some(m)) = (want, mapped) {
@@ -1442,7 +1451,7 @@ impl Harness {
         if want == Want::Ok && end == 0 {
             want = Want::App(INVALID_STATE);
         }
-        let h = self.objs[i].handle.cast::<handle::Query>();
+        let h = self.objs[i].handle.retype::<handle::Query>();
         let r = self.ic().query_signaled(h);
         let signaled = self.expect("query_signaled", r, want, true)?;
         if end >= self.open {
@@ -1567,10 +1576,7 @@ impl Harness {
     /// The checks run after every step. The soft kernel's side is read under one lock of
     /// its world, after the engine's side (whose calls may take that lock).
     fn check(&mut self) {
-        let (violations, errors) = {
-            let world = self.world.lock();
-            (world.violations.is_empty(), world.errors.len())
-        };
+        let (violations, errors) = (self.world.violation_count() == 0, self.world.error_count());
         if !violations {
             let violations = self.world.violations();
             self.fail(format_args!(
@@ -1640,21 +1646,22 @@ impl Harness {
         let mut seen = core::mem::take(&mut self.seen);
         seen.clear();
         seen.resize(self.allocs.len(), false);
-        let world = self.world.lock();
-        for (id, allocation) in &world.allocations {
-            let Ok(k) = self.allocs.binary_search_by_key(id, |(a, _)| *a) else {
-                continue;
+        let completed = self.world.completed();
+        self.world.for_each_allocation(|allocation, bytes| {
+            let id = allocation.0.get();
+            let Ok(k) = self.allocs.binary_search_by_key(&id, |(a, _)| *a) else {
+                return;
             };
             seen[k] = true;
             let i = self.allocs[k].1;
             let o = &self.objs[i];
-            if o.allocated && o.is_resource() && allocation.bytes != o.bytes {
+            if o.allocated && o.is_resource() && bytes != o.bytes {
                 self.fail(format_args!(
-                    "contents of object {i} ({:?}): {:?}, the model: {:?}",
-                    o.handle, allocation.bytes, o.bytes
+                    "contents of object {i} ({:?}): {bytes:?}, the model: {:?}",
+                    o.handle, o.bytes
                 ));
             }
-        }
+        });
         let mut allocated = 0;
         let mut freed = Vec::new();
         for (k, &(id, i)) in self.allocs.iter().enumerate() {
@@ -1675,7 +1682,7 @@ impl Harness {
                     o.handle,
                     o.life,
                     o.last_buffer,
-                    world.completed,
+                    completed,
                     if is { "live" } else { "freed" }
                 ));
             }
@@ -1685,13 +1692,12 @@ impl Harness {
                 freed.push(i);
             }
         }
-        let live = world.allocations.len();
+        let live = self.world.live_allocations();
         if live != allocated {
             self.fail(format_args!(
                 "{live} allocations live in the soft kernel, the model knows {allocated}"
             ));
         }
-        drop(world);
         for i in freed {
             self.objs[i].confirmed_free = true;
         }
@@ -1700,10 +1706,10 @@ impl Harness {
 
     fn check_other(&self) {
         let Some(other) = &self.other else { return };
-        let (clean, errors) = {
-            let world = other.world.lock();
-            (world.violations.is_empty(), world.errors.len())
-        };
+        let (clean, errors) = (
+            other.world.violation_count() == 0,
+            other.world.error_count(),
+        );
         if !clean || errors != other.errors {
             let violations = other.world.violations();
             self.fail(format_args!(

@@ -4,7 +4,7 @@
 //!
 //! # What a run does
 //! A run is a list of [`Step`]s over one soft device (built with a small
-//! [`crate::DeviceConfig::deferred_budget`], so that recordings run out of memory often),
+//! [`cmdlist::DeviceConfig::deferred_budget`], so that recordings run out of memory often),
 //! up to three deferred contexts (each made at the first step that uses it) and the
 //! immediate context: objects are created and destroyed
 //! (sometimes from another thread), deferred contexts record updates, copies, fills, view
@@ -66,22 +66,22 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 
-use crate::bind::{BindClass, BindPoint, Stage};
-use crate::context::command_list::CommandList;
-use crate::context::deferred::DeferredContext;
-use crate::context::device::{Device, DeviceConfig};
-use crate::context::immediate::ImmediateContext;
-use crate::desc::{BindFlags, QueryKind, ResourceDesc, Texture2d, ViewDesc};
-use crate::dxgi::{
+use cmdlist::dxgi::{
     BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
 };
-use crate::error::{AppError, Error, Result};
-use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
-use crate::kernel::{AllocationHandle, ContextId};
-use crate::list_mode::ListMode;
-use crate::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+use cmdlist::handle::{AnyHandle, Handle, HandleType, Query, Resource, View};
+use cmdlist::soft::{self, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld};
+use cmdlist::CommandList;
+use cmdlist::DeferredContext;
+use cmdlist::ImmediateContext;
+use cmdlist::ListMode;
+use cmdlist::{AllocationHandle, ContextId};
+use cmdlist::{AppError, Error, Result};
+use cmdlist::{BindClass, BindPoint, Stage};
+use cmdlist::{BindFlags, QueryKind, ResourceDesc, Texture2d, ViewDesc};
+use cmdlist::{Device, DeviceConfig};
 
-use super::elsewhere;
+use crate::elsewhere;
 
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
@@ -893,7 +893,7 @@ impl Model {
     }
 
     /// A step's command as the engine gets it, its byte effect, and the objects it names in
-    /// [`crate::Command::for_each_object`] order.
+    /// [`cmdlist::Command::for_each_object`] order.
     fn command(&self, cmd: Cmd) -> Option<(SoftCommand, MOp, [Option<Key>; 2])> {
         let res = |i| self.resource(i);
         Some(match cmd {
@@ -1071,7 +1071,7 @@ struct MRec {
 
 impl MRec {
     fn bytes(&self) -> usize {
-        self.ops.len() * crate::OPERATION_BYTES + self.payload
+        self.ops.len() * cmdlist::OPERATION_BYTES + self.payload
     }
 
     /// Operations executing the recording replays, with the Unmap each open Map owes
@@ -1214,11 +1214,9 @@ struct Harness {
 
 impl Harness {
     fn new(budget: usize, mode: ListMode) -> Self {
-        let config = DeviceConfig {
-            deferred_budget: budget,
-            replay_limit: REPLAY_LIMIT,
-            ..DeviceConfig::default()
-        };
+        let config = DeviceConfig::default()
+            .with_deferred_budget(budget)
+            .with_replay_limit(REPLAY_LIMIT);
         let soft_config = SoftConfig {
             trace: false,
             command_lists: mode.has_driver_lists(),
@@ -1280,7 +1278,7 @@ impl Harness {
         }
     }
 
-    fn allocation_of<T: crate::handle::ObjectKind>(&self, handle: Handle<T>) -> AllocationHandle {
+    fn allocation_of<T: cmdlist::ObjectKind>(&self, handle: Handle<T>) -> AllocationHandle {
         let object = self.device.object(handle).expect("a new object is live");
         object
             .allocation()
@@ -1312,7 +1310,7 @@ impl Harness {
                 let size = 1 + usize::from(size) % MAX_RESOURCE_BYTES;
                 self.create_resource(ResourceDesc {
                     byte_size: size as u64,
-                    usage: crate::Usage::Dynamic, // Map(DISCARD) applies to every resource here
+                    usage: cmdlist::Usage::Dynamic, // Map(DISCARD) applies to every resource here
                     ..ResourceDesc::default()
                 });
             }
@@ -1472,7 +1470,7 @@ impl Harness {
         top_up: Option<usize>,
     ) -> Option<(Call, Result<(), Fault>)> {
         let m = &self.m;
-        let op_size = crate::OPERATION_BYTES;
+        let op_size = cmdlist::OPERATION_BYTES;
         let budget = self.budget;
         // The budget, and the replay limit: every recorded operation counts (R-E3).
         let reserve = |rec: &MRec, more: usize| -> Result<(), Fault> {
@@ -1842,7 +1840,7 @@ impl Harness {
         let pending = rec.begun.len();
         let replayed = rec.replay_count();
         if pending > 0
-            && (rec.bytes() + pending * crate::OPERATION_BYTES > self.budget
+            && (rec.bytes() + pending * cmdlist::OPERATION_BYTES > self.budget
                 || replayed + pending as u64 > REPLAY_LIMIT)
         {
             // The implicit End of a still-begun query (R-C4) does not fit.
@@ -2101,7 +2099,7 @@ impl Harness {
             self.create_resource(ResourceDesc {
                 byte_size: texture.byte_size().expect("a small texture"),
                 bind: BindFlags::PRESENT | BindFlags::RENDER_TARGET,
-                usage: crate::Usage::Dynamic,
+                usage: cmdlist::Usage::Dynamic,
                 texture: Some(texture),
                 ..ResourceDesc::default()
             })
@@ -2236,22 +2234,20 @@ impl Harness {
         let mut seen = core::mem::take(&mut self.seen);
         seen.clear();
         seen.resize(self.m.allocs.len(), false);
-        let world = self.world.lock();
-        for (id, allocation) in &world.allocations {
-            let Ok(i) = self.m.allocs.binary_search_by_key(id, |(a, _)| *a) else {
-                continue;
+        self.world.for_each_allocation(|allocation, bytes| {
+            let id = allocation.0.get();
+            let Ok(i) = self.m.allocs.binary_search_by_key(&id, |(a, _)| *a) else {
+                return;
             };
             seen[i] = true;
             if let (_, Key::R(r)) = self.m.allocs[i] {
-                let bytes = &allocation.bytes;
                 assert!(
                     *bytes == self.m.res[r].bytes,
                     "{when}: resource {r} holds {bytes:?}, the model {:?}",
                     self.m.res[r].bytes
                 );
             }
-        }
-        drop(world);
+        });
         for (i, &found) in seen.iter().enumerate() {
             let key = self.m.allocs[i].1;
             if found || self.m.freed(key) {
@@ -2268,26 +2264,17 @@ impl Harness {
 
     fn check(&mut self, i: usize, step: &Step) {
         let when = After(i, step);
-        let amortized = {
-            let world = self.world.lock();
-            assert!(
-                world.violations.is_empty(),
-                "{when}: rules broken: {:#?}",
-                world.violations
-            );
-            world.amortized
-        };
-        self.check_memory(&when);
-        {
-            let world = self.world.lock();
-            let reported = world.errors.get(self.errors_seen..).unwrap_or_default();
-            assert_eq!(
-                reported,
-                &self.expected_errors[..],
-                "{when}: errors reported (R-E2)"
-            );
-            self.errors_seen = world.errors.len();
+        if self.world.violation_count() != 0 {
+            panic!("{when}: rules broken: {:#?}", self.world.violations());
         }
+        let amortized = self.world.amortized_calls();
+        self.check_memory(&when);
+        let reported = self.world.errors_since(self.errors_seen);
+        assert_eq!(
+            reported, self.expected_errors,
+            "{when}: errors reported (R-E2)"
+        );
+        self.errors_seen += reported.len();
         self.expected_errors.clear();
         let ic = self.ic.as_ref().expect("device alive");
         let pumped = self.removals + ic.amortized_count();

@@ -1,4 +1,4 @@
-//! The handle-lifecycle model test (`cmdlist::soft::fuzz::handle_lifecycle`) on stable: the
+//! The handle-lifecycle model test (`cmdlist_models::handle_lifecycle`) on stable: the
 //! cargo-fuzz target's interpreter over random inputs from a fixed-seed PRNG, plus
 //! hand-written regression sequences. A failure panics with the step and both outcomes,
 //! after printing the failing input's steps, ready to paste into a regression test that
@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use cmdlist::soft::fuzz::handle_lifecycle::{run, run_bytes, steps_from_bytes, Step};
+use cmdlist_models::handle_lifecycle::{run, run_bytes, steps_from_bytes, Step};
 
 use crate::common::XorShift;
 
@@ -115,7 +115,7 @@ fn reused_slot_gets_a_new_generation() {
     let a = device.create_resource(desc).unwrap();
     device.destroy(a).unwrap();
     ic.flush().unwrap();
-    let b = crate::common::create_in_slot_of(&device, &mut ic, a.any(), || {
+    let b = cmdlist::soft::create_in_slot_of(&device, &mut ic, a.any(), || {
         device.create_resource(desc).unwrap()
     });
     assert_eq!(

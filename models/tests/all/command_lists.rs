@@ -1,13 +1,13 @@
-//! The `command_lists` fuzz interpreter (`cmdlist::soft::fuzz::command_lists`) on stable:
+//! The `command_lists` fuzz interpreter (`cmdlist_models::command_lists`) on stable:
 //! a few thousand random inputs from a fixed-seed PRNG, plus hand-written sequences. Every
 //! step is checked against the interpreter's model (R-C3, R-C4, R-E3, R-H1..R-H5, R-D1).
 
-use cmdlist::soft::fuzz::command_lists::{
+use cmdlist::soft::{self, SoftCommand, SoftConfig};
+use cmdlist::{AppError, DeviceConfig, Error, ListMode, QueryKind, ResourceDesc};
+use cmdlist_models::command_lists::{
     self, Burst, Bytes, Close, Cmd, Coverage, DcOp, IcOp, New, Obj, QueryChoice, Step, Timeline,
     ViewKind, DEFAULT_BUDGET,
 };
-use cmdlist::soft::{self, SoftCommand, SoftConfig};
-use cmdlist::{AppError, DeviceConfig, Error, ListMode, QueryKind, ResourceDesc};
 
 /// Random inputs per run of the stable test (each 64..=1024 bytes).
 const INPUTS: u64 = 3000;
