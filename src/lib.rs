@@ -37,6 +37,7 @@
 //! - The CLS-size bucket allocator, usable on its own: [`bucket`].
 //! - The DXGI base functions' vocabulary, Blt's checks and the CPU reference Blt: [`dxgi`].
 //! - The software reference driver and kernel: `soft` (feature `soft`).
+//! - What the engine tells a profiler: [`trace`] (the spans, with the feature `trace`).
 //!
 //! How the source is laid out and who may call what from which thread: `ARCHITECTURE.md`.
 //!
@@ -72,8 +73,9 @@
 //!   (`soft::null`), the smallest complete driver and a template; fault injection
 //!   (`soft::inject`). Tests, examples and benches use them; an embedder can test its own
 //!   driver against them.
-//! - `arbitrary` (implies `soft`): `Arbitrary` inputs and the interpreters of the fuzz
-//!   targets (`soft::fuzz`), shared by cargo-fuzz and the stable tests.
+//! - `trace`: the engine opens a `tracing` span for each list-level step, on the thread that
+//!   does it, with the list's number ([`trace`]); any `tracing` subscriber receives them.
+//!   Without it nothing of the instrumentation is compiled in.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -53,8 +53,16 @@
 //!   come from recycled memory. A mismatch, a violation, a failed call or a steady state
 //!   that does not recycle exits with status 1.
 //!
+//! * **The timeline.** With `--trace PATH` or `--timeline PATH`, the engine's spans (feature
+//!   `trace`, [`cmdlist::trace`]) go to a subscriber of this job's (`timeline/capture.rs`) on
+//!   the immediate context's thread and the workers' (named `immediate` and `deferred N`),
+//!   not the reference device's. `--trace` writes them as a trace for ui.perfetto.dev and
+//!   chrome://tracing, with a flow from each list's Finish to each of its executes
+//!   (`timeline/chrome.rs`); `--timeline` draws the last frame, one lane per thread
+//!   (`timeline/picture.rs`).
+//!
 //! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
-//! elsewhere). The soft driver's list mode comes from the environment
+//! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`). The soft driver's list mode comes from the environment
 //! ([`cmdlist::soft::SoftConfig`]): the engine replays its lists by default,
 //! `CMDLIST_SOFT_DRIVER_BUILT=1` has the driver build them on the recording threads, and
 //! `CMDLIST_SOFT_EMULATED=1` gives a driver without command lists.
