@@ -1095,6 +1095,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// R-C2's sequence: AbandonCommandList, the bindings undone one by one, every handle
     /// closed, the context recycled (or recreated).
     fn abandon_sequence(&mut self) -> Result<()> {
+        // The abandoned recording's span ends here; the next call opens the next one's.
+        #[cfg(feature = "trace")]
+        {
+            self.recording = None;
+        }
         let s = &*self.device.shared;
         let DriverSide::Native(dc) = &mut self.dc else {
             self.unload();

@@ -19,3 +19,4 @@ mod restore;
 mod retire;
 mod smoke;
 mod threads;
+mod trace;
