@@ -127,7 +127,8 @@ impl SpanKind {
 macro_rules! span {
     ($name:literal $(, $($fields:tt)*)?) => {{
         #[cfg(feature = "trace")]
-        let span = tracing::info_span!(target: "cmdlist", $name $(, $($fields)*)?).entered();
+        let span =
+            tracing::info_span!(target: $crate::trace::TARGET, $name $(, $($fields)*)?).entered();
         #[cfg(not(feature = "trace"))]
         let span = ();
         span

@@ -396,7 +396,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         #[cfg(feature = "trace")]
         if self.recording.is_none() {
             self.recording = Some(tracing::info_span!(
-                target: "cmdlist",
+                target: crate::trace::TARGET,
                 "record",
                 context = self.id.get(),
                 list = tracing::field::Empty
