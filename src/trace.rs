@@ -15,9 +15,14 @@
 //! context's for a nested list) and on its `destroy_list`: a subscriber draws the flow from
 //! one thread to the other.
 //!
-//! A span's extent is from its creation to its close: a `record` span is created by the first
-//! call recorded after a Finish (or after the context was made) and closed when the next
-//! Finish begins, so it covers the application's recording, however many calls it took.
+//! A span's extent is from its creation to its close. A `record` span is created by the first
+//! call recorded after a Finish (or after the context was made, or an abandon) and closed
+//! when the next Finish begins, or at an abandon, a context-local removal (R-E3) or the
+//! context's drop: it covers the application's recording, however many calls it took. It has
+//! no parent, and it is entered during each recorded call, so a profiler that times entered
+//! spans (Tracy) shows the calls and one that times a span's life shows the whole recording.
+//! A Finish that fails still numbers its `record` and `finish` spans: that number belongs to
+//! no list.
 
 /// The target of every span the engine opens.
 pub const TARGET: &str = "cmdlist";
@@ -34,7 +39,7 @@ pub const CONTEXT: &str = "context";
 #[non_exhaustive]
 pub enum SpanKind {
     /// A deferred context records a list: from the first call after a Finish to the next
-    /// Finish (fields [`CONTEXT`], [`LIST`]).
+    /// Finish, abandon, removal or drop (fields [`CONTEXT`], [`LIST`]; see the module docs).
     Record,
     /// FinishCommandList on the recording thread (R-C1, R-R7; fields [`CONTEXT`], [`LIST`]).
     /// Its steps are the spans below, up to [`SpanKind::RenewContext`].
@@ -42,9 +47,11 @@ pub enum SpanKind {
     /// Finish takes the context's destroyed lists and recycles those the list clock allows
     /// (RecycleCommandList, R-R5).
     RecycleLists,
-    /// Finish makes the list from recycled memory (RecycleCreateCommandList, R-R6).
+    /// Finish makes the list from recycled memory (RecycleCreateCommandList where the
+    /// driver has command lists, R-R6; the engine's memory alone where it emulates them).
     RecycleCreateList,
-    /// Finish makes the list from fresh memory (CreateCommandList, R-R7).
+    /// Finish makes the list from fresh memory (CreateCommandList where the driver has
+    /// command lists, R-R7).
     CreateList,
     /// Finish closes the recording's context-local handles (R-C1).
     CloseHandles,
@@ -56,13 +63,15 @@ pub enum SpanKind {
     /// The last owner of a list let it go, on any thread (RecycleDestroyCommandList, R-R4;
     /// field [`LIST`]).
     DestroyList,
-    /// The immediate context's Flush (R-D2): its steps are the three spans below.
+    /// The immediate context's Flush (R-D2), also inside a Present: its steps are
+    /// [`SpanKind::Submit`], [`SpanKind::DeferredDestruction`] and [`SpanKind::Amortize`].
     Flush,
     /// The open command buffer goes to the kernel.
     Submit,
-    /// Deferred destruction: the retire queue's pass on the submission clock (R-D1, R-D2).
+    /// Deferred destruction: the retire queue's pass on the submission clock (R-D1, R-D2),
+    /// inside a Flush; and the drain of DestroyDevice (R-D3).
     DeferredDestruction,
-    /// Amortised processing (R-A1).
+    /// Amortised processing (R-A1): after a Flush, at a Present or an `end_frame`.
     Amortize,
     /// Present (R-X1).
     Present,
@@ -74,7 +83,7 @@ pub enum SpanKind {
 
 impl SpanKind {
     /// Every kind, in the order above.
-    pub const ALL: [SpanKind; 16] = [
+    pub const ALL: &'static [SpanKind] = &[
         SpanKind::Record,
         SpanKind::Finish,
         SpanKind::RecycleLists,
@@ -117,7 +126,10 @@ impl SpanKind {
 
     /// The kind a span name stands for.
     pub fn from_name(name: &str) -> Option<SpanKind> {
-        SpanKind::ALL.into_iter().find(|kind| kind.name() == name)
+        SpanKind::ALL
+            .iter()
+            .copied()
+            .find(|kind| kind.name() == name)
     }
 }
 
@@ -150,7 +162,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_are_distinct() {
-        for kind in SpanKind::ALL {
+        for &kind in SpanKind::ALL {
             assert_eq!(SpanKind::from_name(kind.name()), Some(kind));
         }
         let mut names: Vec<_> = SpanKind::ALL.iter().map(|k| k.name()).collect();
@@ -186,7 +198,7 @@ mod tests {
             }
         }
         // `record` is opened by hand (it outlives a call), the others through `span!`.
-        for kind in SpanKind::ALL.into_iter().filter(|k| *k != SpanKind::Record) {
+        for kind in SpanKind::ALL.iter().filter(|k| **k != SpanKind::Record) {
             assert!(
                 seen.contains(kind.name()),
                 "no span!(\"{}\") in the source",

@@ -197,15 +197,17 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
     /// whose last owner it was, one after the other (a chain of nested lists of any depth
     /// ends without recursion).
     fn last_owner_gone(node: Box<ListNode<D, K>>) {
-        let _span = span!("destroy_list", list = node.value.trace_id);
         if node.value.body.rec.lists.is_empty() {
             // Nothing nested (the common case).
+            let _span = span!("destroy_list", list = node.value.trace_id);
             end_unexecutable(node);
             return;
         }
         let mut executed: Vec<SharedList<D, K>> = Vec::new();
         let mut next = Some(node);
         while let Some(mut node) = next.take() {
+            // Each list that ends has its own span, nested ones included.
+            let _span = span!("destroy_list", list = node.value.trace_id);
             // Moved out (the list's vector keeps its capacity for its next life).
             executed.append(&mut node.value.body.rec.lists);
             end_unexecutable(node);

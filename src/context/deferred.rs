@@ -385,23 +385,32 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.calls == Calls::Removed {
             return Ok(());
         }
-        self.trace_recording();
+        let _recording = self.trace_recording();
         let result = self.check_alive().and_then(|()| work(self));
         self.settle(result)
     }
 
-    /// Opens the `record` span at the first call after a Finish (feature `trace`).
+    /// Opens the `record` span at the first call after a Finish, and enters it for this call
+    /// (feature `trace`): profilers that time entered spans (Tracy) show each call, those that
+    /// time a span's life show the whole recording.
     #[inline(always)]
-    fn trace_recording(&mut self) {
+    #[must_use]
+    fn trace_recording(&mut self) -> impl Sized {
         #[cfg(feature = "trace")]
         if self.recording.is_none() {
+            // No parent: the span outlives whatever span the application is in.
             self.recording = Some(tracing::info_span!(
                 target: crate::trace::TARGET,
+                parent: None,
                 "record",
                 context = self.id.get(),
                 list = tracing::field::Empty
             ));
         }
+        #[cfg(feature = "trace")]
+        return self.recording.clone().map(tracing::Span::entered);
+        #[cfg(not(feature = "trace"))]
+        return ();
     }
 
     /// Reports a failed call on this context's sink (R-E2); out of memory removes the
@@ -706,7 +715,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
-        self.trace_recording();
+        let _recording = self.trace_recording();
         let result = self.map(resource);
         match self.settle(result) {
             // SAFETY: the payload was just allocated in this recording's arena, which is not
@@ -974,9 +983,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let Some(dc) = self.dc.for_hooks()? else {
             // Emulated: the engine's memory alone, no hook.
             if let Some(node) = self.lists.pop_cached() {
+                let _span = span!("recycle_create_list");
                 self.stats.recycled += 1;
                 return Ok(node);
             }
+            let _span = span!("create_list");
             self.stats.created += 1;
             return Ok(self.new_node(Box::default(), Box::default(), ListState::Emulated));
         };

@@ -19,4 +19,3 @@ mod restore;
 mod retire;
 mod smoke;
 mod threads;
-mod trace;

@@ -138,7 +138,8 @@ impl<'a> Timeline<'a> {
     /// The kinds of span drawn, in [`SpanKind::ALL`]'s order.
     pub fn kinds(&self) -> Vec<SpanKind> {
         SpanKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|k| {
                 self.spans
                     .iter()
