@@ -898,7 +898,7 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let mode = device.list_mode();
     drop(contexts);
     ic.destroy_device()?;
-    ref_ic.destroy_device()?;
+    tracing::dispatcher::with_default(&Dispatch::none(), || ref_ic.destroy_device())?;
     let violations = world.check_after_device_destroyed();
     let ref_violations = ref_world.check_after_device_destroyed();
     println!(

@@ -1,5 +1,7 @@
-//! The job's outputs read back: the trace parses, every span closed, each executed list has
-//! its flow from its finish, and the timeline's lanes are the threads that ran.
+//! The job's outputs read back, from one run of three frames: the trace parses, every span
+//! closed and spans nest on each thread, each list executed once under the number its Finish
+//! gave it, with its flow from that Finish on another thread, and the timeline's lanes are
+//! the threads that ran.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -9,20 +11,6 @@ use super::timeline::capture::Captured;
 use super::{job, tiles, timeline, Options, SMALL, WORKERS};
 
 const FRAMES: u32 = 3;
-
-/// The job, three frames, writing everything into a directory of its own.
-fn run_job(name: &str) -> (Captured, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("cmdlist-frame-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let options = Options {
-        out: dir.join("frame.png"),
-        trace: Some(dir.join("frame.json")),
-        timeline: Some(dir.join("timeline.png")),
-        frames: FRAMES,
-    };
-    let captured = job(&options).unwrap_or_else(|e| panic!("the job failed: {e}"));
-    (captured.expect("spans captured"), dir)
-}
 
 fn field<'a>(event: &'a JsonValue, key: &str) -> Option<&'a JsonValue> {
     event.get::<HashMap<String, JsonValue>>()?.get(key)
@@ -38,109 +26,162 @@ fn number(event: &JsonValue, key: &str) -> Option<f64> {
     field(event, key)?.get::<f64>().copied()
 }
 
-fn arg(event: &JsonValue, key: &str) -> Option<f64> {
-    number(field(event, "args")?, key)
+fn arg(event: &JsonValue, key: &str) -> Option<u64> {
+    Some(number(field(event, "args")?, key)? as u64)
 }
 
-/// Where an event sits: its thread and its timestamp, as written.
-fn place(event: &JsonValue) -> (u64, u64) {
-    let tid = number(event, "tid").expect("a tid") as u64;
-    let ts = (number(event, "ts").expect("a timestamp") * 1000.0).round() as u64;
-    (tid, ts)
+/// A complete event as read back: thread, start and end in nanoseconds, name, list.
+#[derive(Clone, Debug)]
+struct Slice {
+    tid: u64,
+    start: u64,
+    end: u64,
+    name: String,
+    list: Option<u64>,
+}
+
+fn ns(micros: f64) -> u64 {
+    (micros * 1000.0).round() as u64
+}
+
+fn slice(event: &JsonValue) -> Slice {
+    let start = ns(number(event, "ts").expect("a timestamp"));
+    let dur = number(event, "dur").expect("a complete event has a duration");
+    assert!(dur >= 0.0, "{event:?}");
+    Slice {
+        tid: number(event, "tid").expect("a tid") as u64,
+        start,
+        end: start + ns(dur),
+        name: text(event, "name").to_owned(),
+        list: arg(event, "list"),
+    }
+}
+
+/// The slice named `name` on `tid` that encloses `ts`.
+fn enclosing<'a>(slices: &'a [Slice], name: &str, tid: u64, ts: u64) -> Option<&'a Slice> {
+    slices
+        .iter()
+        .find(|s| s.name == name && s.tid == tid && s.start <= ts && ts <= s.end)
 }
 
 #[test]
-fn the_trace_parses_its_spans_close_and_every_executed_list_has_its_flow() {
-    let (captured, dir) = run_job("trace");
-    let json = std::fs::read_to_string(dir.join("frame.json")).unwrap();
-    let trace: JsonValue = json.parse().expect("the trace is JSON");
-    let events: &Vec<JsonValue> = field(&trace, "traceEvents").unwrap().get().unwrap();
+fn the_jobs_trace_and_timeline_read_back() {
+    let dir = std::env::temp_dir().join(format!("cmdlist-frame-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = Options {
+        out: dir.join("frame.png"),
+        trace: Some(dir.join("frame.json")),
+        timeline: Some(dir.join("timeline.png")),
+        frames: FRAMES,
+    };
+    let captured = job(&options).unwrap_or_else(|e| panic!("the job failed: {e}"));
+    let captured = captured.expect("spans captured");
     assert_eq!(
         captured.still_open, 0,
         "every span the engine opened was closed"
     );
-
-    let spans: Vec<&JsonValue> = events.iter().filter(|e| text(e, "ph") == "X").collect();
-    assert_eq!(spans.len(), captured.spans.len());
-    for span in &spans {
-        assert!(
-            number(span, "dur").is_some_and(|d| d >= 0.0),
-            "a complete event: {span:?}"
-        );
-        assert!(!text(span, "name").is_empty());
-    }
-    // The lists the job executed: per frame, each worker's large list, its small lists and
-    // one per tile.
-    let per_frame = WORKERS + WORKERS * SMALL + tiles().count();
-    let executes: Vec<&&JsonValue> = spans
-        .iter()
-        .filter(|e| text(e, "name") == "execute")
-        .collect();
-    assert_eq!(executes.len(), FRAMES as usize * per_frame);
-
-    // Flow starts by id, each where a finish begins; a flow finish where an execute begins.
-    let finishes: HashMap<(u64, u64), u64> = spans
-        .iter()
-        .filter(|e| text(e, "name") == "finish")
-        .map(|e| {
-            (
-                place(e),
-                arg(e, "list").expect("a finish names its list") as u64,
-            )
-        })
-        .collect();
-    let starts: HashMap<u64, (u64, u64)> = events
-        .iter()
-        .filter(|e| text(e, "ph") == "s")
-        .map(|e| (number(e, "id").unwrap() as u64, place(e)))
-        .collect();
-    let ends: HashMap<(u64, u64), u64> = events
-        .iter()
-        .filter(|e| text(e, "ph") == "f")
-        .map(|e| (place(e), number(e, "id").unwrap() as u64))
-        .collect();
-    assert_eq!(starts.len(), executes.len(), "one flow per execute");
-    let mut threads_crossed = 0;
-    for execute in &executes {
-        let list = arg(execute, "list").expect("an execute names its list") as u64;
-        let id = ends
-            .get(&place(execute))
-            .expect("a flow ends at each execute");
-        let start = starts.get(id).expect("the flow starts");
-        assert_eq!(
-            finishes.get(start),
-            Some(&list),
-            "the flow starts at that list's finish"
-        );
-        threads_crossed += usize::from(start.0 != place(execute).0);
-    }
-    assert_eq!(
-        threads_crossed,
-        executes.len(),
-        "recorded on a worker, executed on the IC"
-    );
+    let json = std::fs::read_to_string(dir.join("frame.json")).unwrap();
+    let trace: JsonValue = json.parse().expect("the trace is JSON");
+    let events: &Vec<JsonValue> = field(&trace, "traceEvents").unwrap().get().unwrap();
+    check_spans_and_flows(events, &captured);
+    check_lanes(events, &captured, &dir);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
-#[test]
-fn the_timeline_has_a_lane_for_each_thread_that_ran() {
-    let (captured, dir) = run_job("timeline");
+fn check_spans_and_flows(events: &[JsonValue], captured: &Captured) {
+    let slices: Vec<Slice> = events
+        .iter()
+        .filter(|e| text(e, "ph") == "X")
+        .map(slice)
+        .collect();
+    assert_eq!(slices.len(), captured.spans.len());
+    // On each thread, two spans are disjoint or one holds the other.
+    let mut by_thread: HashMap<u64, Vec<&Slice>> = HashMap::new();
+    for s in &slices {
+        by_thread.entry(s.tid).or_default().push(s);
+    }
+    for spans in by_thread.values_mut() {
+        spans.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
+        let mut open: Vec<&Slice> = Vec::new();
+        for s in spans.iter() {
+            while open.last().is_some_and(|o| o.end <= s.start) {
+                open.pop();
+            }
+            if let Some(outer) = open.last() {
+                assert!(
+                    s.end <= outer.end,
+                    "{s:?} overlaps {outer:?} without nesting"
+                );
+            }
+            open.push(s);
+        }
+    }
+
+    // Every list the job made was executed once, under the number its Finish gave it: per
+    // frame, each worker's large list, its small lists and one per tile.
+    let per_frame = WORKERS + WORKERS * SMALL + tiles().count();
+    let executes: Vec<&Slice> = slices.iter().filter(|s| s.name == "execute").collect();
+    assert_eq!(executes.len(), FRAMES as usize * per_frame);
+    let executed: BTreeSet<u64> = executes.iter().map(|s| s.list.expect("a list")).collect();
+    assert_eq!(executed.len(), executes.len(), "no number executed twice");
+    let finished: BTreeSet<u64> = slices
+        .iter()
+        .filter(|s| s.name == "finish")
+        .map(|s| s.list.expect("Finish names its list"))
+        .collect();
+    assert_eq!(executed, finished);
+
+    // Each execute ends a flow (bound to it) that starts inside its list's Finish, on the
+    // thread that recorded the list.
+    let flow = |ph: &str| -> HashMap<u64, (u64, u64)> {
+        events
+            .iter()
+            .filter(|e| text(e, "ph") == ph)
+            .map(|e| {
+                let place = (
+                    number(e, "tid").unwrap() as u64,
+                    ns(number(e, "ts").unwrap()),
+                );
+                (number(e, "id").unwrap() as u64, place)
+            })
+            .collect()
+    };
+    let (starts, ends) = (flow("s"), flow("f"));
+    assert!(events
+        .iter()
+        .filter(|e| text(e, "ph") == "f")
+        .all(|e| text(e, "bp") == "e"));
+    assert_eq!(ends.len(), executes.len(), "one flow per execute");
+    let mut bound = BTreeSet::new();
+    for (id, &(tid, ts)) in &ends {
+        let execute = enclosing(&slices, "execute", tid, ts).expect("a flow ends in an execute");
+        let (from_tid, from_ts) = starts[id];
+        let finish = enclosing(&slices, "finish", from_tid, from_ts).expect("starts in a finish");
+        assert_eq!(
+            finish.list, execute.list,
+            "the flow starts at that list's Finish"
+        );
+        assert_ne!(
+            from_tid, tid,
+            "recorded on a worker, executed on the immediate context"
+        );
+        bound.insert(execute.list.unwrap());
+    }
+    assert_eq!(bound, executed, "every execute has its flow");
+}
+
+fn check_lanes(events: &[JsonValue], captured: &Captured, dir: &std::path::Path) {
     let mut ran: Vec<String> = (0..WORKERS).map(timeline::deferred).collect();
     ran.insert(0, timeline::IMMEDIATE.to_owned());
-
     // The trace's tracks.
-    let json = std::fs::read_to_string(dir.join("frame.json")).unwrap();
-    let trace: JsonValue = json.parse().unwrap();
-    let events: &Vec<JsonValue> = field(&trace, "traceEvents").unwrap().get().unwrap();
     let tracks: BTreeSet<&str> = events
         .iter()
         .filter(|e| text(e, "name") == "thread_name")
         .map(|e| text(field(e, "args").unwrap(), "name"))
         .collect();
     assert_eq!(tracks, ran.iter().map(String::as_str).collect());
-
     // The picture's lanes, in order, and the picture on disk.
-    let timeline = timeline::picture::Timeline::of_last_frame(&captured, "").unwrap();
+    let timeline = timeline::picture::Timeline::of_last_frame(captured, "").unwrap();
     assert_eq!(timeline.lanes, ran);
     let picture = timeline.paint();
     let file = std::fs::File::open(dir.join("timeline.png")).unwrap();
@@ -152,10 +193,8 @@ fn the_timeline_has_a_lane_for_each_thread_that_ran() {
         (info.width, info.height),
         (picture.width as u32, picture.height as u32)
     );
-    // Work on every lane: each thread's spans are drawn in the last frame.
     let kinds = timeline.kinds();
     for kind in ["record", "finish", "execute", "flush", "present", "blt"] {
         assert!(kinds.iter().any(|k| k.name() == kind), "{kind} drawn");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }

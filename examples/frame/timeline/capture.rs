@@ -28,6 +28,8 @@ pub enum Kind {
     Engine(SpanKind),
     /// The job's frame `index`.
     Frame(u64),
+    /// A span of the engine's this capture does not know (a newer engine's): kept by name.
+    Other(&'static str),
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
         match self {
             Kind::Engine(kind) => kind.name(),
             Kind::Frame(_) => "frame",
+            Kind::Other(name) => name,
         }
     }
 }
@@ -191,9 +194,7 @@ impl Subscriber for Capture {
         let kind = match (meta.target(), SpanKind::from_name(meta.name())) {
             (FRAME_TARGET, _) => Kind::Frame(fields.index.unwrap_or(0)),
             (_, Some(kind)) => Kind::Engine(kind),
-            // A span the engine added and this capture does not know yet: kept, as a frame's
-            // would be, under a name the picture leaves out.
-            (_, None) => Kind::Frame(u64::MAX),
+            (_, None) => Kind::Other(meta.name()),
         };
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let start = self.now();

@@ -9,11 +9,16 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::capture::{Captured, Kind};
+use super::capture::{Captured, Kind, Span};
 use cmdlist::trace::SpanKind;
 
 /// The process id every event carries (one process).
 const PID: u32 = 1;
+
+/// A lane's thread id in the trace: from 1 (some viewers fold thread 0 into another).
+fn tid(lane: usize) -> usize {
+    lane + 1
+}
 
 /// Writes `captured` as a JSON trace to `out`; returns the number of flows written.
 pub fn write(captured: &Captured, mut out: impl Write) -> io::Result<usize> {
@@ -29,8 +34,8 @@ pub fn write(captured: &Captured, mut out: impl Write) -> io::Result<usize> {
             &captured.lanes[tid],
         )
     });
-    for (sort_index, &tid) in order.iter().enumerate() {
-        let name = Escaped(&captured.lanes[tid]);
+    for (sort_index, &lane) in order.iter().enumerate() {
+        let (name, tid) = (Escaped(&captured.lanes[lane]), tid(lane));
         events.push(format_args!(
             r#"{{"ph":"M","pid":{PID},"tid":{tid},"name":"thread_name","args":{{"name":"{name}"}}}}"#
         ))?;
@@ -40,9 +45,9 @@ pub fn write(captured: &Captured, mut out: impl Write) -> io::Result<usize> {
     }
     for span in &captured.spans {
         let (ts, dur) = (Micros(span.start), Micros(span.end - span.start));
-        let (name, tid) = (span.kind.name(), span.lane);
+        let (name, tid) = (span.kind.name(), tid(span.lane));
         let cat = match span.kind {
-            Kind::Engine(_) => "cmdlist",
+            Kind::Engine(_) | Kind::Other(_) => "cmdlist",
             Kind::Frame(_) => "frame",
         };
         let mut args = Vec::new();
@@ -61,8 +66,8 @@ pub fn write(captured: &Captured, mut out: impl Write) -> io::Result<usize> {
         ))?;
     }
     // Each execute of a list gets a flow of its own from the list's finish: a flow event
-    // binds to the slice that encloses its timestamp on its thread, here the slice's start
-    // (the finish's steps begin after it).
+    // binds to the slice that encloses its timestamp on its thread, here a nanosecond into
+    // the slice (inside it, before the finish's first step begins).
     let finishes: HashMap<u64, _> = captured
         .spans
         .iter()
@@ -79,8 +84,9 @@ pub fn write(captured: &Captured, mut out: impl Write) -> io::Result<usize> {
             continue;
         };
         flows += 1;
-        let (from, to) = (Micros(finish.start), Micros(execute.start));
-        let (from_tid, to_tid) = (finish.lane, execute.lane);
+        let inside = |s: &Span| s.start + (s.end - s.start).min(1);
+        let (from, to) = (Micros(inside(finish)), Micros(inside(execute)));
+        let (from_tid, to_tid) = (tid(finish.lane), tid(execute.lane));
         events.push(format_args!(
             r#"{{"ph":"s","pid":{PID},"tid":{from_tid},"ts":{from},"id":{flows},"name":"list","cat":"list"}}"#
         ))?;

@@ -75,7 +75,7 @@ impl<'a> Timeline<'a> {
         let frame = captured
             .spans
             .iter()
-            .filter(|s| matches!(s.kind, Kind::Frame(i) if i != u64::MAX))
+            .filter(|s| matches!(s.kind, Kind::Frame(_)))
             .max_by_key(|s| s.start)?;
         let (from, to) = (frame.start, frame.end.max(frame.start + 1));
         let inside = |s: &&Span| s.start >= from && s.end <= to;
@@ -168,11 +168,9 @@ impl<'a> Timeline<'a> {
         while tick * 1e3 <= span_ns {
             let x = LABEL + (tick * 1e3 / span_ns * plot) as usize;
             canvas.fill(x, HEADER - 8, 1, lanes_bottom - HEADER + 8, GRID);
-            let label = if step >= 1000.0 {
-                format!("{} ms", tick / 1000.0)
-            } else {
-                format!("{:.1} ms", tick / 1000.0)
-            };
+            // As many decimals as the step needs (a step of 50 us needs two).
+            let decimals = (3.0 - step.log10().floor()).clamp(0.0, 3.0) as usize;
+            let label = format!("{:.*} ms", decimals, tick / 1000.0);
             canvas.text(x + 2, HEADER - 18, &label, INK);
             tick += step;
         }
