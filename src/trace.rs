@@ -4,8 +4,8 @@
 //! [`TARGET`], level `INFO`, for each step of the kinds in [`SpanKind`], on the thread that
 //! does it. Any `tracing` subscriber receives them: a Chrome or Perfetto trace writer, Tracy,
 //! or the timeline of the repository's main job (`examples/frame`). Without a subscriber a
-//! span costs a check of `tracing`'s level filter and an empty span, about 28 instructions: a
-//! warm one-copy Finish/execute/destroy/flush cycle opens eleven and takes 22% more
+//! span costs a check of `tracing`'s level filter and an empty span, about 30 instructions: a
+//! warm one-copy Finish/execute/destroy/flush cycle opens eleven and takes 25% more
 //! (BENCHMARKS.md). With the feature off nothing is compiled in: the cycle's instruction count
 //! is the same as without instrumentation, and CI gates it.
 //!

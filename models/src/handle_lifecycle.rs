@@ -1573,8 +1573,8 @@ impl Harness {
         }
     }
 
-    /// The checks run after every step. The soft kernel's side is read under one lock of
-    /// its world, after the engine's side (whose calls may take that lock).
+    /// The checks run after every step. The soft kernel's side is read through its world's
+    /// accessors (each takes the world's lock once), never while the engine is called.
     fn check(&mut self) {
         let (violations, errors) = (self.world.violation_count() == 0, self.world.error_count());
         if !violations {
