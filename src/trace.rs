@@ -75,9 +75,9 @@ pub enum SpanKind {
     Amortize,
     /// Present (R-X1).
     Present,
-    /// Blt (R-X5, R-X6).
+    /// Blt (R-X6, R-X7).
     Blt,
-    /// RotateResourceIdentities (R-X3).
+    /// RotateResourceIdentities (R-X5).
     Rotate,
 }
 

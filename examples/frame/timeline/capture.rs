@@ -1,8 +1,9 @@
 //! A `tracing` subscriber that keeps the engine's spans (and the job's `frame` spans) in
 //! memory, each with the thread that opened it, for the trace file and the picture.
 //!
-//! A span lasts from its creation to its close (the engine's `record` span is never entered:
-//! it covers the calls of a recording, see `cmdlist::trace`). Spans of other targets are not
+//! A span lasts from its creation to its close: the engine's `record` span, entered during
+//! each recorded call, covers the whole recording here (see `cmdlist::trace`). Spans of other
+//! targets are not
 //! captured. The mutexes are taken once per span: this subscriber is for looking at a frame,
 //! not for shipping.
 
@@ -18,7 +19,7 @@ use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
 
-/// The target of the job's own spans (one per frame, on the main thread).
+/// The target of the job's own spans (one per frame, on the immediate context's thread).
 pub const FRAME_TARGET: &str = "frame";
 
 /// What a captured span was.
