@@ -123,17 +123,10 @@ fn texture(width: u32, height: u32, format: DisplayFormat, bind: BindFlags) -> R
     let shape = Texture2d {
         width,
         height,
-        array_size: 1,
-        mip_levels: 1,
-        samples: 1,
         format: format.to_dxgi(),
+        ..Texture2d::default()
     };
-    ResourceDesc {
-        byte_size: shape.byte_size().unwrap_or(0),
-        bind,
-        texture: Some(shape),
-        ..Default::default()
-    }
+    ResourceDesc::texture(shape, bind).expect("a display format is a DXGI format")
 }
 
 /// The canvas's colour at pixel (x, y) of frame `f`, as sRGB-encoded RGBA bytes: rings

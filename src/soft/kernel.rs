@@ -339,14 +339,7 @@ mod tests {
     fn r_t2_present_callback_off_the_ic_thread_is_flagged() {
         let (device, mut ic, world) =
             soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
-        let texture = Texture2d {
-            width: 1,
-            height: 1,
-            array_size: 1,
-            mip_levels: 1,
-            samples: 1,
-            format: crate::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
-        };
+        let texture = Texture2d::default(); // one B8G8R8A8_UNORM pixel
         let bb = device
             .create_resource(ResourceDesc {
                 byte_size: 4,

@@ -42,17 +42,11 @@ fn shaped(
     let texture = Texture2d {
         width,
         height,
-        array_size: 1,
-        mip_levels: 1,
         samples,
         format: format.to_dxgi(),
+        ..Texture2d::default()
     };
-    ResourceDesc {
-        byte_size: texture.byte_size().unwrap(),
-        bind,
-        texture: Some(texture),
-        ..Default::default()
-    }
+    ResourceDesc::texture(texture, bind).unwrap()
 }
 
 /// A `W`×`H` texture description.
