@@ -70,6 +70,24 @@ pub struct Captured {
     pub still_open: usize,
 }
 
+impl Captured {
+    /// Each execute of a list whose Finish was captured, with that Finish: `(finish,
+    /// execute)`, in the executes' closing order.
+    pub fn flows(&self) -> Vec<(&Span, &Span)> {
+        let finishes: HashMap<u64, &Span> = self
+            .spans
+            .iter()
+            .filter(|s| s.kind == Kind::Engine(SpanKind::Finish))
+            .filter_map(|s| Some((s.list?, s)))
+            .collect();
+        self.spans
+            .iter()
+            .filter(|s| s.kind == Kind::Engine(SpanKind::Execute))
+            .filter_map(|execute| Some((*finishes.get(&execute.list?)?, execute)))
+            .collect()
+    }
+}
+
 /// The subscriber; clones share what they capture.
 #[derive(Clone)]
 pub struct Capture {

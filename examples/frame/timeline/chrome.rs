@@ -6,11 +6,9 @@
 //! The records are of one fixed shape (names this program chose, numbers), so they are
 //! written directly; the job's tests read the file back with a JSON parser.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 
 use super::capture::{Captured, Kind, Span};
-use cmdlist::trace::SpanKind;
 
 /// The process id every event carries (one process).
 const PID: u32 = 1;
@@ -68,34 +66,21 @@ pub fn write(captured: &Captured, mut out: impl Write) -> io::Result<usize> {
     // Each execute of a list gets a flow of its own from the list's finish: a flow event
     // binds to the slice that encloses its timestamp on its thread, here a nanosecond into
     // the slice (inside it, before the finish's first step begins).
-    let finishes: HashMap<u64, _> = captured
-        .spans
-        .iter()
-        .filter(|s| s.kind == Kind::Engine(SpanKind::Finish))
-        .filter_map(|s| Some((s.list?, s)))
-        .collect();
-    let mut flows = 0;
-    let executes = captured
-        .spans
-        .iter()
-        .filter(|s| s.kind == Kind::Engine(SpanKind::Execute));
-    for execute in executes {
-        let Some(finish) = execute.list.and_then(|list| finishes.get(&list)) else {
-            continue;
-        };
-        flows += 1;
+    let flows = captured.flows();
+    for (id, (finish, execute)) in flows.iter().enumerate() {
+        let id = id + 1;
         let inside = |s: &Span| s.start + (s.end - s.start).min(1);
         let (from, to) = (Micros(inside(finish)), Micros(inside(execute)));
         let (from_tid, to_tid) = (tid(finish.lane), tid(execute.lane));
         events.push(format_args!(
-            r#"{{"ph":"s","pid":{PID},"tid":{from_tid},"ts":{from},"id":{flows},"name":"list","cat":"list"}}"#
+            r#"{{"ph":"s","pid":{PID},"tid":{from_tid},"ts":{from},"id":{id},"name":"list","cat":"list"}}"#
         ))?;
         events.push(format_args!(
-            r#"{{"ph":"f","bp":"e","pid":{PID},"tid":{to_tid},"ts":{to},"id":{flows},"name":"list","cat":"list"}}"#
+            r#"{{"ph":"f","bp":"e","pid":{PID},"tid":{to_tid},"ts":{to},"id":{id},"name":"list","cat":"list"}}"#
         ))?;
     }
     events.end()?;
-    Ok(flows)
+    Ok(flows.len())
 }
 
 /// The `traceEvents` array being written: commas between events, the object closed at the

@@ -40,8 +40,8 @@ pub struct Timeline<'a> {
     pub to: u64,
     /// The engine's spans of the frame, with their lane in `lanes` and their depth.
     spans: Vec<(&'a Span, usize, usize)>,
-    /// Flows, as (finish, execute) spans, both in the frame.
-    flows: Vec<(&'a Span, &'a Span)>,
+    /// Flows, as (finish, its row, execute, its row), both in the frame.
+    flows: Vec<(&'a Span, usize, &'a Span, usize)>,
     title: String,
 }
 
@@ -94,6 +94,7 @@ impl<'a> Timeline<'a> {
             (*name != super::IMMEDIATE, name.clone())
         });
         let lanes = used.iter().map(|&l| captured.lanes[l].as_str()).collect();
+        let row_of = |lane: usize| used.iter().position(|&l| l == lane);
         // Depth: how many spans of the same thread enclose this one.
         let mut placed = Vec::with_capacity(spans.len());
         let mut open: Vec<u64> = Vec::new();
@@ -106,24 +107,17 @@ impl<'a> Timeline<'a> {
             while open.last().is_some_and(|&end| end <= span.start) {
                 open.pop();
             }
-            let row = used
-                .iter()
-                .position(|&l| l == span.lane)
-                .expect("a used lane");
+            let row = row_of(span.lane).expect("a used lane");
             placed.push((span, row, open.len()));
             open.push(span.end);
         }
-        let finishes: std::collections::HashMap<u64, &Span> = captured
-            .spans
-            .iter()
-            .filter(|s| s.kind == Kind::Engine(SpanKind::Finish))
-            .filter_map(|s| Some((s.list?, s)))
-            .collect();
-        let flows = placed
-            .iter()
-            .filter(|(s, _, _)| s.kind == Kind::Engine(SpanKind::Execute))
-            .filter_map(|(s, _, _)| Some((*finishes.get(&s.list?)?, *s)))
-            .filter(|(finish, _)| inside(finish))
+        let flows = captured
+            .flows()
+            .into_iter()
+            .filter(|(finish, execute)| inside(finish) && inside(execute))
+            .filter_map(|(finish, execute)| {
+                Some((finish, row_of(finish.lane)?, execute, row_of(execute.lane)?))
+            })
             .collect();
         Some(Timeline {
             lanes,
@@ -188,21 +182,11 @@ impl<'a> Timeline<'a> {
             let (x0, x1) = (x_of(span.start), x_of(span.end));
             canvas.fill(x0, y, (x1 - x0).max(1), BAR - 2 * inset, colour(kind));
         }
-        for (finish, execute) in &self.flows {
-            let (Some(from), Some(to)) = (
-                self.spans
-                    .iter()
-                    .find(|(s, _, _)| std::ptr::eq(*s, *finish)),
-                self.spans
-                    .iter()
-                    .find(|(s, _, _)| std::ptr::eq(*s, *execute)),
-            ) else {
-                continue;
-            };
+        for &(finish, from, execute, to) in &self.flows {
             let mid = |row: usize| HEADER + row * LANE + LANE / 2;
             canvas.line(
-                (x_of(finish.end), mid(from.1)),
-                (x_of(execute.start), mid(to.1)),
+                (x_of(finish.end), mid(from)),
+                (x_of(execute.start), mid(to)),
                 [120, 130, 150],
             );
         }
