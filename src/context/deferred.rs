@@ -2,6 +2,7 @@
 
 use core::cell::Cell;
 use core::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crossbeam_epoch::{self as epoch, Guard};
 use crossbeam_utils::CachePadded;
@@ -23,7 +24,6 @@ use crate::driver::{Command, DeferredCall, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
-use crate::list_mode::ListMode;
 use crate::lists::list_clock::ListStamp;
 use crate::lists::record::{add_sorted, Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
@@ -80,7 +80,8 @@ pub enum DeferredMode {
 enum MapMemory {
     /// The recording's arena, replayed with the list.
     Arena(Payload),
-    /// The driver's memory, of this many bytes ([`ListMode::DriverBuilt`]).
+    /// The driver's memory, of this many bytes
+    /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)).
     Driver(usize),
 }
 
@@ -148,7 +149,8 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     open: MappedAndBegun<MapMemory>,
     calls: Calls,
     /// Whether the engine keeps the recording's operations to replay them (the device's
-    /// [`ListMode::replays`], kept here: asked at every recorded call).
+    /// [`ListMode::replays`](crate::ListMode::replays), kept here: asked at every recorded
+    /// call).
     replays: bool,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
@@ -729,7 +731,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// The driver's memory for a Map(DISCARD) the engine noted already
-    /// ([`ListMode::DriverBuilt`]); a refusal ends the Map and is settled as any failed call.
+    /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)); a refusal ends the Map and is
+    /// settled as any failed call.
     fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
         let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
@@ -860,6 +863,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// FinishCommandList (R-C1, R-C4, R-R7). On success the context is ready to record the
     /// next list. After a context-local removal it returns [`Error::OutOfMemory`] once and
     /// the context records normally again (R-E3).
+    ///
+    /// Finish first ends the queries still begun and unmaps the resources still mapped
+    /// (R-C4), each heard by the driver as a recorded call. If any step fails, or a hook
+    /// panics, the recording is abandoned (R-C2) with everything it left open: none of its
+    /// operations, Maps or queries reaches a later list, and the context records again (a
+    /// panic goes on to the caller once the recording is abandoned).
     pub fn finish(&mut self) -> Result<CommandList<D, K>> {
         if self.calls == Calls::Removed {
             self.calls = Calls::Recorded;
@@ -874,17 +883,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
         }
         let _span = span!("finish", context = self.id.get(), list = self.finishing);
-        // A hook that panics during Finish abandons the recording: none of its operations
-        // reach a later list, and a driver that builds its lists drops what it built.
-        let mut this = scopeguard::guard_on_unwind(&mut *self, |dc| {
-            dc.rec.clear();
-            let s = &*dc.device.shared;
-            if let (ListMode::DriverBuilt, Ok(Some(state))) = (s.mode(), dc.dc.for_hooks()) {
-                s.driver().abandon_command_list(state);
+        let result = match catch_unwind(AssertUnwindSafe(|| self.finish_inner())) {
+            Ok(result) => result,
+            Err(panic) => {
+                self.abandon_after_panic();
+                resume_unwind(panic)
             }
-        });
-        let result = this.finish_inner();
-        ScopeGuard::into_inner(this);
+        };
         if let Err(error) = result {
             if error != Error::OutOfMemory {
                 // R-C2: abandon after an error (out of memory abandons in `settle`).
@@ -894,6 +899,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let result = self.settle(result);
         self.calls = Calls::Recorded;
         result
+    }
+
+    /// A hook panicked during Finish: the recording is abandoned as after an error (R-C2),
+    /// with what it left open, before the panic goes on. The recording and its open Maps and
+    /// queries go first, without a hook: a Map's memory is the recording's arena, which the
+    /// clear frees, so no later Finish may find the Map still open (and none of the
+    /// recording's operations may reach a later list) even if a hook of the abandon sequence
+    /// panics too. The lists the recording executes are given up last, as in `unload`.
+    fn abandon_after_panic(&mut self) {
+        let executed = core::mem::take(&mut self.rec.lists);
+        let _executed = scopeguard::guard(executed, drop);
+        self.rec.clear();
+        self.open.clear();
+        let _ = self.abandon_sequence();
     }
 
     fn finish_inner(&mut self) -> Result<CommandList<D, K>> {

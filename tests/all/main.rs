@@ -7,6 +7,7 @@ mod docs;
 mod driver_built;
 mod dxgi;
 mod emulated;
+mod finish_faults;
 mod hardening;
 mod nested;
 mod panic_safety;

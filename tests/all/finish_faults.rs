@@ -1,0 +1,132 @@
+//! Finish's implicit operations under a failing hook (R-C2, R-C4): the Unmap of a resource
+//! still mapped and the End of a query still begun that Finish adds, heard by the driver
+//! (`record_deferred`) on the recording thread. Whether the hook panics or returns an error,
+//! the recording is abandoned with everything it had open: the next list holds exactly what
+//! was recorded after it, and nothing of the abandoned recording (its Map's bytes, its
+//! query) reaches the device.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use cmdlist::soft::inject::{self, Fault, FaultPlan, InjectedPanic};
+use cmdlist::soft::{SoftCommand, SoftConfig};
+use cmdlist::{Device, DeviceConfig, Error, QueryKind};
+
+use crate::common::{buffer, dynamic_buffer};
+
+/// What the abandoned recording left open for Finish to close.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Implicit {
+    Unmap,
+    EndQuery,
+}
+
+/// Enough bytes that a stale payload would sit in arena chunks the reset frees (so that
+/// AddressSanitizer sees a read of them), not only in the first one it keeps.
+const BIG: u64 = 512 * 1024;
+
+/// The scenario under `plan`; returns the plan's call number at which the first Finish
+/// began, and whether that Finish returned (`Ok(result)`) or panicked (`Err`).
+fn scenario(
+    plan: &Arc<FaultPlan>,
+    driver_built: bool,
+    implicit: Implicit,
+) -> (u64, std::thread::Result<Result<(), Error>>) {
+    let config = SoftConfig {
+        command_lists: true,
+        driver_built,
+        ..Default::default()
+    };
+    let (driver, kernel, world) = inject::new(plan, config);
+    let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+    let mapped = device.create_resource(dynamic_buffer(BIG)).unwrap();
+    let target = device.create_resource(buffer(64)).unwrap();
+    let query = device.create_query(QueryKind::Event).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    // Updates after the Map grow the arena past its first chunk.
+    let filler = device.create_resource(buffer(BIG)).unwrap();
+    match implicit {
+        Implicit::Unmap => dc.map_discard(mapped).unwrap().fill(0xAA),
+        Implicit::EndQuery => dc.begin_query(query).unwrap(),
+    }
+    for _ in 0..4 {
+        dc.update(filler, 0, &vec![0x55; BIG as usize]).unwrap();
+    }
+    let mark = plan.calls();
+    let first = catch_unwind(AssertUnwindSafe(|| dc.finish().map(drop)));
+    // The next recording: one command.
+    dc.command(SoftCommand::Fill {
+        dst: target,
+        value: 7,
+    })
+    .unwrap();
+    let list = dc.finish().unwrap();
+    assert_eq!(
+        list.stats().operations,
+        1,
+        "the next list holds its one command and nothing of the abandoned recording"
+    );
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    let read = |r| {
+        let a = device.object(r).unwrap().allocation().unwrap();
+        world.read(a).unwrap()
+    };
+    assert!(read(target).iter().all(|&b| b == 7));
+    assert!(
+        read(mapped).iter().all(|&b| b == 0),
+        "the abandoned Map's bytes never reach the resource"
+    );
+    assert!(world.violations().is_empty(), "{:?}", world.violations());
+    drop((list, dc));
+    world.complete_all();
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+    (mark, first)
+}
+
+/// The call number of the first `record_deferred` from `mark` on: the implicit operation
+/// Finish has the driver hear.
+fn implicit_call(driver_built: bool, implicit: Implicit) -> u64 {
+    let plan = Arc::new(FaultPlan::counting().with_log());
+    let (mark, first) = scenario(&plan, driver_built, implicit);
+    assert!(matches!(first, Ok(Ok(()))), "the reference Finish succeeds");
+    let log = plan.log();
+    let at = log[mark as usize..]
+        .iter()
+        .position(|h| *h == "record_deferred")
+        .expect("Finish has the driver hear its implicit operation");
+    mark + at as u64
+}
+
+#[test]
+fn r_c2_r_c4_finish_abandons_what_its_failing_implicit_operation_left_open() {
+    inject::silence_injected_panics();
+    for driver_built in [false, true] {
+        for implicit in [Implicit::Unmap, Implicit::EndQuery] {
+            let call = implicit_call(driver_built, implicit);
+            for fault in [
+                Fault::Panic,
+                Fault::Error(Error::InvalidArg),
+                Fault::Error(Error::OutOfMemory),
+            ] {
+                let case = format!("{implicit:?}, {fault:?}, driver-built {driver_built}");
+                let plan = Arc::new(FaultPlan::at(call, fault));
+                let (_, first) = scenario(&plan, driver_built, implicit);
+                let hit = plan.hit().expect(&case);
+                assert_eq!(
+                    (hit.hook, hit.injected),
+                    ("record_deferred", true),
+                    "{case}"
+                );
+                match (fault, first) {
+                    (Fault::Panic, Err(payload)) => {
+                        assert!(InjectedPanic::of(&*payload).is_some(), "{case}")
+                    }
+                    (Fault::Error(e), Ok(Err(got))) => assert_eq!(got, e, "{case}"),
+                    (_, other) => panic!("{case}: the first Finish gave {other:?}"),
+                }
+            }
+        }
+    }
+}
