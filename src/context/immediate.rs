@@ -402,26 +402,59 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 view.entry().hold();
             }
             if let Some(old) = ic.bindings.get(point) {
-                Self::release_binding(ic.device.shared.registry(), guard, old);
+                let registry = ic.device.shared.registry();
+                Self::unbind(&mut ic.buffer, &mut ic.token, registry, guard, old);
             }
             ic.bindings.set(point, object);
             Ok(())
         })
     }
 
-    fn release_binding(registry: &Registry<D>, guard: &Guard, handle: AnyHandle) {
+    /// Gives back a hold taken on `handle`'s object.
+    fn release_hold(registry: &Registry<D>, guard: &Guard, handle: AnyHandle) {
         if let Ok(entry) = registry.find_linked(handle, guard) {
             entry.release();
         }
     }
 
-    /// Clear-state's unbinding: releases what every binding held.
+    /// Ends a binding of `handle` (R-D1): the object is referenced in the open buffer, the
+    /// last that ran while it was bound (a draw reads bound objects without naming them),
+    /// then the binding's hold is given back. With the flush's [`Self::reference_bindings`],
+    /// an object is in every buffer that ran while it was bound, and its memory waits for
+    /// the last of them.
+    fn unbind(
+        buffer: &mut OpenBuffer,
+        token: &mut IcToken,
+        registry: &Registry<D>,
+        guard: &Guard,
+        handle: AnyHandle,
+    ) {
+        if let Ok(view) = registry.held(handle, guard) {
+            Self::reference(buffer, token, registry, guard, view);
+        }
+        Self::release_hold(registry, guard, handle);
+    }
+
+    /// Clear-state's unbinding: ends every binding.
     fn unbind_all(&mut self, guard: &Guard) {
         let registry = self.device.shared.registry();
         for (_, handle) in self.bindings.iter() {
-            Self::release_binding(registry, guard, handle);
+            Self::unbind(&mut self.buffer, &mut self.token, registry, guard, handle);
         }
         self.bindings.clear();
+    }
+
+    /// References every bound object in the open buffer (R-D1), before it is submitted: a
+    /// command reads what is bound without naming it, so a buffer's allocation list holds
+    /// every object bound while it ran, and each object's memory waits for that buffer.
+    fn reference_bindings(&mut self) {
+        let registry = self.device.shared.registry();
+        let guard = registry.ic_guard(&self.token);
+        for (_, handle) in self.bindings.iter() {
+            if let Ok(view) = registry.held(handle, guard) {
+                Self::reference(&mut self.buffer, &mut self.token, registry, guard, view);
+            }
+        }
     }
 
     /// ClearState: unbinds everything (R-C3; the first step of R-D4's patterns).
@@ -574,7 +607,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             let mut pending = scopeguard::guard((saved, 0), |(saved, from)| {
                 for &(_, handle) in &saved[from..] {
-                    Self::release_binding(shared.registry(), guard, handle);
+                    Self::release_hold(shared.registry(), guard, handle);
                 }
             });
             let executed = ic.execute_list(list);
@@ -593,7 +626,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         // The hold taken above becomes the binding's, in place of what an
                         // execute cut short left there.
                         if let Some(old) = ic.bindings.get(point) {
-                            Self::release_binding(shared.registry(), guard, old);
+                            let registry = shared.registry();
+                            Self::unbind(&mut ic.buffer, &mut ic.token, registry, guard, old);
                         }
                         ic.bindings.set(point, Some(handle));
                         pending.1 += 1;
@@ -601,7 +635,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     }
                 }
                 // Still bound (the execute stopped before its clear-state), or not re-bound.
-                Self::release_binding(shared.registry(), guard, handle);
+                Self::release_hold(shared.registry(), guard, handle);
                 pending.1 += 1;
             }
             let (saved, _) = ScopeGuard::into_inner(pending);
@@ -813,10 +847,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// destruction.
     fn flush_inner(&mut self) -> Result<()> {
         let _span = span!("flush");
-        let s = &*self.device.shared;
         let number = self.buffer.number;
         let mut submitted = Ok(());
         let submits = self.buffer.operations > 0;
+        if submits {
+            self.reference_bindings();
+        }
+        let s = &*self.device.shared;
         if submits {
             let _span = span!("submit");
             s.driver().flush(&mut self.imm);

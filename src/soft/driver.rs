@@ -421,6 +421,7 @@ impl SoftDriver {
         objects: &Resolver<'_, W>,
         command: &SoftCommand,
     ) -> Result<()> {
+        Self::touch_bound(state, objects);
         match *command {
             SoftCommand::Copy { dst, src } => {
                 let (d, s) = (objects.get(dst)?, objects.get(src)?);
@@ -454,6 +455,26 @@ impl SoftDriver {
                 Some(&bound) => Self::fill(state, objects, objects.get(bound)?, value),
                 None => Ok(()),
             },
+        }
+    }
+
+    /// A command reads whatever is bound, as a D3D11 draw reads its bound state without
+    /// naming it: each bound object, and a bound view's resource, is in the open buffer, so
+    /// the kernel flags a buffer whose allocation list leaves one out, and memory freed while
+    /// a buffer that ran with it bound may still run (R-D1, R-D4).
+    fn touch_bound<W: SameTypes<Self>>(state: &mut State, objects: &Resolver<'_, W>) {
+        for at in 0..state.ic_bound.len() {
+            let Some(Ok(bound)) = state.ic_bound.object_at(at).map(|h| objects.get(h)) else {
+                continue;
+            };
+            if let Some(a) = bound.allocation() {
+                Self::touch(state, a);
+            }
+            if bound.object().view.is_some() {
+                if let Some(a) = objects.resource_of(bound).ok().and_then(|r| r.allocation()) {
+                    Self::touch(state, a);
+                }
+            }
         }
     }
 

@@ -405,6 +405,16 @@ impl BoundPoints {
     pub(crate) fn clear(&mut self) {
         self.0.clear();
     }
+
+    /// How many points are bound.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The object bound at the `at`-th bound point, in point order.
+    pub(crate) fn object_at(&self, at: usize) -> Option<crate::handle::AnyHandle> {
+        self.0.get(at).map(|&(_, object)| object)
+    }
 }
 
 /// The state a soft driver and kernel share.

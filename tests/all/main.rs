@@ -1,5 +1,6 @@
 //! All integration tests in one binary (fast to link).
 
+mod bound;
 mod cls;
 mod common;
 mod deferred;

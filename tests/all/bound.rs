@@ -1,0 +1,174 @@
+//! R-D1 for what a buffer reaches through bindings: a D3D11 draw reads the bound state
+//! without naming it in `Command::for_each_object`, so an object stays in every buffer that
+//! ran while it was bound (or that unbound it), and its memory waits for the last of them.
+//! The soft driver's commands read every bound object (and a bound view's resource), so its
+//! kernel flags a buffer whose allocation list leaves one out (R-D1) and memory freed while
+//! such a buffer still runs (R-D4). Each test runs in the three list modes.
+
+use cmdlist::handle::{Resource, View};
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
+use cmdlist::{
+    AllocationHandle, BindClass, BindPoint, DeviceConfig, Handle, HandleType, ListMode, Stage,
+    ViewDesc,
+};
+use std::sync::Arc;
+
+use crate::common::{allocation, buffer};
+
+const CB0: BindPoint = BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 0);
+const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
+
+/// A device in each list mode; fences complete only when the test says so.
+fn devices() -> impl Iterator<Item = (SoftDevice, SoftImmediate, Arc<SoftWorld>)> {
+    [(false, false), (true, false), (true, true)]
+        .into_iter()
+        .map(|(command_lists, driver_built)| {
+            let config = SoftConfig {
+                gpu: Gpu::Manual,
+                strict_gpu: true,
+                command_lists,
+                driver_built,
+                ..Default::default()
+            };
+            soft::device(config, DeviceConfig::default()).unwrap()
+        })
+}
+
+/// A buffer, and a shader-resource view of it.
+fn resource_and_view(device: &SoftDevice) -> (Handle<Resource>, Handle<View>) {
+    let r = device.create_resource(buffer(64)).unwrap();
+    let desc = ViewDesc {
+        resource: r,
+        first_byte: 0,
+        byte_len: 64,
+    };
+    let v = device
+        .create_view(HandleType::ShaderResourceView, desc)
+        .unwrap();
+    (r, v)
+}
+
+/// Fence 1 completes, fence 2 does not: the allocations must still be there; then fence 2
+/// completes and they go. No rule broken on the way.
+fn freed_only_after_buffer_2(
+    ic: &mut SoftImmediate,
+    world: &SoftWorld,
+    allocations: &[AllocationHandle],
+    mode: ListMode,
+) {
+    assert!(world.last_submitted() >= 2, "{mode:?}");
+    world.complete_through(1);
+    ic.flush().unwrap();
+    for a in allocations {
+        assert!(
+            world.is_allocated(*a),
+            "{mode:?}: {a:?} deallocated while buffer 2, which ran with it bound, still runs"
+        );
+    }
+    world.complete_all();
+    // A view goes at one flush, the resource it held at the next.
+    ic.flush().unwrap();
+    ic.flush().unwrap();
+    for a in allocations {
+        assert!(!world.is_allocated(*a), "{mode:?}: {a:?} never deallocated");
+    }
+    assert!(
+        world.violations().is_empty(),
+        "{mode:?}: {:?}",
+        world.violations()
+    );
+}
+
+#[test]
+fn r_d1_bound_objects_stay_until_every_buffer_that_ran_with_them_completed() {
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let cb = device.create_resource(buffer(64)).unwrap();
+        let (texture, srv) = resource_and_view(&device);
+        let target = device.create_resource(buffer(64)).unwrap();
+        let kept = [allocation(&device, cb), allocation(&device, texture)];
+        // Buffer 1: bound.
+        ic.bind(CB0, Some(cb.any())).unwrap();
+        ic.bind(SRV0, Some(srv.any())).unwrap();
+        ic.flush().unwrap();
+        // Buffer 2: a draw reads them through the bindings; the application releases them,
+        // then ClearState and Flush (R-D4's first pattern).
+        ic.command(&SoftCommand::Fill {
+            dst: target,
+            value: 1,
+        })
+        .unwrap();
+        device.destroy(srv).unwrap();
+        device.destroy(texture).unwrap();
+        device.destroy(cb).unwrap();
+        ic.clear_state().unwrap();
+        ic.flush().unwrap();
+        freed_only_after_buffer_2(&mut ic, &world, &kept, mode);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
+
+#[test]
+fn r_d1_a_binding_replaced_or_cleared_by_an_execute_stays_with_that_buffer() {
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let cb = device.create_resource(buffer(64)).unwrap();
+        let other = device.create_resource(buffer(64)).unwrap();
+        let target = device.create_resource(buffer(64)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::Fill {
+            dst: target,
+            value: 2,
+        })
+        .unwrap();
+        let list = dc.finish().unwrap();
+        let kept = [allocation(&device, cb)];
+        // Buffer 1: bound. Buffer 2: the binding is replaced after a draw; then a list's
+        // execute clears the replacement.
+        ic.bind(CB0, Some(cb.any())).unwrap();
+        ic.flush().unwrap();
+        ic.command(&SoftCommand::Fill {
+            dst: target,
+            value: 1,
+        })
+        .unwrap();
+        ic.bind(CB0, Some(other.any())).unwrap();
+        ic.execute_command_list(&list).unwrap();
+        device.destroy(cb).unwrap();
+        device.destroy(other).unwrap();
+        ic.flush().unwrap();
+        freed_only_after_buffer_2(&mut ic, &world, &kept, mode);
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
+
+#[test]
+fn r_d1_an_object_bound_across_buffers_is_in_each_buffers_allocation_list() {
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let cb = device.create_resource(buffer(64)).unwrap();
+        let target = device.create_resource(buffer(64)).unwrap();
+        ic.bind(CB0, Some(cb.any())).unwrap();
+        for value in 0..3 {
+            // Each buffer's draw reads the binding made in the first.
+            ic.command(&SoftCommand::Fill { dst: target, value })
+                .unwrap();
+            ic.flush().unwrap();
+        }
+        assert_eq!(world.last_submitted(), 3, "{mode:?}");
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:?}",
+            world.violations()
+        );
+        device.destroy(cb).unwrap();
+        ic.clear_state().unwrap();
+        ic.flush().unwrap();
+        world.complete_all();
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
