@@ -1109,7 +1109,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Abandons the recording (R-C2): the driver's abandon hook, then the bindings undone one
     /// by one, every handle closed, and the context recycled (or recreated). Ready to record
-    /// again afterwards.
+    /// again afterwards. After device destruction the recording is dropped without a hook
+    /// and the answer is [`Error::DeviceRemoved`] (R-D3).
     pub fn abandon(&mut self) -> Result<()> {
         if self.calls == Calls::Removed {
             self.calls = Calls::Recorded;
@@ -1124,11 +1125,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// R-C2's sequence: AbandonCommandList, the bindings undone one by one, every handle
     /// closed, the context recycled (or recreated).
+    ///
+    /// After device destruction (R-D3) the recording is dropped and its handles released
+    /// without a hook, and the answer is [`Error::DeviceRemoved`]: the driver's objects are
+    /// destroyed already, and of a context that outlives its device the driver hears only
+    /// the DestroyDeferredContext of its drop.
     fn abandon_sequence(&mut self) -> Result<()> {
         // The abandoned recording's span ends here; the next call opens the next one's.
         #[cfg(feature = "trace")]
         {
             self.recording = None;
+        }
+        if self.device.is_removed() {
+            self.unload();
+            return Err(Error::DeviceRemoved);
         }
         let s = &*self.device.shared;
         let DriverSide::Native(dc) = &mut self.dc else {

@@ -214,3 +214,60 @@ fn r_e1_errors_name_their_kind_and_rule() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// A deferred context that outlives its device (the immediate context dropped while it
+/// records, one handle open): device destruction destroyed the objects, so the context's
+/// handles are released without closing, and the driver hears nothing more of the context
+/// but its DestroyDeferredContext when it is dropped (no abandon, close, recycle or create
+/// hook on a destroyed device). Finish and Abandon answer `DeviceRemoved`; no rule is broken
+/// (R-C1, R-C2, R-D3), in every list mode.
+#[test]
+fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_destroy() {
+    for (command_lists, driver_built) in [(false, false), (true, false), (true, true)] {
+        for finish in [true, false] {
+            let config = SoftConfig {
+                command_lists,
+                driver_built,
+                ..SoftConfig::default()
+            };
+            let (device, ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+            let mode = (device.list_mode(), finish);
+            let r = device.create_resource(buffer(16)).unwrap();
+            let mut dc = device.create_deferred_context().unwrap();
+            let id = dc.id();
+            dc.command(cmdlist::soft::SoftCommand::Fill { dst: r, value: 1 })
+                .unwrap();
+            drop(ic);
+            let from = world.trace().len();
+            let ended = match finish {
+                true => dc.finish().map(drop),
+                false => dc.abandon(),
+            };
+            assert_eq!(ended, Err(Error::DeviceRemoved), "{mode:?}");
+            assert_eq!(dc.stats().open_handles, 0, "{mode:?}: handles released");
+            assert_eq!(
+                dc.command(cmdlist::soft::SoftCommand::Fill { dst: r, value: 2 }),
+                Err(Error::DeviceRemoved),
+                "{mode:?}"
+            );
+            drop(dc);
+            let heard: Vec<Hook> = world.trace()[from..]
+                .iter()
+                .filter(|e| e.context == Some(id))
+                .map(|e| e.hook)
+                .collect();
+            let expected: &[Hook] = match command_lists {
+                true => &[Hook::DestroyDeferredContext],
+                false => &[],
+            };
+            assert_eq!(heard, expected, "{mode:?}");
+            drop(device);
+            assert!(
+                world.violations().is_empty(),
+                "{mode:?}: {:?}",
+                world.violations()
+            );
+            assert_eq!(world.soft_objects_alive(), 0, "{mode:?}");
+        }
+    }
+}
