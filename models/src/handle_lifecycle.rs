@@ -718,12 +718,20 @@ impl Harness {
         }
     }
 
-    /// The model of `ImmediateContext::flush` (R-D2): submit if the buffer holds anything,
-    /// then destroy every pending object nothing holds, views before resources, and
-    /// deallocate every gone object whose last buffer the GPU completed.
+    /// The model of `ImmediateContext::flush` (R-D2): submit if the buffer holds anything
+    /// (every bound object referenced in it), then destroy every pending object nothing
+    /// holds, views before resources, and deallocate every gone object whose last buffer the
+    /// GPU completed.
     /// `completed` is the GPU's completed fence during the flush.
     fn model_flush(&mut self, completed: u64) {
         if self.open_ops > 0 {
+            // A submitted buffer references whatever is bound (R-D1).
+            let bound: Vec<AnyHandle> = self.bindings.values().copied().collect();
+            for handle in bound {
+                if let Some(i) = self.objs.iter().position(|o| o.handle == handle) {
+                    self.stamp(i);
+                }
+            }
             self.last_submitted = self.open;
         }
         self.open += 1;
@@ -1345,10 +1353,12 @@ impl Harness {
         }
     }
 
-    /// A binding of `handle` was undone: it no longer holds the object.
+    /// A binding of `handle` was undone: it no longer holds the object, and the open buffer,
+    /// the last that ran while it was bound, references it (R-D1).
     fn unhold(&mut self, handle: AnyHandle) {
-        if let Some(o) = self.objs.iter_mut().find(|o| o.handle == handle) {
-            o.views -= 1;
+        if let Some(i) = self.objs.iter().position(|o| o.handle == handle) {
+            self.stamp(i);
+            self.objs[i].views -= 1;
         }
     }
 
