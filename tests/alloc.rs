@@ -16,7 +16,7 @@ use cmdlist::dxgi::{
 use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
 use cmdlist::{
     BindClass, BindFlags, BindPoint, DeviceConfig, HandleType, ObjectDesc, ResourceDesc, Texture2d,
-    Usage,
+    Usage, ViewDesc,
 };
 
 struct Counting;
@@ -73,10 +73,12 @@ fn allocations_of(frames: usize, mut frame: impl FnMut()) -> usize {
 }
 
 /// A steady frame of the main job's shape allocates nothing: two deferred contexts record
-/// (a Map(DISCARD), an update, a fill, a copy, binds) and finish; the immediate context
-/// executes both lists and drops them, Blts a canvas into the current back buffer with a
-/// conversion and a stretch, presents it, rotates the two back buffers' identities (R-X5)
-/// and flushes.
+/// (a Map(DISCARD), an update, a fill, a copy, binds) and finish, the second executing the
+/// first one's list with its bindings restored; the immediate context, a back buffer's
+/// render-target view bound, executes the first list with its bindings restored and the
+/// second (nesting the first) and drops them, Blts a canvas into the current back buffer with
+/// a conversion and a stretch, presents it, rotates the two back buffers' identities with
+/// the view still bound (R-X5) and flushes.
 fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
     let config = SoftConfig {
         trace: false,
@@ -120,15 +122,30 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
         .unwrap();
     let mut dcs = [(); 2].map(|()| device.create_deferred_context().unwrap());
     let rt0 = BindPoint::new(BindClass::RenderTarget, 0);
+    let back_rtv = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: back[0],
+                first_byte: 0,
+                byte_len: 16 * 8 * 4,
+            },
+        )
+        .unwrap();
     let mut value = 0u8;
     let frame = || {
         value = value.wrapping_add(1);
-        let mut lists = [None, None];
-        for (dc, list) in dcs.iter_mut().zip(&mut lists) {
+        let record = |dc: &mut soft::SoftDeferredContext,
+                      nested: Option<&soft::SoftCommandList>| {
             dc.map_discard(constants).unwrap().fill(value);
             dc.unmap(constants).unwrap();
             dc.update(staging, 0, &[value; 16]).unwrap();
             dc.bind(rt0, Some(canvas.any())).unwrap();
+            // The second context executes the first one's list, its bindings restored
+            // after it: a nested list, and a restoring execute on a deferred context.
+            if let Some(inner) = nested {
+                dc.execute_command_list_restoring(inner).unwrap();
+            }
             dc.command(SoftCommand::Fill { dst: canvas, value })
                 .unwrap();
             dc.command(SoftCommand::CopyRegion {
@@ -139,12 +156,19 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
                 len: 64,
             })
             .unwrap();
-            *list = Some(dc.finish().unwrap());
-        }
-        for list in lists.iter().flatten() {
-            ic.execute_command_list(list).unwrap();
-        }
-        drop(lists);
+            dc.finish().unwrap()
+        };
+        let [first_dc, second_dc] = &mut dcs;
+        let first = record(first_dc, None);
+        let second = record(second_dc, Some(&first));
+        // The back buffer's render-target view stays bound across the restoring execute,
+        // the Blt, the present and the rotation (whose rebinding it exercises).
+        ic.bind(rt0, Some(back_rtv.any())).unwrap();
+        ic.execute_command_list_restoring(&first).unwrap();
+        ic.execute_command_list(&second).unwrap();
+        ic.bind(rt0, Some(back_rtv.any())).unwrap();
+        // The outer list goes last: its end ends the nested one.
+        drop((first, second));
         ic.blt(&BltArgs {
             dst: back[0],
             dst_subresource: 0,
@@ -174,6 +198,8 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
         "1,000 warm frames allocated {allocations} times"
     );
     drop(dcs);
+    ic.clear_state().unwrap();
+    device.destroy(back_rtv).unwrap();
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }

@@ -196,26 +196,35 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
     /// Nothing can execute the list any more: it ends, and so does every list it executes
     /// whose last owner it was, one after the other (a chain of nested lists of any depth
     /// ends without recursion).
-    fn last_owner_gone(node: Box<ListNode<D, K>>) {
+    fn last_owner_gone(mut node: Box<ListNode<D, K>>) {
         if node.value.body.rec.lists.is_empty() {
             // Nothing nested (the common case).
             let _span = span!("destroy_list", list = node.value.trace_id);
             end_unexecutable(node);
             return;
         }
-        let mut executed: Vec<SharedList<D, K>> = Vec::new();
-        let mut next = Some(node);
-        while let Some(mut node) = next.take() {
-            // Each list that ends has its own span, nested ones included.
+        // The list's vector of executed lists becomes the work list: each nested list that
+        // ends moves its own executed lists into it (keeping its vector's capacity), and the
+        // vector goes back to the list, empty, when the list goes home after them. So ending
+        // a warm frame's nested lists allocates nothing.
+        let work = core::mem::take(&mut node.value.body.rec.lists);
+        let root = {
             let _span = span!("destroy_list", list = node.value.trace_id);
-            // Moved out (the list's vector keeps its capacity for its next life).
-            executed.append(&mut node.value.body.rec.lists);
-            end_unexecutable(node);
-            while let Some(owner) = executed.pop() {
-                if let Some(node) = owner.release() {
-                    next = Some(node);
-                    break;
-                }
+            begin_end(node)
+        };
+        // Also if ending a nested list panics: the lists not reached yet go home with it.
+        let mut ending = scopeguard::guard((root, work), |(root, work)| {
+            if let Some(mut root) = root {
+                root.value.body.rec.lists = work;
+                send_home(root);
+            }
+        });
+        while let Some(owner) = ending.1.pop() {
+            if let Some(mut inner) = owner.release() {
+                // Each list that ends has its own span, nested ones included.
+                let _span = span!("destroy_list", list = inner.value.trace_id);
+                ending.1.append(&mut inner.value.body.rec.lists);
+                end_unexecutable(inner);
             }
         }
     }
@@ -224,16 +233,24 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
 /// The end of a list nobody can execute any more (R-R4): its holds are released; while its
 /// context lives and the device recycles, RecycleDestroyCommandList and the list goes to its
 /// context's inbox; otherwise it ends for good.
-fn end_unexecutable<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
+fn end_unexecutable<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
+    if let Some(node) = begin_end(node) {
+        send_home(node);
+    }
+}
+
+/// [`end_unexecutable`] but for the trip home: the list's holds released, and either the
+/// list ended for good (`None`), or RecycleDestroyCommandList done (where it has a driver
+/// side) and the list returned for [`send_home`].
+fn begin_end<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) -> Option<Box<ListNode<D, K>>> {
     release_holds(&mut node.value);
     if !node.value.device.shared.recycles() || node.value.home.destroyed.is_closed() {
         release(node);
-        return;
+        return None;
     }
     if node.value.state == ListState::Emulated {
         // No driver side to light-destroy.
-        send_home(node);
-        return;
+        return Some(node);
     }
     // Light-destroyed from the hook on: if it panics, the list still goes to its
     // context, which recycles it or ends it with DestroyCommandList (R-R4).
@@ -242,7 +259,7 @@ fn end_unexecutable<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
     let data = &mut node.value;
     let driver = data.device.shared.driver();
     driver.recycle_destroy_command_list(data.body.memory());
-    send_home(ScopeGuard::into_inner(node));
+    Some(ScopeGuard::into_inner(node))
 }
 
 /// [`release`] without the clock check (the caller knows the memory is not read).
