@@ -439,6 +439,60 @@ mod tests {
         assert_eq!(texels(191), Some(Texels::Bits(16)), "A4B4G4R4");
     }
 
+    /// Sizes past 64 bits are `None` wherever they overflow (a row times the height, the
+    /// mips summed, the samples, the slices), and the largest that fit are counted exactly.
+    #[test]
+    fn r_e1_sizes_past_64_bits_are_none_and_the_largest_fit() {
+        let max = u32::MAX;
+        let m = u64::from(max);
+        let with = |t: Texture2d, mip_levels: u8, samples: u8, array_size: u16| Texture2d {
+            mip_levels,
+            samples,
+            array_size,
+            ..t
+        };
+        // Rows: R8 at the largest shape fits, R8G8 (twice that) does not; nor R1 at 1/8.
+        assert_eq!(min_byte_size(&texture(max, max, 61)), Some(m * m));
+        assert_eq!(min_byte_size(&texture(max, max, 49)), None);
+        assert_eq!(
+            min_byte_size(&texture(max, max, 66)),
+            Some(m.div_ceil(8) * m)
+        );
+        // The widest texel, 16 bytes, in the widest row: 2^28 rows fit, one more does not.
+        assert_eq!(
+            min_byte_size(&texture(max, 1 << 28, 2)),
+            Some((16 * m) << 28)
+        );
+        assert_eq!(min_byte_size(&texture(max, (1 << 28) + 1, 2)), None);
+        // Blocks: 2^60 BC1 blocks of 8 bytes fit, of BC7's 16 do not.
+        assert_eq!(min_byte_size(&texture(max, max, 71)), Some(1 << 63));
+        assert_eq!(min_byte_size(&texture(max, max, 98)), None);
+        // Mips: the top level fits, the sum with the next does not.
+        let r8 = texture(max, max, 61);
+        assert_eq!(min_byte_size(&with(r8, 2, 1, 1)), None);
+        let half = texture(1 << 31, 1 << 31, 61); // 2^62 bytes
+        let mips = (1u64 << 62) + (1 << 60) + (1 << 58);
+        assert_eq!(min_byte_size(&with(half, 3, 1, 1)), Some(mips));
+        // Samples: 3 × 2^62 fits, 4 does not.
+        assert_eq!(min_byte_size(&with(half, 1, 3, 1)), Some(3 << 62));
+        assert_eq!(min_byte_size(&with(half, 1, 4, 1)), None);
+        // Slices: 2^31 x 2^28 R32G32B32A32 is 2^63 bytes; two slices are 2^64, which a
+        // wrapping product would make 0 and so accept any allocation.
+        let wide = texture(1 << 31, 1 << 28, 2);
+        assert_eq!(min_byte_size(&wide), Some(1 << 63));
+        assert_eq!(min_byte_size(&with(wide, 1, 1, 2)), None);
+        assert_eq!(min_byte_size(&with(wide, 1, 2, 1)), None);
+        let quarter = texture(1 << 31, 1 << 26, 2); // 2^61 bytes
+        assert_eq!(min_byte_size(&with(quarter, 1, 1, 7)), Some(7 << 61));
+        assert_eq!(min_byte_size(&with(quarter, 1, 1, 8)), None);
+        assert_eq!(min_byte_size(&with(quarter, 1, 1, u16::MAX)), None);
+        // Everything at once, and mips past a dimension's bits.
+        let all = with(texture(max, max, 2), u8::MAX, u8::MAX, u16::MAX);
+        assert_eq!(min_byte_size(&all), None);
+        let tall = with(texture(1, 1, 2), u8::MAX, 1, 1);
+        assert_eq!(min_byte_size(&tall), Some(16 * 255));
+    }
+
     #[test]
     fn every_format_counts_at_least_its_texels() {
         // R32G32B32A32_FLOAT: 16 bytes a texel.
