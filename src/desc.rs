@@ -114,8 +114,10 @@ pub struct ResourceDesc {
 impl ResourceDesc {
     /// A texture resource of `texture`'s shape with these bind flags, its `byte_size` the
     /// bytes the shape takes: exactly, in a display format (the layout of [`Texture2d`]); at
-    /// least its texels' bits in any other DXGI format. `None` for a format number DXGI does
-    /// not define or a size past 64 bits. Usage and flags are the defaults; set them after.
+    /// least its texels' bits in any other DXGI format. `None` for a shape creation refuses
+    /// (R-E1): without pixels (a zero width, height, array size, mip count or sample count),
+    /// in a format a D3D11 texture cannot have (a number DXGI does not define, a sampler
+    /// feedback map), or past 64 bits. Usage and flags are the defaults; set them after.
     ///
     /// ```
     /// use cmdlist::{BindFlags, ResourceDesc, Texture2d};
@@ -130,7 +132,8 @@ impl ResourceDesc {
     pub fn texture(texture: Texture2d, bind: BindFlags) -> Option<ResourceDesc> {
         // Exactly `byte_size()` for a display format.
         let byte_size = crate::dxgi::min_byte_size(&texture)?;
-        Some(ResourceDesc {
+        // A shape without pixels takes no bytes, yet creation refuses it.
+        texture.is_well_formed(byte_size).then(|| ResourceDesc {
             byte_size,
             bind,
             texture: Some(texture),
@@ -230,10 +233,10 @@ impl Texture2d {
         })
     }
 
-    /// Whether the shape has pixels, its format is a DXGI format, and it fits in `byte_size`
-    /// bytes: exactly, in a display format (the layout above); at least its texels' bits,
-    /// in any other (whose layout is its driver's), so that nothing reading the texture
-    /// through its allocation reads past it.
+    /// Whether the shape has pixels, its format is one a D3D11 texture can have, and it fits
+    /// in `byte_size` bytes: exactly, in a display format (the layout above); at least its
+    /// texels' bits, in any other (whose layout is its driver's), so that nothing reading the
+    /// texture through its allocation reads past it.
     fn is_well_formed(&self, byte_size: u64) -> bool {
         let has_pixels = self.width > 0
             && self.height > 0
@@ -353,6 +356,86 @@ impl ObjectDesc<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shape without pixels is refused whatever its allocation (R-E1), though it takes no
+    /// bytes: a zero array size, mip count, sample count, width or height.
+    #[test]
+    fn r_e1_a_texture_without_pixels_is_refused() {
+        let one = Texture2d {
+            width: 4,
+            height: 4,
+            ..Texture2d::default()
+        };
+        assert!(one.is_well_formed(64));
+        assert!(ResourceDesc::texture(one, BindFlags::empty()).is_some());
+        for (what, zero) in [
+            (
+                "array_size",
+                Texture2d {
+                    array_size: 0,
+                    ..one
+                },
+            ),
+            (
+                "mip_levels",
+                Texture2d {
+                    mip_levels: 0,
+                    ..one
+                },
+            ),
+            ("samples", Texture2d { samples: 0, ..one }),
+            ("width", Texture2d { width: 0, ..one }),
+            ("height", Texture2d { height: 0, ..one }),
+        ] {
+            for byte_size in [0, 64, u64::MAX] {
+                assert!(
+                    !zero.is_well_formed(byte_size),
+                    "{what} 0, {byte_size} bytes"
+                );
+            }
+            assert_eq!(
+                ResourceDesc::texture(zero, BindFlags::empty()),
+                None,
+                "{what} 0"
+            );
+            let desc = ObjectDesc::Resource(ResourceDesc {
+                byte_size: u64::MAX,
+                texture: Some(zero),
+                ..ResourceDesc::default()
+            });
+            assert!(!desc.is_well_formed(), "{what} 0");
+        }
+        // In a format that is not a display format too.
+        let bc7 = Texture2d {
+            array_size: 0,
+            format: 98,
+            ..one
+        };
+        assert!(!bc7.is_well_formed(u64::MAX));
+    }
+
+    /// A texture whose size passes 64 bits is refused whatever its allocation, even where the
+    /// bits past 64 are all it has: 2^31 × 2^28 texels of 16 bytes in two slices are 2^64
+    /// bytes, 0 once wrapped.
+    #[test]
+    fn r_e1_a_texture_past_64_bits_is_refused() {
+        let wide = Texture2d {
+            width: 1 << 31,
+            height: 1 << 28,
+            format: 2,
+            ..Texture2d::default()
+        };
+        assert!(wide.is_well_formed(1 << 63));
+        assert!(!wide.is_well_formed((1 << 63) - 1));
+        let two = Texture2d {
+            array_size: 2,
+            ..wide
+        };
+        for byte_size in [0, 1, 1 << 63, u64::MAX] {
+            assert!(!two.is_well_formed(byte_size), "{byte_size} bytes");
+        }
+        assert_eq!(ResourceDesc::texture(two, BindFlags::empty()), None);
+    }
 
     /// A texture's shape is the application's input: any one of them answers, never panics
     /// (mip levels past 32 shift a width to nothing, sizes past 64 bits are `None`).

@@ -706,6 +706,73 @@ fn r_x1_a_texture_bigger_than_its_memory_is_refused_at_creation() {
     finish(&world, ic);
 }
 
+/// Creation refuses a texture without pixels, past 64 bits, or in a format no D3D11 texture
+/// has, whatever its allocation (R-E1): `OutOfRange`, the driver never asked. A zero array
+/// size takes no bytes and 2^31 × 2^28 texels of 16 bytes in two slices 2^64, 0 once
+/// wrapped: either would pass a size check alone.
+#[test]
+fn r_e1_a_texture_without_pixels_or_past_64_bits_is_refused_at_creation() {
+    let (device, ic, world) = device();
+    let refused = Err(app(AppError::OutOfRange));
+    let create = |texture: Texture2d, byte_size: u64| {
+        let desc = ResourceDesc {
+            byte_size,
+            texture: Some(texture),
+            ..ResourceDesc::default()
+        };
+        device.create_resource(desc).map(|_| ())
+    };
+    let one = Texture2d::default();
+    assert_eq!(create(one, 4), Ok(()));
+    for zero in [
+        Texture2d {
+            array_size: 0,
+            ..one
+        },
+        Texture2d {
+            mip_levels: 0,
+            ..one
+        },
+        Texture2d { samples: 0, ..one },
+    ] {
+        assert_eq!(create(zero, 4), refused, "{zero:?}");
+        assert_eq!(create(zero, 0), refused, "{zero:?}");
+        assert_eq!(ResourceDesc::texture(zero, BindFlags::empty()), None);
+    }
+    let wide = Texture2d {
+        width: 1 << 31,
+        height: 1 << 28,
+        format: 2,
+        ..one
+    };
+    let two = Texture2d {
+        array_size: 2,
+        ..wide
+    };
+    for byte_size in [0, 1, 4096] {
+        assert_eq!(create(two, byte_size), refused, "{byte_size} bytes");
+    }
+    assert_eq!(create(wide, 4096), refused);
+    // The sampler feedback formats, 189 and 190: D3D12 maps no D3D11 texture has.
+    for format in [189, 190] {
+        let feedback = Texture2d { format, ..one };
+        assert_eq!(create(feedback, 1 << 20), refused, "{format}");
+        assert_eq!(ResourceDesc::texture(feedback, BindFlags::empty()), None);
+    }
+    // V408 at height 1: three bytes a texel, not DirectXTex's one.
+    let v408 = Texture2d {
+        width: 8,
+        format: 132,
+        ..one
+    };
+    assert_eq!(create(v408, 23), refused);
+    assert_eq!(create(v408, 24), Ok(()));
+    let desc = ResourceDesc::texture(v408, BindFlags::empty()).unwrap();
+    assert_eq!(desc.byte_size, 24);
+    drop(device);
+    finish(&world, ic);
+}
+
 /// R-D1: a driver may reference memory before it refuses an operation (the soft driver's
 /// present marks its source in the open buffer, then finds the destination's format
 /// unknown). The engine counts every operation it hands the driver in the open buffer,
