@@ -531,11 +531,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// went away before its next Finish could take it into its cache (R-R4). Never called for
     /// a list in a context's cache: [`Driver::destroy_deferred_context`] releases those.
     ///
-    /// Called only once no buffer can read the list any more: the last buffer that executed
-    /// it passed the list clock ([`crate::DeviceConfig::list_clock`]; the engine keeps an
-    /// ended list until its immediate context's flush sees that), it never executed, or the
-    /// device is being destroyed and the GPU is idle (R-D3). So a driver-built list's buffer
-    /// may be freed here.
+    /// Called only once the last buffer that executed the list passed the list clock
+    /// ([`crate::DeviceConfig::list_clock`]; the engine keeps an ended list until a flush of
+    /// its immediate context sees that), for a list never executed, or at device destruction
+    /// once the GPU is idle (R-D3). So a driver-built list's buffer may be freed here (under
+    /// `Clock::Submitted` only if the GPU does not read it in place: the module docs).
     fn destroy_command_list(&self, list: ListMemory<'_>);
 
     /// AbandonCommandList (R-C2), on the deferred context's thread, before the context's
