@@ -68,6 +68,18 @@
 //! of the sizes the driver answered, as in the C DDI: the driver decides their layout (plain
 //! `#[repr(C)]` data through `bytemuck` or by hand). The engine owns, places and recycles the
 //! blocks; their sizes never change for the life of a handle (R-R2).
+//!
+//! So a list the driver builds itself ([`crate::ListMode::DriverBuilt`]) keeps its buffer in
+//! memory of its own, and the list's private memory holds only a handle to it (an index, a
+//! pointer). When that buffer may be reused or freed is the list clock's
+//! ([`crate::DeviceConfig::list_clock`]; R-R4, R-R5): a buffer that executed the list may
+//! still read it until it was submitted (`Clock::Submitted`) or completed by the GPU
+//! (`Clock::Completed`, the default, and the one for a driver whose GPU reads the built
+//! buffer in place). The engine calls [`Driver::recycle_command_list`] and
+//! [`Driver::destroy_command_list`] only for a list whose last executing buffer passed that
+//! clock (or that never executed, or at device destruction once the GPU is idle), so the
+//! buffer may be reused or freed there; [`Driver::recycle_destroy_command_list`] runs as
+//! soon as the list's last owner lets go, before that, so the buffer must stay as it is.
 
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
@@ -153,8 +165,10 @@ pub enum Op<'a, D: Driver> {
 /// One call recorded on a deferred context, as the driver hears it on the recording thread
 /// ([`Driver::record_deferred`]), in the order the application made them. Objects are named
 /// by handle; their context-local handles (open by then, dependencies first, R-H1..R-H5) and
-/// immediate-context objects are in the [`LocalHandles`] the hook gets beside it. More calls
-/// may come in later versions: a driver's `match` keeps a wildcard arm.
+/// immediate-context objects are in the [`LocalHandles`] the hook gets beside it. The first
+/// call of a recording, and the first after an execute on the context, finds nothing bound,
+/// and the list it makes starts from the clear state wherever it is executed (R-C1, R-C3).
+/// More calls may come in later versions: a driver's `match` keeps a wildcard arm.
 #[non_exhaustive]
 pub enum DeferredCall<'a, D: Driver> {
     /// A driver-defined command.
@@ -213,7 +227,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// [`Driver::destroy_object`]; a `Drop` here must not block.
     type Object: Send + Sync + 'static;
     /// An object's data that only the immediate context's thread reads and writes, kept on
-    /// other cache lines than [`Driver::Object`] (R-L3). Dropped with the object's
+    /// other cache lines than [`Driver::Object`] (R-L3): read in the hooks that get a
+    /// [`Resolver`] with [`Resolver::ic_data`], handed mutably to
+    /// [`Driver::destroy_object`], [`Driver::rotate_identities`] and
+    /// [`Driver::refresh_view`], and reached by the embedder through
+    /// [`crate::ImmediateContext::ic_data_mut`]. Dropped with the object's
     /// [`Driver::Object`], on the same thread.
     type IcData: Send + 'static;
     /// The driver's immediate-context state (its open command buffer, bindings...).
@@ -249,7 +267,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> usize;
 
     /// CalcPrivateCommandListSize (R-F2, R-R2): bytes of a command list's immediate-context
-    /// handle. Asked once per created list; a recycled list keeps its memory.
+    /// handle. Asked once per created list; a recycled list keeps its memory. The size is
+    /// fixed and asked before the list's contents are known, so a driver-built list keeps
+    /// its buffer in memory of its own and this memory holds a handle to it (the module
+    /// docs, "Memory the driver lays out itself", say when that buffer may be freed).
     fn calc_private_command_list_size(&self) -> usize;
 
     /// Create* (R-F1: free-threaded; for primaries, on the immediate context's thread, R-P1).
@@ -299,14 +320,29 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// answers the context's bindings from before the call, and from the next call on
     /// nothing is bound.
     ///
+    /// The list's first command starts from the clear state: a command list inherits none of
+    /// the executing context's bindings (R-C3), and the engine sends no [`Op::ClearState`]
+    /// before it, so this hook puts the driver's state there (what `objects.state()` still
+    /// answers is for the driver to look at, not to apply to the list).
+    ///
     /// - [`crate::ListMode::Replayed`]: the start of the execute; the engine then replays the
     ///   list's operations through [`Driver::execute`] and sends [`Op::ClearState`] after
     ///   them. A list the list executes enters the same way, in place.
-    /// - [`crate::ListMode::DriverBuilt`]: the driver's whole job. It chains the buffer it
-    ///   built (and those of the lists it executes, chained at their
-    ///   [`Driver::execute_command_list_deferred`]) into the open buffer, and leaves the
-    ///   context in the clear state afterwards, as the protocol's CommandListExecute does: the
-    ///   engine sends no operation of the list and no [`Op::ClearState`].
+    /// - [`crate::ListMode::DriverBuilt`]: the whole execute; nothing is replayed. The driver
+    ///   runs or chains the buffer it built (and those of the lists it executes, chained at
+    ///   their [`Driver::execute_command_list_deferred`]) into the open buffer, and leaves
+    ///   the context in the clear state afterwards, as the protocol's CommandListExecute
+    ///   does: the engine sends no operation of the list and no [`Op::ClearState`].
+    ///
+    /// Objects resolve now, not at record time: identities may have rotated between Finish
+    /// and this call (R-X5), which moves allocations between resources. The engine has
+    /// refreshed every view the list (and each list it executes) holds
+    /// ([`Driver::refresh_view`]) before this hook; `objects.get(handle)` answers each
+    /// object the list holds, destroyed ones included, with its current
+    /// [`ObjectView::allocation`], and [`Resolver::ic_data`] its IC data. So a driver-built
+    /// list keeps handles (or patch locations for them) in its buffer and writes the current
+    /// allocations or addresses here, never ones cached while recording: the deferred
+    /// context's thread cannot read IC data, and what it saw of an allocation may be stale.
     ///
     /// An error still leaves the execute in the open buffer (it is submitted, and the list
     /// waits for it).
@@ -334,11 +370,13 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ///   [`Driver::execute`], then [`Op::ClearState`]), the state-refresh queries answering
     ///   the bindings from before the outer execute throughout.
     /// - [`crate::ListMode::DriverBuilt`]: the driver chains the inner list into this
-    ///   context's work, followed by the clear-state its execute implies; the outer list's
-    ///   [`Driver::execute_command_list`] runs both.
+    ///   context's work, started from the clear state and followed by the clear-state its
+    ///   execute implies; the outer list's [`Driver::execute_command_list`] runs both,
+    ///   resolving the inner list's objects then, as its own.
     ///
     /// Either way the engine keeps the inner list alive and executable (its private memory
-    /// unchanged) while a recording or list that executes it can still run.
+    /// unchanged, its buffer not recycled: the outer list owns it) while a recording or list
+    /// that executes it can still run.
     fn execute_command_list_deferred(
         &self,
         dc: &mut Self::Deferred,
@@ -371,6 +409,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// context or the immediate context, so this is where a driver validates, tracks state
     /// and encodes, in parallel with the immediate context.
     ///
+    /// A recording starts from the clear state: nothing is bound on a new context, nor after
+    /// Finish or Abandon (R-C1, R-C2), nor after an execute of a list on the context (R-C3),
+    /// and `locals.state()` answers so. The list is executed in that state too, whatever the
+    /// executing context has bound ([`Driver::execute_command_list`]), so a driver encodes
+    /// the recording as starting from nothing bound.
+    ///
     /// An error refuses the call: nothing is recorded, the error is reported on the context's
     /// sink (R-E2), and out of memory removes the context locally (R-E3). Called in
     /// [`crate::ListMode::Replayed`] and [`crate::ListMode::DriverBuilt`], never when the
@@ -386,12 +430,19 @@ pub trait Driver: Send + Sync + Sized + 'static {
     }
 
     /// Map(DISCARD) on a deferred context whose driver builds its lists
-    /// ([`crate::ListMode::DriverBuilt`]), on that context's thread: `len` bytes of the
-    /// driver's memory for the resource's new contents, which the application writes until
-    /// the Unmap ([`DeferredCall::Unmap`]), as the DDI's ResourceMap on a deferred context
-    /// returns the driver's pointer. The memory stays the driver's; it need not be zeroed.
+    /// ([`crate::ListMode::DriverBuilt`]), on that context's thread: exactly `len` bytes of
+    /// the driver's memory for the resource's new contents (another length is the driver's
+    /// error, `InvalidArg`), as the DDI's ResourceMap on a deferred context returns the
+    /// driver's pointer. The memory stays the driver's; it need not be zeroed.
     /// `resource`'s context-local handle is open in `locals`. An error is a failed Map, as
     /// for [`Driver::record_deferred`]. Default: [`crate::Error::Unsupported`].
+    ///
+    /// [`crate::DeferredContext::map_discard`] returns these bytes borrowed from the
+    /// context, so the application writes them before its next call on the context, and
+    /// not after (a C shim copies its caller's bytes in just before the Unmap). The driver
+    /// keeps them as they are until it hears the Unmap ([`DeferredCall::Unmap`] with
+    /// `data: None`, also the one Finish makes, R-C4), where it takes what was written;
+    /// calls in between may reach it. An Abandon drops the Map with the recording.
     fn map_discard_deferred<'a>(
         &self,
         dc: &'a mut Self::Deferred,
@@ -464,7 +515,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// list is available: `private` is the zeroed immediate-context handle memory
     /// (CalcPrivateCommandListSize bytes). The context-local handle is sized after this call,
     /// as R-R7 orders, and reaches the driver in the recycle hooks. `state` still reports the
-    /// context's bindings (R-C1).
+    /// context's bindings (R-C1). A driver-built list moves what the recording built into a
+    /// buffer of the driver's here and writes a handle to it into `private`, which has a
+    /// fixed size (R-R2).
     fn create_command_list(
         &self,
         dc: &mut Self::Deferred,
@@ -477,6 +530,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// was recycle-destroyed ([`Driver::recycle_destroy_command_list`]) but whose context
     /// went away before its next Finish could take it into its cache (R-R4). Never called for
     /// a list in a context's cache: [`Driver::destroy_deferred_context`] releases those.
+    ///
+    /// Called only once the last buffer that executed the list passed the list clock
+    /// ([`crate::DeviceConfig::list_clock`]; the engine keeps an ended list until a flush of
+    /// its immediate context sees that), for a list never executed, or at device destruction
+    /// once the GPU is idle (R-D3). So a driver-built list's buffer may be freed here (under
+    /// `Clock::Submitted` only if the GPU does not read it in place: the module docs).
     fn destroy_command_list(&self, list: ListMemory<'_>);
 
     /// AbandonCommandList (R-C2), on the deferred context's thread, before the context's
@@ -485,6 +544,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
 
     /// RecycleCommandList (R-R5), on the deferred context's thread at Finish: a destroyed
     /// list's handles go into the context's cache; the driver puts its memory there too.
+    /// Called only for a list whose last executing buffer passed the list clock
+    /// ([`crate::DeviceConfig::list_clock`]; the others wait for a later Finish), so a
+    /// driver-built list's buffer may be reused or freed from here on; what stays in the
+    /// cache is released by [`Driver::destroy_deferred_context`].
     fn recycle_command_list(&self, dc: &mut Self::Deferred, list: ListMemory<'_>) {
         let _ = (dc, list);
     }
@@ -505,6 +568,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// list's memory (any thread). The list then goes into its context's cache at the
     /// context's next Finish ([`Driver::recycle_command_list`]), or, if the context goes
     /// first, ends with [`Driver::destroy_command_list`].
+    ///
+    /// It runs as soon as the list's last owner lets go, whatever the list clock says: a
+    /// buffer that executed the list may not even be submitted yet. A driver-built list's
+    /// buffer must stay as it is until one of those two hooks.
     fn recycle_destroy_command_list(&self, list: ListMemory<'_>) {
         let _ = list;
     }

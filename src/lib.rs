@@ -2,7 +2,9 @@
 //!
 //! The runtime side of D3D11-style deferred contexts and command lists, for user-mode drivers
 //! and translation layers to embed. The crate records commands on deferred contexts, turns
-//! them into command lists, replays them on the immediate context, and keeps the protocol's
+//! them into command lists, executes them on the immediate context (replaying them through
+//! the driver, or, where the driver builds its own lists, handing it the list it built:
+//! [`ListMode`]), and keeps the protocol's
 //! bookkeeping: context-local handles, their CLS-size bucket allocator, small-command-list
 //! recycling and deferred destruction on the submission clock; and the DXGI base functions
 //! (present, gamma caps, display mode, priority, residency, identity rotation, Blt) with a CPU

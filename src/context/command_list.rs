@@ -301,7 +301,8 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 ///   (`recycle_create_deferred_context`). The list is *live* (`ListState`), its stamp 0.
 /// - **Executed n times and stamped**, on the immediate context's thread
 ///   (`execute_command_list`, then each operation through `execute`, then `ClearState`,
-///   R-C3): each execute stamps the list with the open buffer
+///   R-C3; a driver-built list is `execute_command_list` alone, the driver running what it
+///   built): each execute stamps the list with the open buffer
 ///   (`ListStamp`) and references the objects it holds in that buffer.
 /// - **Destroyed or recycle-destroyed** (the drop of its last owner, any thread, R-R4: its
 ///   `CommandList`, or the last outer list or recording that executes it): the holds are

@@ -1601,6 +1601,57 @@ mod tests {
     }
 
     #[test]
+    fn r_x7_a_vertical_stretch_filters_srgb_in_linear_light() {
+        // 2x2 sRGB codes stretched to 2x4: the columns are copied, the rows blended between
+        // the two source rows with weights 0, 1/4, 3/4, 1 of the lower one. The expected codes
+        // come from the f64 model: decode, blend, encode; alpha blended plain.
+        let (top, bottom) = (
+            [[40u8, 90, 255, 10], [255, 0, 128, 201]],
+            [[200u8, 20, 0, 250], [0, 255, 60, 30]],
+        );
+        let bytes: Vec<u8> = top.iter().chain(&bottom).flatten().copied().collect();
+        let src = Src {
+            w: 2,
+            h: 2,
+            samples: 1,
+            format: SRGB8,
+            bytes: &bytes,
+        };
+        let n = |c: u8| f64::from(c) / 255.0;
+        let mut expected = Vec::new();
+        for w in [0.0, 0.25, 0.75, 1.0] {
+            for (a, b) in top.iter().zip(&bottom) {
+                for ch in 0..4 {
+                    let (a, b) = (n(a[ch]), n(b[ch]));
+                    let code = if ch == 3 {
+                        q((1.0 - w) * a + w * b, 8)
+                    } else {
+                        q(
+                            encode_srgb((1.0 - w) * decode_srgb(a) + w * decode_srgb(b)),
+                            8,
+                        )
+                    };
+                    expected.push(code as u8);
+                }
+            }
+        }
+        // The blend of encoded codes differs on the middle rows: 40 and 200 a quarter of the
+        // way are 80 encoded, 111 in linear light.
+        assert_eq!(expected[8], 111);
+        for dst in [SRGB8, RGBA8] {
+            let out = run_both(&src, dst, (2, 4), Rotation::Identity);
+            assert_eq!(out, expected, "{dst:?}");
+        }
+        // To the float format: the linear blend itself.
+        let out = run_both(&src, F16, (2, 4), Rotation::Identity);
+        let reds: Vec<f32> = (0..4).map(|row| f16_at(&out, row * 2, 0)).collect();
+        let linear = |w: f64| (1.0 - w) * decode_srgb(n(40)) + w * decode_srgb(n(200));
+        for (red, w) in reds.iter().zip([0.0, 0.25, 0.75, 1.0]) {
+            assert!((f64::from(*red) - linear(w)).abs() < 1e-3, "{reds:?}");
+        }
+    }
+
+    #[test]
     fn r_x6_rotations_move_each_pixel_as_documented() {
         // 3x2, six distinct colours; source (x, y) lands at the table of `Rotation::source_of`.
         let (w, h) = (3usize, 2usize);

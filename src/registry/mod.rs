@@ -451,7 +451,19 @@ impl<D: Driver> HeldEntry<D> {
 }
 
 /// Resolves handles to objects during one driver call (the objects stay valid for the whole
-/// call), and answers state-refresh queries (R-C3).
+/// call), answers state-refresh queries (R-C3), and reads the objects' IC data
+/// ([`Resolver::ic_data`]).
+///
+/// Only the immediate context makes one, on its thread, for the hooks that put work in its
+/// open buffer ([`Driver::execute`], [`Driver::execute_command_list`], [`Driver::blt`]); it
+/// is neither `Send` nor `Sync`, so it never leaves that thread:
+///
+/// ```compile_fail
+/// fn to_another_thread<T: Send>(_: T) {}
+/// fn hook<D: cmdlist::Driver>(objects: &cmdlist::Resolver<'_, D>) {
+///     to_another_thread(objects);
+/// }
+/// ```
 pub struct Resolver<'a, D: Driver> {
     registry: &'a Registry<D>,
     guard: &'a Guard,
@@ -464,6 +476,10 @@ pub struct Resolver<'a, D: Driver> {
 }
 
 impl<'a, D: Driver> Resolver<'a, D> {
+    /// For the immediate context only, on its thread, whose token proves it owns
+    /// `registry`: [`Resolver::ic_data`] relies on that, and on the immediate context
+    /// holding no reference to an IC side (`Entry::ic_side`, `Entry::ic_data_of_many`)
+    /// while a hook has the resolver.
     pub(crate) fn new(
         registry: &'a Registry<D>,
         guard: &'a Guard,
@@ -496,6 +512,36 @@ impl<'a, D: Driver> Resolver<'a, D> {
     pub fn resource_of(&self, view: ObjectView<'a, D>) -> Result<ObjectView<'a, D>> {
         let resource = view.dependency().ok_or(AppError::WrongType)?;
         self.registry.held(resource, self.guard)
+    }
+
+    /// The driver's IC data of `view`'s object ([`Driver::IcData`], R-L3), as the
+    /// immediate context's thread has it now: what the driver stored at create, changed
+    /// through [`crate::ImmediateContext::ic_data_mut`], [`Driver::rotate_identities`] and
+    /// [`Driver::refresh_view`]. For a driver-built list this is where an object's
+    /// immediate-context data is read at execute (a list resolves its handles then, R-X5).
+    /// [`AppError::WrongDevice`] for an object of another device.
+    ///
+    /// Read-only: a hook gets the resolver shared, and two lookups of one object would give
+    /// two references to the same data, so a `&mut` could alias. Data the driver changes
+    /// while executing goes in a `Cell` or `RefCell` inside its `IcData` (which only needs
+    /// `Send`: it never leaves this thread).
+    pub fn ic_data<'s>(&'s self, view: ObjectView<'s, D>) -> Result<&'s D::IcData> {
+        let entry = view.entry;
+        // Tags are unique among live devices, and both devices are alive (the resolver
+        // borrows this one, the view its entry): an equal tag is this device.
+        if entry.device != self.registry.tag {
+            return Err(AppError::WrongDevice.into());
+        }
+        // SAFETY: the IC side is only reached on the thread driving this device's immediate
+        // context, one reference at a time (`Entry`'s `Sync` invariant): a resolver is made
+        // only by that context, on that thread (`Resolver::new`), and cannot leave it (not
+        // `Send`, not `Sync`); the entry is this registry's (checked above) and stays linked
+        // while the resolver lives (only that context unlinks, and it is inside the hook
+        // that borrows the resolver). While a hook holds the resolver the immediate context
+        // holds no `&mut` to any IC side (`Resolver::new`'s contract), and the hooks handed
+        // `&mut IcData` (destroy, rotate, refresh) get no resolver; the result borrows
+        // `self`, so it ends with the hook. Only the `data` field is referenced.
+        Ok(unsafe { &(*entry.ic.get()).data })
     }
 
     /// Whether the call replays a command list (the immediate context's
@@ -1081,7 +1127,7 @@ mod tests {
 
     #[cfg(feature = "soft")]
     mod with_soft {
-        use crate::soft::{self, SoftConfig, SoftDriver};
+        use crate::soft::{self, SoftCommand::FillIcByte, SoftConfig, SoftDriver};
         use crate::{AppError, DeviceConfig, Error, HandleType, ObjectDesc, ResourceDesc};
 
         fn config() -> SoftConfig {
@@ -1154,6 +1200,86 @@ mod tests {
                 assert_eq!(now, before[(i + 1) % 3]);
             }
             ic.destroy_device().unwrap();
+        }
+
+        /// R-L3: a hook reads an object's IC data through its resolver, as the immediate
+        /// context has it when the hook runs: on the immediate context, and in a
+        /// driver-built list, which reads it at execute, not at record (the soft driver's
+        /// `FillIcByte` writes the low byte it reads). Miri checks the reference it makes
+        /// against the IC context's own mutable ones before and after.
+        #[test]
+        fn r_l3_hooks_read_ic_data_through_the_resolver_when_they_run() {
+            let built = SoftConfig {
+                command_lists: true,
+                driver_built: true,
+                ..config()
+            };
+            for soft_config in [config(), built] {
+                let (device, mut ic, world) =
+                    soft::device(soft_config, DeviceConfig::default()).unwrap();
+                let r = device
+                    .create_resource(ResourceDesc {
+                        byte_size: 4,
+                        ..Default::default()
+                    })
+                    .unwrap();
+                let allocation = device.object(r).unwrap().allocation().unwrap();
+                *ic.ic_data_mut(r).unwrap() = 0x12A;
+                ic.command(&FillIcByte { dst: r }).unwrap();
+                ic.flush().unwrap();
+                assert_eq!(world.read(allocation), Some(vec![0x2A; 4]));
+                let mut dc = device.create_deferred_context().unwrap();
+                dc.command(FillIcByte { dst: r }).unwrap();
+                let list = dc.finish().unwrap();
+                *ic.ic_data_mut(r).unwrap() = 7;
+                ic.execute_command_list(&list).unwrap();
+                *ic.ic_data_mut(r).unwrap() += 1;
+                ic.flush().unwrap();
+                assert_eq!(world.read(allocation), Some(vec![7; 4]), "read at execute");
+                drop((list, dc));
+                ic.destroy_device().unwrap();
+                world.assert_clean(true);
+            }
+        }
+
+        /// An object of another device has no IC data in this one: refused, never read
+        /// (the other device's immediate context may be writing it on its own thread).
+        #[test]
+        fn r_e1_a_resolver_refuses_ic_data_of_another_device() {
+            let (a, mut ic_a, world_a) = soft::device(config(), DeviceConfig::default()).unwrap();
+            let (b, mut ic_b, world_b) = soft::device(config(), DeviceConfig::default()).unwrap();
+            let desc = ResourceDesc {
+                byte_size: 4,
+                ..Default::default()
+            };
+            let (ra, rb) = (
+                a.create_resource(desc).unwrap(),
+                b.create_resource(desc).unwrap(),
+            );
+            *ic_a.ic_data_mut(ra).unwrap() = 3;
+            {
+                // This thread drives both immediate contexts, and neither holds an IC side.
+                let (registry_a, registry_b) = (a.shared.registry(), b.shared.registry());
+                let guard = crossbeam_epoch::pin();
+                let resolver = super::Resolver::new(
+                    registry_a,
+                    &guard,
+                    crate::bind::StateView::empty(),
+                    false,
+                    1,
+                );
+                let own = resolver.get(ra).unwrap();
+                assert_eq!(resolver.ic_data(own), Ok(&3));
+                let foreign = registry_b.live(rb, &guard).unwrap();
+                assert_eq!(
+                    resolver.ic_data(foreign).err(),
+                    Some(Error::Application(AppError::WrongDevice))
+                );
+            }
+            ic_a.destroy_device().unwrap();
+            ic_b.destroy_device().unwrap();
+            world_a.assert_clean(true);
+            world_b.assert_clean(true);
         }
 
         #[test]

@@ -70,6 +70,13 @@ pub enum SoftCommand {
         /// The byte.
         value: u8,
     },
+    /// Fills a whole resource with the low byte of its IC data, read when the command runs
+    /// on the immediate context ([`crate::Resolver::ic_data`]): what
+    /// [`crate::ImmediateContext::ic_data_mut`] stored by then, not at record time.
+    FillIcByte {
+        /// The resource.
+        dst: Handle<Resource>,
+    },
 }
 
 impl Command for SoftCommand {
@@ -79,7 +86,7 @@ impl Command for SoftCommand {
                 visit(src.any());
                 visit(dst.any());
             }
-            SoftCommand::Fill { dst, .. } => visit(dst.any()),
+            SoftCommand::Fill { dst, .. } | SoftCommand::FillIcByte { dst } => visit(dst.any()),
             SoftCommand::ClearView { view, .. } => visit(view.any()),
             SoftCommand::FillBound { .. } => {}
         }
@@ -455,6 +462,11 @@ impl SoftDriver {
                 Some(&bound) => Self::fill(state, objects, objects.get(bound)?, value),
                 None => Ok(()),
             },
+            SoftCommand::FillIcByte { dst } => {
+                let target = objects.get(dst)?;
+                let value = objects.ic_data(target)?.to_le_bytes()[0];
+                Self::fill(state, objects, target, value)
+            }
         }
     }
 

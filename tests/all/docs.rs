@@ -64,6 +64,28 @@ fn the_guide_counts_and_names_the_drivers_hooks() {
     }
 }
 
+/// The minimal driver's list of hooks (the section "A minimal driver") names every required
+/// hook, says how many others have default bodies, and names each of those.
+#[test]
+fn the_minimal_drivers_list_names_every_hook() {
+    let guide = read("docs/EMBEDDING.md");
+    let (required, provided) = driver_hooks();
+    let start = guide
+        .find(&format!("The {} required hooks:", required.len()))
+        .expect("the minimal driver's list of required hooks, with their count");
+    let end = start + guide[start..].find("`Kernel`'s").expect("the list's end");
+    let list = &guide[start..end];
+    let flat = list.split_whitespace().collect::<Vec<_>>().join(" ");
+    let claim = format!("The {} others have default bodies", provided.len());
+    assert!(flat.contains(&claim), "the list must say \"{claim}\"");
+    for hook in required.iter().chain(&provided) {
+        assert!(
+            list.contains(&format!("`{hook}`")),
+            "the minimal driver's list does not name the hook `{hook}`"
+        );
+    }
+}
+
 /// EMBEDDING.md's error table has a row for every `Error` variant.
 #[test]
 fn the_guides_error_table_has_every_error() {

@@ -315,3 +315,79 @@ fn r_e3_a_refused_driver_map_counts_nothing() {
     assert_eq!(counted, 0, "a refused Map counts nothing");
     assert_eq!(again, Ok(64), "and leaves the resource unmapped");
 }
+
+/// Identities rotated between a list's Finish and its execute (R-X5): the list names its
+/// objects by handle and resolves them when it runs, so its writes land in the allocations
+/// the resources have at execute, and its reads come from there; the views it holds are
+/// refreshed before its CommandListExecute. In both modes where the driver has lists: the
+/// soft driver's built lists resolve through the `Resolver` at execute, as a driver's must.
+#[test]
+fn r_x5_identities_rotated_between_finish_and_execute_are_resolved_at_execute() {
+    use cmdlist::dxgi::DisplayFormat;
+    use cmdlist::{BindFlags, HandleType, ResourceDesc, Texture2d, ViewDesc};
+
+    for mode in [ListMode::Replayed, ListMode::DriverBuilt] {
+        let (device, mut ic, world) = setup(mode);
+        let texture = Texture2d {
+            width: 4,
+            height: 2,
+            format: DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+            ..Texture2d::default()
+        };
+        let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let desc = ResourceDesc::texture(texture, bind).unwrap();
+        let (x, y) = (
+            device.create_resource(desc).unwrap(),
+            device.create_resource(desc).unwrap(),
+        );
+        let copy = device.create_resource(buffer(32)).unwrap();
+        // y's second 4 bytes.
+        let view_desc = ViewDesc {
+            resource: y,
+            first_byte: 4,
+            byte_len: 4,
+        };
+        let view = device
+            .create_view(HandleType::RenderTargetView, view_desc)
+            .unwrap();
+        let (ax, ay) = (allocation(&device, x), allocation(&device, y));
+        ic.command(&SoftCommand::Fill { dst: x, value: 3 }).unwrap();
+        ic.command(&SoftCommand::Fill { dst: y, value: 5 }).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::Copy { dst: copy, src: x }).unwrap();
+        dc.command(SoftCommand::ClearView { view, value: 9 })
+            .unwrap();
+        dc.update(y, 0, &[1, 2, 3, 4]).unwrap();
+        let list = dc.finish().unwrap();
+        // x now has y's allocation (5s), y x's (3s).
+        ic.rotate_resource_identities(&[x, y]).unwrap();
+        assert_eq!((allocation(&device, x), allocation(&device, y)), (ay, ax));
+        world.clear_trace();
+        ic.execute_command_list(&list).unwrap();
+        let trace = world.trace();
+        let refreshed = crate::common::position(&trace, |e| e.hook == Hook::RefreshView);
+        let executed = crate::common::position(&trace, |e| e.hook == Hook::ExecuteCommandList);
+        assert!(
+            refreshed.is_some() && refreshed < executed,
+            "{mode:?}: the view refreshed before the execute: {trace:#?}"
+        );
+        ic.flush().unwrap();
+        assert_eq!(
+            bytes(&world, &device, copy),
+            vec![5; 32],
+            "{mode:?}: read from x's allocation at execute"
+        );
+        let mut expected = vec![3; 32];
+        expected[..8].copy_from_slice(&[1, 2, 3, 4, 9, 9, 9, 9]);
+        assert_eq!(
+            world.read(ax).unwrap(),
+            expected,
+            "{mode:?}: written into y's allocation at execute"
+        );
+        assert_eq!(world.read(ay).unwrap(), vec![5; 32], "{mode:?}: untouched");
+        assert!(world.violations().is_empty(), "{:#?}", world.violations());
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}
