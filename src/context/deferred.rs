@@ -333,24 +333,27 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve_for(more, 1, 0)
     }
 
-    /// Operations executing the recording will replay, counting the Unmap each open Map
-    /// still owes (the Map reserved room for it).
+    /// Operations executing the recording will replay, counting the Unmap each open Map and
+    /// the End each begun query still owes (the Map and the Begin reserved room for them).
     fn replay_count(&self) -> u64 {
         self.rec
             .replayed_ops()
-            .saturating_add(self.open.mapped_count() as u64)
+            .saturating_add(self.open.owed() as u64)
     }
 
     /// Fails with out-of-memory unless `ops` more operations of `bytes` in all, one of which
     /// may replay `nested` more (a list executed), fit the budget and the replay limit
     /// (R-E3): a call that records several operations checks them all before recording any.
+    /// The operations the open Maps and begun queries owe count as recorded, so the Unmaps
+    /// and Ends that Finish adds never fail.
     #[inline]
     fn reserve_for(&self, bytes: usize, ops: usize, nested: u64) -> Result<()> {
         let config = self.device.shared.config();
         let replayed = self
             .replay_count()
             .saturating_add((ops as u64).saturating_add(nested));
-        if self.rec.bytes().saturating_add(bytes) > config.deferred_budget
+        let owed = self.open.owed().saturating_mul(OPERATION_BYTES);
+        if self.rec.bytes().saturating_add(owed).saturating_add(bytes) > config.deferred_budget
             || replayed > config.replay_limit
         {
             Err(Error::OutOfMemory)
@@ -523,22 +526,33 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 .check_write(offset, data.len())?;
             dc.use_object_in(resource.any(), &guard)?;
             drop(guard);
+            // Copied before the driver hears the update, so that a copy that runs out of
+            // memory refuses a call nobody heard. Refused by the driver, the copy stays in
+            // the arena until the recording ends, counted against the budget.
+            let payload = match dc.replays {
+                true => {
+                    let payload = dc.rec.payloads.copy(data)?;
+                    dc.rec.payload_bytes += data.len();
+                    Some(payload)
+                }
+                false => None,
+            };
             dc.hear(DeferredCall::Update {
                 resource,
                 offset,
                 data,
             })?;
-            dc.rec.payload_bytes += data.len();
-            if !dc.replays {
-                dc.rec.operations += 1;
-                return Ok(());
+            match payload {
+                Some(payload) => dc.push_op(Recorded::Update {
+                    resource,
+                    offset,
+                    payload,
+                }),
+                None => {
+                    dc.rec.payload_bytes += data.len();
+                    dc.rec.operations += 1;
+                }
             }
-            let payload = dc.rec.payloads.copy(data)?;
-            dc.push_op(Recorded::Update {
-                resource,
-                offset,
-                payload,
-            });
             Ok(())
         })
     }
@@ -587,7 +601,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     fn query(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
-        self.reserve_op()?;
+        // A Begin reserves its End too (Finish adds it if the application does not, R-C4),
+        // as a Map reserves its Unmap; the End of a begun query was reserved by its Begin.
+        let ops = match (begin, self.open.is_begun(query)) {
+            (true, _) => 2,
+            (false, true) => 0,
+            (false, false) => 1,
+        };
+        self.reserve_for(OPERATION_BYTES * ops, ops, 0)?;
         self.open.check_query(query, begin)?;
         self.use_object(query.any())?;
         self.hear(if begin {
@@ -812,12 +833,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.open.map(resource, MapMemory::Driver(size));
             return Ok(MapMemory::Driver(size));
         }
+        // Allocated before the driver hears the Map, as an update's copy is.
+        let payload = self.rec.payloads.zeroed(size)?;
+        self.rec.payload_bytes += size;
         self.hear(DeferredCall::MapDiscard {
             resource,
             len: size,
         })?;
-        let payload = self.rec.payloads.zeroed(size)?;
-        self.rec.payload_bytes += size;
         self.open.map(resource, MapMemory::Arena(payload));
         Ok(MapMemory::Arena(payload))
     }
@@ -918,8 +940,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn finish_inner(&mut self) -> Result<CommandList<D, K>> {
         self.check_alive()?;
         // R-C4: end what is still begun, unmap what is still mapped.
+        // Each reserved by its Begin or Map.
         while let Some(query) = self.open.pop_begun() {
-            self.reserve_op()?;
             self.hear(DeferredCall::EndQuery(query))?;
             self.push_op(Recorded::EndQuery(query));
         }

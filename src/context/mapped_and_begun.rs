@@ -28,9 +28,15 @@ impl<M> Default for MappedAndBegun<M> {
 }
 
 impl<M> MappedAndBegun<M> {
-    /// How many resources are mapped.
-    pub(crate) fn mapped_count(&self) -> usize {
-        self.mapped.len()
+    /// How many operations the open Maps and begun queries still owe: the Unmap of each
+    /// Map and the End of each Begin, which Finish adds if the application does not (R-C4).
+    pub(crate) fn owed(&self) -> usize {
+        self.mapped.len() + self.begun.len()
+    }
+
+    /// Whether `query` is begun.
+    pub(crate) fn is_begun(&self, query: Handle<Query>) -> bool {
+        self.begun.contains(&query)
     }
 
     /// Refuses a second Map of `resource` (nothing changes).

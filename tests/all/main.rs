@@ -11,6 +11,7 @@ mod emulated;
 mod finish_faults;
 mod hardening;
 mod nested;
+mod owed;
 mod panic_safety;
 mod primary;
 mod recycle;
