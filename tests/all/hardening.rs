@@ -271,3 +271,152 @@ fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_destroy() {
         }
     }
 }
+
+/// The driver runs out of memory while a Map is made (R-E3): in either list mode, whichever
+/// hook says so (`record_deferred` hearing the Map where the engine replays lists,
+/// `map_discard_deferred` where the driver builds them), the context is removed, the error
+/// goes to its sink, and the Map hands out scratch memory of the resource's size, as a Map
+/// past the budget does; Finish then answers out of memory once.
+#[test]
+fn r_e3_a_map_the_driver_cannot_make_hands_out_scratch_in_every_mode() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use std::sync::Arc;
+    for (driver_built, hook) in [(false, "record_deferred"), (true, "map_discard_deferred")] {
+        let scenario = |plan: &Arc<FaultPlan>| {
+            let config = SoftConfig {
+                command_lists: true,
+                driver_built,
+                ..SoftConfig::default()
+            };
+            let (driver, kernel, world) = inject::new(plan, config);
+            let (device, mut ic, _) = Device::new(driver, kernel, DeviceConfig::default())
+                .map(|(d, i)| (d, i, ()))
+                .unwrap();
+            let r = device
+                .create_resource(crate::common::dynamic_buffer(48))
+                .unwrap();
+            let mut dc = device.create_deferred_context().unwrap();
+            let mark = plan.calls();
+            let mapped = dc.map_discard(r).map(|bytes| {
+                bytes.fill(9);
+                bytes.len()
+            });
+            let removed = dc.is_removed();
+            let finished = dc.finish().map(drop);
+            drop(dc);
+            ic.destroy_device().unwrap();
+            (mark, mapped, removed, finished, world)
+        };
+        let counting = Arc::new(FaultPlan::counting().with_log());
+        let (mark, ..) = scenario(&counting);
+        let at = counting.log()[mark as usize..]
+            .iter()
+            .position(|h| *h == hook)
+            .expect("the Map reaches the hook") as u64;
+        let plan = Arc::new(FaultPlan::at(mark + at, Fault::Error(Error::OutOfMemory)));
+        let (_, mapped, removed, finished, world) = scenario(&plan);
+        assert_eq!(plan.hit().map(|h| h.hook), Some(hook));
+        assert_eq!(mapped, Ok(48), "{hook}: scratch of the resource's size");
+        assert!(removed, "{hook}");
+        assert_eq!(finished, Err(Error::OutOfMemory), "{hook}");
+        assert!(world
+            .errors()
+            .iter()
+            .any(|(c, e)| matches!(c, ContextId::Deferred(_)) && *e == Error::OutOfMemory));
+        world.assert_clean(true);
+    }
+}
+
+/// A view the driver cannot refresh after an identity rotation (R-X5) refuses the
+/// CommandListExecute before anything of it runs, as it refuses any operation: the error is
+/// returned, the list's execute hook is never called, and the immediate context's bindings
+/// stay (no clear-state ran).
+#[test]
+fn r_x5_a_refused_view_refresh_refuses_the_execute_before_it_runs() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::{BindClass, BindFlags, BindPoint, HandleType, Texture2d, ViewDesc};
+    use std::sync::Arc;
+    let rt0 = BindPoint::new(BindClass::RenderTarget, 0);
+    let scenario = |plan: &Arc<FaultPlan>| {
+        let config = SoftConfig {
+            command_lists: true,
+            ..SoftConfig::default()
+        };
+        let (driver, kernel, world) = inject::new(plan, config);
+        let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+        let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let desc = ResourceDesc::texture(Texture2d::default(), bind).unwrap();
+        let (x, y) = (
+            device.create_resource(desc).unwrap(),
+            device.create_resource(desc).unwrap(),
+        );
+        let view_desc = ViewDesc {
+            resource: y,
+            first_byte: 0,
+            byte_len: 4,
+        };
+        let view = device
+            .create_view(HandleType::RenderTargetView, view_desc)
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(soft::SoftCommand::ClearView { view, value: 9 })
+            .unwrap();
+        let list = dc.finish().unwrap();
+        ic.bind(rt0, Some(x.any())).unwrap();
+        ic.rotate_resource_identities(&[x, y]).unwrap();
+        let mark = plan.calls();
+        let before = world.trace().len();
+        let executed = ic.execute_command_list(&list);
+        let heard: Vec<Hook> = world.trace()[before..].iter().map(|e| e.hook).collect();
+        let bound = ic.binding(rt0);
+        drop((list, dc));
+        ic.clear_state().unwrap();
+        ic.destroy_device().unwrap();
+        (mark, executed, heard, bound == Some(x.any()), world)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (mark, executed, ..) = scenario(&counting);
+    assert_eq!(executed, Ok(()));
+    let at = counting.log()[mark as usize..]
+        .iter()
+        .position(|h| *h == "refresh_view")
+        .expect("the execute refreshes the view") as u64;
+    let plan = Arc::new(FaultPlan::at(mark + at, Fault::Error(Error::InvalidArg)));
+    let (_, executed, heard, still_bound, world) = scenario(&plan);
+    assert_eq!(executed, Err(Error::InvalidArg));
+    assert!(!heard.contains(&Hook::ExecuteCommandList), "{heard:?}");
+    assert!(!heard.contains(&Hook::Execute), "no clear-state: {heard:?}");
+    assert!(still_bound, "the bindings stay");
+    world.assert_clean(true);
+}
+
+/// Where the engine replays lists, a Map's bytes are allocated in the recording's arena
+/// before the driver hears the Map: an allocation that fails refuses a call the driver never
+/// heard (R-E3), as the budget and every other check do.
+#[test]
+fn r_e3_a_map_whose_bytes_cannot_be_allocated_is_never_heard() {
+    let config = SoftConfig {
+        command_lists: true,
+        driver_built: false,
+        resources_without_memory: true,
+        ..SoftConfig::default()
+    };
+    let unlimited = DeviceConfig::default().with_deferred_budget(usize::MAX);
+    let (device, mut ic, world) = soft::device(config, unlimited).unwrap();
+    // Two tebibytes: within the budget, past what the arena can allocate.
+    let huge = ResourceDesc {
+        byte_size: 1 << 41,
+        usage: Usage::Dynamic,
+        ..Default::default()
+    };
+    let r = device.create_resource(huge).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let from = world.trace().len();
+    assert_eq!(dc.map_discard(r).err(), Some(Error::OutOfMemory));
+    let heard = hooks_since(&world, from);
+    assert!(!heard.contains(&Hook::RecordDeferred), "{heard:?}");
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+}
