@@ -106,6 +106,13 @@ pub struct ListMemory<'a> {
 pub trait Command: Send + Sync + 'static {
     /// Calls `visit` with every object the command references, dependencies first (R-H3).
     /// The engine checks each before the command reaches [`Driver::execute`].
+    ///
+    /// Only the objects the command names: what it reads through the context's bindings (a
+    /// draw's bound buffers, views and shaders) the engine accounts for itself (R-D1). An
+    /// object is in the allocation list of every buffer the immediate context submits while
+    /// it is bound, and of the buffer that unbinds it (a bind, ClearState, a list's execute),
+    /// and its memory is deallocated only after the last of those buffers, so a bound object
+    /// the application destroys outlives every buffer that may have read it.
     fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle));
 }
 
@@ -415,8 +422,18 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// executing context has bound ([`Driver::execute_command_list`]), so a driver encodes
     /// the recording as starting from nothing bound.
     ///
+    /// Called only once the engine has accepted the call: every check it makes (R-C4's
+    /// conflicts, the budget and the replay limit of R-E3, a query begun twice, a second
+    /// Map, a stale or foreign handle) comes first, and a refused call is never heard. A
+    /// Begin's owed End and a Map's owed Unmap are reserved with them, so the ones Finish adds
+    /// are heard whatever the budget.
+    ///
     /// An error refuses the call: nothing is recorded, the error is reported on the context's
-    /// sink (R-E2), and out of memory removes the context locally (R-E3). Called in
+    /// sink (R-E2), and out of memory removes the context locally (R-E3); the call returns
+    /// the error, except a Map, which hands the application scratch memory instead, as a Map
+    /// past the budget does (the application writes it and the removed context drops it).
+    /// A hook that panics refuses the call the same way; during Finish (its implicit Ends and
+    /// Unmaps) it abandons the recording with everything it left open (R-C2). Called in
     /// [`crate::ListMode::Replayed`] and [`crate::ListMode::DriverBuilt`], never when the
     /// engine emulates command lists. Default: nothing to do.
     fn record_deferred(
@@ -435,7 +452,9 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// error, `InvalidArg`), as the DDI's ResourceMap on a deferred context returns the
     /// driver's pointer. The memory stays the driver's; it need not be zeroed.
     /// `resource`'s context-local handle is open in `locals`. An error is a failed Map, as
-    /// for [`Driver::record_deferred`]. Default: [`crate::Error::Unsupported`].
+    /// for [`Driver::record_deferred`]: out of memory removes the context and the application
+    /// gets scratch memory; any other error is returned, and the resource is not mapped.
+    /// Default: [`crate::Error::Unsupported`].
     ///
     /// [`crate::DeferredContext::map_discard`] returns these bytes borrowed from the
     /// context, so the application writes them before its next call on the context, and
@@ -464,6 +483,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Destroys a deferred context's state: on the context's thread when it is dropped, and
     /// after every Finish or Abandon when recycling is off (R-C1, R-C2). Releases the
     /// memory of the lists in the context's cache ([`Driver::recycle_command_list`]).
+    ///
+    /// A context that outlives its device (its immediate context dropped while it records)
+    /// hears nothing after device destruction but this, at its drop (R-D3): the objects are
+    /// destroyed already, so its open context-local handles are released without
+    /// [`Driver::close_local`], and Finish and Abandon drop the recording without a hook
+    /// (they answer [`crate::Error::DeviceRemoved`]).
     fn destroy_deferred_context(&self, dc: Self::Deferred);
 
     /// Abandon's second step (R-C2), on the deferred context's thread: the binding at

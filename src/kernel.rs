@@ -44,7 +44,10 @@ pub struct Submission<'a> {
     /// one per buffer, but buffers that held nothing are never submitted, so submitted
     /// numbers may skip.
     pub fence: u64,
-    /// Every allocation the buffer references (the allocation list of the render callback).
+    /// Every allocation the buffer references (the allocation list of the render callback):
+    /// those of the objects its operations name, of the objects the command lists it
+    /// executes hold, and of every object bound on the immediate context while the buffer
+    /// ran, or unbound in it (R-D1), each view's resource included.
     pub allocations: &'a [AllocationHandle],
     /// How many operations the buffer holds.
     pub operations: u32,

@@ -631,8 +631,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// included). The driver hears of it now, on this thread
     /// ([`Driver::execute_command_list_deferred`]), with the state-refresh queries still
     /// answering this context's bindings; from the next call on, nothing is bound, and the
-    /// recording carries that clear-state: executed on the immediate context, the list's
-    /// operations replay in place, followed by a clear-state.
+    /// recording carries that clear-state. When the recording's list is executed on the
+    /// immediate context, `list` runs there in place, from the clear state and followed by a
+    /// clear-state: its operations replayed where the engine replays lists, the buffer the
+    /// driver chained at this call where the driver builds them
+    /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)).
     ///
     /// The recording holds `list` (one operation and one owner, whatever the list's size): it
     /// stays executable, its objects alive and its memory unrecycled while a list that

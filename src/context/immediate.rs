@@ -559,12 +559,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         })
     }
 
-    /// CommandListExecute (R-C3): replays the list's operations through the driver, then
-    /// clears this context's state as at device creation. During the call, state-refresh
-    /// queries answer the bindings from before it; afterwards, nothing is bound. A list may
-    /// be executed any number of times. The lists it executes (recorded with
-    /// [`crate::DeferredContext::execute_command_list`]) replay in place, each followed by the
-    /// clear-state its execute recorded, at any depth.
+    /// CommandListExecute (R-C3): runs the list from the clear state (it inherits none of
+    /// this context's bindings), then leaves this context's state as at device creation.
+    /// Where the engine replays lists ([`ListMode::Replayed`], and emulated lists) that is
+    /// [`Driver::execute_command_list`] (for an emulated list an [`Op::ClearState`] instead),
+    /// each recorded operation through [`Driver::execute`], then [`Op::ClearState`]; the lists
+    /// it executes (recorded with [`crate::DeferredContext::execute_command_list`]) replay in
+    /// place, each followed by the clear-state its execute recorded, at any depth. Where the
+    /// driver builds its lists ([`ListMode::DriverBuilt`]) it is one
+    /// [`Driver::execute_command_list`], which runs what the driver built, chained lists
+    /// included, and leaves the clear state; nothing is replayed. Either way every object the
+    /// list holds is referenced in the open buffer (R-D1), and views whose resource's identity
+    /// rotated since their last use are refreshed first (R-X5): a refresh the driver refuses
+    /// refuses the execute before any of it runs, as for any operation. During the call,
+    /// state-refresh queries answer the bindings from before it; afterwards, nothing is bound
+    /// (the objects that were bound stay referenced by this buffer, R-D1). A list may be
+    /// executed any number of times.
     ///
     /// Checked first, changing nothing when they fail (R-C4, R-R8): the list belongs to this
     /// device; neither it nor a list it executes recorded a Map of a resource this context
