@@ -3,27 +3,28 @@
 //! budget and the replay limit alike. A call that would leave no room for them runs out of
 //! memory itself; Finish never does for them.
 
-use cmdlist::soft::{self, SoftCommand, SoftConfig};
+use std::sync::Arc;
+
+use cmdlist::soft::{self, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
 use cmdlist::{DeviceConfig, Error, QueryKind};
 
 use crate::common::{buffer, dynamic_buffer};
 
-fn config() -> SoftConfig {
-    SoftConfig {
+/// A device whose replay limit is two operations, where the driver records lists
+/// (`driver_built`: builds them).
+fn device(driver_built: bool) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
         command_lists: true,
+        driver_built,
         ..SoftConfig::default()
-    }
+    };
+    soft::device(config, DeviceConfig::default().with_replay_limit(2)).unwrap()
 }
 
 #[test]
 fn r_e3_a_begin_reserves_its_end_against_the_replay_limit() {
     for driver_built in [false, true] {
-        let config = SoftConfig {
-            driver_built,
-            ..config()
-        };
-        let limit = DeviceConfig::default().with_replay_limit(2);
-        let (device, mut ic, world) = soft::device(config, limit).unwrap();
+        let (device, mut ic, world) = device(driver_built);
         let r = device.create_resource(buffer(16)).unwrap();
         let q = device.create_query(QueryKind::Event).unwrap();
         let mut dc = device.create_deferred_context().unwrap();
@@ -53,12 +54,7 @@ fn r_e3_a_begin_reserves_its_end_against_the_replay_limit() {
 #[test]
 fn r_e3_a_map_reserves_its_unmap_against_the_replay_limit() {
     for driver_built in [false, true] {
-        let config = SoftConfig {
-            driver_built,
-            ..config()
-        };
-        let limit = DeviceConfig::default().with_replay_limit(2);
-        let (device, mut ic, world) = soft::device(config, limit).unwrap();
+        let (device, mut ic, world) = device(driver_built);
         let r = device.create_resource(buffer(16)).unwrap();
         let d = device.create_resource(dynamic_buffer(16)).unwrap();
         let mut dc = device.create_deferred_context().unwrap();
