@@ -316,6 +316,44 @@ fn r_e3_a_refused_driver_map_counts_nothing() {
     assert_eq!(again, Ok(64), "and leaves the resource unmapped");
 }
 
+/// Driver memory of another length than the resource's new contents (here one byte short,
+/// [`Fault::WrongLength`]) is the driver's error (R-E1): the Map fails with `InvalidArg`,
+/// which removes nothing, and leaves the resource unmapped, so a second Map succeeds; the
+/// recording abandoned, nothing is left behind.
+#[test]
+fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, config(ListMode::DriverBuilt));
+        let (device, mut ic) = Device::new(driver, kernel, device_config()).unwrap();
+        let d = device.create_resource(dynamic_buffer(64)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        let mapped = dc.map_discard(d).map(|b| b.len());
+        let mode = dc.mode();
+        // Mapped again: refused only if the first Map is still open.
+        let again = dc.map_discard(d).map(|b| b.len());
+        let unmapped = dc.unmap(d);
+        dc.abandon().unwrap();
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+        (mapped, mode, again, unmapped)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    assert_eq!(run(&counting).0, Ok(64));
+    let call = counting
+        .log()
+        .iter()
+        .position(|h| *h == "map_discard_deferred")
+        .unwrap() as u64;
+    let plan = Arc::new(FaultPlan::at(call, Fault::WrongLength));
+    let (mapped, mode, again, unmapped) = run(&plan);
+    assert!(plan.injected());
+    assert_eq!(mapped, Err(Error::InvalidArg));
+    assert_eq!(mode, DeferredMode::Recording, "not removed");
+    assert_eq!(again, Ok(64), "the refused Map left the resource unmapped");
+    assert_eq!(unmapped, Ok(()));
+}
+
 /// Identities rotated between a list's Finish and its execute (R-X5): the list names its
 /// objects by handle and resolves them when it runs, so its writes land in the allocations
 /// the resources have at execute, and its reads come from there; the views it holds are
