@@ -354,6 +354,75 @@ fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
     assert_eq!(unmapped, Ok(()));
 }
 
+/// A bind the driver refuses at record time fails with the driver's error (R-E1) and
+/// leaves the old binding in force: the state-refresh query answers it (R-C1), the list
+/// draws into it, and that list's Finish and the next list are clean, in both modes where
+/// the driver has lists.
+#[test]
+fn r_c1_r_e1_a_bind_the_driver_refuses_leaves_the_old_binding() {
+    for mode in [ListMode::Replayed, ListMode::DriverBuilt] {
+        let scenario = |plan: &Arc<FaultPlan>| {
+            let (driver, kernel, world) = inject::new(plan, config(mode));
+            let (device, mut ic) = Device::new(driver, kernel, device_config()).unwrap();
+            let (a, b) = (
+                device.create_resource(buffer(8)).unwrap(),
+                device.create_resource(buffer(8)).unwrap(),
+            );
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.bind(RT0, Some(a.any())).unwrap();
+            let mark = plan.calls() as usize;
+            let result = dc.bind(RT0, Some(b.any()));
+            let bound = dc.binding(RT0);
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 7,
+            })
+            .unwrap();
+            let list = dc.finish().unwrap();
+            ic.execute_command_list(&list).unwrap();
+            // The next list.
+            dc.command(SoftCommand::Fill { dst: b, value: 1 }).unwrap();
+            let next = dc.finish().unwrap();
+            ic.execute_command_list(&next).unwrap();
+            ic.flush().unwrap();
+            let read = |r| world.read(device.object(r).unwrap().allocation().unwrap());
+            let written = (read(a).unwrap(), read(b).unwrap());
+            let violations = world.violations();
+            drop((list, next, dc, device));
+            ic.destroy_device().unwrap();
+            world.assert_clean(true);
+            (
+                mark,
+                result,
+                bound.map(|h| h == a.any()),
+                written,
+                violations,
+            )
+        };
+        let counting = Arc::new(FaultPlan::counting().with_log());
+        let (mark, result, ..) = scenario(&counting);
+        assert_eq!(result, Ok(()), "{mode:?}");
+        // The refused bind's recording hook: the first one after the mark.
+        let call = mark
+            + counting.log()[mark..]
+                .iter()
+                .position(|h| *h == "record_deferred")
+                .unwrap();
+        let plan = Arc::new(FaultPlan::at(call as u64, Fault::Error(Error::InvalidArg)));
+        let (_, result, bound_a, (a, b), violations) = scenario(&plan);
+        assert!(plan.injected(), "{mode:?}");
+        assert_eq!(result, Err(Error::InvalidArg), "{mode:?}");
+        assert_eq!(bound_a, Some(true), "{mode:?}: the old binding answered");
+        assert_eq!(
+            a,
+            vec![7; 8],
+            "{mode:?}: the list drew into the old binding"
+        );
+        assert_eq!(b, vec![1; 8], "{mode:?}: the next list ran");
+        assert!(violations.is_empty(), "{mode:?}: {violations:#?}");
+    }
+}
+
 /// Identities rotated between a list's Finish and its execute (R-X5): the list names its
 /// objects by handle and resolves them when it runs, so its writes land in the allocations
 /// the resources have at execute, and its reads come from there; the views it holds are
