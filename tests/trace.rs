@@ -1,6 +1,7 @@
 //! The engine's spans (feature `trace`): each on the thread that does the step, a list's
-//! number the same from its recording to its execute and its destroy, a new number for a
-//! list made from recycled memory, every span closed.
+//! number the same from its recording to its execute (plain or restoring, on either
+//! context) and its destroy, a new number for a list made from recycled memory, every span
+//! closed.
 //!
 //! A binary of its own with one test: `tracing` caches which callsites are wanted across
 //! threads, and no other test may hit the engine's callsites meanwhile without a subscriber.
@@ -248,6 +249,32 @@ fn a_lists_spans_carry_its_number_from_the_recording_thread_to_the_executing_one
     );
     ic.execute_command_list(&outer).unwrap();
     assert_eq!(spans.lists(SpanKind::Execute)[2], Some(third));
+    // A restoring execute's span carries its list's number as the plain one's does: on the
+    // immediate context, and on a deferred context (whose recording is then abandoned).
+    ic.execute_command_list_restoring(&outer).unwrap();
+    assert_eq!(spans.lists(SpanKind::Execute)[3], Some(third));
+    {
+        let dc = Arc::clone(&outer_dc);
+        let inner = &inner;
+        std::thread::scope(|s| {
+            let dispatch = dispatch.clone();
+            std::thread::Builder::new()
+                .name("outer".into())
+                .spawn_scoped(s, move || {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        let mut dc = dc.lock().unwrap();
+                        dc.execute_command_list_restoring(inner).unwrap();
+                        dc.abandon().unwrap();
+                    })
+                })
+                .unwrap();
+        });
+    }
+    let restoring = &spans.closed(SpanKind::Execute)[4];
+    assert_eq!(
+        (restoring.list, restoring.thread.as_str()),
+        (Some(second), "outer")
+    );
     drop(inner);
     drop(outer);
     assert_eq!(

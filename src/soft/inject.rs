@@ -13,6 +13,9 @@
 //!   [`InjectedPanic::of`]; [`silence_injected_panics`] keeps them out of test output.
 //! - [`Fault::Error`]: a hook that returns a `Result` returns that error; any other hook
 //!   runs normally ([`Hit::injected`] says that nothing was injected).
+//! - [`Fault::WrongLength`]: [`Driver::map_discard_deferred`] runs and returns its memory
+//!   one byte short of the length asked (a driver's error the engine must refuse, R-E1);
+//!   any other hook runs normally, as at a [`Fault::Error`] that injects nothing.
 //!
 //! A test runs its scenario once with [`FaultPlan::counting`] to learn how many calls it
 //! makes (and, [`FaultPlan::with_log`], which hook each one is), then once per call number
@@ -92,6 +95,10 @@ pub enum Fault {
     /// A hook that returns a `Result` returns this error (R-E1: its kind is the one the
     /// engine must pass on); other hooks run normally.
     Error(Error),
+    /// [`Driver::map_discard_deferred`] runs, then returns the first `len - 1` bytes of its
+    /// memory (of a resource of at least one byte): memory of the wrong length, which the
+    /// engine must refuse (R-E1). Other hooks run normally.
+    WrongLength,
 }
 
 /// The call that reached a plan's target.
@@ -102,7 +109,7 @@ pub struct Hit {
     /// The hook's name: the [`Driver`] or [`Kernel`] method's.
     pub hook: &'static str,
     /// Whether a fault was injected (an [`Fault::Error`] at a hook without a `Result` is
-    /// not).
+    /// not, nor a [`Fault::WrongLength`] at any hook but [`Driver::map_discard_deferred`]).
     pub injected: bool,
 }
 
@@ -228,6 +235,13 @@ impl FaultPlan {
     /// `fallible`) returns the error.
     #[inline]
     fn tick(&self, hook: &'static str, fallible: bool) -> Result<()> {
+        self.tick_sized(hook, fallible, false).map(drop)
+    }
+
+    /// [`FaultPlan::tick`] for a hook that hands out memory (`sized`): also answers whether
+    /// to hand it out one byte short ([`Fault::WrongLength`] at the target).
+    #[inline]
+    fn tick_sized(&self, hook: &'static str, fallible: bool, sized: bool) -> Result<bool> {
         let call = match &self.log {
             None => self.calls.fetch_add(1, Ordering::Relaxed),
             Some(log) => {
@@ -238,11 +252,12 @@ impl FaultPlan {
             }
         };
         if Some(call) != self.target {
-            return Ok(());
+            return Ok(false);
         }
         let injected = match self.fault {
             Fault::Panic => true,
             Fault::Error(_) => fallible,
+            Fault::WrongLength => sized,
         };
         let _ = self.hit.set(Hit {
             call,
@@ -252,7 +267,8 @@ impl FaultPlan {
         match self.fault {
             Fault::Panic => std::panic::panic_any(InjectedPanic { call, hook }),
             Fault::Error(error) if fallible => Err(error),
-            Fault::Error(_) => Ok(()),
+            Fault::Error(_) => Ok(false),
+            Fault::WrongLength => Ok(sized),
         }
     }
 
@@ -499,9 +515,17 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
         len: usize,
         locals: &mut LocalHandles<'_, Self>,
     ) -> Result<&'a mut [u8]> {
-        self.plan.tick("map_discard_deferred", true)?;
-        self.inner
-            .map_discard_deferred_for(dc, resource, len, locals)
+        let short = self.plan.tick_sized("map_discard_deferred", true, true)?;
+        let bytes = self
+            .inner
+            .map_discard_deferred_for(dc, resource, len, locals)?;
+        match short {
+            true => {
+                let end = len.min(bytes.len()).saturating_sub(1);
+                Ok(&mut bytes[..end])
+            }
+            false => Ok(bytes),
+        }
     }
 
     fn execute_command_list_deferred(
@@ -831,6 +855,17 @@ mod tests {
         assert_eq!(driver.calc_private_size(&desc()), 16);
         assert!(!plan.injected());
         assert_eq!(plan.hit().map(|h| h.hook), Some("calc_private_size"));
+    }
+
+    #[test]
+    fn wrong_length_fault_at_another_hook_injects_nothing() {
+        let plan = Arc::new(FaultPlan::at(0, Fault::WrongLength));
+        let (driver, _kernel, world) = new(&plan, SoftConfig::default());
+        let (object, mut ic) = driver.create_object(&desc(), None, None).unwrap();
+        assert_eq!(world.live_objects(), [object.id], "created as usual");
+        assert!(!plan.injected());
+        assert_eq!(plan.hit().map(|h| h.hook), Some("create_object"));
+        driver.destroy_object(HandleType::Resource, &object, &mut ic);
     }
 
     #[test]

@@ -316,6 +316,113 @@ fn r_e3_a_refused_driver_map_counts_nothing() {
     assert_eq!(again, Ok(64), "and leaves the resource unmapped");
 }
 
+/// Driver memory of another length than the resource's new contents (here one byte short,
+/// [`Fault::WrongLength`]) is the driver's error (R-E1): the Map fails with `InvalidArg`,
+/// which removes nothing, and leaves the resource unmapped, so a second Map succeeds; the
+/// recording abandoned, nothing is left behind.
+#[test]
+fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, config(ListMode::DriverBuilt));
+        let (device, mut ic) = Device::new(driver, kernel, device_config()).unwrap();
+        let d = device.create_resource(dynamic_buffer(64)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        let mapped = dc.map_discard(d).map(|b| b.len());
+        let mode = dc.mode();
+        // Mapped again: refused only if the first Map is still open.
+        let again = dc.map_discard(d).map(|b| b.len());
+        let unmapped = dc.unmap(d);
+        dc.abandon().unwrap();
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+        (mapped, mode, again, unmapped)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    assert_eq!(run(&counting).0, Ok(64));
+    let call = counting
+        .log()
+        .iter()
+        .position(|h| *h == "map_discard_deferred")
+        .unwrap() as u64;
+    let plan = Arc::new(FaultPlan::at(call, Fault::WrongLength));
+    let (mapped, mode, again, unmapped) = run(&plan);
+    assert!(plan.injected());
+    assert_eq!(mapped, Err(Error::InvalidArg));
+    assert_eq!(mode, DeferredMode::Recording, "not removed");
+    assert_eq!(again, Ok(64), "the refused Map left the resource unmapped");
+    assert_eq!(unmapped, Ok(()));
+}
+
+/// A bind the driver refuses at record time fails with the driver's error (R-E1) and
+/// leaves the old binding in force: the state-refresh query answers it (R-C1), the list
+/// draws into it, and that list's Finish and the next list are clean, in both modes where
+/// the driver has lists.
+#[test]
+fn r_c1_r_e1_a_bind_the_driver_refuses_leaves_the_old_binding() {
+    for mode in [ListMode::Replayed, ListMode::DriverBuilt] {
+        let scenario = |plan: &Arc<FaultPlan>| {
+            let (driver, kernel, world) = inject::new(plan, config(mode));
+            let (device, mut ic) = Device::new(driver, kernel, device_config()).unwrap();
+            let (a, b) = (
+                device.create_resource(buffer(8)).unwrap(),
+                device.create_resource(buffer(8)).unwrap(),
+            );
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.bind(RT0, Some(a.any())).unwrap();
+            let mark = plan.calls() as usize;
+            let result = dc.bind(RT0, Some(b.any()));
+            let bound = dc.binding(RT0);
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 7,
+            })
+            .unwrap();
+            let list = dc.finish().unwrap();
+            ic.execute_command_list(&list).unwrap();
+            // The next list.
+            dc.command(SoftCommand::Fill { dst: b, value: 1 }).unwrap();
+            let next = dc.finish().unwrap();
+            ic.execute_command_list(&next).unwrap();
+            ic.flush().unwrap();
+            let read = |r| world.read(device.object(r).unwrap().allocation().unwrap());
+            let written = (read(a).unwrap(), read(b).unwrap());
+            let violations = world.violations();
+            drop((list, next, dc, device));
+            ic.destroy_device().unwrap();
+            world.assert_clean(true);
+            (
+                mark,
+                result,
+                bound.map(|h| h == a.any()),
+                written,
+                violations,
+            )
+        };
+        let counting = Arc::new(FaultPlan::counting().with_log());
+        let (mark, result, ..) = scenario(&counting);
+        assert_eq!(result, Ok(()), "{mode:?}");
+        // The refused bind's recording hook: the first one after the mark.
+        let call = mark
+            + counting.log()[mark..]
+                .iter()
+                .position(|h| *h == "record_deferred")
+                .unwrap();
+        let plan = Arc::new(FaultPlan::at(call as u64, Fault::Error(Error::InvalidArg)));
+        let (_, result, bound_a, (a, b), violations) = scenario(&plan);
+        assert!(plan.injected(), "{mode:?}");
+        assert_eq!(result, Err(Error::InvalidArg), "{mode:?}");
+        assert_eq!(bound_a, Some(true), "{mode:?}: the old binding answered");
+        assert_eq!(
+            a,
+            vec![7; 8],
+            "{mode:?}: the list drew into the old binding"
+        );
+        assert_eq!(b, vec![1; 8], "{mode:?}: the next list ran");
+        assert!(violations.is_empty(), "{mode:?}: {violations:#?}");
+    }
+}
+
 /// Identities rotated between a list's Finish and its execute (R-X5): the list names its
 /// objects by handle and resolves them when it runs, so its writes land in the allocations
 /// the resources have at execute, and its reads come from there; the views it holds are

@@ -10,6 +10,7 @@ mod dxgi;
 mod emulated;
 mod finish_faults;
 mod hardening;
+mod heard;
 mod nested;
 mod owed;
 mod panic_safety;

@@ -704,6 +704,7 @@ fn report(failures: &[&Failure]) -> String {
             let fault = match f.fault {
                 Fault::Panic => String::new(),
                 Fault::Error(error) => format!("{error:?} "),
+                Fault::WrongLength => "wrong length ".to_string(),
             };
             out += &format!(
                 "{fault}call {:>3} {:<32} in {:<32} {}\n",

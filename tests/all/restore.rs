@@ -235,3 +235,93 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
     assert_eq!(bound, [(RT0, a.any())], "the bindings as they were");
     assert_eq!(destroyed, 1, "destroyed once unbound: no hold left behind");
 }
+
+/// A hook that panics during a restoring execute on the immediate context (the list's
+/// CommandListExecute, one of its replayed operations, or a re-bind) leaves no hold the
+/// restore took: after ClearState, the bound objects destroyed and a flush, they are really
+/// destroyed (R-H2, R-D4), and device destruction leaves nothing (R-D3). Every such call is
+/// made to panic in turn, in every list mode.
+#[test]
+fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan, InjectedPanic};
+    use cmdlist::Device;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+
+    inject::silence_injected_panics();
+    for mode in ListMode::ALL {
+        let config = SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: mode.has_driver_lists(),
+            driver_built: mode == ListMode::DriverBuilt,
+            ..SoftConfig::default()
+        };
+        // The calls the restoring execute made, whether it panicked, and the bound objects
+        // still alive at the end.
+        let scenario = |plan: &Arc<FaultPlan>| {
+            let (driver, kernel, world) = inject::new(plan, config.clone());
+            let device_config = DeviceConfig::default().with_list_clock(Clock::Submitted);
+            let (device, mut ic) = Device::new(driver, kernel, device_config).unwrap();
+            let (a, b) = (
+                device.create_resource(buffer(8)).unwrap(),
+                device.create_resource(buffer(8)).unwrap(),
+            );
+            let blend = device
+                .create(&ObjectDesc::State {
+                    ty: HandleType::BlendState,
+                    desc: &[1; 8],
+                })
+                .unwrap();
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.bind(RT0, Some(b.any())).unwrap();
+            dc.command(fill_bound(3)).unwrap();
+            let list = dc.finish().unwrap();
+            ic.bind(RT0, Some(a.any())).unwrap();
+            ic.bind(BLEND, Some(blend)).unwrap();
+            let ids = [a.any(), blend].map(|h| device.object(h).unwrap().id);
+            let mark = plan.calls() as usize;
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                ic.execute_command_list_restoring(&list)
+            }));
+            let end = plan.calls() as usize;
+            let panicked = match caught {
+                Ok(result) => {
+                    result.unwrap();
+                    false
+                }
+                Err(payload) => {
+                    assert!(InjectedPanic::of(&*payload).is_some(), "{mode:?}");
+                    true
+                }
+            };
+            ic.clear_state().unwrap();
+            device.destroy(a).unwrap();
+            device.destroy(blend).unwrap();
+            ic.flush().unwrap();
+            let live = world.live_objects();
+            let alive: Vec<u64> = ids.into_iter().filter(|id| live.contains(id)).collect();
+            drop((list, dc, device));
+            ic.destroy_device().unwrap();
+            world.assert_clean(true);
+            (mark..end, panicked, alive)
+        };
+        let counting = Arc::new(FaultPlan::counting().with_log());
+        let (during, panicked, alive) = scenario(&counting);
+        assert!(!panicked && alive.is_empty(), "{mode:?}: {alive:?}");
+        let log = counting.log();
+        let calls: Vec<usize> = during
+            .filter(|&i| matches!(log[i], "execute" | "execute_command_list"))
+            .collect();
+        assert!(calls.len() >= 2, "{mode:?}: the list and its re-binds");
+        for call in calls {
+            let plan = Arc::new(FaultPlan::at(call as u64, Fault::Panic));
+            let (_, panicked, alive) = scenario(&plan);
+            let hook = log[call];
+            assert!(panicked, "{mode:?}: call {call} ({hook})");
+            assert_eq!(
+                alive,
+                [],
+                "{mode:?}: a panic at call {call} ({hook}) left the bound objects held"
+            );
+        }
+    }
+}
