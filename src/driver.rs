@@ -454,6 +454,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// `resource`'s context-local handle is open in `locals`. An error is a failed Map, as
     /// for [`Driver::record_deferred`]: out of memory removes the context and the application
     /// gets scratch memory; any other error is returned, and the resource is not mapped.
+    /// Memory of another length is refused (`InvalidArg`, R-E1) after the driver made its
+    /// Map, so the engine removes the context locally: the driver hears
+    /// [`Driver::abandon_command_list`] and drops the recording, Map included, and Finish
+    /// answers out of memory once (R-E3).
     /// Default: [`crate::Error::Unsupported`].
     ///
     /// [`crate::DeferredContext::map_discard`] returns these bytes borrowed from the

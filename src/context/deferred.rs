@@ -63,10 +63,11 @@ pub struct DeferredStats {
 pub enum DeferredMode {
     /// Calls are checked and recorded.
     Recording,
-    /// Removed locally after running out of memory (R-E3): calls are accepted and do
-    /// nothing, Map hands out scratch memory; the next [`DeferredContext::finish`] returns
-    /// [`Error::OutOfMemory`] (or [`DeferredContext::abandon`] succeeds) and the context
-    /// records again.
+    /// Removed locally after running out of memory (R-E3), or after the driver handed out
+    /// Map memory of the wrong length (its recording cannot be trusted): calls are accepted
+    /// and do nothing, Map hands out scratch memory; the next [`DeferredContext::finish`]
+    /// returns [`Error::OutOfMemory`] (or [`DeferredContext::abandon`] succeeds) and the
+    /// context records again.
     Removed,
     /// The driver's state of the context could not be made again after a Finish or an
     /// Abandon (its recycle-create and create both failed, R-R3): calls fail with
@@ -610,7 +611,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         };
         self.reserve_for(OPERATION_BYTES * ops, ops, 0)?;
         self.open.check_query(query, begin)?;
-        self.use_object(query.any())?;
+        let guard = epoch::pin();
+        // Typed: a handle of another kind passed as a query is refused (R-E1).
+        self.device.shared.registry().live(query, &guard)?;
+        self.use_object_in(query.any(), &guard)?;
+        drop(guard);
         self.hear(if begin {
             DeferredCall::BeginQuery(query)
         } else {
@@ -760,6 +765,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
         let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
+        // The driver made its Map but handed out memory of another length.
+        let mut wrong_length = false;
         if let Ok(Some(dc)) = self.dc.for_hooks() {
             let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
             // Guarded: a hook that panics ends the Map, as a refusal does.
@@ -775,7 +782,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 // error (R-E1): the application writes exactly `len` bytes in every mode.
                 .and_then(|bytes| match bytes.len() == len {
                     true => Ok(bytes),
-                    false => Err(Error::InvalidArg),
+                    false => {
+                        wrong_length = true;
+                        Err(Error::InvalidArg)
+                    }
                 });
             ScopeGuard::into_inner(unmapped);
         }
@@ -792,7 +802,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
             Err(e) => {
                 let _ = self.open.unmap(resource);
-                match self.settle(Err(e)) {
+                let result = self.settle(Err(e));
+                if wrong_length {
+                    // The driver holds a Map the engine refused, and no call tells it so:
+                    // its recording is dropped (AbandonCommandList) by a local removal, and
+                    // Finish reports the lost recording (R-E3).
+                    self.remove_locally();
+                    return result;
+                }
+                match result {
                     Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
                     other => other,
                 }

@@ -317,9 +317,10 @@ fn r_e3_a_refused_driver_map_counts_nothing() {
 }
 
 /// Driver memory of another length than the resource's new contents (here one byte short,
-/// [`Fault::WrongLength`]) is the driver's error (R-E1): the Map fails with `InvalidArg`,
-/// which removes nothing, and leaves the resource unmapped, so a second Map succeeds; the
-/// recording abandoned, nothing is left behind.
+/// [`Fault::WrongLength`]) is the driver's error (R-E1): the Map fails with `InvalidArg`.
+/// The driver made its Map, which no call can undo, so the context is removed locally (its
+/// recording abandoned, the driver's Map with it, R-E3): Finish answers out of memory, and
+/// the next recording maps and finishes cleanly, with no rule broken.
 #[test]
 fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
     let run = |plan: &Arc<FaultPlan>| {
@@ -329,14 +330,19 @@ fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
         let mut dc = device.create_deferred_context().unwrap();
         let mapped = dc.map_discard(d).map(|b| b.len());
         let mode = dc.mode();
-        // Mapped again: refused only if the first Map is still open.
-        let again = dc.map_discard(d).map(|b| b.len());
-        let unmapped = dc.unmap(d);
-        dc.abandon().unwrap();
-        drop(dc);
+        let finished = dc.finish().map(drop);
+        // The next recording maps, writes and finishes cleanly.
+        dc.map_discard(d).unwrap().fill(5);
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        let bytes = world.read(device.object(d).unwrap().allocation().unwrap());
+        assert!(world.violations().is_empty(), "{:?}", world.violations());
+        drop((list, dc));
+        world.complete_all();
         ic.destroy_device().unwrap();
         world.assert_clean(true);
-        (mapped, mode, again, unmapped)
+        (mapped, mode, finished, bytes)
     };
     let counting = Arc::new(FaultPlan::counting().with_log());
     assert_eq!(run(&counting).0, Ok(64));
@@ -346,12 +352,13 @@ fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
         .position(|h| *h == "map_discard_deferred")
         .unwrap() as u64;
     let plan = Arc::new(FaultPlan::at(call, Fault::WrongLength));
-    let (mapped, mode, again, unmapped) = run(&plan);
+    let (mapped, mode, finished, bytes) = run(&plan);
     assert!(plan.injected());
     assert_eq!(mapped, Err(Error::InvalidArg));
-    assert_eq!(mode, DeferredMode::Recording, "not removed");
-    assert_eq!(again, Ok(64), "the refused Map left the resource unmapped");
-    assert_eq!(unmapped, Ok(()));
+    // The driver made a Map the engine refused: its recording is dropped (R-E3).
+    assert_eq!(mode, DeferredMode::Removed);
+    assert_eq!(finished, Err(Error::OutOfMemory));
+    assert_eq!(bytes, Some(vec![5; 64]));
 }
 
 /// A bind the driver refuses at record time fails with the driver's error (R-E1) and

@@ -251,7 +251,7 @@ type Case = fn(&mut Fixture) -> cmdlist::Result<()>;
 #[test]
 fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
     let default = DeviceConfig::default();
-    let cases: [(&str, DeviceConfig, Error, Case); 14] = [
+    let cases: [(&str, DeviceConfig, Error, Case); 15] = [
         (
             "a second Map",
             default.clone(),
@@ -327,6 +327,15 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
             |f| {
                 f.mark();
                 f.dc.update(forge(f.q), 0, &[1])
+            },
+        ),
+        (
+            "a Begin of a resource as a query",
+            default.clone(),
+            app(AppError::WrongType),
+            |f| {
+                f.mark();
+                f.dc.begin_query(forge(f.a))
             },
         ),
         (
