@@ -951,8 +951,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// recording's operations may reach a later list) even if a hook of the abandon sequence
     /// panics too. The lists the recording executes are given up last, as in `unload`.
     fn abandon_after_panic(&mut self) {
-        let executed = core::mem::take(&mut self.rec.lists);
-        let _executed = scopeguard::guard(executed, drop);
+        // Dropped when this returns or unwinds, after the sequence.
+        let _executed = core::mem::take(&mut self.rec.lists);
         self.rec.clear();
         self.open.clear();
         let _ = self.abandon_sequence();
