@@ -449,10 +449,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// every object bound while it ran, and each object's memory waits for that buffer.
     fn reference_bindings(&mut self) {
         let registry = self.device.shared.registry();
-        let guard = registry.ic_guard(&self.token);
-        for (_, handle) in self.bindings.iter() {
+        Self::reference_bound(&self.bindings, &mut self.buffer, &mut self.token, registry);
+    }
+
+    /// [`Self::reference_bindings`] on the context's parts (for a caller that borrows the
+    /// registry already).
+    fn reference_bound(
+        bindings: &Bindings,
+        buffer: &mut OpenBuffer,
+        token: &mut IcToken,
+        registry: &Registry<D>,
+    ) {
+        let guard = registry.ic_guard(token);
+        for (_, handle) in bindings.iter() {
             if let Ok(view) = registry.held(handle, guard) {
-                Self::reference(&mut self.buffer, &mut self.token, registry, guard, view);
+                Self::reference(buffer, token, registry, guard, view);
             }
         }
     }

@@ -172,3 +172,43 @@ fn r_d1_an_object_bound_across_buffers_is_in_each_buffers_allocation_list() {
         world.assert_clean(true);
     }
 }
+
+/// A bound resource whose identity rotates mid-buffer (R-X5): the draws before the rotation
+/// read the allocation it had then, which moves to another resource, so the buffer lists the
+/// allocations the bindings had before the rotation as well as after it.
+#[test]
+fn r_d1_r_x5_a_buffer_lists_what_was_bound_before_a_rotation() {
+    use cmdlist::{BindFlags, ResourceDesc, Texture2d};
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let desc = ResourceDesc::texture(Texture2d::default(), bind).unwrap();
+        let (x, y) = (
+            device.create_resource(desc).unwrap(),
+            device.create_resource(desc).unwrap(),
+        );
+        let target = device.create_resource(buffer(64)).unwrap();
+        let before = allocation(&device, x);
+        ic.bind(SRV0, Some(x.any())).unwrap();
+        ic.flush().unwrap();
+        // Buffer 2: a draw reads x's allocation through the binding, then it moves to y.
+        ic.command(&SoftCommand::Fill {
+            dst: target,
+            value: 1,
+        })
+        .unwrap();
+        ic.rotate_resource_identities(&[x, y]).unwrap();
+        assert_ne!(allocation(&device, x), before, "{mode:?}");
+        ic.flush().unwrap();
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:?}",
+            world.violations()
+        );
+        ic.clear_state().unwrap();
+        ic.flush().unwrap();
+        world.complete_all();
+        ic.destroy_device().unwrap();
+        world.assert_clean(true);
+    }
+}

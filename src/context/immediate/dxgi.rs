@@ -297,6 +297,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if n < 2 {
                 return Ok(());
             }
+            // What was bound so far in the open buffer was read there with the allocations
+            // it has now: referenced before they move, as the flush references the bindings
+            // with the allocations they have then (R-D1).
+            Self::reference_bound(&ic.bindings, &mut ic.buffer, &mut ic.token, registry);
             // (allocation, last buffer) pairs move together, one place to the left: each
             // takes its right neighbour's (read before it changes), the last the first's.
             let token = &mut ic.token;
