@@ -1,0 +1,472 @@
+//! The Vulkan driver against the soft reference driver: the same command streams, in every
+//! list mode, leave the same bytes; the validation layer stays silent; the hooks run on the
+//! threads the protocol names; one `vkCmdExecuteCommands` per executed driver-built list;
+//! the timeline semaphore holds memory a pending buffer references (R-D1, R-D4).
+//!
+//! Without a Vulkan device each test prints why it was skipped, unless
+//! `CMDLIST_VULKAN_REQUIRED=1`, where it fails.
+
+use std::any::Any;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::{Scope, ThreadId};
+
+use cmdlist::handle::Resource;
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+use cmdlist::{
+    BindClass, BindPoint, CommandList, DeferredContext, DeferredId, Device, DeviceConfig, Driver,
+    Handle, HandleType, ImmediateContext, Kernel, ListMode, ResourceDesc, Stage, Usage, ViewDesc,
+};
+use cmdlist_vulkan::{VulkanConfig, VulkanDevice, VulkanImmediateContext, VulkanWorld};
+
+// ---------------------------------------------------------------------------------------
+// Set-up
+// ---------------------------------------------------------------------------------------
+
+/// A Vulkan device in `mode`, or `None` (printed) where none exists and none is required.
+fn vulkan(
+    mode: ListMode,
+    device_config: DeviceConfig,
+) -> Option<(VulkanDevice, VulkanImmediateContext, Arc<VulkanWorld>)> {
+    match cmdlist_vulkan::device(VulkanConfig::for_mode(mode), device_config) {
+        Ok((device, ic, world)) => {
+            if required() {
+                assert!(
+                    world.validation_enabled(),
+                    "CMDLIST_VULKAN_REQUIRED=1 but VK_LAYER_KHRONOS_validation is not \
+                     installed (apt-get install vulkan-validationlayers)"
+                );
+            }
+            Some((device, ic, world))
+        }
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+fn required() -> bool {
+    std::env::var("CMDLIST_VULKAN_REQUIRED").is_ok_and(|v| v == "1")
+}
+
+/// After device destruction: no violation, no validation message, no allocation left.
+fn assert_clean(world: &VulkanWorld) {
+    assert_eq!(world.violations(), vec![], "violations");
+    assert_eq!(
+        world.validation_messages(),
+        Vec::<String>::new(),
+        "validation layer"
+    );
+    assert_eq!(world.errors(), vec![], "errors reported (R-E2)");
+    assert_eq!(world.live_allocations(), 0, "allocations left (R-D3)");
+    assert_eq!(world.zombie_allocations(), 0, "memory waiting for the GPU");
+}
+
+fn buffer(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        byte_size: bytes,
+        ..Default::default()
+    }
+}
+
+fn dynamic_buffer(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        usage: Usage::Dynamic,
+        ..buffer(bytes)
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
+
+fn srv0() -> BindPoint {
+    BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0)
+}
+
+type Job<D, K> = Box<dyn FnOnce(&mut DeferredContext<D, K>) -> Box<dyn Any + Send> + Send>;
+
+/// A deferred context that lives on a thread of its own, created there, and runs what it is
+/// sent.
+struct Worker<D: Driver, K: Kernel> {
+    jobs: Option<mpsc::Sender<Job<D, K>>>,
+    results: mpsc::Receiver<Box<dyn Any + Send>>,
+    id: DeferredId,
+    thread: ThreadId,
+}
+
+impl<D: Driver, K: Kernel> Worker<D, K> {
+    fn spawn<'s, 'e: 's>(scope: &'s Scope<'s, 'e>, device: &'e Device<D, K>) -> Self {
+        let (jobs, job_rx) = mpsc::channel::<Job<D, K>>();
+        let (result_tx, results) = mpsc::channel::<Box<dyn Any + Send>>();
+        scope.spawn(move || {
+            let mut dc = device
+                .create_deferred_context()
+                .expect("a deferred context");
+            let hello: Box<dyn Any + Send> = Box::new((dc.id(), std::thread::current().id()));
+            result_tx.send(hello).unwrap();
+            for job in job_rx {
+                result_tx.send(job(&mut dc)).unwrap();
+            }
+        });
+        let hello = results.recv().expect("the worker started");
+        let (id, thread) = *hello.downcast::<(DeferredId, ThreadId)>().unwrap();
+        Worker {
+            jobs: Some(jobs),
+            results,
+            id,
+            thread,
+        }
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut DeferredContext<D, K>) -> T + Send + 'static,
+    ) -> T {
+        let job: Job<D, K> = Box::new(move |dc| Box::new(f(dc)));
+        self.jobs.as_ref().unwrap().send(job).unwrap();
+        *self.results.recv().unwrap().downcast::<T>().unwrap()
+    }
+}
+
+impl<D: Driver, K: Kernel> Drop for Worker<D, K> {
+    fn drop(&mut self) {
+        self.jobs.take(); // the thread drops its context and ends
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The stream both drivers run
+// ---------------------------------------------------------------------------------------
+
+/// What a stream leaves: the resources still alive, with their sizes, and the workers'
+/// contexts and threads.
+struct Outcome {
+    alive: Vec<(Handle<Resource>, u64)>,
+    contexts: Vec<(DeferredId, ThreadId)>,
+    list_executes: u64,
+}
+
+/// Four deferred contexts on their own threads; lists executed again, a nested list, a
+/// Map(DISCARD), binds and FillBound, IC data read at execute, flushes, destroys; then a
+/// second round that reuses the contexts (and recycled list memory).
+fn stream<D, K>(device: &Device<D, K>, ic: &mut ImmediateContext<D, K>) -> Outcome
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let sizes = [37u64, 64, 100, 1000, 4099, 256];
+    let r: Vec<Handle<Resource>> = sizes
+        .iter()
+        .map(|&n| device.create_resource(buffer(n)).unwrap())
+        .collect();
+    let d = device.create_resource(dynamic_buffer(96)).unwrap();
+    let v1 = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: r[3],
+                first_byte: 3,
+                byte_len: 50,
+            },
+        )
+        .unwrap();
+    let v2 = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: r[4],
+                first_byte: 101,
+                byte_len: 333,
+            },
+        )
+        .unwrap();
+    ic.update(r[0], 0, &pattern(37, 1)).unwrap();
+    ic.command(&SoftCommand::Fill {
+        dst: r[1],
+        value: 0x11,
+    })
+    .unwrap();
+    ic.update(r[4], 5, &pattern(2000, 7)).unwrap();
+    *ic.ic_data_mut(r[5]).unwrap() = 0x42;
+    let mut list_executes = 0;
+
+    let contexts = std::thread::scope(|scope| {
+        let workers: Vec<Worker<D, K>> = (0..4).map(|_| Worker::spawn(scope, device)).collect();
+        let (r0, r1, r2, r3, r4, r5) = (r[0], r[1], r[2], r[3], r[4], r[5]);
+        // A: a region copy, a view cleared, an update, a bound view filled, a Map(DISCARD),
+        // the IC data of r5 read when it runs.
+        let a = workers[0].run(move |dc| {
+            dc.command(SoftCommand::CopyRegion {
+                dst: r3,
+                dst_offset: 10,
+                src: r0,
+                src_offset: 2,
+                len: 30,
+            })
+            .unwrap();
+            dc.command(SoftCommand::ClearView {
+                view: v1,
+                value: 0xA1,
+            })
+            .unwrap();
+            dc.update(r2, 7, &pattern(50, 3)).unwrap();
+            dc.bind(RT0, Some(v2.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xB2,
+            })
+            .unwrap();
+            dc.map_discard(d).unwrap().copy_from_slice(&pattern(96, 9));
+            dc.unmap(d).unwrap();
+            dc.command(SoftCommand::FillIcByte { dst: r5 }).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // B: writes r2 too (right after A), a bound resource filled, an overlapping copy
+        // inside one buffer.
+        let b = workers[1].run(move |dc| {
+            dc.command(SoftCommand::Fill {
+                dst: r2,
+                value: 0x33,
+            })
+            .unwrap();
+            dc.bind(srv0(), Some(r1.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: srv0(),
+                value: 0xC3,
+            })
+            .unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r1,
+                dst_offset: 1,
+                src: r0,
+                src_offset: 0,
+                len: 20,
+            })
+            .unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r4,
+                dst_offset: 10,
+                src: r4,
+                src_offset: 0,
+                len: 100,
+            })
+            .unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // C: reads r4, which the immediate context writes just before executing it.
+        let c = workers[2].run(move |dc| {
+            dc.command(SoftCommand::Copy { dst: r5, src: r4 }).unwrap();
+            dc.command(SoftCommand::Fill {
+                dst: r0,
+                value: 0x5C,
+            })
+            .unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // N: executes A inside (nested), then binds and fills after it.
+        let a_for_n = Arc::clone(&a);
+        let n = workers[3].run(move |dc| {
+            dc.update(r0, 0, &[0xEE; 5]).unwrap();
+            dc.bind(RT0, Some(v1.any())).unwrap();
+            dc.execute_command_list(&a_for_n).unwrap();
+            // Nothing bound after an execute (R-C3): fills nothing.
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xF0,
+            })
+            .unwrap();
+            dc.bind(RT0, Some(v1.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xD4,
+            })
+            .unwrap();
+            dc.command(SoftCommand::Fill {
+                dst: d,
+                value: 0x5A,
+            })
+            .unwrap();
+            dc.map_discard(d).unwrap()[..7].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7]);
+            dc.unmap(d).unwrap();
+            drop(a_for_n);
+            Arc::new(dc.finish().unwrap())
+        });
+
+        let run = |ic: &mut ImmediateContext<D, K>, list: &CommandList<D, K>, n: &mut u64| {
+            ic.execute_command_list(list).unwrap();
+            *n += 1;
+        };
+        // A list reading what the immediate context wrote just before.
+        ic.update(r[4], 0, &pattern(300, 11)).unwrap();
+        run(ic, &c, &mut list_executes);
+        // Two lists writing the same buffer back to back.
+        run(ic, &a, &mut list_executes);
+        run(ic, &b, &mut list_executes);
+        // A list executed twice in one submission, its IC data changed in between.
+        *ic.ic_data_mut(r[5]).unwrap() = 0x43;
+        run(ic, &a, &mut list_executes);
+        ic.bind(RT0, Some(v1.any())).unwrap();
+        ic.command(&SoftCommand::FillBound {
+            point: RT0,
+            value: 0x99,
+        })
+        .unwrap();
+        ic.flush().unwrap();
+        run(ic, &n, &mut list_executes);
+        *ic.ic_data_mut(r[5]).unwrap() = 0x44;
+        run(ic, &a, &mut list_executes);
+        // The lists still hold r2 and v2: destroyed objects the next executes use.
+        device.destroy(v2).unwrap();
+        device.destroy(r[2]).unwrap();
+        run(ic, &b, &mut list_executes);
+        ic.flush().unwrap();
+        drop((a, b, c, n));
+        ic.flush().unwrap();
+
+        // Round two: the same contexts record again (their old lists recycled where the
+        // list clock allows).
+        let e = workers[0].run(move |dc| {
+            dc.command(SoftCommand::Fill {
+                dst: r3,
+                value: 0x77,
+            })
+            .unwrap();
+            dc.update(r3, 999, &[0x12]).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        let f = workers[1].run(move |dc| {
+            dc.command(SoftCommand::CopyRegion {
+                dst: r1,
+                dst_offset: 60,
+                src: r3,
+                src_offset: 998,
+                len: 2,
+            })
+            .unwrap();
+            dc.abandon().unwrap();
+            dc.command(SoftCommand::Copy { dst: r1, src: r5 }).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        run(ic, &e, &mut list_executes);
+        run(ic, &f, &mut list_executes);
+        ic.flush().unwrap();
+        drop((e, f));
+        ic.flush().unwrap();
+        workers.iter().map(|w| (w.id, w.thread)).collect::<Vec<_>>()
+    });
+    ic.flush().unwrap();
+    let alive = vec![
+        (r[0], sizes[0]),
+        (r[1], sizes[1]),
+        (r[3], sizes[3]),
+        (r[4], sizes[4]),
+        (r[5], sizes[5]),
+        (d, 96),
+    ];
+    Outcome {
+        alive,
+        contexts,
+        list_executes,
+    }
+}
+
+/// The stream on the soft driver: the bytes it leaves.
+fn soft_bytes(mode: ListMode) -> Vec<Vec<u8>> {
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: mode != ListMode::Emulated,
+            driver_built: mode == ListMode::DriverBuilt,
+            ..Default::default()
+        },
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(device.list_mode(), mode);
+    let out = stream(&device, &mut ic);
+    let bytes = out
+        .alive
+        .iter()
+        .map(|&(h, _)| {
+            world
+                .read(device.object(h).unwrap().allocation().unwrap())
+                .unwrap()
+        })
+        .collect();
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+    bytes
+}
+
+fn compare(mode: ListMode) {
+    let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+        return;
+    };
+    assert_eq!(device.list_mode(), mode);
+    let out = stream(&device, &mut ic);
+    world.wait_gpu().unwrap();
+    let bytes: Vec<Vec<u8>> = out
+        .alive
+        .iter()
+        .map(|&(h, size)| {
+            let a = device.object(h).unwrap().allocation().unwrap();
+            world.read(a, size as usize).unwrap()
+        })
+        .collect();
+    let expected = soft_bytes(mode);
+    for (i, (got, want)) in bytes.iter().zip(&expected).enumerate() {
+        assert_eq!(got.len(), want.len(), "resource {i}'s size");
+        if let Some(at) = got.iter().zip(want).position(|(g, w)| g != w) {
+            panic!(
+                "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
+                &got[at..(at + 16).min(got.len())],
+                &want[at..(at + 16).min(want.len())]
+            );
+        }
+    }
+    // One vkCmdExecuteCommands per executed driver-built list, whatever its length (the
+    // nested list's included: its segments go in one call).
+    let expected_executes = match mode {
+        ListMode::DriverBuilt => out.list_executes,
+        _ => 0,
+    };
+    assert_eq!(world.execute_commands(), expected_executes);
+    ic.destroy_device().unwrap();
+    // Each context's pool was made and used on the context's own thread only.
+    for (id, thread) in out.contexts {
+        let (created, threads) = world.pool_threads(id);
+        if mode == ListMode::DriverBuilt {
+            assert_eq!(created, Some(thread), "context {id}'s pool made elsewhere");
+            assert_eq!(threads, vec![thread], "context {id}'s pool used elsewhere");
+        } else {
+            assert_eq!(
+                (created, threads),
+                (None, vec![]),
+                "no pools without built lists"
+            );
+        }
+    }
+    assert_clean(&world);
+}
+
+#[test]
+fn same_bytes_as_soft_emulated() {
+    compare(ListMode::Emulated);
+}
+
+#[test]
+fn same_bytes_as_soft_replayed() {
+    compare(ListMode::Replayed);
+}
+
+#[test]
+fn same_bytes_as_soft_driver_built() {
+    compare(ListMode::DriverBuilt);
+}
