@@ -84,6 +84,9 @@ pub(crate) struct Encoder<'a> {
 /// and visible to, every transfer read and write after it (and the execution dependency
 /// orders write-after-read).
 pub(crate) fn transfer_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
+    if !world.config.hazard_barriers {
+        return;
+    }
     let barrier = vk::MemoryBarrier::default()
         .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
         .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE);

@@ -38,6 +38,10 @@ pub struct VulkanConfig {
     /// a violation (R-D4); under [`Clock::Submitted`] it is allowed (R-D1) and the memory is
     /// freed once the timeline passes that buffer, as a kernel's memory manager does.
     pub retire_clock: Clock,
+    /// Record the hazard rule's transfer barriers (the crate docs). Always on but in the
+    /// test that shows the validation layer's synchronisation checks find the hazards the
+    /// rule prevents. Default: true.
+    pub hazard_barriers: bool,
 }
 
 impl Default for VulkanConfig {
@@ -47,6 +51,7 @@ impl Default for VulkanConfig {
             command_lists: true,
             driver_built: true,
             retire_clock: Clock::Completed,
+            hazard_barriers: true,
         }
     }
 }
@@ -255,16 +260,26 @@ impl VulkanWorld {
             .application_name(c"cmdlist-vulkan")
             .api_version(vk::API_VERSION_1_2);
         let layer_names = [VALIDATION_LAYER.as_ptr()];
-        let ext_names = [ash::ext::debug_utils::NAME.as_ptr()];
+        let ext_names = [
+            ash::ext::debug_utils::NAME.as_ptr(),
+            ash::ext::validation_features::NAME.as_ptr(),
+        ];
+        // The layer's synchronisation validation checks every hazard between transfer
+        // commands, across command buffers and submissions: the hazard rule's witness.
+        let features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut validation_features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&features);
         let mut info = vk::InstanceCreateInfo::default().application_info(&app);
         if validation {
             info = info
                 .enabled_layer_names(&layer_names)
-                .enabled_extension_names(&ext_names);
+                .enabled_extension_names(&ext_names)
+                .push_next(&mut validation_features);
         }
-        // SAFETY: every pointer in `info` points to locals alive for the call; the layer and
-        // extension are available (checked above; VUID-vkCreateInstance-ppEnabledExtensionNames
-        // -01388 is the layer's extension, which the validation layer provides).
+        // SAFETY: every pointer in `info` points to locals alive for the call; the layer is
+        // available (checked above) and provides both extensions
+        // (VUID-vkCreateInstance-ppEnabledExtensionNames-01388); ValidationFeaturesEXT is
+        // chained only with VK_EXT_validation_features enabled.
         let instance = unsafe { entry.create_instance(&info, None) }
             .map_err(|e| unavailable(format!("vkCreateInstance: {e}")))?;
         let messages: Box<Mutex<Vec<String>>> = Box::default();
