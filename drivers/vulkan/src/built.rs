@@ -42,7 +42,7 @@ use cmdlist::{
 
 use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
 use crate::encode::{transfer_barrier, Arena, Encoder, Span};
-use crate::world::{lock, Chunk, VulkanWorld};
+use crate::world::{lock, BuiltEvent, Chunk, VulkanWorld};
 
 /// A deferred context's command pool.
 pub(crate) struct Pool {
@@ -252,7 +252,8 @@ impl VulkanDeferred {
     fn take_back(&mut self, world: &VulkanWorld, own: Vec<vk::CommandBuffer>, mut arena: Arena) {
         for cmd in own {
             // SAFETY: a secondary of this context's pool that is not pending: never executed
-            // (an abandoned recording) or its list passed the list clock (recycle); the pool
+            // (an abandoned recording, maybe still recording) or its list passed the list
+            // clock (recycle); the pool
             // has RESET_COMMAND_BUFFER (VUID-vkResetCommandBuffer-commandBuffer-00045, -00046);
             // on the context's thread.
             match unsafe {
@@ -280,8 +281,10 @@ impl VulkanDeferred {
         };
         {
             let _use = PoolUse::enter(&pool);
-            let _ = self.end_segment(world);
+            // A secondary still recording is freed as it is: ending it could find buffers
+            // it names destroyed already (a context that outlives its device, R-D3).
             let mut own = std::mem::take(&mut self.building.own);
+            own.extend(self.building.current.take());
             own.append(&mut self.free_secondaries);
             let mut state = lock(&pool.state);
             own.append(&mut state.graveyard);
@@ -530,8 +533,9 @@ pub(crate) fn finish(
 pub(crate) fn abandon(world: &VulkanWorld, dc: &mut VulkanDeferred) {
     let pool = dc.pool.clone().expect("built lists have a pool");
     let _use = PoolUse::enter(&pool);
-    let _ = dc.end_segment(world);
-    let b = std::mem::take(&mut dc.building);
+    let mut b = std::mem::take(&mut dc.building);
+    // Reset as it is, recording or not (VUID-vkResetCommandBuffer allows both).
+    b.own.extend(b.current.take());
     dc.take_back(world, b.own, b.arena);
 }
 
@@ -549,6 +553,7 @@ pub(crate) fn recycle(world: &VulkanWorld, dc: &mut VulkanDeferred, private: &mu
         return;
     }
     let BuiltList { own, arena, .. } = *list;
+    world.count(BuiltEvent::Recycled, own.len());
     dc.take_back(world, own, arena);
 }
 
@@ -567,6 +572,7 @@ fn destroy_list(world: &VulkanWorld, list: BuiltList) {
         let mut state = lock(&pool.state);
         if state.alive {
             // The context may be recording from the pool on its thread right now.
+            world.count(BuiltEvent::HandedBack, own.len());
             state.graveyard.extend(own);
         } else if !own.is_empty() {
             // SAFETY: the context is destroyed, so nobody records from the pool; every
@@ -574,6 +580,7 @@ fn destroy_list(world: &VulkanWorld, list: BuiltList) {
             // passed the list clock, so its secondaries are not pending
             // (VUID-vkFreeCommandBuffers-pCommandBuffers-00047).
             unsafe { world.device.free_command_buffers(pool.pool, &own) };
+            world.count(BuiltEvent::FreedOrphaned, own.len());
         }
     }
     world.give_back_chunks(arena.chunks);

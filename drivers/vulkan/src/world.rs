@@ -102,6 +102,26 @@ pub struct Violation {
     pub what: String,
 }
 
+/// What became of driver-built lists' secondary command buffers
+/// ([`VulkanWorld::built_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuiltStats {
+    /// Reset into their context's cache at `recycle_command_list`.
+    pub recycled: u64,
+    /// Handed back to their live context's pool by `destroy_command_list` (freed there on
+    /// the context's thread).
+    pub handed_back: u64,
+    /// Freed by `destroy_command_list` under the pool's lock, their context gone.
+    pub freed_orphaned: u64,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum BuiltEvent {
+    Recycled = 0,
+    HandedBack = 1,
+    FreedOrphaned = 2,
+}
+
 /// Host-visible, host-coherent memory behind one `VkBuffer`, persistently mapped.
 #[derive(Debug)]
 pub(crate) struct HostBuffer {
@@ -202,6 +222,7 @@ pub struct VulkanWorld {
     pub(crate) rotations: AtomicU64,
     /// `vkCmdExecuteCommands` recorded.
     pub(crate) execute_commands: AtomicU64,
+    pub(crate) built_stats: [AtomicU64; 3],
     pub(crate) ic_thread: Mutex<Option<ThreadId>>,
     pub(crate) pools: Mutex<HashMap<u32, PoolRecord>>,
     device_name: String,
@@ -499,6 +520,7 @@ impl VulkanWorld {
             errors: Mutex::default(),
             rotations: AtomicU64::new(0),
             execute_commands: AtomicU64::new(0),
+            built_stats: Default::default(),
             ic_thread: Mutex::new(None),
             pools: Mutex::default(),
             device_name,
@@ -542,6 +564,23 @@ impl VulkanWorld {
     /// executed on the immediate context, whatever its length.
     pub fn execute_commands(&self) -> u64 {
         self.execute_commands.load(Ordering::Relaxed)
+    }
+
+    /// What became of driver-built lists' secondaries so far.
+    pub fn built_stats(&self) -> BuiltStats {
+        let [recycled, handed_back, freed_orphaned] = self
+            .built_stats
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        BuiltStats {
+            recycled,
+            handed_back,
+            freed_orphaned,
+        }
+    }
+
+    pub(crate) fn count(&self, what: BuiltEvent, n: usize) {
+        self.built_stats[what as usize].fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// The threads that touched deferred context `id`'s command pool, in order of first

@@ -14,8 +14,9 @@ use std::thread::{Scope, ThreadId};
 use cmdlist::handle::Resource;
 use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
 use cmdlist::{
-    BindClass, BindPoint, CommandList, DeferredContext, DeferredId, Device, DeviceConfig, Driver,
-    Handle, HandleType, ImmediateContext, Kernel, ListMode, ResourceDesc, Stage, Usage, ViewDesc,
+    BindClass, BindPoint, Clock, CommandList, DeferredContext, DeferredId, Device, DeviceConfig,
+    Driver, Handle, HandleType, ImmediateContext, Kernel, ListMode, ResourceDesc, Stage, Usage,
+    ViewDesc,
 };
 use cmdlist_vulkan::{VulkanConfig, VulkanDevice, VulkanImmediateContext, VulkanWorld};
 
@@ -129,8 +130,20 @@ impl<D: Driver, K: Kernel> Worker<D, K> {
         &self,
         f: impl FnOnce(&mut DeferredContext<D, K>) -> T + Send + 'static,
     ) -> T {
+        self.send(f);
+        self.recv()
+    }
+
+    /// Starts `f` on the worker's thread; [`Worker::recv`] gets its result.
+    fn send<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut DeferredContext<D, K>) -> T + Send + 'static,
+    ) {
         let job: Job<D, K> = Box::new(move |dc| Box::new(f(dc)));
         self.jobs.as_ref().unwrap().send(job).unwrap();
+    }
+
+    fn recv<T: Send + 'static>(&self) -> T {
         *self.results.recv().unwrap().downcast::<T>().unwrap()
     }
 }
@@ -616,4 +629,293 @@ fn hazards_reported_without_the_barriers() {
             .count();
         assert!(hazards > 0, "{mode:?}: no hazard reported: {messages:#?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The timeline semaphore holds R-D1 and R-D4
+// ---------------------------------------------------------------------------------------
+
+/// A destroyed resource's memory stays while a submitted buffer that references it is
+/// pending on the GPU (held by a semaphore the test signals), and goes once it completed.
+#[test]
+fn r_d1_r_d4_pending_buffer_keeps_destroyed_memory() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let r = device.create_resource(buffer(4096)).unwrap();
+        let a = device.object(r).unwrap().allocation().unwrap();
+        let list = (mode != ListMode::Emulated)
+            .then(|| list_of(&device, vec![SoftCommand::Fill { dst: r, value: 9 }]));
+        world.hold_gpu();
+        ic.update(r, 0, &pattern(4096, 2)).unwrap();
+        if let Some(list) = &list {
+            ic.execute_command_list(list).unwrap();
+        }
+        ic.flush().unwrap();
+        let pending = world.last_submitted();
+        assert!(world.completed() < pending, "{mode:?}: the GPU is held");
+        drop(list);
+        device.destroy(r).unwrap();
+        for _ in 0..3 {
+            ic.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(world.completed() < pending, "{mode:?}: still held");
+        assert!(
+            world.is_allocated(a),
+            "{mode:?}: memory freed while a pending buffer references it"
+        );
+        assert_eq!(world.zombie_allocations(), 0);
+        world.release_gpu();
+        world.wait_gpu().unwrap();
+        ic.flush().unwrap();
+        assert!(
+            !world.is_allocated(a),
+            "{mode:?}: freed once the GPU finished"
+        );
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
+/// Under the submitted clock (R-D1 only) the engine deallocates once the buffer is
+/// submitted; the kernel keeps the memory until the timeline passes that buffer, as a
+/// kernel memory manager does, without a violation.
+#[test]
+fn r_d1_submitted_clock_memory_waits_for_the_timeline() {
+    let config = DeviceConfig::default().with_retire_clock(Clock::Submitted);
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
+        return;
+    };
+    let r = device.create_resource(buffer(256)).unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    world.hold_gpu();
+    ic.update(r, 0, &pattern(256, 4)).unwrap();
+    ic.flush().unwrap();
+    device.destroy(r).unwrap();
+    ic.flush().unwrap();
+    assert!(!world.is_allocated(a), "deallocated after the submit");
+    assert_eq!(
+        world.zombie_allocations(),
+        1,
+        "its memory waits for the GPU"
+    );
+    world.release_gpu();
+    world.wait_gpu().unwrap();
+    assert_eq!(world.zombie_allocations(), 0);
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
+/// The kernel's check is live: a deallocation while a submitted buffer that names the
+/// allocation is pending is a violation under the completed clock (R-D4).
+#[test]
+fn r_d4_kernel_flags_memory_freed_under_a_pending_buffer() {
+    let world = match cmdlist_vulkan::new(VulkanConfig::default()) {
+        Ok((driver, kernel, world)) => {
+            drop(driver);
+            let a = kernel
+                .allocate(&cmdlist::AllocationDesc {
+                    size: 64,
+                    shared: false,
+                    primary: false,
+                })
+                .unwrap();
+            world.hold_gpu();
+            kernel
+                .submit(&cmdlist::Submission {
+                    fence: 1,
+                    allocations: &[a],
+                    operations: 1,
+                })
+                .unwrap();
+            assert_eq!(kernel.completed_fence(), 0);
+            kernel.deallocate(a);
+            let violations = world.violations();
+            assert_eq!(violations.len(), 1, "{violations:?}");
+            assert_eq!(violations[0].rule, "R-D4");
+            assert_eq!(world.zombie_allocations(), 1, "freed only after the GPU");
+            world.release_gpu();
+            kernel.wait_for_fence(1).unwrap();
+            assert_eq!(kernel.completed_fence(), 1);
+            assert_eq!(world.zombie_allocations(), 0);
+            world
+        }
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists and their contexts' pools
+// ---------------------------------------------------------------------------------------
+
+/// Lists outliving their context (the pool freed by its last list, on another thread),
+/// lists destroyed while their context records (handed back through the pool's lock),
+/// re-executed while a previous execution is pending, with recycling off and on.
+#[test]
+fn driver_built_lists_outlive_and_race_their_context() {
+    for recycle in [false, true] {
+        let config = DeviceConfig::default().with_recycle(recycle);
+        let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
+            return;
+        };
+        let r = device.create_resource(buffer(100)).unwrap();
+        let s = device.create_resource(buffer(100)).unwrap();
+        // Made by a context that is gone when it runs.
+        let orphan = list_of(
+            &device,
+            vec![SoftCommand::Fill {
+                dst: r,
+                value: 0x31,
+            }],
+        );
+        std::thread::scope(|scope| {
+            let worker = Worker::spawn(scope, &device);
+            let record = move |round: u8| {
+                move |dc: &mut DeferredContext<_, _>| {
+                    for _ in 0..50 {
+                        dc.command(SoftCommand::CopyRegion {
+                            dst: s,
+                            dst_offset: u64::from(round),
+                            src: r,
+                            src_offset: 0,
+                            len: 50,
+                        })
+                        .unwrap();
+                    }
+                    dc.update(s, 99, &[round]).unwrap();
+                    Arc::new(dc.finish().unwrap())
+                }
+            };
+            worker.send(record(0));
+            let mut lists = Vec::new();
+            for round in 0..8u8 {
+                let list: Arc<CommandList<_, _>> = worker.recv();
+                // The worker records the next list while this thread executes, flushes and
+                // destroys the older ones (their secondaries go back to the worker's pool).
+                if round < 7 {
+                    worker.send(record(round + 1));
+                }
+                // Held GPU: the list executes again while its previous execution pends.
+                if round == 2 {
+                    world.hold_gpu();
+                }
+                ic.execute_command_list(&orphan).unwrap();
+                ic.execute_command_list(&list).unwrap();
+                ic.flush().unwrap();
+                ic.execute_command_list(&list).unwrap();
+                ic.flush().unwrap();
+                if round == 3 {
+                    world.release_gpu();
+                }
+                lists.push(list);
+                if lists.len() > 2 {
+                    lists.remove(0);
+                }
+                if round != 2 {
+                    // Lets the list clock pass, so the older lists' memory comes back.
+                    world.wait_gpu().unwrap();
+                }
+                ic.flush().unwrap();
+            }
+            drop(lists);
+            ic.flush().unwrap();
+            // The context goes (on its thread) before the list it made first.
+        });
+        world.wait_gpu().unwrap();
+        let sa = device.object(s).unwrap().allocation().unwrap();
+        let bytes = world.read(sa, 100).unwrap();
+        assert_eq!(bytes[7..57], [0x31; 50], "recycle {recycle}");
+        assert_eq!(bytes[99], 7);
+        drop(orphan);
+        ic.flush().unwrap();
+        let stats = world.built_stats();
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+        // Recycling on: the worker's lists came back into its cache; off: every Finish
+        // renews the context's state (a new pool), so its lists outlive their pool's
+        // context and free their secondaries themselves.
+        match recycle {
+            true => assert!(stats.recycled >= 1, "{stats:?}"),
+            false => assert!(stats.freed_orphaned >= 8, "{stats:?}"),
+        }
+        assert!(world.built_stats().freed_orphaned >= 1, "the orphan list");
+    }
+}
+
+/// A deferred context moved to another thread between recordings (one thread at a time,
+/// as the engine allows) is no violation; the pool's record shows both threads.
+#[test]
+fn driver_built_context_may_move_between_threads() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let r = device.create_resource(buffer(16)).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let id = dc.id();
+    dc.command(SoftCommand::Fill { dst: r, value: 1 }).unwrap();
+    let (dc, list, other) = std::thread::scope(|s| {
+        s.spawn(move || {
+            dc.command(SoftCommand::Fill { dst: r, value: 2 }).unwrap();
+            let list = dc.finish().unwrap();
+            (dc, list, std::thread::current().id())
+        })
+        .join()
+        .unwrap()
+    });
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    assert_eq!(world.read(a, 16).unwrap(), vec![2; 16]);
+    let (created, threads) = world.pool_threads(id);
+    assert_eq!(created, Some(std::thread::current().id()));
+    assert_eq!(threads, vec![std::thread::current().id(), other]);
+    drop((dc, list));
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
+/// A context that outlives its device (R-D3): device destruction destroys its lists on the
+/// immediate context's thread while the context is alive, so their secondaries go back
+/// through its pool's lock, and the context frees them when it is dropped on its thread.
+#[test]
+fn driver_built_list_destroyed_while_its_context_lives() {
+    let Some((device, ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default()) else {
+        return;
+    };
+    let r = device.create_resource(buffer(16)).unwrap();
+    std::thread::scope(|scope| {
+        let mut ic = ic;
+        let worker = Worker::spawn(scope, &device);
+        let list: Arc<CommandList<_, _>> = worker.run(move |dc| {
+            dc.command(SoftCommand::Fill { dst: r, value: 6 }).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        world.wait_gpu().unwrap();
+        let a = device.object(r).unwrap().allocation().unwrap();
+        assert_eq!(world.read(a, 16).unwrap(), vec![6; 16]);
+        drop(list);
+        worker.run(move |dc| {
+            // Recording while the immediate context destroys the device.
+            dc.command(SoftCommand::Fill { dst: r, value: 7 }).unwrap();
+        });
+        // Dropping the immediate context destroys the device with the context alive.
+        drop(ic);
+        // The worker's context is dropped on its thread as the scope ends.
+    });
+    // The list went home to its context, which destroyed it as it was dropped.
+    assert_eq!(world.built_stats().handed_back, 1);
+    assert_eq!(world.violations(), vec![]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+    assert_eq!(world.live_allocations(), 0);
 }
