@@ -122,6 +122,9 @@ pub(crate) struct BuiltList {
     arena: Arena,
     /// Its patches and the chained lists'.
     pub(crate) patches: Vec<Patch>,
+    /// The allocations its segments reference (the chained lists' too), sorted: an execute
+    /// adds them to the primary's, for the allocation-list check (R-D1).
+    pub(crate) allocations: Vec<u64>,
     /// The rotation count when its oldest segment began recording (`None`: no segment).
     pub(crate) generation: Option<u64>,
 }
@@ -134,6 +137,7 @@ struct Building {
     segments: Vec<vk::CommandBuffer>,
     arena: Arena,
     patches: Vec<Patch>,
+    allocations: Vec<u64>,
     generation: Option<u64>,
     bound: Vec<(BindPoint, AnyHandle)>,
     /// Open Map(DISCARD)s: the resource, and the upload bytes handed out.
@@ -399,7 +403,7 @@ pub(crate) fn record(
             };
             let (_, bytes) = dc.building.maps.swap_remove(at);
             let whole = look.span(resource.any())?;
-            Work::Copy(Span::of(whole.buffer, whole.len, 0, bytes.len)?, bytes)
+            Work::Copy(whole.sub(0, bytes.len)?, bytes)
         }
         DeferredCall::Bind { point, object } => {
             set_binding(&mut dc.building.bound, point, object);
@@ -413,6 +417,7 @@ pub(crate) fn record(
         cmd,
         arena: &mut dc.building.arena,
         free: &mut dc.free_chunks,
+        refs: &mut dc.building.allocations,
     };
     match work {
         Work::Common(command) => encode_common(&mut enc, &mut look, command),
@@ -425,14 +430,7 @@ pub(crate) fn record(
                 return Ok(());
             }
             let (buffer, offset, _) = enc.arena.reserve(world, enc.free, len4)?;
-            enc.copy(
-                dst,
-                Span {
-                    buffer,
-                    offset,
-                    len: dst.len,
-                },
-            )?;
+            enc.copy(dst, Span::upload(buffer, offset, dst.len))?;
             dc.building.patches.push(Patch {
                 resource,
                 buffer,
@@ -460,14 +458,9 @@ pub(crate) fn map_discard<'a>(
         dc.building
             .arena
             .reserve(world, &mut dc.free_chunks, len as u64)?;
-    dc.building.maps.push((
-        resource,
-        Span {
-            buffer,
-            offset,
-            len: len as u64,
-        },
-    ));
+    dc.building
+        .maps
+        .push((resource, Span::upload(buffer, offset, len as u64)));
     // SAFETY: `reserve` handed out `len` bytes of mapped memory at `ptr`, which the
     // recording's arena owns until Finish or Abandon (both need `&mut dc`, which the result
     // borrows); no other reference to those bytes exists.
@@ -488,6 +481,7 @@ pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -
     let b = &mut dc.building;
     b.segments.extend_from_slice(&inner.segments);
     b.patches.extend_from_slice(&inner.patches);
+    b.allocations.extend_from_slice(&inner.allocations);
     b.generation = match (b.generation, inner.generation) {
         (Some(a), Some(c)) => Some(a.min(c)),
         (a, c) => a.or(c),
@@ -515,13 +509,16 @@ pub(crate) fn finish(
         );
         dc.building.maps.clear();
     }
-    let b = std::mem::take(&mut dc.building);
+    let mut b = std::mem::take(&mut dc.building);
+    b.allocations.sort_unstable();
+    b.allocations.dedup();
     let list = Box::new(BuiltList {
         pool: Arc::clone(&pool),
         own: b.own,
         segments: b.segments,
         arena: b.arena,
         patches: b.patches,
+        allocations: b.allocations,
         generation: b.generation,
     });
     let raw = Box::into_raw(list) as usize;

@@ -79,9 +79,13 @@ pub(crate) fn span_of(
 ) -> Result<Span> {
     let (allocation, size) = memory.ok_or(AppError::InvalidState)?;
     let (buffer, _) = world.buffer_of(allocation).ok_or(AppError::StaleHandle)?;
+    let whole = Span {
+        allocation: allocation.0.get(),
+        ..Span::of(buffer, size, 0, size)?
+    };
     match object.view {
-        None => Span::of(buffer, size, 0, size),
-        Some((first, len)) => Span::of(buffer, size, first, len),
+        None => Ok(whole),
+        Some((first, len)) => whole.sub(first, len),
     }
 }
 
@@ -111,8 +115,8 @@ pub(crate) fn encode_common(
             len,
         } => {
             let (d, s) = (look.span(dst.any())?, look.span(src.any())?);
-            let d = Span::of(d.buffer, d.len, dst_offset, len)?;
-            let s = Span::of(s.buffer, s.len, src_offset, len)?;
+            let d = d.sub(dst_offset, len)?;
+            let s = s.sub(src_offset, len)?;
             enc.copy(d, s)
         }
         SoftCommand::Fill { dst, value } => {
@@ -247,12 +251,14 @@ impl VulkanDriver {
             _ => (None, 0),
         };
         let (cmd, arena) = self.primary(imm)?;
-        let mut ic = lock(&world.ic);
+        let mut guard = lock(&world.ic);
+        let ic = &mut *guard;
         let mut enc = Encoder {
             world,
             cmd: *cmd,
             arena,
             free: &mut ic.free_chunks,
+            refs: &mut ic.open_refs,
         };
         match target {
             Some(span) => enc.fill(span, value),
@@ -270,14 +276,16 @@ impl VulkanDriver {
     ) -> Result<()> {
         let world = &*self.world;
         let whole = IcLookup { world, objects }.view_span(resource)?;
-        let span = Span::of(whole.buffer, whole.len, offset, data.len() as u64)?;
+        let span = whole.sub(offset, data.len() as u64)?;
         let (cmd, arena) = self.primary(imm)?;
-        let mut ic = lock(&world.ic);
+        let mut guard = lock(&world.ic);
+        let ic = &mut *guard;
         Encoder {
             world,
             cmd: *cmd,
             arena,
             free: &mut ic.free_chunks,
+            refs: &mut ic.open_refs,
         }
         .write(span, data)
     }
@@ -411,6 +419,9 @@ impl Driver for VulkanDriver {
         let world = &*self.world;
         host_barrier(world, cmd);
         let mut ic = lock(&world.ic);
+        let mut refs = std::mem::take(&mut ic.open_refs);
+        refs.sort_unstable();
+        refs.dedup();
         // SAFETY: the primary is in the recording state, outside a render pass
         // (VUID-vkEndCommandBuffer-commandBuffer-00059, -00060); its pool is synchronised by
         // the `ic` lock held here.
@@ -418,6 +429,7 @@ impl Driver for VulkanDriver {
             Ok(()) => ic.closed.push(Closed {
                 cmd,
                 chunks: arena.chunks,
+                refs,
             }),
             Err(e) => {
                 world.violate("vulkan", format!("vkEndCommandBuffer: {e}"));
@@ -481,6 +493,9 @@ impl Driver for VulkanDriver {
             }
         }
         crate::encode::transfer_barrier(world, cmd);
+        lock(&world.ic)
+            .open_refs
+            .extend_from_slice(&list.allocations);
         // SAFETY: `cmd` is a recording primary outside a render pass; every element is a
         // secondary in the executable state (ended at Finish or at a nested execute), begun
         // with SIMULTANEOUS_USE, so it may be pending elsewhere or appear twice

@@ -12,6 +12,9 @@ pub(crate) struct Span {
     pub(crate) buffer: vk::Buffer,
     pub(crate) offset: u64,
     pub(crate) len: u64,
+    /// The kernel allocation whose buffer it is (0: upload memory), for the allocation-list
+    /// check (R-D1).
+    pub(crate) allocation: u64,
 }
 
 impl Span {
@@ -22,9 +25,30 @@ impl Span {
                 buffer,
                 offset,
                 len,
+                allocation: 0,
             }),
             _ => Err(AppError::OutOfRange.into()),
         }
+    }
+
+    /// Upload memory: `len` bytes at `offset` of `buffer`.
+    pub(crate) fn upload(buffer: vk::Buffer, offset: u64, len: u64) -> Span {
+        Span {
+            buffer,
+            offset,
+            len,
+            allocation: 0,
+        }
+    }
+
+    /// `len` bytes from `offset` of this span's bytes (a whole resource's), or out of range.
+    pub(crate) fn sub(&self, offset: u64, len: u64) -> Result<Span> {
+        let inner = Span::of(self.buffer, self.len, offset, len)?;
+        Ok(Span {
+            offset: self.offset + inner.offset,
+            allocation: self.allocation,
+            ..inner
+        })
     }
 }
 
@@ -78,6 +102,8 @@ pub(crate) struct Encoder<'a> {
     pub(crate) cmd: vk::CommandBuffer,
     pub(crate) arena: &'a mut Arena,
     pub(crate) free: &'a mut Vec<Chunk>,
+    /// The allocations the command buffer references (sorted and deduplicated later).
+    pub(crate) refs: &'a mut Vec<u64>,
 }
 
 /// The global barrier of the hazard rule: every transfer write before it is available to,
@@ -141,11 +167,7 @@ impl Encoder<'_> {
             && src.offset < dst.offset + len;
         if overlap {
             let (buffer, offset, _) = self.arena.reserve(self.world, self.free, len)?;
-            let temp = Span {
-                buffer,
-                offset,
-                len,
-            };
+            let temp = Span::upload(buffer, offset, len);
             self.raw_copy(temp, src, len);
             self.raw_copy(dst, temp, len);
         } else {
@@ -155,6 +177,8 @@ impl Encoder<'_> {
     }
 
     fn raw_copy(&mut self, dst: Span, src: Span, len: u64) {
+        self.note(dst);
+        self.note(src);
         let region = vk::BufferCopy {
             src_offset: src.offset,
             dst_offset: dst.offset,
@@ -172,6 +196,12 @@ impl Encoder<'_> {
         transfer_barrier(self.world, self.cmd);
     }
 
+    fn note(&mut self, span: Span) {
+        if span.allocation != 0 && self.refs.last() != Some(&span.allocation) {
+            self.refs.push(span.allocation);
+        }
+    }
+
     /// Writes `bytes` at `dst`: copied into upload memory now, copied by the GPU when the
     /// buffer runs (byte-granular, unlike vkCmdUpdateBuffer's 4-byte alignment).
     pub(crate) fn write(&mut self, dst: Span, bytes: &[u8]) -> Result<()> {
@@ -182,15 +212,7 @@ impl Encoder<'_> {
         let (buffer, offset, ptr) = self.arena.reserve(self.world, self.free, len)?;
         // SAFETY: `reserve` handed out `len` bytes at `ptr`, this encoder's alone.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
-        self.raw_copy(
-            dst,
-            Span {
-                buffer,
-                offset,
-                len,
-            },
-            len,
-        );
+        self.raw_copy(dst, Span::upload(buffer, offset, len), len);
         Ok(())
     }
 
@@ -212,6 +234,7 @@ impl Encoder<'_> {
             )?;
         }
         if end4 > start4 {
+            self.note(dst);
             // SAFETY: recording state, outside a render pass; the buffer has TRANSFER_DST
             // usage; offset and size are multiples of 4 (VUID-vkCmdFillBuffer-dstOffset-00025,
             // -size-00028) and the range lies in the buffer (-dstOffset-00024, -size-00027).
@@ -231,9 +254,9 @@ impl Encoder<'_> {
             let n = (end - end4) as usize;
             self.write(
                 Span {
-                    buffer: dst.buffer,
                     offset: end4,
                     len: n as u64,
+                    ..dst
                 },
                 &tail[..n],
             )?;

@@ -22,6 +22,10 @@ const WAIT: Duration = Duration::from_secs(60);
 /// - `submit`: the primary the driver closed in [`cmdlist::Driver::flush`], submitted with
 ///   the timeline semaphore signalled to [`Submission::fence`].
 /// - `completed_fence`: `vkGetSemaphoreCounterValue`; `wait_for_fence`: `vkWaitSemaphores`.
+/// - `submit` also checks the engine's allocation list against what the buffer's commands
+///   really reference (every allocation the driver recorded a command on, those of the
+///   driver-built lists it executes included), and `deallocate` that no buffer not yet
+///   submitted references the allocation (R-D1).
 /// - `deallocate`: checks the timeline against the newest submitted buffer that named the
 ///   allocation (a violation under [`Clock::Completed`], R-D4), and frees the memory then,
 ///   or, if that buffer is still pending, once the timeline passes it.
@@ -62,6 +66,15 @@ impl Kernel for VulkanKernel {
         };
         let last = a.last_fence.into_inner();
         let mut ic = lock(&self.world.ic);
+        let id = allocation.0.get();
+        let unsubmitted = ic.open_refs.contains(&id)
+            || ic.closed.iter().any(|c| c.refs.binary_search(&id).is_ok());
+        if unsubmitted {
+            let what = format!(
+                "allocation {id} deallocated while a buffer not yet submitted references it"
+            );
+            self.world.violate("R-D1", what);
+        }
         self.world.retire(&mut ic);
         if last > ic.last_submitted {
             // Cannot happen: the fence is a submitted one.
@@ -71,7 +84,11 @@ impl Kernel for VulkanKernel {
             );
         }
         let done = self.world.completed();
-        if last > done {
+        if unsubmitted {
+            // Still kept from the GPU's harm: freed once the next buffer completed.
+            let next = ic.last_submitted + 1;
+            ic.zombies.push((next, a.memory));
+        } else if last > done {
             if self.world.config.retire_clock == Clock::Completed {
                 let what = format!(
                     "allocation {} deallocated while buffer {last} that references it is \
@@ -92,6 +109,21 @@ impl Kernel for VulkanKernel {
         self.check_ic_thread("a submit");
         let mut ic = lock(&self.world.ic);
         let closed = std::mem::take(&mut ic.closed);
+        // Every allocation the GPU commands read or write must be in the allocation list.
+        let mut listed: Vec<u64> = submission.allocations.iter().map(|a| a.0.get()).collect();
+        listed.sort_unstable();
+        for c in &closed {
+            for id in &c.refs {
+                if listed.binary_search(id).is_err() {
+                    let what = format!(
+                        "buffer {} references allocation {id}, missing from its allocation \
+                         list",
+                        submission.fence
+                    );
+                    self.world.violate("R-D1", what);
+                }
+            }
+        }
         let cmds: Vec<_> = closed.iter().map(|c| c.cmd).collect();
         let hold = ic.hold;
         match self.world.queue_submit(&cmds, submission.fence, hold) {

@@ -161,6 +161,8 @@ pub(crate) struct Chunk {
 pub(crate) struct Closed {
     pub(crate) cmd: vk::CommandBuffer,
     pub(crate) chunks: Vec<Chunk>,
+    /// The allocations it references, sorted, for the allocation-list check (R-D1).
+    pub(crate) refs: Vec<u64>,
 }
 
 /// The immediate context's side of the device: its command pool and the buffers on their
@@ -175,6 +177,8 @@ pub(crate) struct IcQueue {
     pub(crate) free_primaries: Vec<vk::CommandBuffer>,
     /// Upload chunks whose buffers completed.
     pub(crate) free_chunks: Vec<Chunk>,
+    /// The allocations the primary being recorded references (unsorted, repeats kept).
+    pub(crate) open_refs: Vec<u64>,
     /// Closed, not yet submitted.
     pub(crate) closed: Vec<Closed>,
     /// Submitted, with their fence, oldest first.
@@ -508,6 +512,7 @@ impl VulkanWorld {
                 pool,
                 free_primaries: Vec::new(),
                 free_chunks: Vec::new(),
+                open_refs: Vec::new(),
                 closed: Vec::new(),
                 in_flight: VecDeque::new(),
                 zombies: Vec::new(),

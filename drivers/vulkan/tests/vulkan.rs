@@ -751,6 +751,31 @@ fn r_d4_kernel_flags_memory_freed_under_a_pending_buffer() {
     assert_eq!(world.validation_messages(), Vec::<String>::new());
 }
 
+/// The kernel checks the engine against what the GPU commands really reference: memory an
+/// unsubmitted buffer uses must not be deallocated (R-D1). The engine never does; the test
+/// calls the kernel itself, and the memory still outlives the buffer.
+#[test]
+fn r_d1_kernel_flags_memory_freed_under_an_unsubmitted_buffer() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::Replayed, DeviceConfig::default()) else {
+        return;
+    };
+    let r = device.create_resource(buffer(16)).unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    ic.update(r, 0, &[1; 16]).unwrap();
+    device.kernel().deallocate(a); // what the engine must never do
+    let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, ["R-D1"]);
+    assert_eq!(world.zombie_allocations(), 1, "kept for the buffer");
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    assert_eq!(world.zombie_allocations(), 0);
+    device.destroy(r).unwrap();
+    ic.destroy_device().unwrap(); // the engine's own deallocate: a second one
+    let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, ["R-D1", "R-D1"]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+}
+
 // ---------------------------------------------------------------------------------------
 // Lists and their contexts' pools
 // ---------------------------------------------------------------------------------------
@@ -918,4 +943,34 @@ fn driver_built_list_destroyed_while_its_context_lives() {
     assert_eq!(world.violations(), vec![]);
     assert_eq!(world.validation_messages(), Vec::<String>::new());
     assert_eq!(world.live_allocations(), 0);
+}
+
+/// The immediate context's queue and pool belong to its thread: a submit from another
+/// thread is flagged (R-T2).
+#[test]
+fn r_t2_submit_off_the_immediate_thread_is_flagged() {
+    let (driver, kernel, world) = match cmdlist_vulkan::new(VulkanConfig::default()) {
+        Ok(parts) => parts,
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let imm = driver.create_immediate().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let submission = cmdlist::Submission {
+                fence: 1,
+                allocations: &[],
+                operations: 0,
+            };
+            kernel.submit(&submission).unwrap();
+        });
+    });
+    kernel.wait_for_fence(1).unwrap();
+    let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, ["R-T2"]);
+    drop(imm);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
 }
