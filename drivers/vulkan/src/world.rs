@@ -250,10 +250,10 @@ unsafe extern "system" fn on_message(
         return vk::FALSE;
     }
     // SAFETY: `user` is the `Box<Mutex<Vec<String>>>` of the world that made the messenger,
-    // which destroys the messenger before dropping the box; `data` is valid for this call
-    // (VUID-PFN_vkDebugUtilsMessengerCallbackEXT: the callback data lives for the call), and
-    // `p_message` is null or a NUL-terminated string.
-    let text = unsafe {
+    // which destroys the messenger before dropping the box; `data` and the strings it
+    // points to are valid for the duration of the callback (the spec's
+    // PFN_vkDebugUtilsMessengerCallbackEXT), and `p_message` is null or NUL-terminated.
+    unsafe {
         let messages = &*(user as *const Mutex<Vec<String>>);
         let message = data
             .as_ref()
@@ -261,9 +261,7 @@ unsafe extern "system" fn on_message(
             .map(|d| CStr::from_ptr(d.p_message).to_string_lossy().into_owned())
             .unwrap_or_default();
         lock(messages).push(format!("{severity:?}: {message}"));
-        messages
-    };
-    let _ = text;
+    }
     vk::FALSE
 }
 
@@ -280,7 +278,24 @@ impl VulkanWorld {
         let has_validation = layers
             .iter()
             .any(|l| l.layer_name_as_c_str().ok() == Some(VALIDATION_LAYER));
-        let validation = config.validation && has_validation;
+        let names = |layer: Option<&CStr>| {
+            // SAFETY: a valid entry; the layer name, if any, is NUL-terminated
+            // (vkEnumerateInstanceExtensionProperties).
+            unsafe { entry.enumerate_instance_extension_properties(layer) }
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|e| e.extension_name_as_c_str().ok().map(CStr::to_owned))
+                .collect::<Vec<_>>()
+        };
+        let extensions: Vec<_> = match has_validation {
+            true => [names(None), names(Some(VALIDATION_LAYER))].concat(),
+            false => Vec::new(),
+        };
+        let has = |name: &CStr| extensions.iter().any(|e| e.as_c_str() == name);
+        let validation = config.validation
+            && has_validation
+            && has(ash::ext::debug_utils::NAME)
+            && has(ash::ext::validation_features::NAME);
         let app = vk::ApplicationInfo::default()
             .application_name(c"cmdlist-vulkan")
             .api_version(vk::API_VERSION_1_2);
@@ -301,10 +316,11 @@ impl VulkanWorld {
                 .enabled_extension_names(&ext_names)
                 .push_next(&mut validation_features);
         }
-        // SAFETY: every pointer in `info` points to locals alive for the call; the layer is
-        // available (checked above) and provides both extensions
-        // (VUID-vkCreateInstance-ppEnabledExtensionNames-01388); ValidationFeaturesEXT is
-        // chained only with VK_EXT_validation_features enabled.
+        // SAFETY: every pointer in `info` points to locals alive for the call
+        // (VUID-vkCreateInstance-pCreateInfo-parameter); the layer and both extensions were
+        // enumerated above; ValidationFeaturesEXT is a valid pNext of VkInstanceCreateInfo
+        // (VUID-VkInstanceCreateInfo-pNext-pNext), chained only with
+        // VK_EXT_validation_features enabled.
         let instance = unsafe { entry.create_instance(&info, None) }
             .map_err(|e| unavailable(format!("vkCreateInstance: {e}")))?;
         let messages: Box<Mutex<Vec<String>>> = Box::default();
