@@ -144,7 +144,27 @@ struct Building {
     maps: Vec<(Handle<Resource>, Span)>,
 }
 
-/// The driver's state of a deferred context.
+/// The driver's state of a deferred context: where the driver builds its lists, its
+/// `VkCommandPool` and the recording in progress.
+///
+/// - The pool is made in `create_deferred_context`. Host access to a pool and to its
+///   command buffers must be externally synchronised; the engine's rule that one thread at a
+///   time works on a deferred context is that synchronisation for every hook on the
+///   context's thread. A guard flags two hooks inside one pool at once; the threads that
+///   used it are in [`crate::VulkanWorld::pool_threads`] (a context may move between
+///   threads, one at a time).
+/// - Each recorded call goes into the current secondary (`SIMULTANEOUS_USE`, inheritance
+///   info without render pass); its uploads (UpdateSubresource, Map(DISCARD)) into the
+///   recording's own upload memory, which the list keeps: each execute copies them again.
+/// - A list is a sequence of segments: its own secondaries, and where it executes another
+///   list, that list's segments, chained in O(segments).
+/// - A list's secondaries and upload memory are reset (into this context's cache) at
+///   `recycle_command_list`, or freed at `destroy_command_list`, both after the list clock;
+///   never at `recycle_destroy_command_list`. `destroy_command_list` runs on any thread: while
+///   the context lives it hands the secondaries to the pool's graveyard under the pool's
+///   lock, and the context frees them on its thread at its next Finish, renewal or
+///   destruction; once the context is gone the lock alone synchronises the frees, and the
+///   last of the context and its lists destroys the pool.
 pub struct VulkanDeferred {
     id: DeferredId,
     /// Only where the driver builds its lists.

@@ -11,7 +11,7 @@
 //! | an allocation (R-F2) | a `VkBuffer` with its own host-visible, host-coherent memory, persistently mapped, under a non-zero id ([`VulkanKernel`]) |
 //! | the submission clock, fences (R-D1, R-D4) | one timeline semaphore: each submit signals [`cmdlist::Submission::fence`]; completed = its counter value |
 //! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
-//! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`built`](crate) module docs) |
+//! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |
 //! | CommandListExecute | one `vkCmdExecuteCommands` of the list's segments ([`VulkanWorld::execute_commands`] counts them) |
 //! | a nested execute | the inner list's segments chained after the outer's current one |
 //! | list memory reuse (R-R4, R-R5) | secondaries reset or freed only at `recycle_command_list` / `destroy_command_list`, after the list clock |
@@ -45,7 +45,7 @@
 //! or a submit elsewhere is a [`Violation`]). A deferred context's pool is touched only by
 //! the hooks of that context (one thread at a time, the engine's rule, which Vulkan's
 //! external synchronisation of pools needs) and checked for overlap; a list destroyed on
-//! another thread hands its secondaries back through the pool's lock (see [`built`](crate)).
+//! another thread hands its secondaries back through the pool's lock ([`VulkanDeferred`]).
 //!
 //! # Not in this version
 //! Rotated resource identities (R-X5) under a driver-built list recorded before the rotation
