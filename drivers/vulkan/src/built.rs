@@ -112,6 +112,30 @@ pub(crate) struct Patch {
     pub(crate) len4: u64,
 }
 
+/// A recorded call as the list keeps it besides its secondaries, naming objects by handle:
+/// what an execute replays into the primary, resolving every handle then, when resource
+/// identities rotated since the list was recorded (R-X5): its secondaries name the buffers
+/// the resources had then.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Packet {
+    /// Copy, CopyRegion, Fill, ClearView.
+    Command(SoftCommand),
+    /// A FillBound, its binding resolved while recording (bindings are the list's own).
+    FillAt(AnyHandle, u8),
+    /// A FillIcByte.
+    IcFill(Handle<Resource>),
+    /// UpdateSubresource or a Map's contents: bytes of the list's upload memory copied to
+    /// `offset` of the resource.
+    Upload {
+        dst: Handle<Resource>,
+        offset: u64,
+        src: Span,
+    },
+    /// A chained list (the address of its `BuiltList`, which the engine keeps alive while
+    /// this list can run).
+    Chain(usize),
+}
+
 /// A finished list's buffers: what its private memory points to.
 pub(crate) struct BuiltList {
     pool: Arc<Pool>,
@@ -122,6 +146,8 @@ pub(crate) struct BuiltList {
     arena: Arena,
     /// Its patches and the chained lists'.
     pub(crate) patches: Vec<Patch>,
+    /// What it recorded, for a replay after a rotation.
+    pub(crate) packets: Vec<Packet>,
     /// The allocations its segments reference (the chained lists' too), sorted: an execute
     /// adds them to the primary's, for the allocation-list check (R-D1).
     pub(crate) allocations: Vec<u64>,
@@ -137,6 +163,7 @@ struct Building {
     segments: Vec<vk::CommandBuffer>,
     arena: Arena,
     patches: Vec<Patch>,
+    packets: Vec<Packet>,
     allocations: Vec<u64>,
     generation: Option<u64>,
     bound: Vec<(BindPoint, AnyHandle)>,
@@ -387,16 +414,18 @@ pub(crate) fn record(
     // Resolve first: a refused call records nothing.
     enum Work<'d> {
         Common(&'d SoftCommand),
-        Fill(Span, u8),
+        Fill(AnyHandle, Span, u8),
         Patch(Handle<Resource>, Span),
-        Write(Span, &'d [u8]),
-        Copy(Span, Span),
+        /// Bytes to upload now and copy to `offset` of the resource.
+        Write(Handle<Resource>, u64, Span, &'d [u8]),
+        /// Bytes uploaded already (a Map's), copied to the resource's start.
+        Copy(Handle<Resource>, Span, Span),
     }
     let work = match call {
         DeferredCall::Command(command) => match *command {
             SoftCommand::FillBound { point, value } => {
                 match dc.building.bound.iter().find(|(p, _)| *p == point) {
-                    Some(&(_, h)) => Work::Fill(look.span(h)?, value),
+                    Some(&(_, h)) => Work::Fill(h, look.span(h)?, value),
                     None => return Ok(()),
                 }
             }
@@ -410,7 +439,9 @@ pub(crate) fn record(
         } => {
             let whole = look.span(resource.any())?;
             Work::Write(
-                Span::of(whole.buffer, whole.len, offset, data.len() as u64)?,
+                resource,
+                offset,
+                whole.sub(offset, data.len() as u64)?,
                 data,
             )
         }
@@ -423,7 +454,7 @@ pub(crate) fn record(
             };
             let (_, bytes) = dc.building.maps.swap_remove(at);
             let whole = look.span(resource.any())?;
-            Work::Copy(whole.sub(0, bytes.len)?, bytes)
+            Work::Copy(resource, whole.sub(0, bytes.len)?, bytes)
         }
         DeferredCall::Bind { point, object } => {
             set_binding(&mut dc.building.bound, point, object);
@@ -439,11 +470,36 @@ pub(crate) fn record(
         free: &mut dc.free_chunks,
         refs: &mut dc.building.allocations,
     };
-    match work {
-        Work::Common(command) => encode_common(&mut enc, &mut look, command),
-        Work::Fill(span, value) => enc.fill(span, value),
-        Work::Write(span, data) => enc.write(span, data),
-        Work::Copy(dst, src) => enc.copy(dst, src),
+    let packet = match work {
+        Work::Common(command) => {
+            encode_common(&mut enc, &mut look, command)?;
+            Packet::Command(*command)
+        }
+        Work::Fill(handle, span, value) => {
+            enc.fill(span, value)?;
+            Packet::FillAt(handle, value)
+        }
+        Work::Write(resource, offset, dst, data) => {
+            let len = data.len() as u64;
+            let (buffer, at, ptr) = enc.arena.reserve(world, enc.free, len)?;
+            // SAFETY: `reserve` handed out `len` bytes at `ptr`, this recording's alone.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
+            let src = Span::upload(buffer, at, len);
+            enc.copy(dst, src)?;
+            Packet::Upload {
+                dst: resource,
+                offset,
+                src,
+            }
+        }
+        Work::Copy(resource, dst, src) => {
+            enc.copy(dst, src)?;
+            Packet::Upload {
+                dst: resource,
+                offset: 0,
+                src,
+            }
+        }
         Work::Patch(resource, dst) => {
             let len4 = dst.len.next_multiple_of(4);
             if len4 == 0 {
@@ -457,9 +513,11 @@ pub(crate) fn record(
                 offset,
                 len4,
             });
-            Ok(())
+            Packet::IcFill(resource)
         }
-    }
+    };
+    dc.building.packets.push(packet);
+    Ok(())
 }
 
 /// `map_discard_deferred`: `len` zeroed bytes of the recording's upload memory, copied into
@@ -502,6 +560,8 @@ pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -
     b.segments.extend_from_slice(&inner.segments);
     b.patches.extend_from_slice(&inner.patches);
     b.allocations.extend_from_slice(&inner.allocations);
+    b.packets
+        .push(Packet::Chain(inner as *const BuiltList as usize));
     b.generation = match (b.generation, inner.generation) {
         (Some(a), Some(c)) => Some(a.min(c)),
         (a, c) => a.or(c),
@@ -538,6 +598,7 @@ pub(crate) fn finish(
         segments: b.segments,
         arena: b.arena,
         patches: b.patches,
+        packets: b.packets,
         allocations: b.allocations,
         generation: b.generation,
     });

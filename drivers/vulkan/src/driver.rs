@@ -14,9 +14,9 @@ use cmdlist::{
     ObjectView, Op, Resolver, Result, StateView, ThreadingCaps,
 };
 
-use crate::built::{self, VulkanDeferred};
+use crate::built::{self, BuiltList, Packet, VulkanDeferred};
 use crate::encode::{host_barrier, Arena, Encoder, Span};
-use crate::world::{lock, Closed, VulkanWorld};
+use crate::world::{lock, BuiltEvent, Closed, VulkanWorld};
 
 /// Bytes of every context-local handle and of a command list's private memory: the driver
 /// keeps nothing per context-local handle, and a list's private memory holds one pointer.
@@ -291,6 +291,64 @@ impl VulkanDriver {
     }
 }
 
+impl VulkanDriver {
+    /// A driver-built list replayed into the primary from its packets (after a rotation).
+    fn replay_built(
+        &self,
+        imm: &mut VulkanImmediate,
+        objects: &Resolver<'_, Self>,
+        list: &BuiltList,
+    ) -> Result<()> {
+        let world = &*self.world;
+        let mut look = IcLookup { world, objects };
+        let (cmd, arena) = self.primary(imm)?;
+        let mut guard = lock(&world.ic);
+        let ic = &mut *guard;
+        let mut enc = Encoder {
+            world,
+            cmd: *cmd,
+            arena,
+            free: &mut ic.free_chunks,
+            refs: &mut ic.open_refs,
+        };
+        replay_packets(&mut enc, &mut look, &list.packets)
+    }
+}
+
+fn replay_packets(
+    enc: &mut Encoder<'_>,
+    look: &mut IcLookup<'_, '_>,
+    packets: &[Packet],
+) -> Result<()> {
+    for packet in packets {
+        match *packet {
+            Packet::Command(command) => encode_common(enc, look, &command)?,
+            Packet::FillAt(handle, value) => {
+                let span = look.span(handle)?;
+                enc.fill(span, value)?;
+            }
+            Packet::IcFill(resource) => {
+                let view = look.objects.get(resource)?;
+                let value = look.objects.ic_data(view)?.to_le_bytes()[0];
+                let span = look.view_span(view)?;
+                enc.fill(span, value)?;
+            }
+            Packet::Upload { dst, offset, src } => {
+                let span = look.span(dst.any())?.sub(offset, src.len)?;
+                enc.copy(span, src)?;
+            }
+            Packet::Chain(inner) => {
+                // SAFETY: the address of a chained list's `BuiltList`, which the engine keeps
+                // alive and unrecycled while a list that executes it can run (the outer list
+                // owns it, `Driver::execute_command_list_deferred`).
+                let inner = unsafe { &*(inner as *const BuiltList) };
+                replay_packets(enc, look, &inner.packets)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Driver for VulkanDriver {
     type Object = VulkanObject;
     type IcData = u64;
@@ -461,11 +519,10 @@ impl Driver for VulkanDriver {
         }
         let current = self.world.rotations.load(Ordering::Acquire);
         if list.generation.is_some_and(|g| g != current) {
-            // Its secondaries name the buffers the resources had when it was recorded.
-            let what = "a driver-built list executed after resource identities rotated \
-                        (its secondaries name the old buffers)";
-            self.world.violate("rotation", what.to_string());
-            return Err(Error::Unsupported);
+            // Its secondaries name the buffers the resources had when it was recorded: the
+            // list runs from its packets instead, every handle resolved now (R-X5).
+            self.world.count(BuiltEvent::ReplayedAfterRotation, 1);
+            return self.replay_built(imm, objects, list);
         }
         // Resolve the patches first: a refused execute records nothing.
         let mut fills = Vec::with_capacity(list.patches.len());
@@ -630,7 +687,8 @@ impl Driver for VulkanDriver {
 
     fn rotate_identities(&self, _imm: &mut VulkanImmediate, _ic: &mut [&mut u64]) {
         // Replayed and emulated lists resolve allocations when they run; a driver-built
-        // list recorded before this names the old buffers, and its execute refuses.
+        // list recorded before this names the old buffers, and its executes replay its
+        // packets instead.
         self.world.rotations.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -47,10 +47,14 @@
 //! external synchronisation of pools needs) and checked for overlap; a list destroyed on
 //! another thread hands its secondaries back through the pool's lock ([`VulkanDeferred`]).
 //!
+//! # Rotated identities (R-X5)
+//! A driver-built list's secondaries name the buffers its resources had when it was recorded.
+//! The driver counts rotations; a list recorded before one is executed by replaying the
+//! packets it keeps besides its secondaries into the primary, every handle resolved then
+//! (O(length) for those executes only; [`BuiltStats::replayed_after_rotation`]).
+//!
 //! # Not in this version
-//! Rotated resource identities (R-X5) under a driver-built list recorded before the rotation
-//! (its secondaries name the old buffers: its execute is refused and reported); queries do
-//! nothing on the GPU; present and Blt are unsupported.
+//! Queries do nothing on the GPU; present and Blt are unsupported.
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 

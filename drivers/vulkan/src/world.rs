@@ -102,7 +102,7 @@ pub struct Violation {
     pub what: String,
 }
 
-/// What became of driver-built lists' secondary command buffers
+/// What became of driver-built lists' secondary command buffers, and how their executes ran
 /// ([`VulkanWorld::built_stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BuiltStats {
@@ -113,6 +113,9 @@ pub struct BuiltStats {
     pub handed_back: u64,
     /// Freed by `destroy_command_list` under the pool's lock, their context gone.
     pub freed_orphaned: u64,
+    /// Executes of a list recorded before resource identities rotated (R-X5), replayed into
+    /// the primary from its packets instead of executing its secondaries.
+    pub replayed_after_rotation: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -120,6 +123,7 @@ pub(crate) enum BuiltEvent {
     Recycled = 0,
     HandedBack = 1,
     FreedOrphaned = 2,
+    ReplayedAfterRotation = 3,
 }
 
 /// Host-visible, host-coherent memory behind one `VkBuffer`, persistently mapped.
@@ -226,7 +230,7 @@ pub struct VulkanWorld {
     pub(crate) rotations: AtomicU64,
     /// `vkCmdExecuteCommands` recorded.
     pub(crate) execute_commands: AtomicU64,
-    pub(crate) built_stats: [AtomicU64; 3],
+    pub(crate) built_stats: [AtomicU64; 4],
     pub(crate) ic_thread: Mutex<Option<ThreadId>>,
     pub(crate) pools: Mutex<HashMap<u32, PoolRecord>>,
     device_name: String,
@@ -587,9 +591,9 @@ impl VulkanWorld {
         self.execute_commands.load(Ordering::Relaxed)
     }
 
-    /// What became of driver-built lists' secondaries so far.
+    /// What became of driver-built lists' secondaries so far, and how their executes ran.
     pub fn built_stats(&self) -> BuiltStats {
-        let [recycled, handed_back, freed_orphaned] = self
+        let [recycled, handed_back, freed_orphaned, replayed_after_rotation] = self
             .built_stats
             .each_ref()
             .map(|c| c.load(Ordering::Relaxed));
@@ -597,6 +601,7 @@ impl VulkanWorld {
             recycled,
             handed_back,
             freed_orphaned,
+            replayed_after_rotation,
         }
     }
 

@@ -974,3 +974,126 @@ fn r_t2_submit_off_the_immediate_thread_is_flagged() {
     drop(imm);
     assert_eq!(world.validation_messages(), Vec::<String>::new());
 }
+
+// ---------------------------------------------------------------------------------------
+// Rotated identities (R-X5)
+// ---------------------------------------------------------------------------------------
+
+/// A list recorded before a rotation, executed after it (alone and nested), renders into
+/// the new identities: the bytes both drivers leave.
+fn rotation_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> Vec<Handle<Resource>>
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let r0 = device.create_resource(buffer(64)).unwrap();
+    let r1 = device.create_resource(buffer(64)).unwrap();
+    let r2 = device.create_resource(buffer(64)).unwrap();
+    let v = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: r0,
+                first_byte: 8,
+                byte_len: 16,
+            },
+        )
+        .unwrap();
+    ic.update(r0, 0, &pattern(64, 1)).unwrap();
+    ic.update(r1, 0, &pattern(64, 2)).unwrap();
+    *ic.ic_data_mut(r2).unwrap() = 0x33;
+    let (list, nested) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r2,
+                dst_offset: 0,
+                src: r0,
+                src_offset: 0,
+                len: 16,
+            })
+            .unwrap();
+            dc.update(r1, 3, &[9, 9, 9]).unwrap();
+            dc.bind(RT0, Some(v.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xAB,
+            })
+            .unwrap();
+            dc.command(SoftCommand::FillIcByte { dst: r2 }).unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r2,
+                dst_offset: 40,
+                src: r1,
+                src_offset: 0,
+                len: 8,
+            })
+            .unwrap();
+            let list = dc.finish().unwrap();
+            dc.execute_command_list(&list).unwrap();
+            dc.command(SoftCommand::Copy { dst: r2, src: r1 }).unwrap();
+            (list, dc.finish().unwrap())
+        })
+        .join()
+        .unwrap()
+    });
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    ic.rotate_resource_identities(&[r0, r1]).unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.update(r0, 60, &[7; 4]).unwrap();
+    ic.execute_command_list(&nested).unwrap();
+    ic.flush().unwrap();
+    drop((list, nested));
+    ic.flush().unwrap();
+    vec![r0, r1, r2]
+}
+
+#[test]
+fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let resources = rotation_stream(&device, &mut ic);
+        world.wait_gpu().unwrap();
+        let got: Vec<Vec<u8>> = resources
+            .iter()
+            .map(|&h| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                world.read(a, 64).unwrap()
+            })
+            .collect();
+        let replays = world.built_stats().replayed_after_rotation;
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+
+        let (device, mut ic, soft_world) = soft::device(
+            SoftConfig {
+                gpu: Gpu::Immediate,
+                command_lists: mode != ListMode::Emulated,
+                driver_built: mode == ListMode::DriverBuilt,
+                ..Default::default()
+            },
+            DeviceConfig::default(),
+        )
+        .unwrap();
+        let resources = rotation_stream(&device, &mut ic);
+        let want: Vec<Vec<u8>> = resources
+            .iter()
+            .map(|&h| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                soft_world.read(a).unwrap()
+            })
+            .collect();
+        ic.destroy_device().unwrap();
+        soft_world.assert_clean(true);
+        assert_eq!(got, want, "{mode:?}");
+        // Two executes of lists recorded before the rotation (the nested one's inner list
+        // runs inside its outer list's replay).
+        assert_eq!(replays, if mode == ListMode::DriverBuilt { 2 } else { 0 });
+    }
+}
