@@ -355,7 +355,7 @@ impl VulkanDeferred {
 
 /// The list a list's private memory points to.
 pub(crate) fn list_of(private: &[u8]) -> Option<&BuiltList> {
-    let raw = usize::from_ne_bytes(private[..8].try_into().expect("16-byte list handles"));
+    let raw = address_in(private);
     // SAFETY: a non-zero value is the `Box<BuiltList>` Finish leaked into this memory; the
     // engine keeps the list (its private memory unchanged) until `recycle_command_list` or
     // `destroy_command_list`, which take the box back, and calls neither while an execute
@@ -363,8 +363,14 @@ pub(crate) fn list_of(private: &[u8]) -> Option<&BuiltList> {
     (raw != 0).then(|| unsafe { &*(raw as *const BuiltList) })
 }
 
+/// The address a list's private memory holds (its first 8 bytes; 0: none).
+fn address_in(private: &[u8]) -> usize {
+    let bytes = private[..8].try_into().expect("16-byte list handles");
+    usize::try_from(u64::from_ne_bytes(bytes)).expect("an address of this machine")
+}
+
 fn take_list(private: &mut [u8]) -> Option<Box<BuiltList>> {
-    let raw = usize::from_ne_bytes(private[..8].try_into().expect("16-byte list handles"));
+    let raw = address_in(private);
     private[..8].fill(0);
     // SAFETY: as in `list_of`; zeroing the pointer first makes this the only owner.
     (raw != 0).then(|| unsafe { Box::from_raw(raw as *mut BuiltList) })
@@ -602,7 +608,7 @@ pub(crate) fn finish(
         allocations: b.allocations,
         generation: b.generation,
     });
-    let raw = Box::into_raw(list) as usize;
+    let raw = Box::into_raw(list) as usize as u64;
     private[..8].copy_from_slice(&raw.to_ne_bytes());
     Ok(())
 }
