@@ -208,9 +208,10 @@ impl VulkanDriver {
                         .command_pool(ic.pool)
                         .level(vk::CommandBufferLevel::PRIMARY)
                         .command_buffer_count(1);
-                    // SAFETY: the immediate context's pool, externally synchronised by the
-                    // `ic` lock (VUID-vkAllocateCommandBuffers-pAllocateInfo::commandPool
-                    // host sync).
+                    // SAFETY: the immediate context's pool, which only the immediate
+                    // context's thread touches (checked), under the `ic` lock besides: host
+                    // access to the pool is externally synchronised (vkAllocateCommandBuffers
+                    // host synchronisation).
                     unsafe { world.device.allocate_command_buffers(&info) }
                         .map_err(|_| Error::OutOfMemory)?[0]
                 }
@@ -553,7 +554,8 @@ impl Driver for VulkanDriver {
         lock(&world.ic)
             .open_refs
             .extend_from_slice(&list.allocations);
-        // SAFETY: `cmd` is a recording primary outside a render pass; every element is a
+        // SAFETY: `cmd` is a recording primary outside a render pass, recorded on the
+        // immediate context's thread only (its pool's external synchronisation); every element is a
         // secondary in the executable state (ended at Finish or at a nested execute), begun
         // with SIMULTANEOUS_USE, so it may be pending elsewhere or appear twice
         // (VUID-vkCmdExecuteCommands-pCommandBuffers-00088, -00089, -00091, -00092); none was
