@@ -40,6 +40,19 @@
 //! writing the same bytes back to back land in order, and a list executed twice in one
 //! primary runs twice in order. It is the safe first rule: it serialises all transfer work.
 //!
+//! # Costs
+//! - Recording a call on a deferred context: its Vulkan commands, one uncontended per-pool
+//!   lock (the thread check), read-locked allocation lookups.
+//! - Finish: ends the current secondary; sorts the list's allocation set.
+//! - CommandListExecute of a driver-built list: one `vkCmdExecuteCommands` whatever the
+//!   length, plus one `vkCmdFillBuffer` per FillIcByte it holds (the value is the IC data
+//!   of the moment) and O(distinct allocations) to add its allocation set to the primary's
+//!   for the allocation-list check; after a rotation, a replay of its packets (O(length)).
+//! - A nested execute: O(segments + patches + allocations) of the inner list.
+//! - The hazard rule serialises all transfer work; a finer rule (barriers only between
+//!   commands whose ranges overlap, tracked per buffer) is the obvious next step on real
+//!   GPUs.
+//!
 //! # Threads
 //! The immediate context's pool and queue are touched only on its thread (checked: a hook
 //! or a submit elsewhere is a [`Violation`]). A deferred context's pool is touched only by
