@@ -270,8 +270,9 @@ unsafe extern "system" fn on_message(
 }
 
 impl VulkanWorld {
-    /// Opens the Vulkan loader, makes a headless instance and a device on the first physical
-    /// device with a transfer-capable graphics or compute queue and timeline semaphores.
+    /// Opens the Vulkan loader, makes a headless instance (no surface extension) and a device
+    /// on the first physical device with Vulkan 1.2, timeline semaphores and a queue family
+    /// with compute (and so transfer) work, graphics or not.
     pub fn new(config: VulkanConfig) -> std::result::Result<Arc<Self>, Unavailable> {
         // SAFETY: loading the loader runs its initialisation; nothing else of Vulkan is in
         // use in this process through this `Entry` yet (ash's `Entry::load` contract).
@@ -418,13 +419,13 @@ impl VulkanWorld {
             // SAFETY: `physical` came from this instance.
             let families =
                 unsafe { instance.get_physical_device_queue_family_properties(physical) };
-            let family = families.iter().position(|f| {
-                f.queue_flags
-                    .intersects(vk::QueueFlags::GRAPHICS | vk::QueueFlags::COMPUTE)
-            });
+            // Compute (with or without graphics): such a family supports transfer too.
+            let family = families
+                .iter()
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE));
             match family {
                 Some(f) => return Ok((physical, f as u32, name)),
-                None => seen.push(format!("{name}: no graphics or compute queue")),
+                None => seen.push(format!("{name}: no compute queue")),
             }
         }
         Err(unavailable(format!("no device fits: {}", seen.join("; "))))
