@@ -1,0 +1,671 @@
+//! Driver-built command lists ([`cmdlist::ListMode::DriverBuilt`]): secondary command
+//! buffers recorded on the deferred context's thread.
+//!
+//! - Each deferred context owns a `VkCommandPool` ([`Pool`]), made in
+//!   `create_deferred_context`. Host access to a pool and to the command buffers allocated
+//!   from it must be externally synchronised (spec, "Command Pools"); the engine's rule that
+//!   one thread at a time works on a deferred context is that synchronisation for every
+//!   hook that runs on the context's thread. A guard checks it: two hooks inside one pool at
+//!   once, or a hook on a thread other than the one before, is recorded (the second as the
+//!   thread list of [`crate::VulkanWorld::pool_threads`]; a context may move between threads,
+//!   one at a time, so only overlap is a violation).
+//! - A recording appends each call to the context's current secondary (begun with
+//!   `SIMULTANEOUS_USE` and an inheritance info without render pass) and keeps the bytes it
+//!   uploads (UpdateSubresource, Map(DISCARD)) in the recording's own upload memory.
+//! - A list is a sequence of segments: its own secondaries and, where it executes another
+//!   list, that list's segments, chained in O(segments) (a secondary cannot execute another
+//!   without `VK_EXT_nested_command_buffer`).
+//! - Finish hands the secondaries and the upload memory to a [`BuiltList`] whose pointer the
+//!   list's private memory holds. CommandListExecute is one `vkCmdExecuteCommands` of its
+//!   segments.
+//! - A list's secondaries and upload memory are reset or freed only in
+//!   `recycle_command_list` (on the context's thread: back into its cache) and
+//!   `destroy_command_list` (any thread), which the engine calls after the list clock
+//!   (`Clock::Completed`): no primary that executed it is pending. Never in
+//!   `recycle_destroy_command_list`. `destroy_command_list` may run on any thread while the
+//!   context records: it does not touch the pool then, but hands the secondaries to the
+//!   pool's graveyard under the pool's lock, and the context frees them on its own thread at
+//!   its next Finish, renewal or destruction. Once the context is destroyed, nobody records
+//!   from the pool any more, and the lock alone synchronises the frees; the pool itself is
+//!   destroyed by whoever drops its last reference (the context or its last list).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
+
+use ash::vk;
+use cmdlist::handle::Resource;
+use cmdlist::soft::SoftCommand;
+use cmdlist::{
+    AnyHandle, AppError, BindPoint, DeferredCall, DeferredId, Error, Handle, LocalHandles, Result,
+};
+
+use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
+use crate::encode::{transfer_barrier, Arena, Encoder, Span};
+use crate::world::{lock, BuiltEvent, Chunk, VulkanWorld};
+
+/// A deferred context's command pool.
+pub(crate) struct Pool {
+    world: Arc<VulkanWorld>,
+    pool: vk::CommandPool,
+    context: u32,
+    state: Mutex<PoolState>,
+    /// Set while a hook works in the pool (the external-synchronisation check).
+    busy: AtomicBool,
+    /// The thread that last worked in the pool.
+    last_thread: Mutex<Option<ThreadId>>,
+}
+
+struct PoolState {
+    /// The context still records from the pool.
+    alive: bool,
+    /// Secondaries of destroyed lists, for the context's thread to free.
+    graveyard: Vec<vk::CommandBuffer>,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        // SAFETY: the last reference: the context is destroyed and every list recorded from
+        // the pool is destroyed, after the list clock, so no command buffer of the pool is
+        // pending (VUID-vkDestroyCommandPool-commandPool-00041), and nobody else can reach
+        // the pool (external synchronisation).
+        unsafe { self.world.device.destroy_command_pool(self.pool, None) };
+    }
+}
+
+/// Marks a hook working in a pool; checks nobody else is.
+struct PoolUse<'a>(&'a Pool);
+
+impl<'a> PoolUse<'a> {
+    fn enter(pool: &'a Pool) -> Self {
+        if pool.busy.swap(true, Ordering::Acquire) {
+            let what = format!(
+                "deferred context {}'s command pool used by two threads at once",
+                pool.context
+            );
+            pool.world.violate("thread", what);
+        }
+        let me = std::thread::current().id();
+        let mut last = lock(&pool.last_thread);
+        if *last != Some(me) {
+            *last = Some(me);
+            pool.world.note_pool_thread(pool.context, false);
+        }
+        PoolUse(pool)
+    }
+}
+
+impl Drop for PoolUse<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+/// A FillIcByte of a driver-built list: the value is the resource's IC data when the list
+/// runs, so the list copies it from `len4` bytes of its own upload memory, and each execute
+/// first fills them with the value of the moment (in the primary, before the list).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Patch {
+    pub(crate) resource: Handle<Resource>,
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) offset: u64,
+    pub(crate) len4: u64,
+}
+
+/// A recorded call as the list keeps it besides its secondaries, naming objects by handle:
+/// what an execute replays into the primary, resolving every handle then, when resource
+/// identities rotated since the list was recorded (R-X5): its secondaries name the buffers
+/// the resources had then.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Packet {
+    /// Copy, CopyRegion, Fill, ClearView.
+    Command(SoftCommand),
+    /// A FillBound, its binding resolved while recording (bindings are the list's own).
+    FillAt(AnyHandle, u8),
+    /// A FillIcByte.
+    IcFill(Handle<Resource>),
+    /// UpdateSubresource or a Map's contents: bytes of the list's upload memory copied to
+    /// `offset` of the resource.
+    Upload {
+        dst: Handle<Resource>,
+        offset: u64,
+        src: Span,
+    },
+    /// A chained list (the address of its `BuiltList`, which the engine keeps alive while
+    /// this list can run).
+    Chain(usize),
+}
+
+/// A finished list's buffers: what its private memory points to.
+pub(crate) struct BuiltList {
+    pool: Arc<Pool>,
+    /// Secondaries recorded for this list (its own).
+    own: Vec<vk::CommandBuffer>,
+    /// What an execute runs, in order: its own secondaries and the chained lists'.
+    pub(crate) segments: Vec<vk::CommandBuffer>,
+    arena: Arena,
+    /// Its patches and the chained lists'.
+    pub(crate) patches: Vec<Patch>,
+    /// What it recorded, for a replay after a rotation.
+    pub(crate) packets: Vec<Packet>,
+    /// The allocations its segments reference (the chained lists' too), sorted: an execute
+    /// adds them to the primary's, for the allocation-list check (R-D1).
+    pub(crate) allocations: Vec<u64>,
+    /// The rotation count when its oldest segment began recording (`None`: no segment).
+    pub(crate) generation: Option<u64>,
+}
+
+/// A recording in progress.
+#[derive(Default)]
+struct Building {
+    current: Option<vk::CommandBuffer>,
+    own: Vec<vk::CommandBuffer>,
+    segments: Vec<vk::CommandBuffer>,
+    arena: Arena,
+    patches: Vec<Patch>,
+    packets: Vec<Packet>,
+    allocations: Vec<u64>,
+    generation: Option<u64>,
+    bound: Vec<(BindPoint, AnyHandle)>,
+    /// Open Map(DISCARD)s: the resource, and the upload bytes handed out.
+    maps: Vec<(Handle<Resource>, Span)>,
+}
+
+/// The driver's state of a deferred context: where the driver builds its lists, its
+/// `VkCommandPool` and the recording in progress.
+///
+/// - The pool is made in `create_deferred_context`. Host access to a pool and to its
+///   command buffers must be externally synchronised; the engine's rule that one thread at a
+///   time works on a deferred context is that synchronisation for every hook on the
+///   context's thread. A guard flags two hooks inside one pool at once; the threads that
+///   used it are in [`crate::VulkanWorld::pool_threads`] (a context may move between
+///   threads, one at a time).
+/// - Each recorded call goes into the current secondary (`SIMULTANEOUS_USE`, inheritance
+///   info without render pass); its uploads (UpdateSubresource, Map(DISCARD)) into the
+///   recording's own upload memory, which the list keeps: each execute copies them again.
+/// - A list is a sequence of segments: its own secondaries, and where it executes another
+///   list, that list's segments, chained in O(segments).
+/// - A list's secondaries and upload memory are reset (into this context's cache) at
+///   `recycle_command_list`, or freed at `destroy_command_list`, both after the list clock;
+///   never at `recycle_destroy_command_list`. `destroy_command_list` runs on any thread: while
+///   the context lives it hands the secondaries to the pool's graveyard under the pool's
+///   lock, and the context frees them on its thread at its next Finish, renewal or
+///   destruction; once the context is gone the lock alone synchronises the frees, and the
+///   last of the context and its lists destroys the pool.
+pub struct VulkanDeferred {
+    id: DeferredId,
+    /// Only where the driver builds its lists.
+    pool: Option<Arc<Pool>>,
+    /// Secondaries reset and ready to record.
+    free_secondaries: Vec<vk::CommandBuffer>,
+    free_chunks: Vec<Chunk>,
+    building: Building,
+}
+
+impl VulkanDeferred {
+    pub(crate) fn new(world: &Arc<VulkanWorld>, id: DeferredId, builds: bool) -> Result<Self> {
+        let pool = if builds {
+            let info = vk::CommandPoolCreateInfo::default()
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+                .queue_family_index(world.queue_family);
+            // SAFETY: the device's queue family (VUID-vkCreateCommandPool-queueFamilyIndex
+            // -01937); creating a pool needs no synchronisation with other pools.
+            let pool = unsafe { world.device.create_command_pool(&info, None) }
+                .map_err(|_| Error::OutOfMemory)?;
+            world.note_pool_thread(id.get(), true);
+            Some(Arc::new(Pool {
+                world: Arc::clone(world),
+                pool,
+                context: id.get(),
+                state: Mutex::new(PoolState {
+                    alive: true,
+                    graveyard: Vec::new(),
+                }),
+                busy: AtomicBool::new(false),
+                last_thread: Mutex::new(Some(std::thread::current().id())),
+            }))
+        } else {
+            None
+        };
+        Ok(VulkanDeferred {
+            id,
+            pool,
+            free_secondaries: Vec::new(),
+            free_chunks: Vec::new(),
+            building: Building::default(),
+        })
+    }
+
+    /// The context's id.
+    pub fn id(&self) -> DeferredId {
+        self.id
+    }
+
+    /// Frees the graveyard's secondaries (on the context's thread, inside a `PoolUse`).
+    fn bury(world: &VulkanWorld, pool: &Pool) {
+        let dead = std::mem::take(&mut lock(&pool.state).graveyard);
+        if !dead.is_empty() {
+            // SAFETY: the secondaries come from this pool; their lists were destroyed after
+            // the list clock, so none is pending (VUID-vkFreeCommandBuffers-pCommandBuffers
+            // -00047); the pool is this context's, on its thread (external synchronisation by
+            // the one-thread-per-context rule, checked by `PoolUse`).
+            unsafe { world.device.free_command_buffers(pool.pool, &dead) };
+        }
+    }
+
+    /// Ends the current secondary, making it a segment.
+    fn end_segment(&mut self, world: &VulkanWorld) -> Result<()> {
+        if let Some(cmd) = self.building.current.take() {
+            // SAFETY: recording state, no render pass (VUID-vkEndCommandBuffer-commandBuffer
+            // -00059, -00060); the pool is this context's, on its thread.
+            unsafe { world.device.end_command_buffer(cmd) }.map_err(|_| Error::OutOfMemory)?;
+            self.building.own.push(cmd);
+            self.building.segments.push(cmd);
+        }
+        Ok(())
+    }
+
+    /// The current secondary, begun now if none is.
+    fn secondary(&mut self, world: &VulkanWorld) -> Result<vk::CommandBuffer> {
+        if let Some(cmd) = self.building.current {
+            return Ok(cmd);
+        }
+        let pool = self.pool.as_ref().expect("built lists have a pool");
+        let cmd = match self.free_secondaries.pop() {
+            Some(cmd) => cmd,
+            None => {
+                let info = vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool.pool)
+                    .level(vk::CommandBufferLevel::SECONDARY)
+                    .command_buffer_count(1);
+                // SAFETY: this context's pool, on its thread (external synchronisation).
+                unsafe { world.device.allocate_command_buffers(&info) }
+                    .map_err(|_| Error::OutOfMemory)?[0]
+            }
+        };
+        let inheritance = vk::CommandBufferInheritanceInfo::default();
+        let begin = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)
+            .inheritance_info(&inheritance);
+        // SAFETY: a new or reset secondary, not pending nor recording
+        // (VUID-vkBeginCommandBuffer-commandBuffer-00049); a secondary's inheritance info is
+        // given (-00051) without render pass, so RENDER_PASS_CONTINUE is not set (-00053);
+        // this context's pool, on its thread.
+        unsafe { world.device.begin_command_buffer(cmd, &begin) }
+            .map_err(|_| Error::OutOfMemory)?;
+        // Its first command orders it after everything earlier in submission order.
+        transfer_barrier(world, cmd);
+        self.building.current = Some(cmd);
+        Ok(cmd)
+    }
+
+    /// Resets this context's own secondaries and keeps them, with the upload memory.
+    fn take_back(&mut self, world: &VulkanWorld, own: Vec<vk::CommandBuffer>, mut arena: Arena) {
+        for cmd in own {
+            // SAFETY: a secondary of this context's pool that is not pending: never executed
+            // (an abandoned recording, maybe still recording) or its list passed the list
+            // clock (recycle); the pool
+            // has RESET_COMMAND_BUFFER (VUID-vkResetCommandBuffer-commandBuffer-00045, -00046);
+            // on the context's thread.
+            match unsafe {
+                world
+                    .device
+                    .reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+            } {
+                Ok(()) => self.free_secondaries.push(cmd),
+                Err(e) => world.violate("vulkan", format!("vkResetCommandBuffer: {e}")),
+            }
+        }
+        arena.clear_into(&mut self.free_chunks);
+    }
+
+    pub(crate) fn renew(&mut self, world: &VulkanWorld) {
+        if let Some(pool) = self.pool.clone() {
+            let _use = PoolUse::enter(&pool);
+            Self::bury(world, &pool);
+        }
+    }
+
+    pub(crate) fn destroy(mut self, world: &VulkanWorld) {
+        let Some(pool) = self.pool.take() else {
+            return;
+        };
+        {
+            let _use = PoolUse::enter(&pool);
+            // A secondary still recording is freed as it is: ending it could find buffers
+            // it names destroyed already (a context that outlives its device, R-D3).
+            let mut own = std::mem::take(&mut self.building.own);
+            own.extend(self.building.current.take());
+            own.append(&mut self.free_secondaries);
+            let mut state = lock(&pool.state);
+            own.append(&mut state.graveyard);
+            state.alive = false;
+            if !own.is_empty() {
+                // SAFETY: this context's own secondaries (never executed, or reset after the
+                // list clock) and the graveyard's (destroyed lists): none pending
+                // (VUID-vkFreeCommandBuffers-pCommandBuffers-00047); on the context's thread,
+                // and under the pool's lock, which every later user takes.
+                unsafe { world.device.free_command_buffers(pool.pool, &own) };
+            }
+        }
+        world.give_back_chunks(self.building.arena.chunks.drain(..));
+        world.give_back_chunks(self.free_chunks.drain(..));
+    }
+}
+
+/// The list a list's private memory points to.
+pub(crate) fn list_of(private: &[u8]) -> Option<&BuiltList> {
+    let raw = address_in(private);
+    // SAFETY: a non-zero value is the `Box<BuiltList>` Finish leaked into this memory; the
+    // engine keeps the list (its private memory unchanged) until `recycle_command_list` or
+    // `destroy_command_list`, which take the box back, and calls neither while an execute
+    // that reads it runs.
+    (raw != 0).then(|| unsafe { &*(raw as *const BuiltList) })
+}
+
+/// The address a list's private memory holds (its first 8 bytes; 0: none).
+fn address_in(private: &[u8]) -> usize {
+    let bytes = private[..8].try_into().expect("16-byte list handles");
+    usize::try_from(u64::from_ne_bytes(bytes)).expect("an address of this machine")
+}
+
+fn take_list(private: &mut [u8]) -> Option<Box<BuiltList>> {
+    let raw = address_in(private);
+    private[..8].fill(0);
+    // SAFETY: as in `list_of`; zeroing the pointer first makes this the only owner.
+    (raw != 0).then(|| unsafe { Box::from_raw(raw as *mut BuiltList) })
+}
+
+struct DcLookup<'r, 'a> {
+    world: &'r VulkanWorld,
+    locals: &'r mut LocalHandles<'a, VulkanDriver>,
+}
+
+impl Lookup for DcLookup<'_, '_> {
+    fn span(&mut self, handle: AnyHandle) -> Result<Span> {
+        let local = self.locals.get(handle).ok_or(AppError::InvalidState)?;
+        let view = local.view;
+        let object = view.object().clone();
+        let memory = match object.view {
+            None => view.allocation().map(|a| (a, object.byte_size)),
+            Some(_) => {
+                // A view's resource is open before it (R-H3).
+                let resource = view.dependency().ok_or(AppError::MissingDependency)?;
+                let local = self
+                    .locals
+                    .get(resource)
+                    .ok_or(AppError::MissingDependency)?;
+                let size = local.view.object().byte_size;
+                local.view.allocation().map(|a| (a, size))
+            }
+        };
+        span_of(self.world, &object, memory)
+    }
+}
+
+/// `record_deferred` where the driver builds its lists.
+pub(crate) fn record(
+    world: &VulkanWorld,
+    dc: &mut VulkanDeferred,
+    call: DeferredCall<'_, VulkanDriver>,
+    locals: &mut LocalHandles<'_, VulkanDriver>,
+) -> Result<()> {
+    let pool = dc.pool.clone().expect("built lists have a pool");
+    let _use = PoolUse::enter(&pool);
+    // The rotation count before any allocation is read: a rotation after this is seen.
+    if dc.building.generation.is_none() {
+        dc.building.generation = Some(world.rotations.load(Ordering::Acquire));
+    }
+    let mut look = DcLookup { world, locals };
+    // Resolve first: a refused call records nothing.
+    enum Work<'d> {
+        Common(&'d SoftCommand),
+        Fill(AnyHandle, Span, u8),
+        Patch(Handle<Resource>, Span),
+        /// Bytes to upload now and copy to `offset` of the resource.
+        Write(Handle<Resource>, u64, Span, &'d [u8]),
+        /// Bytes uploaded already (a Map's), copied to the resource's start.
+        Copy(Handle<Resource>, Span, Span),
+    }
+    let work = match call {
+        DeferredCall::Command(command) => match *command {
+            SoftCommand::FillBound { point, value } => {
+                match dc.building.bound.iter().find(|(p, _)| *p == point) {
+                    Some(&(_, h)) => Work::Fill(h, look.span(h)?, value),
+                    None => return Ok(()),
+                }
+            }
+            SoftCommand::FillIcByte { dst } => Work::Patch(dst, look.span(dst.any())?),
+            _ => Work::Common(command),
+        },
+        DeferredCall::Update {
+            resource,
+            offset,
+            data,
+        } => {
+            let whole = look.span(resource.any())?;
+            Work::Write(
+                resource,
+                offset,
+                whole.sub(offset, data.len() as u64)?,
+                data,
+            )
+        }
+        DeferredCall::Unmap { resource, .. } => {
+            let at = dc.building.maps.iter().position(|(r, _)| *r == resource);
+            let Some(at) = at else {
+                let what = format!("Unmap of {resource:?}, which the driver never mapped");
+                world.violate("driver-built", what);
+                return Ok(());
+            };
+            let (_, bytes) = dc.building.maps.swap_remove(at);
+            let whole = look.span(resource.any())?;
+            Work::Copy(resource, whole.sub(0, bytes.len)?, bytes)
+        }
+        DeferredCall::Bind { point, object } => {
+            set_binding(&mut dc.building.bound, point, object);
+            return Ok(());
+        }
+        _ => return Ok(()), // queries: no GPU work in this driver
+    };
+    let cmd = dc.secondary(world)?;
+    let mut enc = Encoder {
+        world,
+        cmd,
+        arena: &mut dc.building.arena,
+        free: &mut dc.free_chunks,
+        refs: &mut dc.building.allocations,
+    };
+    let packet = match work {
+        Work::Common(command) => {
+            encode_common(&mut enc, &mut look, command)?;
+            Packet::Command(*command)
+        }
+        Work::Fill(handle, span, value) => {
+            enc.fill(span, value)?;
+            Packet::FillAt(handle, value)
+        }
+        Work::Write(resource, offset, dst, data) => {
+            let len = data.len() as u64;
+            let (buffer, at, ptr) = enc.arena.reserve(world, enc.free, len)?;
+            // SAFETY: `reserve` handed out `len` bytes at `ptr`, this recording's alone.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ptr, data.len()) };
+            let src = Span::upload(buffer, at, len);
+            enc.copy(dst, src)?;
+            Packet::Upload {
+                dst: resource,
+                offset,
+                src,
+            }
+        }
+        Work::Copy(resource, dst, src) => {
+            enc.copy(dst, src)?;
+            Packet::Upload {
+                dst: resource,
+                offset: 0,
+                src,
+            }
+        }
+        Work::Patch(resource, dst) => {
+            let len4 = dst.len.next_multiple_of(4);
+            if len4 == 0 {
+                return Ok(());
+            }
+            let (buffer, offset, _) = enc.arena.reserve(world, enc.free, len4)?;
+            enc.copy(dst, Span::upload(buffer, offset, dst.len))?;
+            dc.building.patches.push(Patch {
+                resource,
+                buffer,
+                offset,
+                len4,
+            });
+            Packet::IcFill(resource)
+        }
+    };
+    dc.building.packets.push(packet);
+    Ok(())
+}
+
+/// `map_discard_deferred`: `len` zeroed bytes of the recording's upload memory, copied into
+/// the resource by the command the Unmap records (each execute copies them again).
+pub(crate) fn map_discard<'a>(
+    world: &VulkanWorld,
+    dc: &'a mut VulkanDeferred,
+    resource: Handle<Resource>,
+    len: usize,
+    locals: &mut LocalHandles<'_, VulkanDriver>,
+) -> Result<&'a mut [u8]> {
+    if locals.get(resource.any()).is_none() {
+        return Err(AppError::InvalidState.into());
+    }
+    let (buffer, offset, ptr) =
+        dc.building
+            .arena
+            .reserve(world, &mut dc.free_chunks, len as u64)?;
+    dc.building
+        .maps
+        .push((resource, Span::upload(buffer, offset, len as u64)));
+    // SAFETY: `reserve` handed out `len` bytes of mapped memory at `ptr`, which the
+    // recording's arena owns until Finish or Abandon (both need `&mut dc`, which the result
+    // borrows); no other reference to those bytes exists.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+    bytes.fill(0);
+    Ok(bytes)
+}
+
+/// `execute_command_list_deferred`: ends the current segment and chains the inner list's.
+pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -> Result<()> {
+    let pool = dc.pool.clone().expect("built lists have a pool");
+    let _use = PoolUse::enter(&pool);
+    let Some(inner) = list_of(list) else {
+        world.violate("R-R8", "a list chained with no buffer built".to_string());
+        return Ok(());
+    };
+    dc.end_segment(world)?;
+    let b = &mut dc.building;
+    b.segments.extend_from_slice(&inner.segments);
+    b.patches.extend_from_slice(&inner.patches);
+    b.allocations.extend_from_slice(&inner.allocations);
+    b.packets
+        .push(Packet::Chain(inner as *const BuiltList as usize));
+    b.generation = match (b.generation, inner.generation) {
+        (Some(a), Some(c)) => Some(a.min(c)),
+        (a, c) => a.or(c),
+    };
+    // After an execute nothing is bound (R-C3).
+    b.bound.clear();
+    Ok(())
+}
+
+/// Finish (`create_command_list`, `recycle_create_command_list`): the recording becomes the
+/// list's, its pointer in the list's private memory.
+pub(crate) fn finish(
+    world: &VulkanWorld,
+    dc: &mut VulkanDeferred,
+    private: &mut [u8],
+) -> Result<()> {
+    let pool = dc.pool.clone().expect("built lists have a pool");
+    let _use = PoolUse::enter(&pool);
+    VulkanDeferred::bury(world, &pool);
+    dc.end_segment(world)?;
+    if !dc.building.maps.is_empty() {
+        world.violate(
+            "R-C4",
+            "a list finished with a resource still mapped".to_string(),
+        );
+        dc.building.maps.clear();
+    }
+    let mut b = std::mem::take(&mut dc.building);
+    b.allocations.sort_unstable();
+    b.allocations.dedup();
+    let list = Box::new(BuiltList {
+        pool: Arc::clone(&pool),
+        own: b.own,
+        segments: b.segments,
+        arena: b.arena,
+        patches: b.patches,
+        packets: b.packets,
+        allocations: b.allocations,
+        generation: b.generation,
+    });
+    let raw = Box::into_raw(list) as usize as u64;
+    private[..8].copy_from_slice(&raw.to_ne_bytes());
+    Ok(())
+}
+
+/// Abandon: the recording's secondaries are reset and kept, its upload memory too.
+pub(crate) fn abandon(world: &VulkanWorld, dc: &mut VulkanDeferred) {
+    let pool = dc.pool.clone().expect("built lists have a pool");
+    let _use = PoolUse::enter(&pool);
+    let mut b = std::mem::take(&mut dc.building);
+    // Reset as it is, recording or not (VUID-vkResetCommandBuffer allows both).
+    b.own.extend(b.current.take());
+    dc.take_back(world, b.own, b.arena);
+}
+
+/// `recycle_command_list`, on the context's thread, after the list clock: the list's
+/// secondaries are reset into the context's cache, its upload memory too.
+pub(crate) fn recycle(world: &VulkanWorld, dc: &mut VulkanDeferred, private: &mut [u8]) {
+    let Some(list) = take_list(private) else {
+        return;
+    };
+    let pool = dc.pool.clone().expect("built lists have a pool");
+    let _use = PoolUse::enter(&pool);
+    if !Arc::ptr_eq(&list.pool, &pool) {
+        world.violate("R-R5", "a list recycled by another context".to_string());
+        destroy_list(world, *list);
+        return;
+    }
+    let BuiltList { own, arena, .. } = *list;
+    world.count(BuiltEvent::Recycled, own.len());
+    dc.take_back(world, own, arena);
+}
+
+/// `destroy_command_list`, on any thread, after the list clock.
+pub(crate) fn destroy(world: &VulkanWorld, private: &mut [u8]) {
+    if let Some(list) = take_list(private) {
+        destroy_list(world, *list);
+    }
+}
+
+fn destroy_list(world: &VulkanWorld, list: BuiltList) {
+    let BuiltList {
+        pool, own, arena, ..
+    } = list;
+    {
+        let mut state = lock(&pool.state);
+        if state.alive {
+            // The context may be recording from the pool on its thread right now.
+            world.count(BuiltEvent::HandedBack, own.len());
+            state.graveyard.extend(own);
+        } else if !own.is_empty() {
+            // SAFETY: the context is destroyed, so nobody records from the pool; every
+            // other user of the pool takes this lock (external synchronisation); the list
+            // passed the list clock, so its secondaries are not pending
+            // (VUID-vkFreeCommandBuffers-pCommandBuffers-00047).
+            unsafe { world.device.free_command_buffers(pool.pool, &own) };
+            world.count(BuiltEvent::FreedOrphaned, own.len());
+        }
+    }
+    world.give_back_chunks(arena.chunks);
+}

@@ -1,0 +1,266 @@
+//! Recording transfer work into a command buffer, primary or secondary: byte-granular
+//! copies, fills and writes, each followed by the hazard rule's barrier (the crate docs).
+
+use ash::vk;
+use cmdlist::{AppError, Result};
+
+use crate::world::{Chunk, VulkanWorld, CHUNK_BYTES};
+
+/// A byte range of a buffer: a whole resource, or a view's range of its resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) offset: u64,
+    pub(crate) len: u64,
+    /// The kernel allocation whose buffer it is (0: upload memory), for the allocation-list
+    /// check (R-D1).
+    pub(crate) allocation: u64,
+}
+
+impl Span {
+    /// `len` bytes from `offset` of a buffer of `size` bytes, or out of range.
+    pub(crate) fn of(buffer: vk::Buffer, size: u64, offset: u64, len: u64) -> Result<Span> {
+        match offset.checked_add(len) {
+            Some(end) if end <= size => Ok(Span {
+                buffer,
+                offset,
+                len,
+                allocation: 0,
+            }),
+            _ => Err(AppError::OutOfRange.into()),
+        }
+    }
+
+    /// Upload memory: `len` bytes at `offset` of `buffer`.
+    pub(crate) fn upload(buffer: vk::Buffer, offset: u64, len: u64) -> Span {
+        Span {
+            buffer,
+            offset,
+            len,
+            allocation: 0,
+        }
+    }
+
+    /// `len` bytes from `offset` of this span's bytes (a whole resource's), or out of range.
+    pub(crate) fn sub(&self, offset: u64, len: u64) -> Result<Span> {
+        let inner = Span::of(self.buffer, self.len, offset, len)?;
+        Ok(Span {
+            offset: self.offset + inner.offset,
+            allocation: self.allocation,
+            ..inner
+        })
+    }
+}
+
+/// Upload memory a command buffer reads: chunks bump-allocated, kept with the buffer (the
+/// immediate context's until its submission completes; a list's while the list lives).
+#[derive(Debug, Default)]
+pub(crate) struct Arena {
+    pub(crate) chunks: Vec<Chunk>,
+}
+
+impl Arena {
+    /// `len` bytes (4-aligned start) of upload memory: their buffer, offset and address.
+    pub(crate) fn reserve(
+        &mut self,
+        world: &VulkanWorld,
+        free: &mut Vec<Chunk>,
+        len: u64,
+    ) -> Result<(vk::Buffer, u64, *mut u8)> {
+        let fits = |c: &Chunk| c.used.next_multiple_of(4) + len <= c.host.size;
+        if !self.chunks.last().is_some_and(fits) {
+            let chunk = match free.pop() {
+                Some(c) if len <= CHUNK_BYTES => c,
+                other => {
+                    free.extend(other);
+                    world.new_chunk(len)?
+                }
+            };
+            self.chunks.push(chunk);
+        }
+        let chunk = self.chunks.last_mut().expect("pushed above");
+        let at = chunk.used.next_multiple_of(4);
+        chunk.used = at + len;
+        // SAFETY: `at + len <= size` (checked by `fits` or a new chunk of at least `len`
+        // bytes), so the address is inside the mapping.
+        let ptr = unsafe { chunk.host.ptr.as_ptr().add(at as usize) };
+        Ok((chunk.host.buffer, at, ptr))
+    }
+
+    /// Everything back into `free` (the buffers that read it are done).
+    pub(crate) fn clear_into(&mut self, free: &mut Vec<Chunk>) {
+        for mut chunk in self.chunks.drain(..) {
+            chunk.used = 0;
+            free.push(chunk);
+        }
+    }
+}
+
+/// A command buffer being recorded, with the upload memory it may take.
+pub(crate) struct Encoder<'a> {
+    pub(crate) world: &'a VulkanWorld,
+    pub(crate) cmd: vk::CommandBuffer,
+    pub(crate) arena: &'a mut Arena,
+    pub(crate) free: &'a mut Vec<Chunk>,
+    /// The allocations the command buffer references (sorted and deduplicated later).
+    pub(crate) refs: &'a mut Vec<u64>,
+}
+
+/// The global barrier of the hazard rule: every transfer write before it is available to,
+/// and visible to, every transfer read and write after it (and the execution dependency
+/// orders write-after-read).
+pub(crate) fn transfer_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
+    if !world.config.hazard_barriers {
+        return;
+    }
+    let barrier = vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE);
+    // SAFETY: `cmd` is in the recording state, outside any render pass; TRANSFER stages and
+    // accesses are supported by the queue family (graphics or compute queues support
+    // transfer; VUID-vkCmdPipelineBarrier-srcStageMask-06461, -srcAccessMask-02815).
+    unsafe {
+        world.device.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::DependencyFlags::empty(),
+            &[barrier],
+            &[],
+            &[],
+        );
+    }
+}
+
+/// The barrier that ends a primary: transfer writes made visible to host reads, so a test
+/// reads the bytes once the buffer's fence completed.
+pub(crate) fn host_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
+    let barrier = vk::MemoryBarrier::default()
+        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .dst_access_mask(vk::AccessFlags::HOST_READ);
+    // SAFETY: as in `transfer_barrier`; HOST is a valid destination stage outside a render
+    // pass (VUID-vkCmdPipelineBarrier-dstStageMask-06462).
+    unsafe {
+        world.device.cmd_pipeline_barrier(
+            cmd,
+            vk::PipelineStageFlags::TRANSFER,
+            vk::PipelineStageFlags::HOST,
+            vk::DependencyFlags::empty(),
+            &[barrier],
+            &[],
+            &[],
+        );
+    }
+}
+
+impl Encoder<'_> {
+    /// `vkCmdCopyBuffer` of one region, then the barrier. Overlapping ranges of one buffer
+    /// (which vkCmdCopyBuffer forbids, VUID-vkCmdCopyBuffer-pRegions-00117) go through
+    /// upload memory, as the soft driver copies through scratch.
+    pub(crate) fn copy(&mut self, dst: Span, src: Span) -> Result<()> {
+        let len = dst.len.min(src.len);
+        if len == 0 {
+            return Ok(());
+        }
+        let overlap = dst.buffer == src.buffer
+            && dst.offset < src.offset + len
+            && src.offset < dst.offset + len;
+        if overlap {
+            let (buffer, offset, _) = self.arena.reserve(self.world, self.free, len)?;
+            let temp = Span::upload(buffer, offset, len);
+            self.raw_copy(temp, src, len);
+            self.raw_copy(dst, temp, len);
+        } else {
+            self.raw_copy(dst, src, len);
+        }
+        Ok(())
+    }
+
+    fn raw_copy(&mut self, dst: Span, src: Span, len: u64) {
+        self.note(dst);
+        self.note(src);
+        let region = vk::BufferCopy {
+            src_offset: src.offset,
+            dst_offset: dst.offset,
+            size: len,
+        };
+        // SAFETY: recording state, outside a render pass; both buffers have TRANSFER_SRC and
+        // TRANSFER_DST usage; `len > 0` (VUID-VkBufferCopy-size-01988) and both ranges lie in
+        // their buffers (`Span::of`, VUID-vkCmdCopyBuffer-size-00115, -00116); the ranges do
+        // not overlap (the caller, -pRegions-00117).
+        unsafe {
+            self.world
+                .device
+                .cmd_copy_buffer(self.cmd, src.buffer, dst.buffer, &[region]);
+        }
+        transfer_barrier(self.world, self.cmd);
+    }
+
+    fn note(&mut self, span: Span) {
+        if span.allocation != 0 && self.refs.last() != Some(&span.allocation) {
+            self.refs.push(span.allocation);
+        }
+    }
+
+    /// Writes `bytes` at `dst`: copied into upload memory now, copied by the GPU when the
+    /// buffer runs (byte-granular, unlike vkCmdUpdateBuffer's 4-byte alignment).
+    pub(crate) fn write(&mut self, dst: Span, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let len = bytes.len() as u64;
+        let (buffer, offset, ptr) = self.arena.reserve(self.world, self.free, len)?;
+        // SAFETY: `reserve` handed out `len` bytes at `ptr`, this encoder's alone.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, bytes.len()) };
+        self.raw_copy(dst, Span::upload(buffer, offset, len), len);
+        Ok(())
+    }
+
+    /// Fills `dst` with `value`: `vkCmdFillBuffer` for its 4-aligned middle, upload copies
+    /// for the up to three bytes at either end.
+    pub(crate) fn fill(&mut self, dst: Span, value: u8) -> Result<()> {
+        let end = dst.offset + dst.len;
+        let start4 = dst.offset.next_multiple_of(4).min(end);
+        let end4 = (end / 4 * 4).max(start4);
+        if start4 > dst.offset {
+            let head = [value; 3];
+            let n = (start4 - dst.offset) as usize;
+            self.write(
+                Span {
+                    len: n as u64,
+                    ..dst
+                },
+                &head[..n],
+            )?;
+        }
+        if end4 > start4 {
+            self.note(dst);
+            // SAFETY: recording state, outside a render pass; the buffer has TRANSFER_DST
+            // usage; offset and size are multiples of 4 (VUID-vkCmdFillBuffer-dstOffset-00025,
+            // -size-00028) and the range lies in the buffer (-dstOffset-00024, -size-00027).
+            unsafe {
+                self.world.device.cmd_fill_buffer(
+                    self.cmd,
+                    dst.buffer,
+                    start4,
+                    end4 - start4,
+                    u32::from_ne_bytes([value; 4]),
+                );
+            }
+            transfer_barrier(self.world, self.cmd);
+        }
+        if end > end4 {
+            let tail = [value; 3];
+            let n = (end - end4) as usize;
+            self.write(
+                Span {
+                    offset: end4,
+                    len: n as u64,
+                    ..dst
+                },
+                &tail[..n],
+            )?;
+        }
+        Ok(())
+    }
+}

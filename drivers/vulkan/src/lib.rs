@@ -1,0 +1,119 @@
+//! # cmdlist-vulkan
+//!
+//! A [`cmdlist::Driver`] and [`cmdlist::Kernel`] over Vulkan 1.2 (through `ash`, the loader
+//! opened at run time), in all three list modes, with the soft driver's command set
+//! ([`cmdlist::soft::SoftCommand`]): resources are byte ranges of `VkBuffer`s, views byte
+//! ranges of their resource's.
+//!
+//! # The mapping
+//! | protocol | here |
+//! |---|---|
+//! | an allocation (R-F2) | a `VkBuffer` with its own host-visible, host-coherent memory, persistently mapped, under a non-zero id ([`VulkanKernel`]) |
+//! | the submission clock, fences (R-D1, R-D4) | one timeline semaphore: each submit signals [`cmdlist::Submission::fence`]; completed = its counter value |
+//! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
+//! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |
+//! | CommandListExecute | one `vkCmdExecuteCommands` of the list's segments ([`VulkanWorld::execute_commands`] counts them) |
+//! | a nested execute | the inner list's segments chained after the outer's current one |
+//! | list memory reuse (R-R4, R-R5) | secondaries reset or freed only at `recycle_command_list` / `destroy_command_list`, after the list clock |
+//!
+//! [`cmdlist::ListMode::Replayed`] and [`cmdlist::ListMode::Emulated`] record the operations
+//! the engine replays into the immediate context's primary, as any immediate-context work.
+//!
+//! # Byte granularity
+//! `vkCmdFillBuffer` and `vkCmdUpdateBuffer` need 4-byte alignment. Writes (Update, Map's
+//! contents) are copied into upload memory and `vkCmdCopyBuffer`ed; fills use
+//! `vkCmdFillBuffer` for their 4-aligned middle and uploaded bytes for the ends; copies are
+//! `vkCmdCopyBuffer` (overlapping ranges of one buffer through upload memory).
+//!
+//! # The hazard rule
+//! Every command buffer is a sequence of transfer commands, and:
+//! 1. after each transfer command, a global memory barrier TRANSFER→TRANSFER (transfer
+//!    writes made available and visible to transfer reads and writes; the execution
+//!    dependency orders write-after-read);
+//! 2. each secondary starts with the same barrier (a barrier's first scope is everything
+//!    earlier in submission order, the primary and earlier secondaries included);
+//! 3. in the primary, the same barrier before and after each `vkCmdExecuteCommands`;
+//! 4. each primary ends with a barrier TRANSFER→HOST (host reads), so the host reads what the
+//!    buffer wrote once its fence completed.
+//!
+//! So a list reads what the immediate context wrote just before executing it, two lists
+//! writing the same bytes back to back land in order, and a list executed twice in one
+//! primary runs twice in order. It is the safe first rule: it serialises all transfer work.
+//!
+//! # Costs
+//! - Recording a call on a deferred context: its Vulkan commands, one uncontended per-pool
+//!   lock (the thread check), read-locked allocation lookups.
+//! - Finish: ends the current secondary; sorts the list's allocation set.
+//! - CommandListExecute of a driver-built list: one `vkCmdExecuteCommands` whatever the
+//!   length, plus one `vkCmdFillBuffer` per FillIcByte it holds (the value is the IC data
+//!   of the moment) and O(distinct allocations) to add its allocation set to the primary's
+//!   for the allocation-list check; after a rotation, a replay of its packets (O(length)).
+//! - A nested execute: O(segments + patches + allocations) of the inner list.
+//! - The hazard rule serialises all transfer work; a finer rule (barriers only between
+//!   commands whose ranges overlap, tracked per buffer) is the obvious next step on real
+//!   GPUs.
+//!
+//! # Threads
+//! The immediate context's pool and queue are touched only on its thread (checked: a hook
+//! or a submit elsewhere is a [`Violation`]). A deferred context's pool is touched only by
+//! the hooks of that context (one thread at a time, the engine's rule, which Vulkan's
+//! external synchronisation of pools needs) and checked for overlap; a list destroyed on
+//! another thread hands its secondaries back through the pool's lock ([`VulkanDeferred`]).
+//!
+//! # Rotated identities (R-X5)
+//! A driver-built list's secondaries name the buffers its resources had when it was recorded.
+//! The driver counts rotations; a list recorded before one is executed by replaying the
+//! packets it keeps besides its secondaries into the primary, every handle resolved then
+//! (O(length) for those executes only; [`BuiltStats::replayed_after_rotation`]).
+//!
+//! # Not in this version
+//! Queries do nothing on the GPU; present and Blt are unsupported.
+#![forbid(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod built;
+mod driver;
+mod encode;
+mod kernel;
+mod world;
+
+pub use built::VulkanDeferred;
+pub use driver::{VulkanDriver, VulkanImmediate, VulkanObject};
+pub use kernel::VulkanKernel;
+pub use world::{BuiltStats, Unavailable, Violation, VulkanConfig, VulkanWorld};
+
+use std::sync::Arc;
+
+/// A device over the Vulkan driver and kernel.
+pub type VulkanDevice = cmdlist::Device<VulkanDriver, VulkanKernel>;
+/// Its immediate context.
+pub type VulkanImmediateContext = cmdlist::ImmediateContext<VulkanDriver, VulkanKernel>;
+
+/// A Vulkan driver and kernel sharing one world.
+pub fn new(
+    config: VulkanConfig,
+) -> std::result::Result<(VulkanDriver, VulkanKernel, Arc<VulkanWorld>), Unavailable> {
+    let world = VulkanWorld::new(config)?;
+    Ok((
+        VulkanDriver::new(Arc::clone(&world)),
+        VulkanKernel::new(Arc::clone(&world)),
+        world,
+    ))
+}
+
+/// A device over a fresh Vulkan world, its retire clock the one `device_config` says.
+pub fn device(
+    config: VulkanConfig,
+    device_config: cmdlist::DeviceConfig,
+) -> std::result::Result<
+    (VulkanDevice, VulkanImmediateContext, Arc<VulkanWorld>),
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    let config = VulkanConfig {
+        retire_clock: device_config.retire_clock,
+        ..config
+    };
+    let (driver, kernel, world) = new(config)?;
+    let (device, ic) = cmdlist::Device::new(driver, kernel, device_config)?;
+    Ok((device, ic, world))
+}

@@ -1,0 +1,1025 @@
+//! The Vulkan device the driver and the kernel share ([`VulkanWorld`]), as the soft driver
+//! and kernel share their `SoftWorld`: the instance and device, the one queue, the timeline
+//! semaphore that is the submission clock, the allocation table, the immediate context's
+//! submission queue, spare upload memory, and what the checks found.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::{c_void, CStr};
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::thread::ThreadId;
+
+use ash::vk;
+use cmdlist::{AllocationHandle, Clock, ContextId, Error, Result};
+
+/// The validation layer enabled when it is installed.
+const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
+
+/// Bytes of one upload chunk; larger uploads get a chunk of their own size.
+pub(crate) const CHUNK_BYTES: u64 = 64 << 10;
+
+/// How to make a [`VulkanWorld`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VulkanConfig {
+    /// Enable `VK_LAYER_KHRONOS_validation` (with a `VK_EXT_debug_utils` messenger feeding
+    /// [`VulkanWorld::validation_messages`]) when it is installed. Default: true.
+    pub validation: bool,
+    /// The command lists mode: `false` reports caps without `COMMANDLISTS`
+    /// ([`cmdlist::ListMode::Emulated`]). Default: true.
+    pub command_lists: bool,
+    /// Build command lists in secondary command buffers ([`cmdlist::ListMode::DriverBuilt`]);
+    /// `false` lets the engine record and replay them ([`cmdlist::ListMode::Replayed`]).
+    /// Only with `command_lists`. Default: true.
+    pub driver_built: bool,
+    /// The device's retire clock ([`cmdlist::DeviceConfig::retire_clock`]): under
+    /// [`Clock::Completed`] a deallocation whose memory a submitted buffer may still read is
+    /// a violation (R-D4); under [`Clock::Submitted`] it is allowed (R-D1) and the memory is
+    /// freed once the timeline passes that buffer, as a kernel's memory manager does.
+    pub retire_clock: Clock,
+    /// Record the hazard rule's transfer barriers (the crate docs). Always on but in the
+    /// test that shows the validation layer's synchronisation checks find the hazards the
+    /// rule prevents. Default: true.
+    pub hazard_barriers: bool,
+}
+
+impl Default for VulkanConfig {
+    fn default() -> Self {
+        VulkanConfig {
+            validation: true,
+            command_lists: true,
+            driver_built: true,
+            retire_clock: Clock::Completed,
+            hazard_barriers: true,
+        }
+    }
+}
+
+impl VulkanConfig {
+    /// The configuration of one list mode, the others default.
+    pub fn for_mode(mode: cmdlist::ListMode) -> Self {
+        VulkanConfig {
+            command_lists: mode != cmdlist::ListMode::Emulated,
+            driver_built: mode == cmdlist::ListMode::DriverBuilt,
+            ..Default::default()
+        }
+    }
+}
+
+/// Why no Vulkan device could be made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable {
+    /// What failed.
+    pub reason: String,
+}
+
+impl fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no usable Vulkan 1.2 device: {} (a CPU implementation comes with \
+             `apt-get install mesa-vulkan-drivers libvulkan1`)",
+            self.reason
+        )
+    }
+}
+
+impl std::error::Error for Unavailable {}
+
+fn unavailable(reason: impl Into<String>) -> Unavailable {
+    Unavailable {
+        reason: reason.into(),
+    }
+}
+
+/// A protocol or usage check that failed, as the soft world's violations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule (`R-D1`, `R-D4`, `thread`, `rotation`...).
+    pub rule: &'static str,
+    /// What happened.
+    pub what: String,
+}
+
+/// What became of driver-built lists' secondary command buffers, and how their executes ran
+/// ([`VulkanWorld::built_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BuiltStats {
+    /// Reset into their context's cache at `recycle_command_list`.
+    pub recycled: u64,
+    /// Handed back to their live context's pool by `destroy_command_list` (freed there on
+    /// the context's thread).
+    pub handed_back: u64,
+    /// Freed by `destroy_command_list` under the pool's lock, their context gone.
+    pub freed_orphaned: u64,
+    /// Executes of a list recorded before resource identities rotated (R-X5), replayed into
+    /// the primary from its packets instead of executing its secondaries.
+    pub replayed_after_rotation: u64,
+}
+
+#[derive(Clone, Copy)]
+pub(crate) enum BuiltEvent {
+    Recycled = 0,
+    HandedBack = 1,
+    FreedOrphaned = 2,
+    ReplayedAfterRotation = 3,
+}
+
+/// Host-visible, host-coherent memory behind one `VkBuffer`, persistently mapped.
+#[derive(Debug)]
+pub(crate) struct HostBuffer {
+    pub(crate) buffer: vk::Buffer,
+    pub(crate) memory: vk::DeviceMemory,
+    pub(crate) ptr: NonNull<u8>,
+    pub(crate) size: u64,
+}
+
+// SAFETY: the mapping stays valid until the memory is freed, which only the buffer's owner
+// does; whoever owns the `HostBuffer` is the one thread writing through `ptr` (the
+// allocation table hands out reads and writes of disjoint, owned ranges only).
+unsafe impl Send for HostBuffer {}
+// SAFETY: shared references only read the handles and the size; the bytes are read through
+// `ptr` by tests after the GPU finished (`VulkanWorld::read`), never concurrently with a
+// host write (nothing writes an allocation from the host).
+unsafe impl Sync for HostBuffer {}
+
+/// A kernel allocation: its memory, and the newest buffer that referenced it.
+#[derive(Debug)]
+pub(crate) struct Allocation {
+    pub(crate) memory: HostBuffer,
+    /// Fence of the newest submitted buffer whose allocation list named it (0: none).
+    pub(crate) last_fence: AtomicU64,
+}
+
+/// Upload memory: a host buffer bump-allocated from the start.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    pub(crate) host: HostBuffer,
+    pub(crate) used: u64,
+}
+
+/// A primary command buffer closed by [`cmdlist::Driver::flush`], with the upload memory
+/// it reads, waiting for [`cmdlist::Kernel::submit`].
+#[derive(Debug)]
+pub(crate) struct Closed {
+    pub(crate) cmd: vk::CommandBuffer,
+    pub(crate) chunks: Vec<Chunk>,
+    /// The allocations it references, sorted, for the allocation-list check (R-D1).
+    pub(crate) refs: Vec<u64>,
+}
+
+/// The immediate context's side of the device: its command pool and the buffers on their
+/// way to the GPU and back. Only the immediate context's thread locks it (the driver's
+/// immediate-context hooks and the kernel's submit), so the lock is never contended; it
+/// exists because the driver and the kernel are two objects.
+#[derive(Debug)]
+pub(crate) struct IcQueue {
+    /// The pool of the immediate context's primaries (external synchronisation: this lock).
+    pub(crate) pool: vk::CommandPool,
+    /// Primaries reset and ready to record.
+    pub(crate) free_primaries: Vec<vk::CommandBuffer>,
+    /// Upload chunks whose buffers completed.
+    pub(crate) free_chunks: Vec<Chunk>,
+    /// The allocations the primary being recorded references (unsorted, repeats kept).
+    pub(crate) open_refs: Vec<u64>,
+    /// Closed, not yet submitted.
+    pub(crate) closed: Vec<Closed>,
+    /// Submitted, with their fence, oldest first.
+    pub(crate) in_flight: VecDeque<(u64, Closed)>,
+    /// Allocations deallocated while a submitted buffer could still read them, freed once
+    /// the timeline passes that buffer's fence.
+    pub(crate) zombies: Vec<(u64, HostBuffer)>,
+    /// While set, every submit also waits for the gate semaphore to reach this value.
+    pub(crate) hold: Option<u64>,
+    pub(crate) gate_value: u64,
+    pub(crate) last_submitted: u64,
+}
+
+/// Per deferred context: which threads touched its command pool.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PoolRecord {
+    pub(crate) created_on: Option<ThreadId>,
+    pub(crate) threads: Vec<ThreadId>,
+}
+
+/// The Vulkan device shared by [`crate::VulkanDriver`] and [`crate::VulkanKernel`]. See the
+/// crate docs.
+pub struct VulkanWorld {
+    pub(crate) config: VulkanConfig,
+    _entry: ash::Entry,
+    instance: ash::Instance,
+    debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+    /// Boxed so that the messenger's user-data pointer stays put.
+    messages: Box<Mutex<Vec<String>>>,
+    pub(crate) device: ash::Device,
+    pub(crate) queue_family: u32,
+    queue: Mutex<vk::Queue>,
+    pub(crate) timeline: vk::Semaphore,
+    gate: vk::Semaphore,
+    memory_type: u32,
+    allocations: RwLock<HashMap<u64, Allocation>>,
+    next_allocation: AtomicU64,
+    pub(crate) ic: Mutex<IcQueue>,
+    /// Standard-size chunks nobody uses, for any context.
+    pub(crate) spare_chunks: Mutex<Vec<Chunk>>,
+    violations: Mutex<Vec<Violation>>,
+    errors: Mutex<Vec<(ContextId, Error)>>,
+    /// Bumped by every rotation of resource identities (R-X5): a list recorded before one
+    /// names buffers that may have moved.
+    pub(crate) rotations: AtomicU64,
+    /// `vkCmdExecuteCommands` recorded.
+    pub(crate) execute_commands: AtomicU64,
+    pub(crate) built_stats: [AtomicU64; 4],
+    pub(crate) ic_thread: Mutex<Option<ThreadId>>,
+    pub(crate) pools: Mutex<HashMap<u32, PoolRecord>>,
+    device_name: String,
+}
+
+/// Locks, ignoring poisoning: every lock here guards data that stays consistent when a
+/// holder panics (plain pushes and pops).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+unsafe extern "system" fn on_message(
+    severity: vk::DebugUtilsMessageSeverityFlagsEXT,
+    _types: vk::DebugUtilsMessageTypeFlagsEXT,
+    data: *const vk::DebugUtilsMessengerCallbackDataEXT<'_>,
+    user: *mut c_void,
+) -> vk::Bool32 {
+    let wanted = vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
+        | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING;
+    if !severity.intersects(wanted) || user.is_null() {
+        return vk::FALSE;
+    }
+    // SAFETY: `user` is the `Box<Mutex<Vec<String>>>` of the world that made the messenger,
+    // which destroys the messenger before dropping the box; `data` and the strings it
+    // points to are valid for the duration of the callback (the spec's
+    // PFN_vkDebugUtilsMessengerCallbackEXT), and `p_message` is null or NUL-terminated.
+    unsafe {
+        let messages = &*(user as *const Mutex<Vec<String>>);
+        let message = data
+            .as_ref()
+            .filter(|d| !d.p_message.is_null())
+            .map(|d| CStr::from_ptr(d.p_message).to_string_lossy().into_owned())
+            .unwrap_or_default();
+        lock(messages).push(format!("{severity:?}: {message}"));
+    }
+    vk::FALSE
+}
+
+impl VulkanWorld {
+    /// Opens the Vulkan loader, makes a headless instance (no surface extension) and a device
+    /// on the first physical device with Vulkan 1.2, timeline semaphores and a queue family
+    /// with compute (and so transfer) work, graphics or not.
+    pub fn new(config: VulkanConfig) -> std::result::Result<Arc<Self>, Unavailable> {
+        // SAFETY: loading the loader runs its initialisation; nothing else of Vulkan is in
+        // use in this process through this `Entry` yet (ash's `Entry::load` contract).
+        let entry = unsafe { ash::Entry::load() }
+            .map_err(|e| unavailable(format!("the Vulkan loader (libvulkan.so.1): {e}")))?;
+        // SAFETY: a valid entry; no pointers are passed (vkEnumerateInstanceLayerProperties).
+        let layers = unsafe { entry.enumerate_instance_layer_properties() }.unwrap_or_default();
+        let has_validation = layers
+            .iter()
+            .any(|l| l.layer_name_as_c_str().ok() == Some(VALIDATION_LAYER));
+        let names = |layer: Option<&CStr>| {
+            // SAFETY: a valid entry; the layer name, if any, is NUL-terminated
+            // (vkEnumerateInstanceExtensionProperties).
+            unsafe { entry.enumerate_instance_extension_properties(layer) }
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|e| e.extension_name_as_c_str().ok().map(CStr::to_owned))
+                .collect::<Vec<_>>()
+        };
+        let extensions: Vec<_> = match has_validation {
+            true => [names(None), names(Some(VALIDATION_LAYER))].concat(),
+            false => Vec::new(),
+        };
+        let has = |name: &CStr| extensions.iter().any(|e| e.as_c_str() == name);
+        let validation = config.validation
+            && has_validation
+            && has(ash::ext::debug_utils::NAME)
+            && has(ash::ext::validation_features::NAME);
+        let app = vk::ApplicationInfo::default()
+            .application_name(c"cmdlist-vulkan")
+            .api_version(vk::API_VERSION_1_2);
+        let layer_names = [VALIDATION_LAYER.as_ptr()];
+        let ext_names = [
+            ash::ext::debug_utils::NAME.as_ptr(),
+            ash::ext::validation_features::NAME.as_ptr(),
+        ];
+        // The layer's synchronisation validation checks every hazard between transfer
+        // commands, across command buffers and submissions: the hazard rule's witness.
+        let features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
+        let mut validation_features =
+            vk::ValidationFeaturesEXT::default().enabled_validation_features(&features);
+        let mut info = vk::InstanceCreateInfo::default().application_info(&app);
+        if validation {
+            info = info
+                .enabled_layer_names(&layer_names)
+                .enabled_extension_names(&ext_names)
+                .push_next(&mut validation_features);
+        }
+        // SAFETY: every pointer in `info` points to locals alive for the call
+        // (VUID-vkCreateInstance-pCreateInfo-parameter); the layer and both extensions were
+        // enumerated above; ValidationFeaturesEXT is a valid pNext of VkInstanceCreateInfo
+        // (VUID-VkInstanceCreateInfo-pNext-pNext), chained only with
+        // VK_EXT_validation_features enabled.
+        let instance = unsafe { entry.create_instance(&info, None) }
+            .map_err(|e| unavailable(format!("vkCreateInstance: {e}")))?;
+        let messages: Box<Mutex<Vec<String>>> = Box::default();
+        let debug = if validation {
+            let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+                .message_severity(
+                    vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
+                        | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
+                )
+                .message_type(
+                    vk::DebugUtilsMessageTypeFlagsEXT::GENERAL
+                        | vk::DebugUtilsMessageTypeFlagsEXT::VALIDATION
+                        | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
+                )
+                .pfn_user_callback(Some(on_message))
+                .user_data(&*messages as *const Mutex<Vec<String>> as *mut c_void);
+            // SAFETY: the instance enabled VK_EXT_debug_utils; the user data outlives the
+            // messenger (destroyed in `Drop` before the box).
+            match unsafe { loader.create_debug_utils_messenger(&info, None) } {
+                Ok(m) => Some((loader, m)),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
+        let destroy_instance = |debug: Option<(ash::ext::debug_utils::Instance, _)>| {
+            // SAFETY: nothing made from the instance is alive but the messenger, destroyed
+            // first (VUID-vkDestroyInstance-instance-00629).
+            unsafe {
+                if let Some((loader, m)) = debug {
+                    loader.destroy_debug_utils_messenger(m, None);
+                }
+                instance.destroy_instance(None);
+            }
+        };
+        match Self::open_device(&instance) {
+            Ok((physical, family, name)) => {
+                match Self::with_device(config, entry, &instance, physical, family) {
+                    Ok(parts) => Ok(Arc::new(Self::assemble(
+                        config,
+                        parts,
+                        instance,
+                        debug,
+                        messages,
+                        (name, family),
+                    ))),
+                    Err(e) => {
+                        destroy_instance(debug);
+                        Err(e)
+                    }
+                }
+            }
+            Err(e) => {
+                destroy_instance(debug);
+                Err(e)
+            }
+        }
+    }
+
+    fn open_device(
+        instance: &ash::Instance,
+    ) -> std::result::Result<(vk::PhysicalDevice, u32, String), Unavailable> {
+        // SAFETY: a valid instance (vkEnumeratePhysicalDevices).
+        let devices = unsafe { instance.enumerate_physical_devices() }
+            .map_err(|e| unavailable(format!("vkEnumeratePhysicalDevices: {e}")))?;
+        if devices.is_empty() {
+            return Err(unavailable("the loader found no Vulkan driver (no ICD)"));
+        }
+        let mut seen = Vec::new();
+        for physical in devices {
+            // SAFETY: `physical` came from this instance.
+            let props = unsafe { instance.get_physical_device_properties(physical) };
+            let name = props
+                .device_name_as_c_str()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if props.api_version < vk::API_VERSION_1_2 {
+                seen.push(format!("{name}: Vulkan below 1.2"));
+                continue;
+            }
+            let mut v12 = vk::PhysicalDeviceVulkan12Features::default();
+            let mut features = vk::PhysicalDeviceFeatures2::default().push_next(&mut v12);
+            // SAFETY: the device supports 1.2, so its Vulkan12Features may be chained
+            // (VUID-VkPhysicalDeviceFeatures2-pNext-pNext).
+            unsafe { instance.get_physical_device_features2(physical, &mut features) };
+            if v12.timeline_semaphore == vk::FALSE {
+                seen.push(format!("{name}: no timeline semaphores"));
+                continue;
+            }
+            // SAFETY: `physical` came from this instance.
+            let families =
+                unsafe { instance.get_physical_device_queue_family_properties(physical) };
+            // Compute (with or without graphics): such a family supports transfer too.
+            let family = families
+                .iter()
+                .position(|f| f.queue_flags.contains(vk::QueueFlags::COMPUTE));
+            match family {
+                Some(f) => return Ok((physical, f as u32, name)),
+                None => seen.push(format!("{name}: no compute queue")),
+            }
+        }
+        Err(unavailable(format!("no device fits: {}", seen.join("; "))))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn with_device(
+        config: VulkanConfig,
+        entry: ash::Entry,
+        instance: &ash::Instance,
+        physical: vk::PhysicalDevice,
+        family: u32,
+    ) -> std::result::Result<
+        (
+            ash::Entry,
+            ash::Device,
+            vk::Queue,
+            vk::Semaphore,
+            vk::Semaphore,
+            u32,
+            vk::CommandPool,
+        ),
+        Unavailable,
+    > {
+        let _ = config; // the same device serves every configuration
+        let priorities = [1.0f32];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(family)
+            .queue_priorities(&priorities)];
+        let mut v12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
+        let info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queues)
+            .push_next(&mut v12);
+        // SAFETY: the family exists and timelineSemaphore is supported (checked in
+        // `open_device`; VUID-VkDeviceCreateInfo-pNext-pNext allows Vulkan12Features on 1.2).
+        let device = unsafe { instance.create_device(physical, &info, None) }
+            .map_err(|e| unavailable(format!("vkCreateDevice: {e}")))?;
+        // SAFETY: queue 0 of the family was created with the device
+        // (VUID-vkGetDeviceQueue-queueIndex-00385).
+        let queue = unsafe { device.get_device_queue(family, 0) };
+        let timeline = Self::timeline_semaphore(&device)?;
+        let gate = Self::timeline_semaphore(&device)?;
+        // SAFETY: `physical` came from this instance.
+        let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
+        let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let memory_type = (0..memory.memory_type_count)
+            .find(|&i| {
+                memory.memory_types[i as usize]
+                    .property_flags
+                    .contains(wanted)
+            })
+            .ok_or_else(|| unavailable("no host-visible, host-coherent memory type"))?;
+        let pool_info = vk::CommandPoolCreateInfo::default()
+            .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
+            .queue_family_index(family);
+        // SAFETY: the family is the device's (VUID-vkCreateCommandPool-queueFamilyIndex-01937).
+        let pool = unsafe { device.create_command_pool(&pool_info, None) }
+            .map_err(|e| unavailable(format!("vkCreateCommandPool: {e}")))?;
+        Ok((entry, device, queue, timeline, gate, memory_type, pool))
+    }
+
+    fn timeline_semaphore(device: &ash::Device) -> std::result::Result<vk::Semaphore, Unavailable> {
+        let mut ty = vk::SemaphoreTypeCreateInfo::default()
+            .semaphore_type(vk::SemaphoreType::TIMELINE)
+            .initial_value(0);
+        let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
+        // SAFETY: the device enabled timelineSemaphore
+        // (VUID-VkSemaphoreTypeCreateInfo-timelineSemaphore-03252).
+        unsafe { device.create_semaphore(&info, None) }
+            .map_err(|e| unavailable(format!("vkCreateSemaphore: {e}")))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn assemble(
+        config: VulkanConfig,
+        (entry, device, queue, timeline, gate, memory_type, pool): (
+            ash::Entry,
+            ash::Device,
+            vk::Queue,
+            vk::Semaphore,
+            vk::Semaphore,
+            u32,
+            vk::CommandPool,
+        ),
+        instance: ash::Instance,
+        debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
+        messages: Box<Mutex<Vec<String>>>,
+        (device_name, queue_family): (String, u32),
+    ) -> Self {
+        VulkanWorld {
+            config,
+            _entry: entry,
+            instance,
+            debug,
+            messages,
+            queue_family,
+            device,
+            queue: Mutex::new(queue),
+            timeline,
+            gate,
+            memory_type,
+            allocations: RwLock::default(),
+            next_allocation: AtomicU64::new(1),
+            ic: Mutex::new(IcQueue {
+                pool,
+                free_primaries: Vec::new(),
+                free_chunks: Vec::new(),
+                open_refs: Vec::new(),
+                closed: Vec::new(),
+                in_flight: VecDeque::new(),
+                zombies: Vec::new(),
+                hold: None,
+                gate_value: 0,
+                last_submitted: 0,
+            }),
+            spare_chunks: Mutex::default(),
+            violations: Mutex::default(),
+            errors: Mutex::default(),
+            rotations: AtomicU64::new(0),
+            execute_commands: AtomicU64::new(0),
+            built_stats: Default::default(),
+            ic_thread: Mutex::new(None),
+            pools: Mutex::default(),
+            device_name,
+        }
+    }
+
+    /// The physical device's name (lavapipe reports `llvmpipe (LLVM ...)`).
+    pub fn device_name(&self) -> &str {
+        &self.device_name
+    }
+
+    /// Every error and warning the validation layer reported so far.
+    pub fn validation_messages(&self) -> Vec<String> {
+        lock(&self.messages).clone()
+    }
+
+    /// Whether the validation layer is on (installed and asked for).
+    pub fn validation_enabled(&self) -> bool {
+        self.debug.is_some()
+    }
+
+    /// Every violation found so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        lock(&self.violations).clone()
+    }
+
+    /// Every error the engine reported through the kernel (R-E2).
+    pub fn errors(&self) -> Vec<(ContextId, Error)> {
+        lock(&self.errors).clone()
+    }
+
+    pub(crate) fn set_error(&self, context: ContextId, error: Error) {
+        lock(&self.errors).push((context, error));
+    }
+
+    pub(crate) fn violate(&self, rule: &'static str, what: String) {
+        lock(&self.violations).push(Violation { rule, what });
+    }
+
+    /// How many `vkCmdExecuteCommands` the driver recorded: one per driver-built list
+    /// executed on the immediate context, whatever its length.
+    pub fn execute_commands(&self) -> u64 {
+        self.execute_commands.load(Ordering::Relaxed)
+    }
+
+    /// What became of driver-built lists' secondaries so far, and how their executes ran.
+    pub fn built_stats(&self) -> BuiltStats {
+        let [recycled, handed_back, freed_orphaned, replayed_after_rotation] = self
+            .built_stats
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
+        BuiltStats {
+            recycled,
+            handed_back,
+            freed_orphaned,
+            replayed_after_rotation,
+        }
+    }
+
+    pub(crate) fn count(&self, what: BuiltEvent, n: usize) {
+        self.built_stats[what as usize].fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// The threads that touched deferred context `id`'s command pool, in order of first
+    /// touch, and the thread that created it.
+    pub fn pool_threads(&self, id: cmdlist::DeferredId) -> (Option<ThreadId>, Vec<ThreadId>) {
+        let pools = lock(&self.pools);
+        pools
+            .get(&id.get())
+            .map(|p| (p.created_on, p.threads.clone()))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn note_pool_thread(&self, id: u32, created: bool) {
+        let me = std::thread::current().id();
+        let mut pools = lock(&self.pools);
+        let record = pools.entry(id).or_default();
+        if created {
+            record.created_on = Some(me);
+        }
+        if !record.threads.contains(&me) {
+            record.threads.push(me);
+        }
+    }
+
+    /// The timeline semaphore's value: the newest completed fence.
+    pub fn completed(&self) -> u64 {
+        // SAFETY: the semaphore is a timeline semaphore of this device
+        // (VUID-vkGetSemaphoreCounterValue-semaphore-03255).
+        unsafe { self.device.get_semaphore_counter_value(self.timeline) }.unwrap_or(0)
+    }
+
+    /// The newest submitted fence.
+    pub fn last_submitted(&self) -> u64 {
+        lock(&self.ic).last_submitted
+    }
+
+    /// Holds the GPU: every buffer submitted from now on also waits for a semaphore the host
+    /// signals at [`VulkanWorld::release_gpu`], so it stays pending (the soft kernel's
+    /// `Gpu::Manual`). Release before destroying the device, which waits for the GPU.
+    pub fn hold_gpu(&self) {
+        let mut ic = lock(&self.ic);
+        if ic.hold.is_none() {
+            ic.gate_value += 1;
+            ic.hold = Some(ic.gate_value);
+        }
+    }
+
+    /// Lets every held buffer run (signals the gate from the host).
+    pub fn release_gpu(&self) {
+        let mut ic = lock(&self.ic);
+        if let Some(value) = ic.hold.take() {
+            let info = vk::SemaphoreSignalInfo::default()
+                .semaphore(self.gate)
+                .value(value);
+            // SAFETY: the gate is a timeline semaphore of this device and `value` is greater
+            // than its current value: only this function signals it, with values growing by
+            // one (VUID-VkSemaphoreSignalInfo-value-03258).
+            if let Err(e) = unsafe { self.device.signal_semaphore(&info) } {
+                self.violate("vulkan", format!("vkSignalSemaphore of the gate: {e}"));
+            }
+        }
+    }
+
+    /// Waits (at most a minute) until the GPU finished every submitted buffer, then takes
+    /// back what they used.
+    pub fn wait_gpu(&self) -> Result<()> {
+        self.wait(self.last_submitted(), std::time::Duration::from_secs(60))?;
+        let mut ic = lock(&self.ic);
+        self.retire(&mut ic);
+        Ok(())
+    }
+
+    /// Waits until the timeline reaches `fence` (at most `timeout`).
+    pub(crate) fn wait(&self, fence: u64, timeout: std::time::Duration) -> Result<()> {
+        let semaphores = [self.timeline];
+        let values = [fence];
+        let info = vk::SemaphoreWaitInfo::default()
+            .semaphores(&semaphores)
+            .values(&values);
+        let nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        // SAFETY: a timeline semaphore of this device (VUID-VkSemaphoreWaitInfo-pSemaphores
+        // -03256); the arrays have one element each.
+        match unsafe { self.device.wait_semaphores(&info, nanos) } {
+            Ok(()) => Ok(()),
+            Err(vk::Result::TIMEOUT) => Err(Error::DeviceRemoved),
+            Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY) => {
+                Err(Error::OutOfMemory)
+            }
+            Err(_) => Err(Error::DeviceRemoved),
+        }
+    }
+
+    /// Makes host-visible, host-coherent memory of `size` bytes behind a new buffer usable
+    /// as a transfer source and destination, mapped.
+    pub(crate) fn host_buffer(&self, size: u64) -> Result<HostBuffer> {
+        let size = size.max(4);
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let oom = |e: vk::Result| match e {
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
+                Error::OutOfMemory
+            }
+            _ => Error::DeviceRemoved,
+        };
+        // SAFETY: size > 0 (VUID-VkBufferCreateInfo-size-00912), exclusive sharing, usage
+        // flags valid.
+        let buffer = unsafe { self.device.create_buffer(&info, None) }.map_err(oom)?;
+        // SAFETY: a buffer of this device.
+        let needs = unsafe { self.device.get_buffer_memory_requirements(buffer) };
+        let destroy_buffer = || {
+            // SAFETY: the buffer was never used by any command buffer.
+            unsafe { self.device.destroy_buffer(buffer, None) }
+        };
+        if needs.memory_type_bits & (1 << self.memory_type) == 0 {
+            destroy_buffer();
+            return Err(Error::Unsupported);
+        }
+        let alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(needs.size)
+            .memory_type_index(self.memory_type);
+        // SAFETY: a memory type of this device that the buffer accepts (checked above,
+        // VUID-vkBindBufferMemory-memory-01035 for the bind below).
+        let memory = match unsafe { self.device.allocate_memory(&alloc, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                destroy_buffer();
+                return Err(oom(e));
+            }
+        };
+        // SAFETY: unbound buffer, fresh memory at offset 0 of the required size
+        // (VUID-vkBindBufferMemory-buffer-07459, -size-01037); then the host-visible memory is
+        // mapped whole, once (VUID-vkMapMemory-memory-00678, -00682).
+        let ptr = unsafe {
+            self.device
+                .bind_buffer_memory(buffer, memory, 0)
+                .and_then(|()| {
+                    self.device
+                        .map_memory(memory, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())
+                })
+        };
+        match ptr.ok().and_then(|p| NonNull::new(p.cast::<u8>())) {
+            Some(ptr) => Ok(HostBuffer {
+                buffer,
+                memory,
+                ptr,
+                size,
+            }),
+            None => {
+                destroy_buffer();
+                // SAFETY: memory bound to nothing alive any more.
+                unsafe { self.device.free_memory(memory, None) };
+                Err(Error::OutOfMemory)
+            }
+        }
+    }
+
+    /// Destroys a host buffer no pending command buffer references.
+    pub(crate) fn free_host_buffer(&self, host: HostBuffer) {
+        // SAFETY: the caller knows no command buffer in the pending state uses the buffer
+        // (VUID-vkDestroyBuffer-buffer-00922, VUID-vkFreeMemory-memory-00677); freeing the
+        // memory unmaps it.
+        unsafe {
+            self.device.destroy_buffer(host.buffer, None);
+            self.device.free_memory(host.memory, None);
+        }
+    }
+
+    /// A new allocation's id and memory.
+    pub(crate) fn allocate(&self, size: u64) -> Result<AllocationHandle> {
+        let memory = self.host_buffer(size)?;
+        // New memory reads as zeros, as the soft kernel's does (Vulkan leaves it undefined).
+        // SAFETY: the mapping covers `memory.size` bytes, which nothing else references yet.
+        unsafe { std::ptr::write_bytes(memory.ptr.as_ptr(), 0, memory.size as usize) };
+        let id = self.next_allocation.fetch_add(1, Ordering::Relaxed);
+        let handle = AllocationHandle(std::num::NonZeroU64::new(id).expect("ids start at 1"));
+        let mut table = self
+            .allocations
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        table.insert(
+            id,
+            Allocation {
+                memory,
+                last_fence: AtomicU64::new(0),
+            },
+        );
+        Ok(handle)
+    }
+
+    pub(crate) fn take_allocation(&self, handle: AllocationHandle) -> Option<Allocation> {
+        let mut table = self
+            .allocations
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        table.remove(&handle.0.get())
+    }
+
+    /// The buffer and size behind an allocation. A read lock: allocate and deallocate are
+    /// not per-draw paths, so the table's writers are rare and readers do not contend.
+    pub(crate) fn buffer_of(&self, handle: AllocationHandle) -> Option<(vk::Buffer, u64)> {
+        let table = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        table
+            .get(&handle.0.get())
+            .map(|a| (a.memory.buffer, a.memory.size))
+    }
+
+    pub(crate) fn note_submitted(&self, allocations: &[AllocationHandle], fence: u64) {
+        let table = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        for a in allocations {
+            if let Some(a) = table.get(&a.0.get()) {
+                a.last_fence.fetch_max(fence, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The bytes of an allocation (`size` of them), once the GPU finished writing them.
+    pub fn read(&self, handle: AllocationHandle, size: usize) -> Option<Vec<u8>> {
+        let table = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let a = table.get(&handle.0.get())?;
+        let len = size.min(usize::try_from(a.memory.size).ok()?);
+        // SAFETY: the mapping covers `a.memory.size` bytes and lives while the allocation is
+        // in the table (its removal takes the write lock); memory is host-coherent, so the
+        // GPU's writes are visible once the buffer that wrote them completed and its last
+        // barrier made them available to the host (every primary ends with one).
+        Some(unsafe { std::slice::from_raw_parts(a.memory.ptr.as_ptr(), len) }.to_vec())
+    }
+
+    /// Whether an allocation is still live.
+    pub fn is_allocated(&self, handle: AllocationHandle) -> bool {
+        let table = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        table.contains_key(&handle.0.get())
+    }
+
+    /// Live allocations (0 after device destruction).
+    pub fn live_allocations(&self) -> usize {
+        let table = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        table.len()
+    }
+
+    /// Deallocated allocations whose memory waits for the timeline.
+    pub fn zombie_allocations(&self) -> usize {
+        lock(&self.ic).zombies.len()
+    }
+
+    /// Submits `cmds` signalling `fence` on the timeline (and waiting for the gate while the
+    /// GPU is held).
+    pub(crate) fn queue_submit(
+        &self,
+        cmds: &[vk::CommandBuffer],
+        fence: u64,
+        hold: Option<u64>,
+    ) -> Result<()> {
+        let signal = [self.timeline];
+        let signal_values = [fence];
+        let wait = [self.gate];
+        let wait_values = [hold.unwrap_or(0)];
+        let stages = [vk::PipelineStageFlags::ALL_COMMANDS];
+        let mut timeline =
+            vk::TimelineSemaphoreSubmitInfo::default().signal_semaphore_values(&signal_values);
+        if hold.is_some() {
+            timeline = timeline.wait_semaphore_values(&wait_values);
+        }
+        let mut submit = vk::SubmitInfo::default()
+            .command_buffers(cmds)
+            .signal_semaphores(&signal);
+        if hold.is_some() {
+            submit = submit.wait_semaphores(&wait).wait_dst_stage_mask(&stages);
+        }
+        let submit = submit.push_next(&mut timeline);
+        let queue = lock(&self.queue);
+        // SAFETY: the queue is externally synchronised by its lock
+        // (VUID-vkQueueSubmit-queue-parameter host sync); every command buffer is executable,
+        // was recorded from a pool of this queue's family and is a primary; the signal value
+        // is greater than every value signalled before (fences grow,
+        // VUID-VkSubmitInfo-pSignalSemaphores-03242); the value arrays match the semaphore
+        // counts (VUID-VkSubmitInfo-pNext-03240, -03241).
+        unsafe {
+            self.device
+                .queue_submit(*queue, &[submit], vk::Fence::null())
+        }
+        .map_err(|e| match e {
+            vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
+                Error::OutOfMemory
+            }
+            _ => Error::DeviceRemoved,
+        })
+    }
+
+    /// Moves buffers the GPU completed back to the free lists, and frees memory whose
+    /// deallocation waited for the timeline. On the immediate context's thread.
+    pub(crate) fn retire(&self, ic: &mut IcQueue) {
+        let done = self.completed();
+        while ic.in_flight.front().is_some_and(|(f, _)| *f <= done) {
+            let (_, closed) = ic.in_flight.pop_front().expect("checked");
+            // SAFETY: the buffer's submission completed (the timeline passed its fence), so
+            // it is not pending (VUID-vkResetCommandBuffer-commandBuffer-00045); its pool was
+            // made with RESET_COMMAND_BUFFER (-00046) and is externally synchronised by the
+            // `ic` lock held here.
+            let reset = unsafe {
+                self.device
+                    .reset_command_buffer(closed.cmd, vk::CommandBufferResetFlags::empty())
+            };
+            if reset.is_ok() {
+                ic.free_primaries.push(closed.cmd);
+            }
+            for mut chunk in closed.chunks {
+                chunk.used = 0;
+                if chunk.host.size == CHUNK_BYTES {
+                    ic.free_chunks.push(chunk);
+                } else {
+                    self.free_host_buffer(chunk.host);
+                }
+            }
+        }
+        let mut at = 0;
+        while at < ic.zombies.len() {
+            if ic.zombies[at].0 <= done {
+                let (_, host) = ic.zombies.swap_remove(at);
+                self.free_host_buffer(host);
+            } else {
+                at += 1;
+            }
+        }
+    }
+
+    /// Gives back upload chunks nobody reads any more (the GPU is done with them).
+    pub(crate) fn give_back_chunks(&self, chunks: impl IntoIterator<Item = Chunk>) {
+        let mut spare = lock(&self.spare_chunks);
+        for mut chunk in chunks {
+            chunk.used = 0;
+            if chunk.host.size == CHUNK_BYTES && spare.len() < 64 {
+                spare.push(chunk);
+            } else {
+                self.free_host_buffer(chunk.host);
+            }
+        }
+    }
+
+    /// A chunk of at least `len` bytes: a spare one, or new.
+    pub(crate) fn new_chunk(&self, len: u64) -> Result<Chunk> {
+        if len <= CHUNK_BYTES {
+            if let Some(chunk) = lock(&self.spare_chunks).pop() {
+                return Ok(chunk);
+            }
+        }
+        Ok(Chunk {
+            host: self.host_buffer(len.max(CHUNK_BYTES))?,
+            used: 0,
+        })
+    }
+}
+
+impl Drop for VulkanWorld {
+    fn drop(&mut self) {
+        // SAFETY: waiting for the device to go idle has no precondition but external
+        // synchronisation of its queues: the queue lock is free (we own `self`).
+        let _ = unsafe { self.device.device_wait_idle() };
+        let ic = self.ic.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let mut hosts = Vec::new();
+        hosts.extend(ic.free_chunks.drain(..).map(|c| c.host));
+        for closed in ic.closed.drain(..) {
+            hosts.extend(closed.chunks.into_iter().map(|c| c.host));
+        }
+        for (_, closed) in ic.in_flight.drain(..) {
+            hosts.extend(closed.chunks.into_iter().map(|c| c.host));
+        }
+        hosts.extend(ic.zombies.drain(..).map(|(_, h)| h));
+        let pool = ic.pool;
+        let spare = self
+            .spare_chunks
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        hosts.extend(spare.drain(..).map(|c| c.host));
+        let table = self
+            .allocations
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        hosts.extend(table.drain().map(|(_, a)| a.memory));
+        for host in hosts {
+            self.free_host_buffer(host);
+        }
+        // SAFETY: the device is idle, so nothing is pending (VUID-vkDestroyCommandPool
+        // -commandPool-00041, VUID-vkDestroySemaphore-semaphore-05149); every object made
+        // from the device is destroyed before it (VUID-vkDestroyDevice-device-05137: the
+        // deferred contexts' pools went with their last owner, which held this world), and
+        // the messenger before the instance.
+        unsafe {
+            self.device.destroy_command_pool(pool, None);
+            self.device.destroy_semaphore(self.timeline, None);
+            self.device.destroy_semaphore(self.gate, None);
+            self.device.destroy_device(None);
+            if let Some((loader, m)) = self.debug.take() {
+                loader.destroy_debug_utils_messenger(m, None);
+            }
+            self.instance.destroy_instance(None);
+        }
+    }
+}

@@ -1,0 +1,1099 @@
+//! The Vulkan driver against the soft reference driver: the same command streams, in every
+//! list mode, leave the same bytes; the validation layer stays silent; the hooks run on the
+//! threads the protocol names; one `vkCmdExecuteCommands` per executed driver-built list;
+//! the timeline semaphore holds memory a pending buffer references (R-D1, R-D4).
+//!
+//! Without a Vulkan device each test prints why it was skipped, unless
+//! `CMDLIST_VULKAN_REQUIRED=1`, where it fails.
+
+use std::any::Any;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::{Scope, ThreadId};
+
+use cmdlist::handle::Resource;
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+use cmdlist::{
+    BindClass, BindPoint, Clock, CommandList, DeferredContext, DeferredId, Device, DeviceConfig,
+    Driver, Handle, HandleType, ImmediateContext, Kernel, ListMode, ResourceDesc, Stage, Usage,
+    ViewDesc,
+};
+use cmdlist_vulkan::{VulkanConfig, VulkanDevice, VulkanImmediateContext, VulkanWorld};
+
+// ---------------------------------------------------------------------------------------
+// Set-up
+// ---------------------------------------------------------------------------------------
+
+/// A Vulkan device in `mode`, or `None` (printed) where none exists and none is required.
+fn vulkan(
+    mode: ListMode,
+    device_config: DeviceConfig,
+) -> Option<(VulkanDevice, VulkanImmediateContext, Arc<VulkanWorld>)> {
+    match cmdlist_vulkan::device(VulkanConfig::for_mode(mode), device_config) {
+        Ok((device, ic, world)) => {
+            if required() {
+                assert!(
+                    world.validation_enabled(),
+                    "CMDLIST_VULKAN_REQUIRED=1 but VK_LAYER_KHRONOS_validation is not \
+                     installed (apt-get install vulkan-validationlayers)"
+                );
+            }
+            Some((device, ic, world))
+        }
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+fn required() -> bool {
+    std::env::var("CMDLIST_VULKAN_REQUIRED").is_ok_and(|v| v == "1")
+}
+
+/// After device destruction: no violation, no validation message, no allocation left.
+fn assert_clean(world: &VulkanWorld) {
+    assert_eq!(world.violations(), vec![], "violations");
+    assert_eq!(
+        world.validation_messages(),
+        Vec::<String>::new(),
+        "validation layer"
+    );
+    assert_eq!(world.errors(), vec![], "errors reported (R-E2)");
+    assert_eq!(world.live_allocations(), 0, "allocations left (R-D3)");
+    assert_eq!(world.zombie_allocations(), 0, "memory waiting for the GPU");
+}
+
+fn buffer(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        byte_size: bytes,
+        ..Default::default()
+    }
+}
+
+fn dynamic_buffer(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        usage: Usage::Dynamic,
+        ..buffer(bytes)
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
+
+fn srv0() -> BindPoint {
+    BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0)
+}
+
+type Job<D, K> = Box<dyn FnOnce(&mut DeferredContext<D, K>) -> Box<dyn Any + Send> + Send>;
+
+/// A deferred context that lives on a thread of its own, created there, and runs what it is
+/// sent.
+struct Worker<D: Driver, K: Kernel> {
+    jobs: Option<mpsc::Sender<Job<D, K>>>,
+    results: mpsc::Receiver<Box<dyn Any + Send>>,
+    id: DeferredId,
+    thread: ThreadId,
+}
+
+impl<D: Driver, K: Kernel> Worker<D, K> {
+    fn spawn<'s, 'e: 's>(scope: &'s Scope<'s, 'e>, device: &'e Device<D, K>) -> Self {
+        let (jobs, job_rx) = mpsc::channel::<Job<D, K>>();
+        let (result_tx, results) = mpsc::channel::<Box<dyn Any + Send>>();
+        scope.spawn(move || {
+            let mut dc = device
+                .create_deferred_context()
+                .expect("a deferred context");
+            let hello: Box<dyn Any + Send> = Box::new((dc.id(), std::thread::current().id()));
+            result_tx.send(hello).unwrap();
+            for job in job_rx {
+                result_tx.send(job(&mut dc)).unwrap();
+            }
+        });
+        let hello = results.recv().expect("the worker started");
+        let (id, thread) = *hello.downcast::<(DeferredId, ThreadId)>().unwrap();
+        Worker {
+            jobs: Some(jobs),
+            results,
+            id,
+            thread,
+        }
+    }
+
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut DeferredContext<D, K>) -> T + Send + 'static,
+    ) -> T {
+        self.send(f);
+        self.recv()
+    }
+
+    /// Starts `f` on the worker's thread; [`Worker::recv`] gets its result.
+    fn send<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut DeferredContext<D, K>) -> T + Send + 'static,
+    ) {
+        let job: Job<D, K> = Box::new(move |dc| Box::new(f(dc)));
+        self.jobs.as_ref().unwrap().send(job).unwrap();
+    }
+
+    fn recv<T: Send + 'static>(&self) -> T {
+        *self.results.recv().unwrap().downcast::<T>().unwrap()
+    }
+}
+
+impl<D: Driver, K: Kernel> Drop for Worker<D, K> {
+    fn drop(&mut self) {
+        self.jobs.take(); // the thread drops its context and ends
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The stream both drivers run
+// ---------------------------------------------------------------------------------------
+
+/// What a stream leaves: the resources still alive, with their sizes, and the workers'
+/// contexts and threads.
+struct Outcome {
+    alive: Vec<(Handle<Resource>, u64)>,
+    contexts: Vec<(DeferredId, ThreadId)>,
+    list_executes: u64,
+}
+
+/// Four deferred contexts on their own threads; lists executed again, a nested list, a
+/// Map(DISCARD), binds and FillBound, IC data read at execute, flushes, destroys; then a
+/// second round that reuses the contexts (and recycled list memory).
+fn stream<D, K>(device: &Device<D, K>, ic: &mut ImmediateContext<D, K>) -> Outcome
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let sizes = [37u64, 64, 100, 1000, 4099, 256];
+    let r: Vec<Handle<Resource>> = sizes
+        .iter()
+        .map(|&n| device.create_resource(buffer(n)).unwrap())
+        .collect();
+    let d = device.create_resource(dynamic_buffer(96)).unwrap();
+    let v1 = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: r[3],
+                first_byte: 3,
+                byte_len: 50,
+            },
+        )
+        .unwrap();
+    let v2 = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: r[4],
+                first_byte: 101,
+                byte_len: 333,
+            },
+        )
+        .unwrap();
+    ic.update(r[0], 0, &pattern(37, 1)).unwrap();
+    ic.command(&SoftCommand::Fill {
+        dst: r[1],
+        value: 0x11,
+    })
+    .unwrap();
+    ic.update(r[4], 5, &pattern(2000, 7)).unwrap();
+    *ic.ic_data_mut(r[5]).unwrap() = 0x42;
+    let mut list_executes = 0;
+
+    let contexts = std::thread::scope(|scope| {
+        let workers: Vec<Worker<D, K>> = (0..4).map(|_| Worker::spawn(scope, device)).collect();
+        let (r0, r1, r2, r3, r4, r5) = (r[0], r[1], r[2], r[3], r[4], r[5]);
+        // A: a region copy, a view cleared, an update, a bound view filled, a Map(DISCARD),
+        // the IC data of r5 read when it runs.
+        let a = workers[0].run(move |dc| {
+            dc.command(SoftCommand::CopyRegion {
+                dst: r3,
+                dst_offset: 10,
+                src: r0,
+                src_offset: 2,
+                len: 30,
+            })
+            .unwrap();
+            dc.command(SoftCommand::ClearView {
+                view: v1,
+                value: 0xA1,
+            })
+            .unwrap();
+            dc.update(r2, 7, &pattern(50, 3)).unwrap();
+            dc.bind(RT0, Some(v2.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xB2,
+            })
+            .unwrap();
+            dc.map_discard(d).unwrap().copy_from_slice(&pattern(96, 9));
+            dc.unmap(d).unwrap();
+            dc.command(SoftCommand::FillIcByte { dst: r5 }).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // B: writes r2 too (right after A), a bound resource filled, an overlapping copy
+        // inside one buffer.
+        let b = workers[1].run(move |dc| {
+            dc.command(SoftCommand::Fill {
+                dst: r2,
+                value: 0x33,
+            })
+            .unwrap();
+            dc.bind(srv0(), Some(r1.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: srv0(),
+                value: 0xC3,
+            })
+            .unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r1,
+                dst_offset: 1,
+                src: r0,
+                src_offset: 0,
+                len: 20,
+            })
+            .unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r4,
+                dst_offset: 10,
+                src: r4,
+                src_offset: 0,
+                len: 100,
+            })
+            .unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // C: reads r4, which the immediate context writes just before executing it.
+        let c = workers[2].run(move |dc| {
+            dc.command(SoftCommand::Copy { dst: r5, src: r4 }).unwrap();
+            dc.command(SoftCommand::Fill {
+                dst: r0,
+                value: 0x5C,
+            })
+            .unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // N: executes A inside (nested), then binds and fills after it.
+        let a_for_n = Arc::clone(&a);
+        let n = workers[3].run(move |dc| {
+            dc.update(r0, 0, &[0xEE; 5]).unwrap();
+            dc.bind(RT0, Some(v1.any())).unwrap();
+            dc.execute_command_list(&a_for_n).unwrap();
+            // Nothing bound after an execute (R-C3): fills nothing.
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xF0,
+            })
+            .unwrap();
+            dc.bind(RT0, Some(v1.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xD4,
+            })
+            .unwrap();
+            dc.command(SoftCommand::Fill {
+                dst: d,
+                value: 0x5A,
+            })
+            .unwrap();
+            dc.map_discard(d).unwrap()[..7].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7]);
+            dc.unmap(d).unwrap();
+            drop(a_for_n);
+            Arc::new(dc.finish().unwrap())
+        });
+
+        let run = |ic: &mut ImmediateContext<D, K>, list: &CommandList<D, K>, n: &mut u64| {
+            ic.execute_command_list(list).unwrap();
+            *n += 1;
+        };
+        // A list reading what the immediate context wrote just before.
+        ic.update(r[4], 0, &pattern(300, 11)).unwrap();
+        run(ic, &c, &mut list_executes);
+        // Two lists writing the same buffer back to back.
+        run(ic, &a, &mut list_executes);
+        run(ic, &b, &mut list_executes);
+        // A list executed twice in one submission, its IC data changed in between.
+        *ic.ic_data_mut(r[5]).unwrap() = 0x43;
+        run(ic, &a, &mut list_executes);
+        ic.bind(RT0, Some(v1.any())).unwrap();
+        ic.command(&SoftCommand::FillBound {
+            point: RT0,
+            value: 0x99,
+        })
+        .unwrap();
+        ic.flush().unwrap();
+        run(ic, &n, &mut list_executes);
+        *ic.ic_data_mut(r[5]).unwrap() = 0x44;
+        run(ic, &a, &mut list_executes);
+        // The lists still hold r2 and v2: destroyed objects the next executes use.
+        device.destroy(v2).unwrap();
+        device.destroy(r[2]).unwrap();
+        run(ic, &b, &mut list_executes);
+        ic.flush().unwrap();
+        drop((a, b, c, n));
+        ic.flush().unwrap();
+
+        // Round two: the same contexts record again (their old lists recycled where the
+        // list clock allows).
+        let e = workers[0].run(move |dc| {
+            dc.command(SoftCommand::Fill {
+                dst: r3,
+                value: 0x77,
+            })
+            .unwrap();
+            dc.update(r3, 999, &[0x12]).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        let f = workers[1].run(move |dc| {
+            dc.command(SoftCommand::CopyRegion {
+                dst: r1,
+                dst_offset: 60,
+                src: r3,
+                src_offset: 998,
+                len: 2,
+            })
+            .unwrap();
+            dc.abandon().unwrap();
+            dc.command(SoftCommand::Copy { dst: r1, src: r5 }).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        run(ic, &e, &mut list_executes);
+        run(ic, &f, &mut list_executes);
+        ic.flush().unwrap();
+        drop((e, f));
+        ic.flush().unwrap();
+        workers.iter().map(|w| (w.id, w.thread)).collect::<Vec<_>>()
+    });
+    ic.flush().unwrap();
+    let alive = vec![
+        (r[0], sizes[0]),
+        (r[1], sizes[1]),
+        (r[3], sizes[3]),
+        (r[4], sizes[4]),
+        (r[5], sizes[5]),
+        (d, 96),
+    ];
+    Outcome {
+        alive,
+        contexts,
+        list_executes,
+    }
+}
+
+/// The stream on the soft driver: the bytes it leaves.
+fn soft_bytes(mode: ListMode) -> Vec<Vec<u8>> {
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: mode != ListMode::Emulated,
+            driver_built: mode == ListMode::DriverBuilt,
+            ..Default::default()
+        },
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(device.list_mode(), mode);
+    let out = stream(&device, &mut ic);
+    let bytes = out
+        .alive
+        .iter()
+        .map(|&(h, _)| {
+            world
+                .read(device.object(h).unwrap().allocation().unwrap())
+                .unwrap()
+        })
+        .collect();
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+    bytes
+}
+
+fn compare(mode: ListMode) {
+    let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+        return;
+    };
+    assert_eq!(device.list_mode(), mode);
+    let out = stream(&device, &mut ic);
+    world.wait_gpu().unwrap();
+    let bytes: Vec<Vec<u8>> = out
+        .alive
+        .iter()
+        .map(|&(h, size)| {
+            let a = device.object(h).unwrap().allocation().unwrap();
+            world.read(a, size as usize).unwrap()
+        })
+        .collect();
+    let expected = soft_bytes(mode);
+    for (i, (got, want)) in bytes.iter().zip(&expected).enumerate() {
+        assert_eq!(got.len(), want.len(), "resource {i}'s size");
+        if let Some(at) = got.iter().zip(want).position(|(g, w)| g != w) {
+            panic!(
+                "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
+                &got[at..(at + 16).min(got.len())],
+                &want[at..(at + 16).min(want.len())]
+            );
+        }
+    }
+    // One vkCmdExecuteCommands per executed driver-built list, whatever its length (the
+    // nested list's included: its segments go in one call).
+    let expected_executes = match mode {
+        ListMode::DriverBuilt => out.list_executes,
+        _ => 0,
+    };
+    assert_eq!(world.execute_commands(), expected_executes);
+    ic.destroy_device().unwrap();
+    // Each context's pool was made and used on the context's own thread only.
+    for (id, thread) in out.contexts {
+        let (created, threads) = world.pool_threads(id);
+        if mode == ListMode::DriverBuilt {
+            assert_eq!(created, Some(thread), "context {id}'s pool made elsewhere");
+            assert_eq!(threads, vec![thread], "context {id}'s pool used elsewhere");
+        } else {
+            assert_eq!(
+                (created, threads),
+                (None, vec![]),
+                "no pools without built lists"
+            );
+        }
+    }
+    assert_clean(&world);
+}
+
+#[test]
+fn same_bytes_as_soft_emulated() {
+    compare(ListMode::Emulated);
+}
+
+#[test]
+fn same_bytes_as_soft_replayed() {
+    compare(ListMode::Replayed);
+}
+
+#[test]
+fn same_bytes_as_soft_driver_built() {
+    compare(ListMode::DriverBuilt);
+}
+
+// ---------------------------------------------------------------------------------------
+// Hazards: the barrier rule, witnessed by the validation layer's synchronisation checks
+// ---------------------------------------------------------------------------------------
+
+fn vulkan_with(
+    config: VulkanConfig,
+    device_config: DeviceConfig,
+) -> Option<(VulkanDevice, VulkanImmediateContext, Arc<VulkanWorld>)> {
+    match cmdlist_vulkan::device(config, device_config) {
+        Ok(parts) => Some(parts),
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// Records `commands` on a deferred context of its own thread.
+fn list_of(
+    device: &VulkanDevice,
+    commands: Vec<SoftCommand>,
+) -> CommandList<cmdlist_vulkan::VulkanDriver, cmdlist_vulkan::VulkanKernel> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut dc = device.create_deferred_context().unwrap();
+            for c in commands {
+                dc.command(c).unwrap();
+            }
+            dc.finish().unwrap()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// The three hazard cases; returns what the validation layer said.
+fn hazards(mode: ListMode, barriers: bool) -> Option<(bool, Vec<String>)> {
+    let config = VulkanConfig {
+        hazard_barriers: barriers,
+        ..VulkanConfig::for_mode(mode)
+    };
+    let (device, mut ic, world) = vulkan_with(config, DeviceConfig::default())?;
+    let r = device.create_resource(buffer(64)).unwrap();
+    let s = device.create_resource(buffer(64)).unwrap();
+    let t = device.create_resource(buffer(64)).unwrap();
+    let alloc = |h: Handle<Resource>| device.object(h).unwrap().allocation().unwrap();
+    let (ra, sa, ta) = (alloc(r), alloc(s), alloc(t));
+    let reads = list_of(&device, vec![SoftCommand::Copy { dst: s, src: r }]);
+    let fill_t = |value| {
+        list_of(
+            &device,
+            vec![
+                SoftCommand::Fill { dst: t, value },
+                SoftCommand::CopyRegion {
+                    dst: t,
+                    dst_offset: 0,
+                    src: r,
+                    src_offset: 0,
+                    len: u64::from(value),
+                },
+            ],
+        )
+    };
+    let (first, second) = (fill_t(3), fill_t(5));
+    let twice = list_of(
+        &device,
+        vec![
+            SoftCommand::Copy { dst: s, src: r },
+            SoftCommand::Fill {
+                dst: r,
+                value: 0x7E,
+            },
+        ],
+    );
+
+    // 1. A list reads what the immediate context wrote just before executing it.
+    ic.update(r, 0, &pattern(64, 1)).unwrap();
+    ic.execute_command_list(&reads).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    if barriers {
+        assert_eq!(world.read(sa, 64).unwrap(), pattern(64, 1), "{mode:?}: RAW");
+    }
+    // 2. Two lists write the same buffer back to back: the second's bytes win.
+    ic.execute_command_list(&first).unwrap();
+    ic.execute_command_list(&second).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    if barriers {
+        let mut want = vec![5u8; 64];
+        want[..5].copy_from_slice(&pattern(64, 1)[..5]);
+        assert_eq!(world.read(ta, 64).unwrap(), want, "{mode:?}: WAW");
+    }
+    // 3. A list executed twice in one submission: the second run copies what the first
+    //    filled (a read after the first run's write, and a write after its read).
+    ic.execute_command_list(&twice).unwrap();
+    ic.execute_command_list(&twice).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    if barriers {
+        assert_eq!(
+            world.read(sa, 64).unwrap(),
+            vec![0x7E; 64],
+            "{mode:?}: twice"
+        );
+        assert_eq!(
+            world.read(ra, 64).unwrap(),
+            vec![0x7E; 64],
+            "{mode:?}: twice"
+        );
+    }
+    drop((reads, first, second, twice));
+    ic.destroy_device().unwrap();
+    assert_eq!(world.violations(), vec![]);
+    Some((world.validation_enabled(), world.validation_messages()))
+}
+
+#[test]
+fn hazards_ordered_in_every_mode() {
+    for mode in ListMode::ALL {
+        if let Some((_, messages)) = hazards(mode, true) {
+            assert_eq!(messages, Vec::<String>::new(), "{mode:?}");
+        }
+    }
+}
+
+/// The checks have teeth: without the rule's barriers the synchronisation validation
+/// reports the hazards (where the layer is installed).
+#[test]
+fn hazards_reported_without_the_barriers() {
+    for mode in [ListMode::Replayed, ListMode::DriverBuilt] {
+        let Some((validation, messages)) = hazards(mode, false) else {
+            return;
+        };
+        if !validation {
+            eprintln!("skipped: no validation layer to report hazards");
+            return;
+        }
+        let hazards = messages
+            .iter()
+            .filter(|m| m.contains("SYNC-HAZARD"))
+            .count();
+        assert!(hazards > 0, "{mode:?}: no hazard reported: {messages:#?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The timeline semaphore holds R-D1 and R-D4
+// ---------------------------------------------------------------------------------------
+
+/// A destroyed resource's memory stays while a submitted buffer that references it is
+/// pending on the GPU (held by a semaphore the test signals), and goes once it completed.
+#[test]
+fn r_d1_r_d4_pending_buffer_keeps_destroyed_memory() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let r = device.create_resource(buffer(4096)).unwrap();
+        let a = device.object(r).unwrap().allocation().unwrap();
+        let list = (mode != ListMode::Emulated)
+            .then(|| list_of(&device, vec![SoftCommand::Fill { dst: r, value: 9 }]));
+        world.hold_gpu();
+        ic.update(r, 0, &pattern(4096, 2)).unwrap();
+        if let Some(list) = &list {
+            ic.execute_command_list(list).unwrap();
+        }
+        ic.flush().unwrap();
+        let pending = world.last_submitted();
+        assert!(world.completed() < pending, "{mode:?}: the GPU is held");
+        drop(list);
+        device.destroy(r).unwrap();
+        for _ in 0..3 {
+            ic.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(world.completed() < pending, "{mode:?}: still held");
+        assert!(
+            world.is_allocated(a),
+            "{mode:?}: memory freed while a pending buffer references it"
+        );
+        assert_eq!(world.zombie_allocations(), 0);
+        world.release_gpu();
+        world.wait_gpu().unwrap();
+        ic.flush().unwrap();
+        assert!(
+            !world.is_allocated(a),
+            "{mode:?}: freed once the GPU finished"
+        );
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
+/// Under the submitted clock (R-D1 only) the engine deallocates once the buffer is
+/// submitted; the kernel keeps the memory until the timeline passes that buffer, as a
+/// kernel memory manager does, without a violation.
+#[test]
+fn r_d1_submitted_clock_memory_waits_for_the_timeline() {
+    let config = DeviceConfig::default().with_retire_clock(Clock::Submitted);
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
+        return;
+    };
+    let r = device.create_resource(buffer(256)).unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    world.hold_gpu();
+    ic.update(r, 0, &pattern(256, 4)).unwrap();
+    ic.flush().unwrap();
+    device.destroy(r).unwrap();
+    ic.flush().unwrap();
+    assert!(!world.is_allocated(a), "deallocated after the submit");
+    assert_eq!(
+        world.zombie_allocations(),
+        1,
+        "its memory waits for the GPU"
+    );
+    world.release_gpu();
+    world.wait_gpu().unwrap();
+    assert_eq!(world.zombie_allocations(), 0);
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
+/// The kernel's check is live: a deallocation while a submitted buffer that names the
+/// allocation is pending is a violation under the completed clock (R-D4).
+#[test]
+fn r_d4_kernel_flags_memory_freed_under_a_pending_buffer() {
+    let world = match cmdlist_vulkan::new(VulkanConfig::default()) {
+        Ok((driver, kernel, world)) => {
+            drop(driver);
+            let a = kernel
+                .allocate(&cmdlist::AllocationDesc {
+                    size: 64,
+                    shared: false,
+                    primary: false,
+                })
+                .unwrap();
+            world.hold_gpu();
+            kernel
+                .submit(&cmdlist::Submission {
+                    fence: 1,
+                    allocations: &[a],
+                    operations: 1,
+                })
+                .unwrap();
+            assert_eq!(kernel.completed_fence(), 0);
+            kernel.deallocate(a);
+            let violations = world.violations();
+            assert_eq!(violations.len(), 1, "{violations:?}");
+            assert_eq!(violations[0].rule, "R-D4");
+            assert_eq!(world.zombie_allocations(), 1, "freed only after the GPU");
+            world.release_gpu();
+            kernel.wait_for_fence(1).unwrap();
+            assert_eq!(kernel.completed_fence(), 1);
+            assert_eq!(world.zombie_allocations(), 0);
+            world
+        }
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+}
+
+/// The kernel checks the engine against what the GPU commands really reference: memory an
+/// unsubmitted buffer uses must not be deallocated (R-D1). The engine never does; the test
+/// calls the kernel itself, and the memory still outlives the buffer.
+#[test]
+fn r_d1_kernel_flags_memory_freed_under_an_unsubmitted_buffer() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::Replayed, DeviceConfig::default()) else {
+        return;
+    };
+    let r = device.create_resource(buffer(16)).unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    ic.update(r, 0, &[1; 16]).unwrap();
+    device.kernel().deallocate(a); // what the engine must never do
+    let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, ["R-D1"]);
+    assert_eq!(world.zombie_allocations(), 1, "kept for the buffer");
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    assert_eq!(world.zombie_allocations(), 0);
+    device.destroy(r).unwrap();
+    ic.destroy_device().unwrap(); // the engine's own deallocate: a second one
+    let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, ["R-D1", "R-D1"]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists and their contexts' pools
+// ---------------------------------------------------------------------------------------
+
+/// Lists outliving their context (the pool freed by its last list, on another thread),
+/// lists destroyed while their context records (handed back through the pool's lock),
+/// re-executed while a previous execution is pending, with recycling off and on.
+#[test]
+fn driver_built_lists_outlive_and_race_their_context() {
+    for recycle in [false, true] {
+        let config = DeviceConfig::default().with_recycle(recycle);
+        let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
+            return;
+        };
+        let r = device.create_resource(buffer(100)).unwrap();
+        let s = device.create_resource(buffer(100)).unwrap();
+        // Made by a context that is gone when it runs.
+        let orphan = list_of(
+            &device,
+            vec![SoftCommand::Fill {
+                dst: r,
+                value: 0x31,
+            }],
+        );
+        std::thread::scope(|scope| {
+            let worker = Worker::spawn(scope, &device);
+            let record = move |round: u8| {
+                move |dc: &mut DeferredContext<_, _>| {
+                    for _ in 0..50 {
+                        dc.command(SoftCommand::CopyRegion {
+                            dst: s,
+                            dst_offset: u64::from(round),
+                            src: r,
+                            src_offset: 0,
+                            len: 50,
+                        })
+                        .unwrap();
+                    }
+                    dc.update(s, 99, &[round]).unwrap();
+                    Arc::new(dc.finish().unwrap())
+                }
+            };
+            worker.send(record(0));
+            let mut lists = Vec::new();
+            for round in 0..8u8 {
+                let list: Arc<CommandList<_, _>> = worker.recv();
+                // The worker records the next list while this thread executes, flushes and
+                // destroys the older ones (their secondaries go back to the worker's pool).
+                if round < 7 {
+                    worker.send(record(round + 1));
+                }
+                // Held GPU: the list executes again while its previous execution pends.
+                if round == 2 {
+                    world.hold_gpu();
+                }
+                ic.execute_command_list(&orphan).unwrap();
+                ic.execute_command_list(&list).unwrap();
+                ic.flush().unwrap();
+                ic.execute_command_list(&list).unwrap();
+                ic.flush().unwrap();
+                if round == 3 {
+                    world.release_gpu();
+                }
+                lists.push(list);
+                if lists.len() > 2 {
+                    lists.remove(0);
+                }
+                if round != 2 {
+                    // Lets the list clock pass, so the older lists' memory comes back.
+                    world.wait_gpu().unwrap();
+                }
+                ic.flush().unwrap();
+            }
+            drop(lists);
+            ic.flush().unwrap();
+            // The context goes (on its thread) before the list it made first.
+        });
+        world.wait_gpu().unwrap();
+        let sa = device.object(s).unwrap().allocation().unwrap();
+        let bytes = world.read(sa, 100).unwrap();
+        assert_eq!(bytes[7..57], [0x31; 50], "recycle {recycle}");
+        assert_eq!(bytes[99], 7);
+        drop(orphan);
+        ic.flush().unwrap();
+        let stats = world.built_stats();
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+        // Recycling on: the worker's lists came back into its cache; off: every Finish
+        // renews the context's state (a new pool), so its lists outlive their pool's
+        // context and free their secondaries themselves.
+        match recycle {
+            true => assert!(stats.recycled >= 1, "{stats:?}"),
+            false => assert!(stats.freed_orphaned >= 8, "{stats:?}"),
+        }
+        assert!(world.built_stats().freed_orphaned >= 1, "the orphan list");
+    }
+}
+
+/// A deferred context moved to another thread between recordings (one thread at a time,
+/// as the engine allows) is no violation; the pool's record shows both threads.
+#[test]
+fn driver_built_context_may_move_between_threads() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let r = device.create_resource(buffer(16)).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let id = dc.id();
+    dc.command(SoftCommand::Fill { dst: r, value: 1 }).unwrap();
+    let (dc, list, other) = std::thread::scope(|s| {
+        s.spawn(move || {
+            dc.command(SoftCommand::Fill { dst: r, value: 2 }).unwrap();
+            let list = dc.finish().unwrap();
+            (dc, list, std::thread::current().id())
+        })
+        .join()
+        .unwrap()
+    });
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    assert_eq!(world.read(a, 16).unwrap(), vec![2; 16]);
+    let (created, threads) = world.pool_threads(id);
+    assert_eq!(created, Some(std::thread::current().id()));
+    assert_eq!(threads, vec![std::thread::current().id(), other]);
+    drop((dc, list));
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
+/// A context that outlives its device (R-D3): device destruction destroys its lists on the
+/// immediate context's thread while the context is alive, so their secondaries go back
+/// through its pool's lock, and the context frees them when it is dropped on its thread.
+#[test]
+fn driver_built_list_destroyed_while_its_context_lives() {
+    let Some((device, ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default()) else {
+        return;
+    };
+    let r = device.create_resource(buffer(16)).unwrap();
+    std::thread::scope(|scope| {
+        let mut ic = ic;
+        let worker = Worker::spawn(scope, &device);
+        let list: Arc<CommandList<_, _>> = worker.run(move |dc| {
+            dc.command(SoftCommand::Fill { dst: r, value: 6 }).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        world.wait_gpu().unwrap();
+        let a = device.object(r).unwrap().allocation().unwrap();
+        assert_eq!(world.read(a, 16).unwrap(), vec![6; 16]);
+        drop(list);
+        worker.run(move |dc| {
+            // Recording while the immediate context destroys the device.
+            dc.command(SoftCommand::Fill { dst: r, value: 7 }).unwrap();
+        });
+        // Dropping the immediate context destroys the device with the context alive.
+        drop(ic);
+        // The worker's context is dropped on its thread as the scope ends.
+    });
+    // The list went home to its context, which destroyed it as it was dropped.
+    assert_eq!(world.built_stats().handed_back, 1);
+    assert_eq!(world.violations(), vec![]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+    assert_eq!(world.live_allocations(), 0);
+}
+
+/// The immediate context's queue and pool belong to its thread: a submit from another
+/// thread is flagged (R-T2).
+#[test]
+fn r_t2_submit_off_the_immediate_thread_is_flagged() {
+    let (driver, kernel, world) = match cmdlist_vulkan::new(VulkanConfig::default()) {
+        Ok(parts) => parts,
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    let imm = driver.create_immediate().unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let submission = cmdlist::Submission {
+                fence: 1,
+                allocations: &[],
+                operations: 0,
+            };
+            kernel.submit(&submission).unwrap();
+        });
+    });
+    kernel.wait_for_fence(1).unwrap();
+    let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
+    assert_eq!(rules, ["R-T2"]);
+    drop(imm);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------------------
+// Rotated identities (R-X5)
+// ---------------------------------------------------------------------------------------
+
+/// A list recorded before a rotation, executed after it (alone and nested), renders into
+/// the new identities: the bytes both drivers leave.
+fn rotation_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> Vec<Handle<Resource>>
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let r0 = device.create_resource(buffer(64)).unwrap();
+    let r1 = device.create_resource(buffer(64)).unwrap();
+    let r2 = device.create_resource(buffer(64)).unwrap();
+    let v = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: r0,
+                first_byte: 8,
+                byte_len: 16,
+            },
+        )
+        .unwrap();
+    ic.update(r0, 0, &pattern(64, 1)).unwrap();
+    ic.update(r1, 0, &pattern(64, 2)).unwrap();
+    *ic.ic_data_mut(r2).unwrap() = 0x33;
+    let (list, nested) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r2,
+                dst_offset: 0,
+                src: r0,
+                src_offset: 0,
+                len: 16,
+            })
+            .unwrap();
+            dc.update(r1, 3, &[9, 9, 9]).unwrap();
+            dc.bind(RT0, Some(v.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xAB,
+            })
+            .unwrap();
+            dc.command(SoftCommand::FillIcByte { dst: r2 }).unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: r2,
+                dst_offset: 40,
+                src: r1,
+                src_offset: 0,
+                len: 8,
+            })
+            .unwrap();
+            let list = dc.finish().unwrap();
+            dc.execute_command_list(&list).unwrap();
+            dc.command(SoftCommand::Copy { dst: r2, src: r1 }).unwrap();
+            (list, dc.finish().unwrap())
+        })
+        .join()
+        .unwrap()
+    });
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    ic.rotate_resource_identities(&[r0, r1]).unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.update(r0, 60, &[7; 4]).unwrap();
+    ic.execute_command_list(&nested).unwrap();
+    ic.flush().unwrap();
+    drop((list, nested));
+    ic.flush().unwrap();
+    vec![r0, r1, r2]
+}
+
+#[test]
+fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let resources = rotation_stream(&device, &mut ic);
+        world.wait_gpu().unwrap();
+        let got: Vec<Vec<u8>> = resources
+            .iter()
+            .map(|&h| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                world.read(a, 64).unwrap()
+            })
+            .collect();
+        let replays = world.built_stats().replayed_after_rotation;
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+
+        let (device, mut ic, soft_world) = soft::device(
+            SoftConfig {
+                gpu: Gpu::Immediate,
+                command_lists: mode != ListMode::Emulated,
+                driver_built: mode == ListMode::DriverBuilt,
+                ..Default::default()
+            },
+            DeviceConfig::default(),
+        )
+        .unwrap();
+        let resources = rotation_stream(&device, &mut ic);
+        let want: Vec<Vec<u8>> = resources
+            .iter()
+            .map(|&h| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                soft_world.read(a).unwrap()
+            })
+            .collect();
+        ic.destroy_device().unwrap();
+        soft_world.assert_clean(true);
+        assert_eq!(got, want, "{mode:?}");
+        // Two executes of lists recorded before the rotation (the nested one's inner list
+        // runs inside its outer list's replay).
+        assert_eq!(replays, if mode == ListMode::DriverBuilt { 2 } else { 0 });
+    }
+}
