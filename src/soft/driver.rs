@@ -77,6 +77,41 @@ pub enum SoftCommand {
         /// The resource.
         dst: Handle<Resource>,
     },
+    /// A draw: runs a shader over the render target bound at `point` (a whole resource, or a
+    /// view's range), as a D3D11 draw writes its bound target, reading a constant buffer
+    /// and a vertex buffer it names (D3D11 binds those too; naming them keeps the command
+    /// one step). Each little-endian 32-bit word `i` of the target becomes
+    /// [`draw_word`]`(c, v, i)`, with `c` the constant buffer's first four words and `v` the
+    /// vertex buffer's words: integer arithmetic only, so every driver writes the same bytes.
+    /// Nothing bound, nothing written.
+    ///
+    /// Refused, with nothing written: a constant buffer under 16 bytes, a target whose first
+    /// byte or length is not a multiple of 4 (`OutOfRange`), a target in the memory of the
+    /// constant or the vertex buffer (`InvalidState`: D3D11 never binds one resource as both
+    /// a draw's input and its output).
+    Draw {
+        /// The constant buffer: its first 16 bytes are the four constants.
+        constants: Handle<Resource>,
+        /// The vertex buffer: its whole 32-bit words (none if under 4 bytes).
+        vertices: Handle<Resource>,
+        /// Where the render target is bound.
+        point: BindPoint,
+    },
+}
+
+/// Word `i` of a [`SoftCommand::Draw`]'s render target, from the four constants `c` and the
+/// vertex words `v`: `(v[i % v.len()] * c[0] + c[1] * i + c[2]) ^ c[3]`, wrapping 32-bit
+/// arithmetic, the vertex 0 when there is none. The drivers' shaders compute the same.
+pub fn draw_word(c: [u32; 4], v: &[u32], i: u32) -> u32 {
+    let vertex = match v.len() {
+        0 => 0,
+        n => v[(i as usize) % n],
+    };
+    (vertex
+        .wrapping_mul(c[0])
+        .wrapping_add(c[1].wrapping_mul(i))
+        .wrapping_add(c[2]))
+        ^ c[3]
 }
 
 impl Command for SoftCommand {
@@ -89,6 +124,14 @@ impl Command for SoftCommand {
             SoftCommand::Fill { dst, .. } | SoftCommand::FillIcByte { dst } => visit(dst.any()),
             SoftCommand::ClearView { view, .. } => visit(view.any()),
             SoftCommand::FillBound { .. } => {}
+            SoftCommand::Draw {
+                constants,
+                vertices,
+                ..
+            } => {
+                visit(constants.any());
+                visit(vertices.any());
+            }
         }
     }
 }
@@ -467,7 +510,75 @@ impl SoftDriver {
                 let value = objects.ic_data(target)?.to_le_bytes()[0];
                 Self::fill(state, objects, target, value)
             }
+            SoftCommand::Draw {
+                constants,
+                vertices,
+                point,
+            } => {
+                let (c, v) = (objects.get(constants)?, objects.get(vertices)?);
+                match state.ic_bound.get(&point) {
+                    Some(&bound) => Self::draw(state, objects, c, v, objects.get(bound)?),
+                    None => Ok(()),
+                }
+            }
         }
+    }
+
+    /// A [`SoftCommand::Draw`] into `target` (a whole resource, or a view's range).
+    fn draw<W: SameTypes<Self>>(
+        state: &mut State,
+        objects: &Resolver<'_, W>,
+        constants: ObjectView<'_, W>,
+        vertices: ObjectView<'_, W>,
+        target: ObjectView<'_, W>,
+    ) -> Result<()> {
+        let (out, first, len) = match target.object().view {
+            None => (target.allocation(), 0, target.object().byte_size),
+            Some((first, len)) => (objects.resource_of(target)?.allocation(), first, len),
+        };
+        let out = out.ok_or(AppError::InvalidState)?;
+        let (c, v) = (constants.allocation(), vertices.allocation());
+        let (c, v) = (
+            c.ok_or(AppError::InvalidState)?,
+            v.ok_or(AppError::InvalidState)?,
+        );
+        if constants.object().byte_size < 16 || first % 4 != 0 || len % 4 != 0 {
+            return Err(AppError::OutOfRange.into());
+        }
+        if out == c || out == v {
+            return Err(AppError::InvalidState.into());
+        }
+        let words = |bytes: &[u8]| -> Vec<u32> {
+            bytes
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes(w.try_into().expect("4 bytes")))
+                .collect()
+        };
+        let c_bytes = Self::bytes_of(state, Some(c))?;
+        let c_words: [u32; 4] = words(c_bytes.get(..16).ok_or(AppError::OutOfRange)?)
+            .try_into()
+            .expect("16 bytes are 4 words");
+        let v_len = vertices.object().byte_size;
+        let v_bytes = Self::bytes_of(state, Some(v))?;
+        let v_words = words(
+            v_bytes
+                .get(Self::byte_range(0, v_len)?)
+                .ok_or(AppError::OutOfRange)?,
+        );
+        let bytes = Self::bytes_of(state, Some(out))?;
+        let target_bytes = bytes
+            .get_mut(Self::byte_range(first, len)?)
+            .ok_or(AppError::OutOfRange)?;
+        for (i, word) in target_bytes.chunks_exact_mut(4).enumerate() {
+            word.copy_from_slice(&draw_word(c_words, &v_words, i as u32).to_le_bytes());
+        }
+        Self::touch(state, c);
+        Self::touch(state, v);
+        Self::touch(state, out);
+        if let (Some(own), Some(_)) = (target.allocation(), target.object().view) {
+            Self::touch(state, own);
+        }
+        Ok(())
     }
 
     /// A command reads whatever is bound, as a D3D11 draw reads its bound state without

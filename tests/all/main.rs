@@ -5,6 +5,7 @@ mod cls;
 mod common;
 mod deferred;
 mod docs;
+mod draw;
 mod driver_built;
 mod dxgi;
 mod emulated;
