@@ -41,7 +41,7 @@ use cmdlist::{
 };
 
 use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
-use crate::encode::{transfer_barrier, Arena, Encoder, Span};
+use crate::encode::{hazard_barrier, Arena, Encoder, Span};
 use crate::world::{lock, BuiltEvent, Chunk, VulkanWorld};
 
 /// A deferred context's command pool.
@@ -124,6 +124,12 @@ pub(crate) enum Packet {
     FillAt(AnyHandle, u8),
     /// A FillIcByte.
     IcFill(Handle<Resource>),
+    /// A Draw, its render target's binding resolved while recording.
+    Draw {
+        constants: Handle<Resource>,
+        vertices: Handle<Resource>,
+        target: AnyHandle,
+    },
     /// UpdateSubresource or a Map's contents: bytes of the list's upload memory copied to
     /// `offset` of the resource.
     Upload {
@@ -294,7 +300,7 @@ impl VulkanDeferred {
         unsafe { world.device.begin_command_buffer(cmd, &begin) }
             .map_err(|_| Error::OutOfMemory)?;
         // Its first command orders it after everything earlier in submission order.
-        transfer_barrier(world, cmd);
+        hazard_barrier(world, cmd);
         self.building.current = Some(cmd);
         Ok(cmd)
     }
@@ -422,6 +428,8 @@ pub(crate) fn record(
         Common(&'d SoftCommand),
         Fill(AnyHandle, Span, u8),
         Patch(Handle<Resource>, Span),
+        /// A draw: the packet to keep, the constants', vertices' and target's bytes.
+        Draw(Packet, [Span; 3]),
         /// Bytes to upload now and copy to `offset` of the resource.
         Write(Handle<Resource>, u64, Span, &'d [u8]),
         /// Bytes uploaded already (a Map's), copied to the resource's start.
@@ -436,6 +444,27 @@ pub(crate) fn record(
                 }
             }
             SoftCommand::FillIcByte { dst } => Work::Patch(dst, look.span(dst.any())?),
+            SoftCommand::Draw {
+                constants,
+                vertices,
+                point,
+            } => {
+                let c = look.span(constants.any())?;
+                let v = look.span(vertices.any())?;
+                match dc.building.bound.iter().find(|(p, _)| *p == point) {
+                    Some(&(_, target)) => {
+                        let t = look.span(target)?;
+                        crate::encode::check_draw(c, v, t)?;
+                        let packet = Packet::Draw {
+                            constants,
+                            vertices,
+                            target,
+                        };
+                        Work::Draw(packet, [c, v, t])
+                    }
+                    None => return Ok(()),
+                }
+            }
             _ => Work::Common(command),
         },
         DeferredCall::Update {
@@ -484,6 +513,10 @@ pub(crate) fn record(
         Work::Fill(handle, span, value) => {
             enc.fill(span, value)?;
             Packet::FillAt(handle, value)
+        }
+        Work::Draw(packet, [c, v, t]) => {
+            enc.draw(c, v, t)?;
+            packet
         }
         Work::Write(resource, offset, dst, data) => {
             let len = data.len() as u64;

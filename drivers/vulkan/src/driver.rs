@@ -237,19 +237,40 @@ impl VulkanDriver {
         let world = &*self.world;
         let mut look = IcLookup { world, objects };
         // Resolve first: a refused command records nothing.
-        let (target, value) = match *command {
+        enum Work {
+            Fill(Span, u8),
+            Draw(Span, Span, Span),
+            Common,
+        }
+        let work = match *command {
             SoftCommand::FillBound { point, value } => {
                 match imm.bound.iter().find(|(p, _)| *p == point) {
-                    Some(&(_, h)) => (Some(look.span(h)?), value),
+                    Some(&(_, h)) => Work::Fill(look.span(h)?, value),
                     None => return Ok(()),
                 }
             }
             SoftCommand::FillIcByte { dst } => {
                 let view = objects.get(dst)?;
                 let value = objects.ic_data(view)?.to_le_bytes()[0];
-                (Some(look.view_span(view)?), value)
+                Work::Fill(look.view_span(view)?, value)
             }
-            _ => (None, 0),
+            SoftCommand::Draw {
+                constants,
+                vertices,
+                point,
+            } => {
+                let c = look.span(constants.any())?;
+                let v = look.span(vertices.any())?;
+                match imm.bound.iter().find(|(p, _)| *p == point) {
+                    Some(&(_, h)) => {
+                        let t = look.span(h)?;
+                        crate::encode::check_draw(c, v, t)?;
+                        Work::Draw(c, v, t)
+                    }
+                    None => return Ok(()),
+                }
+            }
+            _ => Work::Common,
         };
         let (cmd, arena) = self.primary(imm)?;
         let mut guard = lock(&world.ic);
@@ -261,9 +282,10 @@ impl VulkanDriver {
             free: &mut ic.free_chunks,
             refs: &mut ic.open_refs,
         };
-        match target {
-            Some(span) => enc.fill(span, value),
-            None => encode_common(&mut enc, &mut look, command),
+        match work {
+            Work::Fill(span, value) => enc.fill(span, value),
+            Work::Draw(c, v, t) => enc.draw(c, v, t),
+            Work::Common => encode_common(&mut enc, &mut look, command),
         }
     }
 
@@ -327,6 +349,16 @@ fn replay_packets(
             Packet::FillAt(handle, value) => {
                 let span = look.span(handle)?;
                 enc.fill(span, value)?;
+            }
+            Packet::Draw {
+                constants,
+                vertices,
+                target,
+            } => {
+                let c = look.span(constants.any())?;
+                let v = look.span(vertices.any())?;
+                let t = look.span(target)?;
+                enc.draw(c, v, t)?;
             }
             Packet::IcFill(resource) => {
                 let view = look.objects.get(resource)?;
@@ -550,7 +582,7 @@ impl Driver for VulkanDriver {
                 );
             }
         }
-        crate::encode::transfer_barrier(world, cmd);
+        crate::encode::hazard_barrier(world, cmd);
         lock(&world.ic)
             .open_refs
             .extend_from_slice(&list.allocations);
@@ -564,7 +596,7 @@ impl Driver for VulkanDriver {
         // buffer passed the list clock (Completed).
         unsafe { world.device.cmd_execute_commands(cmd, &list.segments) };
         world.execute_commands.fetch_add(1, Ordering::Relaxed);
-        crate::encode::transfer_barrier(world, cmd);
+        crate::encode::hazard_barrier(world, cmd);
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! copies, fills and writes, each followed by the hazard rule's barrier (the crate docs).
 
 use ash::vk;
-use cmdlist::{AppError, Result};
+use cmdlist::{AppError, Error, Result};
 
 use crate::world::{Chunk, VulkanWorld, CHUNK_BYTES};
 
@@ -106,24 +106,41 @@ pub(crate) struct Encoder<'a> {
     pub(crate) refs: &'a mut Vec<u64>,
 }
 
-/// The global barrier of the hazard rule: every transfer write before it is available to,
-/// and visible to, every transfer read and write after it (and the execution dependency
-/// orders write-after-read).
-pub(crate) fn transfer_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
+/// The stages the driver's commands run in: transfer commands and compute dispatches.
+pub(crate) fn work_stages() -> vk::PipelineStageFlags {
+    vk::PipelineStageFlags::TRANSFER | vk::PipelineStageFlags::COMPUTE_SHADER
+}
+
+/// The writes those commands make.
+pub(crate) fn work_writes() -> vk::AccessFlags {
+    vk::AccessFlags::TRANSFER_WRITE | vk::AccessFlags::SHADER_WRITE
+}
+
+/// The global barrier of the hazard rule: every transfer and shader write before it is
+/// available to, and visible to, every transfer and shader read and write after it (and the
+/// execution dependency, TRANSFER|COMPUTE_SHADER to TRANSFER|COMPUTE_SHADER, orders
+/// write-after-read).
+pub(crate) fn hazard_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
     if !world.config.hazard_barriers {
         return;
     }
     let barrier = vk::MemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
-        .dst_access_mask(vk::AccessFlags::TRANSFER_READ | vk::AccessFlags::TRANSFER_WRITE);
-    // SAFETY: `cmd` is in the recording state, outside any render pass; TRANSFER stages and
-    // accesses are supported by the queue family (graphics or compute queues support
-    // transfer; VUID-vkCmdPipelineBarrier-srcStageMask-06461, -srcAccessMask-02815).
+        .src_access_mask(work_writes())
+        .dst_access_mask(
+            vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE
+                | vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE,
+        );
+    // SAFETY: `cmd` is in the recording state, outside any render pass; the queue family
+    // supports compute (chosen for it) and so transfer, so both stages are supported
+    // (VUID-vkCmdPipelineBarrier-srcStageMask-06461, -dstStageMask-06462), and each access
+    // is one those stages perform (-srcAccessMask-02815, -dstAccessMask-02816).
     unsafe {
         world.device.cmd_pipeline_barrier(
             cmd,
-            vk::PipelineStageFlags::TRANSFER,
-            vk::PipelineStageFlags::TRANSFER,
+            work_stages(),
+            work_stages(),
             vk::DependencyFlags::empty(),
             &[barrier],
             &[],
@@ -132,18 +149,18 @@ pub(crate) fn transfer_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
     }
 }
 
-/// The barrier that ends a primary: transfer writes made visible to host reads, so a test
-/// reads the bytes once the buffer's fence completed.
+/// The barrier that ends a primary: transfer and shader writes made visible to host reads,
+/// so a test reads the bytes once the buffer's fence completed.
 pub(crate) fn host_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
     let barrier = vk::MemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::TRANSFER_WRITE)
+        .src_access_mask(work_writes())
         .dst_access_mask(vk::AccessFlags::HOST_READ);
-    // SAFETY: as in `transfer_barrier`; HOST is a valid destination stage outside a render
+    // SAFETY: as in `hazard_barrier`; HOST is a valid destination stage outside a render
     // pass (VUID-vkCmdPipelineBarrier-dstStageMask-06462).
     unsafe {
         world.device.cmd_pipeline_barrier(
             cmd,
-            vk::PipelineStageFlags::TRANSFER,
+            work_stages(),
             vk::PipelineStageFlags::HOST,
             vk::DependencyFlags::empty(),
             &[barrier],
@@ -153,7 +170,110 @@ pub(crate) fn host_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
     }
 }
 
+/// Target words one draw dispatch writes at most: 64-invocation groups, and at most 65535
+/// groups along x (the least `maxComputeWorkGroupCount[0]` a device has).
+const DRAW_WORDS_PER_DISPATCH: u64 = 64 * 65535;
+
+/// The checks of a draw (`SoftCommand::Draw`, as the soft driver makes them, in its
+/// order): constants of at least 16 bytes and a 4-aligned target (`OutOfRange`), a target in
+/// memory of neither input (`InvalidState`).
+pub(crate) fn check_draw(constants: Span, vertices: Span, target: Span) -> Result<()> {
+    if constants.len < 16 || target.offset % 4 != 0 || target.len % 4 != 0 {
+        return Err(AppError::OutOfRange.into());
+    }
+    if target.allocation == constants.allocation || target.allocation == vertices.allocation {
+        return Err(AppError::InvalidState.into());
+    }
+    Ok(())
+}
+
 impl Encoder<'_> {
+    /// A draw (`SoftCommand::Draw`): the draw pipeline dispatched over the target's words,
+    /// the three buffers pushed as storage-buffer descriptors (whole buffers; the word
+    /// offsets go in push constants), each dispatch followed by the hazard rule's barrier.
+    /// Binds its pipeline and descriptors itself: nothing is bound at the start of a
+    /// secondary, nor in a primary after `vkCmdExecuteCommands`.
+    pub(crate) fn draw(&mut self, constants: Span, vertices: Span, target: Span) -> Result<()> {
+        check_draw(constants, vertices, target)?;
+        let compute = self.world.compute.as_ref().ok_or(Error::Unsupported)?;
+        let words = target.len / 4;
+        if words == 0 {
+            return Ok(());
+        }
+        let word = |at: u64| u32::try_from(at / 4).map_err(|_| Error::from(AppError::OutOfRange));
+        let (c_at, v_at, o_at) = (
+            word(constants.offset)?,
+            word(vertices.offset)?,
+            word(target.offset)?,
+        );
+        let v_count = word(vertices.len)?;
+        u32::try_from(words).map_err(|_| AppError::OutOfRange)?;
+        self.note(constants);
+        self.note(vertices);
+        self.note(target);
+        let infos = [constants, vertices, target].map(|s| {
+            [vk::DescriptorBufferInfo {
+                buffer: s.buffer,
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }]
+        });
+        let writes: Vec<vk::WriteDescriptorSet<'_>> = infos
+            .iter()
+            .enumerate()
+            .map(|(binding, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_binding(binding as u32)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // SAFETY: recording state, outside a render pass; a compute pipeline of this device
+        // (VUID-vkCmdBindPipeline-pipelineBindPoint-00777: the queue family supports
+        // compute); the set layout was made with PUSH_DESCRIPTOR_KHR and the extension is
+        // enabled (VUID-vkCmdPushDescriptorSetKHR-set-00365); each write names a binding of
+        // that layout with its type, a buffer made with STORAGE_BUFFER usage
+        // (VUID-VkWriteDescriptorSet-descriptorType-00331), offset 0 (a multiple of
+        // minStorageBufferOffsetAlignment, -00328) and WHOLE_SIZE.
+        unsafe {
+            let device = &self.world.device;
+            device.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, compute.draw);
+            compute.push.cmd_push_descriptor_set(
+                self.cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                compute.layout,
+                0,
+                &writes,
+            );
+        }
+        let mut first = 0u64;
+        while first < words {
+            let count = (words - first).min(DRAW_WORDS_PER_DISPATCH);
+            let push = [c_at, v_at, v_count, o_at, first as u32, count as u32];
+            let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            // SAFETY: the pipeline and the descriptors bound above; the push range (offset
+            // 0, 24 bytes) lies inside the layout's COMPUTE range of PUSH_BYTES
+            // (VUID-vkCmdPushConstants-offset-01795, -size-00369, a multiple of 4); the group
+            // count is at most 65535, the least maxComputeWorkGroupCount[0]
+            // (VUID-vkCmdDispatch-groupCountX-00386); every word the shader reaches lies in
+            // its span, inside its buffer.
+            unsafe {
+                let device = &self.world.device;
+                device.cmd_push_constants(
+                    self.cmd,
+                    compute.layout,
+                    vk::ShaderStageFlags::COMPUTE,
+                    0,
+                    &bytes,
+                );
+                device.cmd_dispatch(self.cmd, count.div_ceil(64) as u32, 1, 1);
+            }
+            hazard_barrier(self.world, self.cmd);
+            first += count;
+        }
+        Ok(())
+    }
+
     /// `vkCmdCopyBuffer` of one region, then the barrier. Overlapping ranges of one buffer
     /// (which vkCmdCopyBuffer forbids, VUID-vkCmdCopyBuffer-pRegions-00117) go through
     /// upload memory, as the soft driver copies through scratch.
@@ -193,7 +313,7 @@ impl Encoder<'_> {
                 .device
                 .cmd_copy_buffer(self.cmd, src.buffer, dst.buffer, &[region]);
         }
-        transfer_barrier(self.world, self.cmd);
+        hazard_barrier(self.world, self.cmd);
     }
 
     fn note(&mut self, span: Span) {
@@ -247,7 +367,7 @@ impl Encoder<'_> {
                     u32::from_ne_bytes([value; 4]),
                 );
             }
-            transfer_barrier(self.world, self.cmd);
+            hazard_barrier(self.world, self.cmd);
         }
         if end > end4 {
             let tail = [value; 3];

@@ -25,20 +25,40 @@
 //! `vkCmdFillBuffer` for their 4-aligned middle and uploaded bytes for the ends; copies are
 //! `vkCmdCopyBuffer` (overlapping ranges of one buffer through upload memory).
 //!
+//! # Draws: compute dispatches
+//! [`cmdlist::soft::SoftCommand::Draw`] is a compute dispatch of `shaders/draw.comp` (its
+//! SPIR-V shipped beside it, `include_bytes!`d; a test checks that the source still
+//! compiles to it) over the bound render target's words, 64 per workgroup, reading the
+//! constant and vertex buffers as storage buffers: the integer word function of
+//! [`cmdlist::soft::draw_word`], so the bytes equal the soft driver's. The three buffers are
+//! bound whole, as **push descriptors** (`VK_KHR_push_descriptor`, required for draws:
+//! without it they are `Unsupported`), the word offsets in push constants. Push
+//! descriptors need no descriptor pool: a pool per deferred context would need the same
+//! external synchronisation as its command pool and sets that live as long as the lists
+//! that use them; with push descriptors the descriptors are recorded into the command
+//! buffer, and a secondary re-executed later, or after its context is gone, still has them.
+//! Each draw binds its pipeline and descriptors itself: nothing is bound at the start of a
+//! secondary, nor in a primary after `vkCmdExecuteCommands`. A target that is not
+//! 4-aligned, constants under 16 bytes, or a target in the memory of an input are refused
+//! as the soft driver refuses them (driver-built lists at record time, where the soft
+//! driver refuses when the list runs).
+//!
 //! # The hazard rule
-//! Every command buffer is a sequence of transfer commands, and:
-//! 1. after each transfer command, a global memory barrier TRANSFER→TRANSFER (transfer
-//!    writes made available and visible to transfer reads and writes; the execution
-//!    dependency orders write-after-read);
+//! Every command buffer is a sequence of transfer commands and compute dispatches, and:
+//! 1. after each of them, a global memory barrier TRANSFER|COMPUTE_SHADER →
+//!    TRANSFER|COMPUTE_SHADER (transfer and shader writes made available and visible to
+//!    transfer and shader reads and writes; the execution dependency orders
+//!    write-after-read), so a draw reads what a copy wrote before it and a copy reads
+//!    what a draw wrote, in a list, across lists and across a list's boundary;
 //! 2. each secondary starts with the same barrier (a barrier's first scope is everything
 //!    earlier in submission order, the primary and earlier secondaries included);
 //! 3. in the primary, the same barrier before and after each `vkCmdExecuteCommands`;
-//! 4. each primary ends with a barrier TRANSFER→HOST (host reads), so the host reads what the
-//!    buffer wrote once its fence completed.
+//! 4. each primary ends with a barrier TRANSFER|COMPUTE_SHADER→HOST (host reads), so the
+//!    host reads what the buffer wrote once its fence completed.
 //!
 //! So a list reads what the immediate context wrote just before executing it, two lists
 //! writing the same bytes back to back land in order, and a list executed twice in one
-//! primary runs twice in order. It is the safe first rule: it serialises all transfer work.
+//! primary runs twice in order. It is the safe first rule: it serialises all GPU work.
 //!
 //! # Costs
 //! - Recording a call on a deferred context: its Vulkan commands, one uncontended per-pool
@@ -49,7 +69,9 @@
 //!   of the moment) and O(distinct allocations) to add its allocation set to the primary's
 //!   for the allocation-list check; after a rotation, a replay of its packets (O(length)).
 //! - A nested execute: O(segments + patches + allocations) of the inner list.
-//! - The hazard rule serialises all transfer work; a finer rule (barriers only between
+//! - A draw: a pipeline bind, one push-descriptor set, one push-constant update and one
+//!   dispatch per 4 Mi words of target, each followed by the barrier.
+//! - The hazard rule serialises all GPU work; a finer rule (barriers only between
 //!   commands whose ranges overlap, tracked per buffer) is the obvious next step on real
 //!   GPUs.
 //!

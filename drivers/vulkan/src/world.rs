@@ -17,6 +17,13 @@ use cmdlist::{AllocationHandle, Clock, ContextId, Error, Result};
 /// The validation layer enabled when it is installed.
 const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 
+/// The draw shader (`shaders/draw.comp`), compiled to SPIR-V by `glslangValidator -V`.
+const DRAW_SPV: &[u8] = include_bytes!("../shaders/draw.spv");
+
+/// Bytes of the compute pipelines' push constants (the least `maxPushConstantsSize` a device
+/// has).
+pub(crate) const PUSH_BYTES: u32 = 128;
+
 /// Bytes of one upload chunk; larger uploads get a chunk of their own size.
 pub(crate) const CHUNK_BYTES: u64 = 64 << 10;
 
@@ -196,6 +203,118 @@ pub(crate) struct IcQueue {
     pub(crate) last_submitted: u64,
 }
 
+/// The compute pipelines (draws, and the Blt) and what binds them: one descriptor set layout
+/// of three storage buffers with `PUSH_DESCRIPTOR_KHR`, so a command buffer pushes its
+/// descriptors as it records (`vkCmdPushDescriptorSetKHR`) and no context needs a
+/// descriptor pool (which would need external synchronisation per recording thread and
+/// a lifetime tied to the lists that use its sets); the pipeline layout adds
+/// [`PUSH_BYTES`] of push constants. Immutable once made: every thread records with it.
+pub(crate) struct Compute {
+    pub(crate) push: ash::khr::push_descriptor::Device,
+    pub(crate) set_layout: vk::DescriptorSetLayout,
+    pub(crate) layout: vk::PipelineLayout,
+    pub(crate) draw: vk::Pipeline,
+}
+
+impl fmt::Debug for Compute {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Compute").finish_non_exhaustive()
+    }
+}
+
+impl Compute {
+    /// Makes the layouts and pipelines on a device that enabled `VK_KHR_push_descriptor`.
+    fn new(
+        instance: &ash::Instance,
+        device: &ash::Device,
+    ) -> std::result::Result<Self, Unavailable> {
+        let push = ash::khr::push_descriptor::Device::new(instance, device);
+        let bindings: Vec<_> = (0..3)
+            .map(|b| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(b)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let info = vk::DescriptorSetLayoutCreateInfo::default()
+            .flags(vk::DescriptorSetLayoutCreateFlags::PUSH_DESCRIPTOR_KHR)
+            .bindings(&bindings);
+        // SAFETY: VK_KHR_push_descriptor is enabled (VUID-VkDescriptorSetLayoutCreateInfo
+        // -flags-00280 needs no dynamic buffers, none here); three distinct bindings
+        // (-binding-00279), within maxPushDescriptors (at least 32).
+        let set_layout = unsafe { device.create_descriptor_set_layout(&info, None) }
+            .map_err(|e| unavailable(format!("vkCreateDescriptorSetLayout: {e}")))?;
+        let ranges = [vk::PushConstantRange {
+            stage_flags: vk::ShaderStageFlags::COMPUTE,
+            offset: 0,
+            size: PUSH_BYTES,
+        }];
+        let layouts = [set_layout];
+        let info = vk::PipelineLayoutCreateInfo::default()
+            .set_layouts(&layouts)
+            .push_constant_ranges(&ranges);
+        // SAFETY: one push range of 128 bytes, the least maxPushConstantsSize
+        // (VUID-VkPushConstantRange-size-00298, -offset-00294); one set layout of this
+        // device.
+        let layout = unsafe { device.create_pipeline_layout(&info, None) }
+            .map_err(|e| unavailable(format!("vkCreatePipelineLayout: {e}")))?;
+        let draw = Self::pipeline(device, layout, DRAW_SPV)?;
+        Ok(Compute {
+            push,
+            set_layout,
+            layout,
+            draw,
+        })
+    }
+
+    /// A compute pipeline of `layout` running the SPIR-V `spv`'s `main`.
+    fn pipeline(
+        device: &ash::Device,
+        layout: vk::PipelineLayout,
+        spv: &[u8],
+    ) -> std::result::Result<vk::Pipeline, Unavailable> {
+        let code = ash::util::read_spv(&mut std::io::Cursor::new(spv))
+            .map_err(|e| unavailable(format!("SPIR-V: {e}")))?;
+        let info = vk::ShaderModuleCreateInfo::default().code(&code);
+        // SAFETY: valid SPIR-V (compiled by glslangValidator; `read_spv` checked the size
+        // is a multiple of 4 and the words are aligned, VUID-VkShaderModuleCreateInfo
+        // -codeSize-01085, -pCode-01376).
+        let module = unsafe { device.create_shader_module(&info, None) }
+            .map_err(|e| unavailable(format!("vkCreateShaderModule: {e}")))?;
+        let stage = vk::PipelineShaderStageCreateInfo::default()
+            .stage(vk::ShaderStageFlags::COMPUTE)
+            .module(module)
+            .name(c"main");
+        let info = [vk::ComputePipelineCreateInfo::default()
+            .stage(stage)
+            .layout(layout)];
+        // SAFETY: a compute stage whose module has a `main` compute entry point
+        // (VUID-VkComputePipelineCreateInfo-stage-00701); the shader's set 0 bindings and
+        // push block are in the layout (VUID-VkComputePipelineCreateInfo-layout-07987,
+        // -07988); then the module is destroyed, which a made pipeline allows.
+        let made = unsafe {
+            let made = device.create_compute_pipelines(vk::PipelineCache::null(), &info, None);
+            device.destroy_shader_module(module, None);
+            made
+        };
+        made.map(|p| p[0])
+            .map_err(|(_, e)| unavailable(format!("vkCreateComputePipelines: {e}")))
+    }
+
+    /// Destroys the pipelines and layouts (the device idle).
+    fn destroy(&self, device: &ash::Device) {
+        // SAFETY: the device is idle, so no command buffer using them is pending
+        // (VUID-vkDestroyPipeline-pipeline-00765); nothing else uses them after.
+        unsafe {
+            device.destroy_pipeline(self.draw, None);
+            device.destroy_pipeline_layout(self.layout, None);
+            device.destroy_descriptor_set_layout(self.set_layout, None);
+        }
+    }
+}
+
 /// Per deferred context: which threads touched its command pool.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct PoolRecord {
@@ -213,6 +332,9 @@ pub struct VulkanWorld {
     /// Boxed so that the messenger's user-data pointer stays put.
     messages: Box<Mutex<Vec<String>>>,
     pub(crate) device: ash::Device,
+    /// The compute pipelines; `None` without `VK_KHR_push_descriptor` (draws and the Blt are
+    /// then unsupported).
+    pub(crate) compute: Option<Compute>,
     pub(crate) queue_family: u32,
     queue: Mutex<vk::Queue>,
     pub(crate) timeline: vk::Semaphore,
@@ -447,6 +569,7 @@ impl VulkanWorld {
             vk::Semaphore,
             u32,
             vk::CommandPool,
+            Option<Compute>,
         ),
         Unavailable,
     > {
@@ -456,13 +579,28 @@ impl VulkanWorld {
             .queue_family_index(family)
             .queue_priorities(&priorities)];
         let mut v12 = vk::PhysicalDeviceVulkan12Features::default().timeline_semaphore(true);
-        let info = vk::DeviceCreateInfo::default()
+        // SAFETY: `physical` came from this instance (vkEnumerateDeviceExtensionProperties).
+        let has_push = unsafe { instance.enumerate_device_extension_properties(physical) }
+            .unwrap_or_default()
+            .iter()
+            .any(|e| e.extension_name_as_c_str().ok() == Some(ash::khr::push_descriptor::NAME));
+        let extensions = [ash::khr::push_descriptor::NAME.as_ptr()];
+        let mut info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .push_next(&mut v12);
+        if has_push {
+            info = info.enabled_extension_names(&extensions);
+        }
         // SAFETY: the family exists and timelineSemaphore is supported (checked in
-        // `open_device`; VUID-VkDeviceCreateInfo-pNext-pNext allows Vulkan12Features on 1.2).
+        // `open_device`; VUID-VkDeviceCreateInfo-pNext-pNext allows Vulkan12Features on 1.2);
+        // the one extension, if named, was enumerated above
+        // (VUID-vkCreateDevice-ppEnabledExtensionNames-01387).
         let device = unsafe { instance.create_device(physical, &info, None) }
             .map_err(|e| unavailable(format!("vkCreateDevice: {e}")))?;
+        let compute = match has_push {
+            true => Some(Compute::new(instance, &device)?),
+            false => None,
+        };
         // SAFETY: queue 0 of the family was created with the device
         // (VUID-vkGetDeviceQueue-queueIndex-00385).
         let queue = unsafe { device.get_device_queue(family, 0) };
@@ -484,7 +622,16 @@ impl VulkanWorld {
         // SAFETY: the family is the device's (VUID-vkCreateCommandPool-queueFamilyIndex-01937).
         let pool = unsafe { device.create_command_pool(&pool_info, None) }
             .map_err(|e| unavailable(format!("vkCreateCommandPool: {e}")))?;
-        Ok((entry, device, queue, timeline, gate, memory_type, pool))
+        Ok((
+            entry,
+            device,
+            queue,
+            timeline,
+            gate,
+            memory_type,
+            pool,
+            compute,
+        ))
     }
 
     fn timeline_semaphore(device: &ash::Device) -> std::result::Result<vk::Semaphore, Unavailable> {
@@ -501,7 +648,7 @@ impl VulkanWorld {
     #[allow(clippy::type_complexity)]
     fn assemble(
         config: VulkanConfig,
-        (entry, device, queue, timeline, gate, memory_type, pool): (
+        (entry, device, queue, timeline, gate, memory_type, pool, compute): (
             ash::Entry,
             ash::Device,
             vk::Queue,
@@ -509,6 +656,7 @@ impl VulkanWorld {
             vk::Semaphore,
             u32,
             vk::CommandPool,
+            Option<Compute>,
         ),
         instance: ash::Instance,
         debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
@@ -523,6 +671,7 @@ impl VulkanWorld {
             messages,
             queue_family,
             device,
+            compute,
             queue: Mutex::new(queue),
             timeline,
             gate,
@@ -706,7 +855,11 @@ impl VulkanWorld {
         let size = size.max(4);
         let info = vk::BufferCreateInfo::default()
             .size(size)
-            .usage(vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST)
+            .usage(
+                vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST
+                    | vk::BufferUsageFlags::STORAGE_BUFFER,
+            )
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         let oom = |e: vk::Result| match e {
             vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
@@ -1005,6 +1158,9 @@ impl Drop for VulkanWorld {
         hosts.extend(table.drain().map(|(_, a)| a.memory));
         for host in hosts {
             self.free_host_buffer(host);
+        }
+        if let Some(compute) = self.compute.take() {
+            compute.destroy(&self.device);
         }
         // SAFETY: the device is idle, so nothing is pending (VUID-vkDestroyCommandPool
         // -commandPool-00041, VUID-vkDestroySemaphore-semaphore-05149); every object made

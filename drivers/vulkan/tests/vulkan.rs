@@ -1097,3 +1097,256 @@ fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
         assert_eq!(replays, if mode == ListMode::DriverBuilt { 2 } else { 0 });
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Draws: a compute dispatch each, compared with the soft driver's CPU draw
+// ---------------------------------------------------------------------------------------
+
+fn words_le(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// Draws recorded on four deferred contexts of their own threads (one nesting another's
+/// list) and on the immediate context, between transfer work that writes their inputs and
+/// reads their targets: every compute↔transfer order the hazard rule must keep. Returns the
+/// resources to compare, with their sizes.
+fn draw_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> Vec<(Handle<Resource>, u64)>
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let ca = device.create_resource(buffer(16)).unwrap();
+    let cb = device.create_resource(buffer(20)).unwrap();
+    let verts = device.create_resource(buffer(4099)).unwrap();
+    let t1 = device.create_resource(buffer(4096)).unwrap();
+    let t2 = device.create_resource(buffer(1000)).unwrap();
+    let v1 = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: t1,
+                first_byte: 64,
+                byte_len: 512,
+            },
+        )
+        .unwrap();
+    ic.update(ca, 0, &words_le(&[3, 0x0101_0101, 7, 0xF0F0_0000]))
+        .unwrap();
+    ic.update(cb, 0, &words_le(&[0x9E37_79B9, 5, 0xFFFF_FFFF, 1]))
+        .unwrap();
+    ic.update(verts, 0, &pattern(4099, 17)).unwrap();
+    let draw = move |constants, point| SoftCommand::Draw {
+        constants,
+        vertices: verts,
+        point,
+    };
+    std::thread::scope(|scope| {
+        let workers: Vec<Worker<D, K>> = (0..4).map(|_| Worker::spawn(scope, device)).collect();
+        // A: a draw into a view; new vertex data, then a draw that reads it (transfer then
+        // compute in one list).
+        let a = workers[0].run(move |dc| {
+            dc.bind(RT0, Some(v1.any())).unwrap();
+            dc.command(draw(ca, RT0)).unwrap();
+            dc.update(verts, 8, &pattern(100, 99)).unwrap();
+            dc.bind(RT0, Some(t2.any())).unwrap();
+            dc.command(draw(cb, RT0)).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // B: a draw, then a copy of what it wrote (compute then transfer).
+        let b = workers[1].run(move |dc| {
+            dc.bind(RT0, Some(t2.any())).unwrap();
+            dc.command(draw(cb, RT0)).unwrap();
+            dc.command(SoftCommand::CopyRegion {
+                dst: t1,
+                dst_offset: 1,
+                src: t2,
+                src_offset: 0,
+                len: 999,
+            })
+            .unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // C: nothing bound draws nothing; a draw over a whole buffer, then a clear of part
+        // of it (write after write).
+        let c = workers[2].run(move |dc| {
+            dc.command(draw(ca, RT0)).unwrap();
+            dc.bind(RT0, Some(t1.any())).unwrap();
+            dc.command(draw(ca, RT0)).unwrap();
+            dc.command(SoftCommand::ClearView {
+                view: v1,
+                value: 0x5D,
+            })
+            .unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        // N: A nested, then a draw of its own.
+        let a_for_n = Arc::clone(&a);
+        let n = workers[3].run(move |dc| {
+            dc.execute_command_list(&a_for_n).unwrap();
+            dc.bind(RT0, Some(v1.any())).unwrap();
+            dc.command(draw(cb, RT0)).unwrap();
+            drop(a_for_n);
+            Arc::new(dc.finish().unwrap())
+        });
+        ic.execute_command_list(&c).unwrap();
+        // The constants change just before a list reads them.
+        ic.update(ca, 4, &words_le(&[0x0202_0202])).unwrap();
+        ic.execute_command_list(&a).unwrap();
+        ic.execute_command_list(&b).unwrap();
+        ic.execute_command_list(&b).unwrap();
+        // A draw on the immediate context, then a list that overwrites its target.
+        ic.bind(RT0, Some(t1.any())).unwrap();
+        ic.command(&draw(cb, RT0)).unwrap();
+        ic.flush().unwrap();
+        ic.execute_command_list(&n).unwrap();
+        ic.update(verts, 0, &pattern(64, 3)).unwrap();
+        ic.execute_command_list(&a).unwrap();
+        ic.flush().unwrap();
+        drop((a, b, c, n));
+        ic.flush().unwrap();
+    });
+    vec![(ca, 16), (cb, 20), (verts, 4099), (t1, 4096), (t2, 1000)]
+}
+
+fn soft_draw_bytes(mode: ListMode) -> Vec<Vec<u8>> {
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: mode != ListMode::Emulated,
+            driver_built: mode == ListMode::DriverBuilt,
+            ..Default::default()
+        },
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    let alive = draw_stream(&device, &mut ic);
+    let bytes = alive
+        .iter()
+        .map(|&(h, _)| {
+            world
+                .read(device.object(h).unwrap().allocation().unwrap())
+                .unwrap()
+        })
+        .collect();
+    ic.destroy_device().unwrap();
+    world.assert_clean(true);
+    bytes
+}
+
+#[test]
+fn draws_same_bytes_as_soft_in_every_mode() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let alive = draw_stream(&device, &mut ic);
+        world.wait_gpu().unwrap();
+        let got: Vec<Vec<u8>> = alive
+            .iter()
+            .map(|&(h, size)| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                world.read(a, size as usize).unwrap()
+            })
+            .collect();
+        let want = soft_draw_bytes(mode);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            if let Some(at) = g.iter().zip(w).position(|(g, w)| g != w) {
+                panic!(
+                    "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
+                    &g[at..(at + 16).min(g.len())],
+                    &w[at..(at + 16).min(w.len())]
+                );
+            }
+        }
+        // The draws really wrote: the target is not what transfers alone leave.
+        assert!(got[4].iter().any(|&b| b != 0), "{mode:?}");
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
+/// The compute barriers have teeth too: without the hazard rule's barriers, a draw reading
+/// what an update wrote and a copy reading what the draw wrote are reported.
+#[test]
+fn draw_hazards_reported_without_the_barriers() {
+    let config = VulkanConfig {
+        hazard_barriers: false,
+        ..VulkanConfig::for_mode(ListMode::DriverBuilt)
+    };
+    let Some((device, mut ic, world)) = vulkan_with(config, DeviceConfig::default()) else {
+        return;
+    };
+    if !world.validation_enabled() {
+        eprintln!("skipped: no validation layer to report hazards");
+        return;
+    }
+    let c = device.create_resource(buffer(16)).unwrap();
+    let v = device.create_resource(buffer(64)).unwrap();
+    let t = device.create_resource(buffer(64)).unwrap();
+    let s = device.create_resource(buffer(64)).unwrap();
+    ic.update(v, 0, &pattern(64, 5)).unwrap();
+    ic.bind(RT0, Some(t.any())).unwrap();
+    ic.command(&SoftCommand::Draw {
+        constants: c,
+        vertices: v,
+        point: RT0,
+    })
+    .unwrap();
+    ic.command(&SoftCommand::Copy { dst: s, src: t }).unwrap();
+    ic.flush().unwrap();
+    ic.destroy_device().unwrap();
+    let messages = world.validation_messages();
+    let hazards = messages
+        .iter()
+        .filter(|m| m.contains("SYNC-HAZARD"))
+        .count();
+    assert!(hazards >= 2, "hazards not reported: {messages:#?}");
+}
+
+/// The shaders in `drivers/vulkan/shaders`, each a `.comp` source and its `.spv`.
+const SHADERS: &[&str] = &["draw"];
+
+/// The shipped SPIR-V is what its GLSL source compiles to (`glslangValidator -V`), where
+/// the compiler is installed; required with `CMDLIST_SHADERS_REQUIRED=1`.
+#[test]
+fn shipped_spirv_matches_its_source() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
+    let out = std::env::temp_dir().join(format!("cmdlist-vulkan-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    for name in SHADERS {
+        let spv = out.join(format!("{name}.spv"));
+        let run = std::process::Command::new("glslangValidator")
+            .arg("-V")
+            .arg(dir.join(format!("{name}.comp")))
+            .arg("-o")
+            .arg(&spv)
+            .output();
+        match run {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!(
+                "{name}.comp does not compile: {}",
+                String::from_utf8_lossy(&o.stdout)
+            ),
+            Err(e) if std::env::var("CMDLIST_SHADERS_REQUIRED").is_ok_and(|v| v == "1") => {
+                panic!("CMDLIST_SHADERS_REQUIRED=1 but glslangValidator did not run: {e}")
+            }
+            Err(e) => {
+                eprintln!(
+                    "skipped: glslangValidator did not run ({e}); apt-get install glslang-tools"
+                );
+                return;
+            }
+        }
+        let built = std::fs::read(&spv).unwrap();
+        let shipped = std::fs::read(dir.join(format!("{name}.spv"))).unwrap();
+        assert!(
+            built == shipped,
+            "shaders/{name}.spv is stale: run `glslangValidator -V {name}.comp -o {name}.spv` in \
+             drivers/vulkan/shaders"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
