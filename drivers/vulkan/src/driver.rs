@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ash::vk;
+use cmdlist::dxgi::{BltPlan, DisplayFormat, Rect, Rotation};
 use cmdlist::handle::Resource;
 use cmdlist::soft::SoftCommand;
 use cmdlist::{
@@ -14,6 +15,7 @@ use cmdlist::{
     ObjectView, Op, Resolver, Result, StateView, ThreadingCaps,
 };
 
+use crate::blt::Side;
 use crate::built::{self, BuiltList, Packet, VulkanDeferred};
 use crate::encode::{host_barrier, Arena, Encoder, Span};
 use crate::world::{lock, BuiltEvent, Closed, VulkanWorld};
@@ -314,7 +316,63 @@ impl VulkanDriver {
     }
 }
 
+/// Subresource `index` of a texture in a display format, as a Blt side covering it whole
+/// (the bytes: `span`, the resource's).
+fn surface(span: Span, view: ObjectView<'_, VulkanDriver>, index: u32) -> Result<Side> {
+    let texture = view.texture().ok_or(AppError::NotDisplayFormat)?;
+    let format = DisplayFormat::from_dxgi(texture.format).ok_or(AppError::NotDisplayFormat)?;
+    if texture.samples != 1 {
+        return Err(Error::Unsupported); // a resolve: not on the GPU yet
+    }
+    let place = texture.subresource(index).ok_or(AppError::OutOfRange)?;
+    Ok(Side {
+        span,
+        place,
+        format,
+        rect: Rect::whole(place.width, place.height),
+    })
+}
+
 impl VulkanDriver {
+    /// The driver's part of a present (R-X1): the copy into `dst`, if any, as the soft
+    /// driver makes it (the Blt, unstretched unless the sizes differ, no rotation), and the
+    /// copy of the presented surface (its whole resource) into the headless screen the
+    /// kernel's present callback then names ([`VulkanWorld::screen`]).
+    fn present(
+        &self,
+        imm: &mut VulkanImmediate,
+        objects: &Resolver<'_, Self>,
+        src: ObjectView<'_, Self>,
+        src_subresource: u32,
+        dst: Option<(ObjectView<'_, Self>, u32)>,
+    ) -> Result<()> {
+        let world = &*self.world;
+        let look = IcLookup { world, objects };
+        let src_span = look.view_span(src)?;
+        let blt = match dst {
+            Some((d, index)) => Some((
+                surface(src_span, src, src_subresource)?,
+                surface(look.view_span(d)?, d, index)?,
+            )),
+            None => None,
+        };
+        let screen = world.screen_span(src_span.len)?;
+        let (cmd, arena) = self.primary(imm)?;
+        let mut guard = lock(&world.ic);
+        let ic = &mut *guard;
+        let mut enc = Encoder {
+            world,
+            cmd: *cmd,
+            arena,
+            free: &mut ic.free_chunks,
+            refs: &mut ic.open_refs,
+        };
+        if let Some((s, d)) = blt {
+            enc.blt(&s, &d)?;
+        }
+        enc.copy(screen, src_span)
+    }
+
     /// A driver-built list replayed into the primary from its packets (after a rotation).
     fn replay_built(
         &self,
@@ -497,7 +555,12 @@ impl Driver for VulkanDriver {
                 Ok(())
             }
             Op::BeginQuery(_) | Op::EndQuery(_) => Ok(()),
-            Op::Present { .. } => Err(Error::Unsupported),
+            Op::Present {
+                src,
+                src_subresource,
+                dst,
+                ..
+            } => self.present(imm, objects, src, src_subresource, dst),
             _ => Ok(()),
         }
     }
@@ -717,6 +780,45 @@ impl Driver for VulkanDriver {
     fn recycle_create_deferred_context(&self, dc: &mut VulkanDeferred) -> Result<()> {
         dc.renew(&self.world);
         Ok(())
+    }
+
+    fn blt(
+        &self,
+        imm: &mut VulkanImmediate,
+        objects: &Resolver<'_, Self>,
+        src: ObjectView<'_, Self>,
+        dst: ObjectView<'_, Self>,
+        plan: &BltPlan,
+    ) -> Result<()> {
+        self.check_ic_thread("blt");
+        if plan.src_texture.samples != 1 || plan.rotation != Rotation::Identity {
+            return Err(Error::Unsupported);
+        }
+        let world = &*self.world;
+        let look = IcLookup { world, objects };
+        let s = Side {
+            span: look.view_span(src)?,
+            place: plan.src,
+            format: plan.src_format,
+            rect: plan.src_rect,
+        };
+        let d = Side {
+            span: look.view_span(dst)?,
+            place: plan.dst,
+            format: plan.dst_format,
+            rect: plan.dst_rect,
+        };
+        let (cmd, arena) = self.primary(imm)?;
+        let mut guard = lock(&world.ic);
+        let ic = &mut *guard;
+        Encoder {
+            world,
+            cmd: *cmd,
+            arena,
+            free: &mut ic.free_chunks,
+            refs: &mut ic.open_refs,
+        }
+        .blt(&s, &d)
     }
 
     fn rotate_identities(&self, _imm: &mut VulkanImmediate, _ic: &mut [&mut u64]) {

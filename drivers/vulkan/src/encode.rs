@@ -188,6 +188,51 @@ pub(crate) fn check_draw(constants: Span, vertices: Span, target: Span) -> Resul
 }
 
 impl Encoder<'_> {
+    /// Binds a compute pipeline and pushes its storage-buffer descriptors: each `(binding,
+    /// span)` binds the span's whole buffer (the shaders take word offsets in push
+    /// constants).
+    pub(crate) fn bind_compute(&mut self, pipeline: vk::Pipeline, buffers: &[(u32, Span)]) {
+        let compute = self.world.compute.as_ref().expect("pipelines exist");
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
+            .iter()
+            .map(|(_, s)| {
+                [vk::DescriptorBufferInfo {
+                    buffer: s.buffer,
+                    offset: 0,
+                    range: vk::WHOLE_SIZE,
+                }]
+            })
+            .collect();
+        let writes: Vec<vk::WriteDescriptorSet<'_>> = buffers
+            .iter()
+            .zip(&infos)
+            .map(|((binding, _), info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_binding(*binding)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        // SAFETY: recording state, outside a render pass; a compute pipeline of this device
+        // (VUID-vkCmdBindPipeline-pipelineBindPoint-00777: the queue family supports
+        // compute); the set layout was made with PUSH_DESCRIPTOR_KHR and the extension is
+        // enabled (VUID-vkCmdPushDescriptorSetKHR-set-00365); each write names a binding of
+        // that layout with its type, a buffer made with STORAGE_BUFFER usage
+        // (VUID-VkWriteDescriptorSet-descriptorType-00331), offset 0 (a multiple of
+        // minStorageBufferOffsetAlignment, -00328) and WHOLE_SIZE.
+        unsafe {
+            let device = &self.world.device;
+            device.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+            compute.push.cmd_push_descriptor_set(
+                self.cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                compute.layout,
+                0,
+                &writes,
+            );
+        }
+    }
+
     /// A draw (`SoftCommand::Draw`): the draw pipeline dispatched over the target's words,
     /// the three buffers pushed as storage-buffer descriptors (whole buffers; the word
     /// offsets go in push constants), each dispatch followed by the hazard rule's barrier.
@@ -211,41 +256,7 @@ impl Encoder<'_> {
         self.note(constants);
         self.note(vertices);
         self.note(target);
-        let infos = [constants, vertices, target].map(|s| {
-            [vk::DescriptorBufferInfo {
-                buffer: s.buffer,
-                offset: 0,
-                range: vk::WHOLE_SIZE,
-            }]
-        });
-        let writes: Vec<vk::WriteDescriptorSet<'_>> = infos
-            .iter()
-            .enumerate()
-            .map(|(binding, info)| {
-                vk::WriteDescriptorSet::default()
-                    .dst_binding(binding as u32)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
-        // SAFETY: recording state, outside a render pass; a compute pipeline of this device
-        // (VUID-vkCmdBindPipeline-pipelineBindPoint-00777: the queue family supports
-        // compute); the set layout was made with PUSH_DESCRIPTOR_KHR and the extension is
-        // enabled (VUID-vkCmdPushDescriptorSetKHR-set-00365); each write names a binding of
-        // that layout with its type, a buffer made with STORAGE_BUFFER usage
-        // (VUID-VkWriteDescriptorSet-descriptorType-00331), offset 0 (a multiple of
-        // minStorageBufferOffsetAlignment, -00328) and WHOLE_SIZE.
-        unsafe {
-            let device = &self.world.device;
-            device.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, compute.draw);
-            compute.push.cmd_push_descriptor_set(
-                self.cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                compute.layout,
-                0,
-                &writes,
-            );
-        }
+        self.bind_compute(compute.draw, &[(0, constants), (1, vertices), (2, target)]);
         let mut first = 0u64;
         while first < words {
             let count = (words - first).min(DRAW_WORDS_PER_DISPATCH);
@@ -316,7 +327,7 @@ impl Encoder<'_> {
         hazard_barrier(self.world, self.cmd);
     }
 
-    fn note(&mut self, span: Span) {
+    pub(crate) fn note(&mut self, span: Span) {
         if span.allocation != 0 && self.refs.last() != Some(&span.allocation) {
             self.refs.push(span.allocation);
         }

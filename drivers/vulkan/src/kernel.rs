@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cmdlist::dxgi::{PresentCallback, PresentStatus};
 use cmdlist::{
     AllocationDesc, AllocationHandle, Clock, ContextId, Error, Kernel, Result, Submission,
 };
@@ -146,6 +147,34 @@ impl Kernel for VulkanKernel {
                 Err(e)
             }
         }
+    }
+
+    /// The present callback (R-X1, R-T2): headless, it names the buffer that copied the
+    /// presented surface into the screen (the driver's part of the present, submitted by the
+    /// flush just before), which [`crate::VulkanWorld::screen`] waits for. Checks that the
+    /// surfaces are allocated and that no buffer not yet submitted references them.
+    fn present(&self, call: &PresentCallback) -> Result<PresentStatus> {
+        self.check_ic_thread("the present callback");
+        let ic = lock(&self.world.ic);
+        for allocation in std::iter::once(call.src).chain(call.dst) {
+            let id = allocation.0.get();
+            let unsubmitted = ic.open_refs.contains(&id)
+                || ic.closed.iter().any(|c| c.refs.binary_search(&id).is_ok());
+            if unsubmitted {
+                let what = format!(
+                    "allocation {id} presented while a buffer not yet submitted references it"
+                );
+                self.world.violate("R-X1", what);
+            }
+            if !self.world.is_allocated(allocation) {
+                let what = format!("allocation {id} presented but not allocated");
+                self.world.violate("R-X1", what);
+            }
+        }
+        let fence = ic.last_submitted;
+        drop(ic);
+        lock(&self.world.screen).fence = Some(fence);
+        Ok(PresentStatus::default())
     }
 
     fn completed_fence(&self) -> u64 {

@@ -13,6 +13,8 @@
 //! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
 //! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |
 //! | CommandListExecute | one `vkCmdExecuteCommands` of the list's segments ([`VulkanWorld::execute_commands`] counts them) |
+//! | a draw ([`cmdlist::soft::SoftCommand::Draw`]) | a compute dispatch, its buffers as push descriptors |
+//! | Blt, present (R-X6, R-X7, R-X1) | a compute dispatch; a copy into a host-visible screen the present callback names |
 //! | a nested execute | the inner list's segments chained after the outer's current one |
 //! | list memory reuse (R-R4, R-R5) | secondaries reset or freed only at `recycle_command_list` / `destroy_command_list`, after the list clock |
 //!
@@ -88,11 +90,27 @@
 //! packets it keeps besides its secondaries into the primary, every handle resolved then
 //! (O(length) for those executes only; [`BuiltStats::replayed_after_rotation`]).
 //!
+//! # DXGI: Blt and present
+//! - Blt (R-X6, R-X7): a compute dispatch of `shaders/blt.comp`, one invocation per
+//!   destination pixel, with the CPU reference's tap positions and working domain
+//!   ([`cmdlist::dxgi::reference`]), for the four 32-bit formats with 8-bit channels, any
+//!   pair, any stretch, single-sampled, unrotated (the main job's sRGB canvas stretched 2x
+//!   into its back buffer among them). Within one code per channel of the reference where
+//!   texels are blended, exact where not. The float, 16-bit and 10-bit formats, resolves and
+//!   rotations are `Unsupported` (`blt_caps` is empty: the engine refuses a rotation first).
+//! - Present (R-X1), headless: the driver's part of the present copies the presented
+//!   surface (its whole resource) into host-visible memory, the screen, in the buffer the
+//!   present then submits (and makes the copy into a destination, when there is one, with
+//!   the Blt); the kernel's present callback checks that no unsubmitted buffer references
+//!   the surfaces and names the submitted buffer, which [`VulkanWorld::screen`] waits for
+//!   before it reads the screen.
+//!
 //! # Not in this version
-//! Queries do nothing on the GPU; present and Blt are unsupported.
+//! Queries do nothing on the GPU. The Blt's other formats, resolves and rotations (above).
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod blt;
 mod built;
 mod driver;
 mod encode;

@@ -20,6 +20,9 @@ const VALIDATION_LAYER: &CStr = c"VK_LAYER_KHRONOS_validation";
 /// The draw shader (`shaders/draw.comp`), compiled to SPIR-V by `glslangValidator -V`.
 const DRAW_SPV: &[u8] = include_bytes!("../shaders/draw.spv");
 
+/// The Blt shader (`shaders/blt.comp`), compiled the same way.
+const BLT_SPV: &[u8] = include_bytes!("../shaders/blt.spv");
+
 /// Bytes of the compute pipelines' push constants (the least `maxPushConstantsSize` a device
 /// has).
 pub(crate) const PUSH_BYTES: u32 = 128;
@@ -214,6 +217,7 @@ pub(crate) struct Compute {
     pub(crate) set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) draw: vk::Pipeline,
+    pub(crate) blt: vk::Pipeline,
 }
 
 impl fmt::Debug for Compute {
@@ -261,11 +265,13 @@ impl Compute {
         let layout = unsafe { device.create_pipeline_layout(&info, None) }
             .map_err(|e| unavailable(format!("vkCreatePipelineLayout: {e}")))?;
         let draw = Self::pipeline(device, layout, DRAW_SPV)?;
+        let blt = Self::pipeline(device, layout, BLT_SPV)?;
         Ok(Compute {
             push,
             set_layout,
             layout,
             draw,
+            blt,
         })
     }
 
@@ -309,10 +315,23 @@ impl Compute {
         // (VUID-vkDestroyPipeline-pipeline-00765); nothing else uses them after.
         unsafe {
             device.destroy_pipeline(self.draw, None);
+            device.destroy_pipeline(self.blt, None);
             device.destroy_pipeline_layout(self.layout, None);
             device.destroy_descriptor_set_layout(self.set_layout, None);
         }
     }
+}
+
+/// The headless screen: host-visible memory each present's driver part copies the
+/// presented surface into, and the fence of the buffer that copied the last one (set by the
+/// kernel's present callback).
+#[derive(Debug, Default)]
+pub(crate) struct Screen {
+    pub(crate) host: Option<HostBuffer>,
+    /// Bytes of the last presented surface.
+    pub(crate) len: u64,
+    /// The buffer that copied it (`None`: nothing presented yet).
+    pub(crate) fence: Option<u64>,
 }
 
 /// Per deferred context: which threads touched its command pool.
@@ -343,6 +362,7 @@ pub struct VulkanWorld {
     allocations: RwLock<HashMap<u64, Allocation>>,
     next_allocation: AtomicU64,
     pub(crate) ic: Mutex<IcQueue>,
+    pub(crate) screen: Mutex<Screen>,
     /// Standard-size chunks nobody uses, for any context.
     pub(crate) spare_chunks: Mutex<Vec<Chunk>>,
     violations: Mutex<Vec<Violation>>,
@@ -690,6 +710,7 @@ impl VulkanWorld {
                 gate_value: 0,
                 last_submitted: 0,
             }),
+            screen: Mutex::default(),
             spare_chunks: Mutex::default(),
             violations: Mutex::default(),
             errors: Mutex::default(),
@@ -999,6 +1020,39 @@ impl VulkanWorld {
         Some(unsafe { std::slice::from_raw_parts(a.memory.ptr.as_ptr(), len) }.to_vec())
     }
 
+    /// The last presented surface's bytes (the whole resource), once the GPU copied them:
+    /// waits (at most a minute) for the buffer that did. `None` before the first present.
+    pub fn screen(&self) -> Option<Vec<u8>> {
+        let screen = lock(&self.screen);
+        let fence = screen.fence?;
+        self.wait(fence, std::time::Duration::from_secs(60)).ok()?;
+        let host = screen.host.as_ref()?;
+        let len = usize::try_from(screen.len.min(host.size)).ok()?;
+        // SAFETY: the mapping covers `host.size` bytes and lives while the screen lock is
+        // held (only the driver's present part, under it, replaces the buffer); the buffer
+        // that wrote them completed, and its last barrier made the writes available to the
+        // host (host-coherent memory).
+        Some(unsafe { std::slice::from_raw_parts(host.ptr.as_ptr(), len) }.to_vec())
+    }
+
+    /// The screen's memory, at least `len` bytes (a larger one made, the old one freed once
+    /// the next buffer completed), as a span to copy a presented surface into.
+    pub(crate) fn screen_span(&self, len: u64) -> Result<crate::encode::Span> {
+        let mut screen = lock(&self.screen);
+        if screen.host.as_ref().is_none_or(|h| h.size < len) {
+            let new = self.host_buffer(len)?;
+            if let Some(old) = screen.host.replace(new) {
+                // Copied into by submitted buffers only: a present flushes after its copy.
+                let mut ic = lock(&self.ic);
+                let next = ic.last_submitted + 1;
+                ic.zombies.push((next, old));
+            }
+        }
+        screen.len = len;
+        let host = screen.host.as_ref().expect("made above");
+        Ok(crate::encode::Span::upload(host.buffer, 0, len))
+    }
+
     /// Whether an allocation is still live.
     pub fn is_allocated(&self, handle: AllocationHandle) -> bool {
         let table = self
@@ -1145,6 +1199,11 @@ impl Drop for VulkanWorld {
             hosts.extend(closed.chunks.into_iter().map(|c| c.host));
         }
         hosts.extend(ic.zombies.drain(..).map(|(_, h)| h));
+        let screen = self
+            .screen
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        hosts.extend(screen.host.take());
         let pool = ic.pool;
         let spare = self
             .spare_chunks

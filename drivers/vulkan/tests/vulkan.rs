@@ -1307,7 +1307,7 @@ fn draw_hazards_reported_without_the_barriers() {
 }
 
 /// The shaders in `drivers/vulkan/shaders`, each a `.comp` source and its `.spv`.
-const SHADERS: &[&str] = &["draw"];
+const SHADERS: &[&str] = &["draw", "blt"];
 
 /// The shipped SPIR-V is what its GLSL source compiles to (`glslangValidator -V`), where
 /// the compiler is installed; required with `CMDLIST_SHADERS_REQUIRED=1`.
@@ -1349,4 +1349,351 @@ fn shipped_spirv_matches_its_source() {
         );
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+// ---------------------------------------------------------------------------------------
+// DXGI: the Blt on the GPU against the CPU reference, and the headless present
+// ---------------------------------------------------------------------------------------
+
+use cmdlist::dxgi::reference::{self, Pixels, PixelsMut};
+use cmdlist::dxgi::{
+    BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
+};
+use cmdlist::{BindFlags, Texture2d};
+
+/// The formats the GPU Blt supports (the crate docs): the 32-bit ones with 8-bit channels.
+const RGBA8: [DisplayFormat; 4] = [
+    DisplayFormat::R8G8B8A8Unorm,
+    DisplayFormat::R8G8B8A8UnormSrgb,
+    DisplayFormat::B8G8R8A8Unorm,
+    DisplayFormat::B8G8R8X8Unorm,
+];
+
+fn texture(width: u32, height: u32, format: DisplayFormat) -> cmdlist::ResourceDesc {
+    let shape = Texture2d {
+        width,
+        height,
+        format: format.to_dxgi(),
+        ..Texture2d::default()
+    };
+    cmdlist::ResourceDesc::texture(shape, BindFlags::PRESENT | BindFlags::RENDER_TARGET).unwrap()
+}
+
+/// The reference Blt's bytes for the same source and destination.
+#[allow(clippy::too_many_arguments)]
+fn reference_blt(
+    src: &[u8],
+    (sw, sh, sf): (u32, u32, DisplayFormat),
+    src_rect: Rect,
+    dst: &[u8],
+    (dw, dh, df): (u32, u32, DisplayFormat),
+    dst_rect: Rect,
+) -> Vec<u8> {
+    let mut out = dst.to_vec();
+    reference::blt(
+        Pixels {
+            width: sw,
+            height: sh,
+            samples: 1,
+            format: sf,
+            bytes: src,
+        },
+        src_rect,
+        PixelsMut {
+            width: dw,
+            height: dh,
+            format: df,
+            bytes: &mut out,
+        },
+        dst_rect,
+        Rotation::Identity,
+    )
+    .unwrap();
+    out
+}
+
+/// The largest difference of one byte (one 8-bit channel) between the two.
+fn max_code_diff(a: &[u8], b: &[u8]) -> u8 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0)
+}
+
+/// One Blt on the GPU: `src` (its bytes `pixels`) into a destination that held `before`;
+/// returns the destination's bytes and the reference's.
+#[allow(clippy::too_many_arguments)]
+fn gpu_blt(
+    device: &VulkanDevice,
+    ic: &mut VulkanImmediateContext,
+    world: &VulkanWorld,
+    (sw, sh, sf): (u32, u32, DisplayFormat),
+    pixels: &[u8],
+    src_rect: Option<Rect>,
+    (dw, dh, df): (u32, u32, DisplayFormat),
+    before: &[u8],
+    dst_rect: Rect,
+) -> (Vec<u8>, Vec<u8>) {
+    let src = device.create_resource(texture(sw, sh, sf)).unwrap();
+    let dst = device.create_resource(texture(dw, dh, df)).unwrap();
+    ic.update(src, 0, pixels).unwrap();
+    ic.update(dst, 0, before).unwrap();
+    let stretch = src_rect.unwrap_or(Rect::whole(sw, sh)).width() != dst_rect.width()
+        || src_rect.unwrap_or(Rect::whole(sw, sh)).height() != dst_rect.height();
+    let flags = match stretch {
+        true => BltFlags::CONVERT | BltFlags::STRETCH,
+        false => BltFlags::CONVERT,
+    };
+    ic.blt(&BltArgs {
+        dst,
+        dst_subresource: 0,
+        dst_rect,
+        src,
+        src_subresource: 0,
+        src_rect,
+        flags,
+        rotation: Rotation::Identity,
+    })
+    .unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let a = device.object(dst).unwrap().allocation().unwrap();
+    let got = world.read(a, before.len()).unwrap();
+    let want = reference_blt(
+        pixels,
+        (sw, sh, sf),
+        src_rect.unwrap_or(Rect::whole(sw, sh)),
+        before,
+        (dw, dh, df),
+        dst_rect,
+    );
+    device.destroy(src).unwrap();
+    device.destroy(dst).unwrap();
+    (got, want)
+}
+
+/// R-X6, R-X7 on the GPU: every pair of the supported formats, unstretched (exact: every
+/// tap on a texel centre, so the conversion is the reference's integer one), stretched 2x
+/// and shrunk to a sub-rectangle (at most one code per channel from the reference: the
+/// filter weights, the sRGB curves and the divisions are the GPU's `float`s, where the
+/// reference works in f32 with f64 curves; a code boundary crossed by an ulp moves a code by
+/// one, never more). The rest of the destination is untouched.
+#[test]
+fn r_x6_r_x7_gpu_blt_matches_the_reference() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let (sw, sh) = (7u32, 5u32);
+    let pixels = pattern((sw * sh * 4) as usize, 41);
+    for sf in RGBA8 {
+        for df in RGBA8 {
+            // Unstretched, whole to whole: exact.
+            let before = pattern((sw * sh * 4) as usize, 7);
+            let (got, want) = gpu_blt(
+                &device,
+                &mut ic,
+                &world,
+                (sw, sh, sf),
+                &pixels,
+                None,
+                (sw, sh, df),
+                &before,
+                Rect::whole(sw, sh),
+            );
+            assert_eq!(got, want, "{sf:?} -> {df:?} unstretched");
+            // 2x into the middle of a larger destination.
+            let (dw, dh) = (2 * sw + 3, 2 * sh + 2);
+            let before = pattern((dw * dh * 4) as usize, 9);
+            let rect = Rect {
+                left: 1,
+                top: 1,
+                right: 1 + 2 * sw,
+                bottom: 1 + 2 * sh,
+            };
+            let (got, want) = gpu_blt(
+                &device,
+                &mut ic,
+                &world,
+                (sw, sh, sf),
+                &pixels,
+                None,
+                (dw, dh, df),
+                &before,
+                rect,
+            );
+            let diff = max_code_diff(&got, &want);
+            assert!(diff <= 1, "{sf:?} -> {df:?} 2x: {diff} codes off");
+            // A source sub-rectangle shrunk.
+            let src_rect = Rect {
+                left: 1,
+                top: 1,
+                right: 7,
+                bottom: 5,
+            };
+            let before = pattern((4 * 3 * 4) as usize, 3);
+            let (got, want) = gpu_blt(
+                &device,
+                &mut ic,
+                &world,
+                (sw, sh, sf),
+                &pixels,
+                Some(src_rect),
+                (4, 3, df),
+                &before,
+                Rect::whole(3, 2),
+            );
+            let diff = max_code_diff(&got, &want);
+            assert!(diff <= 1, "{sf:?} -> {df:?} shrunk: {diff} codes off");
+        }
+    }
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
+/// The main job's Blt (examples/frame): an `R8G8B8A8_UNORM_SRGB` canvas stretched 2x into a
+/// `B8G8R8A8_UNORM` back buffer, filtered in linear light: within one code of the reference.
+#[test]
+fn main_jobs_blt_on_the_gpu_within_one_code() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let (cw, ch) = (96u32, 64u32);
+    let canvas: Vec<u8> = (0..cw * ch)
+        .flat_map(|i| {
+            let (x, y) = (i % cw, i / cw);
+            [
+                (x * 255 / cw) as u8,
+                (y * 255 / ch) as u8,
+                ((x ^ y) * 3) as u8,
+                255,
+            ]
+        })
+        .collect();
+    let before = vec![0u8; (4 * cw * ch * 4) as usize];
+    let (got, want) = gpu_blt(
+        &device,
+        &mut ic,
+        &world,
+        (cw, ch, DisplayFormat::R8G8B8A8UnormSrgb),
+        &canvas,
+        None,
+        (2 * cw, 2 * ch, DisplayFormat::B8G8R8A8Unorm),
+        &before,
+        Rect::whole(2 * cw, 2 * ch),
+    );
+    let diff = max_code_diff(&got, &want);
+    let off = got.iter().zip(&want).filter(|(g, w)| g != w).count();
+    eprintln!("main job's Blt: {off} of {} bytes one code off", got.len());
+    assert!(got.iter().any(|&b| b != 0), "nothing written");
+    assert!(diff <= 1, "{diff} codes off");
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
+/// Formats the GPU Blt does not cover are refused as unsupported, nothing written.
+#[test]
+fn gpu_blt_refuses_what_it_does_not_cover() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    for (sf, df) in [
+        (
+            DisplayFormat::R16G16B16A16Float,
+            DisplayFormat::B8G8R8A8Unorm,
+        ),
+        (DisplayFormat::B8G8R8A8Unorm, DisplayFormat::B5G6R5Unorm),
+        (
+            DisplayFormat::R10G10B10A2Unorm,
+            DisplayFormat::R8G8B8A8Unorm,
+        ),
+    ] {
+        let src = device.create_resource(texture(4, 4, sf)).unwrap();
+        let dst = device.create_resource(texture(4, 4, df)).unwrap();
+        let result = ic.blt(&BltArgs {
+            dst,
+            dst_subresource: 0,
+            dst_rect: Rect::whole(4, 4),
+            src,
+            src_subresource: 0,
+            src_rect: None,
+            flags: BltFlags::CONVERT,
+            rotation: Rotation::Identity,
+        });
+        assert_eq!(result, Err(cmdlist::Error::Unsupported), "{sf:?} -> {df:?}");
+        device.destroy(src).unwrap();
+        device.destroy(dst).unwrap();
+    }
+    ic.destroy_device().unwrap();
+    // Each refusal is reported through the kernel (R-E2), and nothing else went wrong.
+    let unsupported = (cmdlist::ContextId::Immediate, cmdlist::Error::Unsupported);
+    assert_eq!(world.errors(), vec![unsupported; 3]);
+    assert_eq!(world.violations(), vec![]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+    assert_eq!(world.live_allocations(), 0);
+}
+
+/// R-X1, headless: the present submits the buffer first, and the screen then holds the
+/// presented surface (its current identity after a rotation); with a destination, the
+/// surface is copied into it too.
+#[test]
+fn r_x1_present_copies_the_surface_to_the_screen() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        assert_eq!(world.screen(), None);
+        let (w, h) = (16u32, 8u32);
+        let chain = [
+            device
+                .create_resource(texture(w, h, DisplayFormat::B8G8R8A8Unorm))
+                .unwrap(),
+            device
+                .create_resource(texture(w, h, DisplayFormat::B8G8R8A8Unorm))
+                .unwrap(),
+        ];
+        let copy = device
+            .create_resource(texture(w, h, DisplayFormat::B8G8R8X8Unorm))
+            .unwrap();
+        let frame = |i: u8| pattern((w * h * 4) as usize, i);
+        ic.update(chain[0], 0, &frame(1)).unwrap();
+        ic.update(chain[1], 0, &frame(2)).unwrap();
+        let present = |ic: &mut VulkanImmediateContext, dst| {
+            ic.present(&PresentArgs {
+                src: chain[0],
+                src_subresource: 0,
+                dst,
+                dxgi_context: DxgiContext(0),
+                flags: PresentFlags::FLIP,
+                flip_interval: 1,
+            })
+            .unwrap()
+        };
+        present(&mut ic, None);
+        assert_eq!(world.screen().unwrap(), frame(1), "{mode:?}");
+        ic.rotate_resource_identities(&chain).unwrap();
+        // The buffer holding the present's copy goes first: nothing pending after it.
+        present(&mut ic, Some((copy, 0)));
+        assert_eq!(
+            world.screen().unwrap(),
+            frame(2),
+            "{mode:?}: after the rotation"
+        );
+        let a = device.object(copy).unwrap().allocation().unwrap();
+        let mut want = frame(2);
+        for px in want.chunks_exact_mut(4) {
+            px[3] = 0xFF;
+        }
+        assert_eq!(
+            world.read(a, want.len()).unwrap(),
+            want,
+            "{mode:?}: the copy"
+        );
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
 }
