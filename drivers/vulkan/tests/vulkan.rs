@@ -1002,8 +1002,12 @@ where
             },
         )
         .unwrap();
+    // A draw's target and constants, not rotated; its vertices rotate (r1).
+    let r3 = device.create_resource(buffer(64)).unwrap();
+    let c = device.create_resource(buffer(16)).unwrap();
     ic.update(r0, 0, &pattern(64, 1)).unwrap();
     ic.update(r1, 0, &pattern(64, 2)).unwrap();
+    ic.update(c, 0, &pattern(16, 5)).unwrap();
     *ic.ic_data_mut(r2).unwrap() = 0x33;
     let (list, nested) = std::thread::scope(|s| {
         s.spawn(|| {
@@ -1024,6 +1028,13 @@ where
             })
             .unwrap();
             dc.command(SoftCommand::FillIcByte { dst: r2 }).unwrap();
+            dc.bind(RT0, Some(r3.any())).unwrap();
+            dc.command(SoftCommand::Draw {
+                constants: c,
+                vertices: r1,
+                point: RT0,
+            })
+            .unwrap();
             dc.command(SoftCommand::CopyRegion {
                 dst: r2,
                 dst_offset: 40,
@@ -1049,7 +1060,7 @@ where
     ic.flush().unwrap();
     drop((list, nested));
     ic.flush().unwrap();
-    vec![r0, r1, r2]
+    vec![r0, r1, r2, r3]
 }
 
 #[test]
@@ -1561,7 +1572,7 @@ fn main_jobs_blt_on_the_gpu_within_one_code() {
     else {
         return;
     };
-    let (cw, ch) = (96u32, 64u32);
+    let (cw, ch) = (192u32, 112u32); // examples/frame: CANVAS_W, CANVAS_H
     let canvas: Vec<u8> = (0..cw * ch)
         .flat_map(|i| {
             let (x, y) = (i % cw, i / cw);
