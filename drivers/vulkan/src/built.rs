@@ -20,8 +20,11 @@
 //!   segments.
 //! - A list's secondaries and upload memory are reset or freed only in
 //!   `recycle_command_list` (on the context's thread: back into its cache) and
-//!   `destroy_command_list` (any thread), which the engine calls after the list clock
-//!   (`Clock::Completed`): no primary that executed it is pending. Never in
+//!   `destroy_command_list` (any thread), which the engine calls after the list clock, and
+//!   only once the timeline passed the newest buffer that executed the list (each execute
+//!   notes its buffer in the list and in the lists it chained): under `Clock::Submitted`
+//!   that buffer may still run, and the list is parked in the world until it completed,
+//!   then destroyed from [`VulkanWorld::retire`](crate::VulkanWorld). Never in
 //!   `recycle_destroy_command_list`. `destroy_command_list` may run on any thread while the
 //!   context records: it does not touch the pool then, but hands the secondaries to the
 //!   pool's graveyard under the pool's lock, and the context frees them on its own thread at
@@ -29,7 +32,7 @@
 //!   from the pool any more, and the lock alone synchronises the frees; the pool itself is
 //!   destroyed by whoever drops its last reference (the context or its last list).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
@@ -66,7 +69,8 @@ struct PoolState {
 impl Drop for Pool {
     fn drop(&mut self) {
         // SAFETY: the last reference: the context is destroyed and every list recorded from
-        // the pool is destroyed, after the list clock, so no command buffer of the pool is
+        // the pool is destroyed once the timeline passed the newest buffer that executed it
+        // (a list parked until then holds this pool), so no command buffer of the pool is
         // pending (VUID-vkDestroyCommandPool-commandPool-00041), and nobody else can reach
         // the pool (external synchronisation).
         unsafe { self.world.device.destroy_command_pool(self.pool, None) };
@@ -159,6 +163,27 @@ pub(crate) struct BuiltList {
     pub(crate) allocations: Vec<u64>,
     /// The rotation count when its oldest segment began recording (`None`: no segment).
     pub(crate) generation: Option<u64>,
+    /// The lists it chained, and theirs (the addresses of their `BuiltList`s, which the
+    /// engine keeps alive while this list lives): an execute of this list runs their
+    /// secondaries and reads their upload memory too.
+    chained: Vec<usize>,
+    /// The newest buffer (its fence) that executed this list or a list that chained it: its
+    /// secondaries and upload memory are reused or freed only once the timeline passed it.
+    last_execute: AtomicU64,
+}
+
+impl BuiltList {
+    /// Notes that buffer `fence` executes this list, and so the lists it chained.
+    pub(crate) fn note_execute(&self, fence: u64) {
+        self.last_execute.fetch_max(fence, Ordering::Relaxed);
+        for &inner in &self.chained {
+            // SAFETY: the address of a chained list's `BuiltList`, which the engine keeps
+            // alive and unrecycled while this list lives (the outer list owns it,
+            // `Driver::execute_command_list_deferred`).
+            let inner = unsafe { &*(inner as *const BuiltList) };
+            inner.last_execute.fetch_max(fence, Ordering::Relaxed);
+        }
+    }
 }
 
 /// A recording in progress.
@@ -172,6 +197,7 @@ struct Building {
     packets: Vec<Packet>,
     allocations: Vec<u64>,
     generation: Option<u64>,
+    chained: Vec<usize>,
     bound: Vec<(BindPoint, AnyHandle)>,
     /// Open Map(DISCARD)s: the resource, and the upload bytes handed out.
     maps: Vec<(Handle<Resource>, Span)>,
@@ -251,8 +277,8 @@ impl VulkanDeferred {
     fn bury(world: &VulkanWorld, pool: &Pool) {
         let dead = std::mem::take(&mut lock(&pool.state).graveyard);
         if !dead.is_empty() {
-            // SAFETY: the secondaries come from this pool; their lists were destroyed after
-            // the list clock, so none is pending (VUID-vkFreeCommandBuffers-pCommandBuffers
+            // SAFETY: the secondaries come from this pool; their lists were destroyed once
+            // the timeline passed the newest buffer that executed them, so none is pending (VUID-vkFreeCommandBuffers-pCommandBuffers
             // -00047); the pool is this context's, on its thread (external synchronisation by
             // the one-thread-per-context rule, checked by `PoolUse`).
             unsafe { world.device.free_command_buffers(pool.pool, &dead) };
@@ -309,8 +335,8 @@ impl VulkanDeferred {
     fn take_back(&mut self, world: &VulkanWorld, own: Vec<vk::CommandBuffer>, mut arena: Arena) {
         for cmd in own {
             // SAFETY: a secondary of this context's pool that is not pending: never executed
-            // (an abandoned recording, maybe still recording) or its list passed the list
-            // clock (recycle); the pool
+            // (an abandoned recording, maybe still recording) or the timeline passed the
+            // newest buffer that executed its list (recycle, `park_if_pending`); the pool
             // has RESET_COMMAND_BUFFER (VUID-vkResetCommandBuffer-commandBuffer-00045, -00046);
             // on the context's thread.
             match unsafe {
@@ -601,6 +627,8 @@ pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -
     b.allocations.extend_from_slice(&inner.allocations);
     b.packets
         .push(Packet::Chain(inner as *const BuiltList as usize));
+    b.chained.push(inner as *const BuiltList as usize);
+    b.chained.extend_from_slice(&inner.chained);
     b.generation = match (b.generation, inner.generation) {
         (Some(a), Some(c)) => Some(a.min(c)),
         (a, c) => a.or(c),
@@ -640,6 +668,8 @@ pub(crate) fn finish(
         packets: b.packets,
         allocations: b.allocations,
         generation: b.generation,
+        chained: b.chained,
+        last_execute: AtomicU64::new(0),
     });
     let raw = Box::into_raw(list) as usize as u64;
     private[..8].copy_from_slice(&raw.to_ne_bytes());
@@ -657,9 +687,13 @@ pub(crate) fn abandon(world: &VulkanWorld, dc: &mut VulkanDeferred) {
 }
 
 /// `recycle_command_list`, on the context's thread, after the list clock: the list's
-/// secondaries are reset into the context's cache, its upload memory too.
+/// secondaries are reset into the context's cache, its upload memory too; or, if a buffer
+/// that executed it may still run (the list clock `Submitted`), parked until it completed.
 pub(crate) fn recycle(world: &VulkanWorld, dc: &mut VulkanDeferred, private: &mut [u8]) {
     let Some(list) = take_list(private) else {
+        return;
+    };
+    let Some(list) = park_if_pending(world, list) else {
         return;
     };
     let pool = dc.pool.clone().expect("built lists have a pool");
@@ -674,11 +708,32 @@ pub(crate) fn recycle(world: &VulkanWorld, dc: &mut VulkanDeferred, private: &mu
     dc.take_back(world, own, arena);
 }
 
-/// `destroy_command_list`, on any thread, after the list clock.
+/// `destroy_command_list`, on any thread, after the list clock (parked if a buffer that
+/// executed it may still run).
 pub(crate) fn destroy(world: &VulkanWorld, private: &mut [u8]) {
-    if let Some(list) = take_list(private) {
+    if let Some(list) = take_list(private).and_then(|list| park_if_pending(world, list)) {
         destroy_list(world, *list);
     }
+}
+
+/// The list back if the timeline passed the newest buffer that executed it; else `None`, the
+/// list parked in the world until the timeline passes that buffer
+/// ([`VulkanWorld::retire`] then destroys it). The list clock may be `Submitted`: the GPU
+/// runs the secondaries and reads the upload memory in place, so they stay as they are.
+fn park_if_pending(world: &VulkanWorld, list: Box<BuiltList>) -> Option<Box<BuiltList>> {
+    let fence = list.last_execute.load(Ordering::Relaxed);
+    if fence <= world.completed() {
+        return Some(list);
+    }
+    lock(&world.parked).push((fence, list));
+    None
+}
+
+/// Destroys a parked list whose buffer completed (from [`VulkanWorld::retire`], any
+/// thread): its secondaries go to its context's graveyard, or are freed under the pool's
+/// lock once the context is gone.
+pub(crate) fn release_parked(world: &VulkanWorld, list: BuiltList) {
+    destroy_list(world, list);
 }
 
 fn destroy_list(world: &VulkanWorld, list: BuiltList) {
@@ -693,8 +748,9 @@ fn destroy_list(world: &VulkanWorld, list: BuiltList) {
             state.graveyard.extend(own);
         } else if !own.is_empty() {
             // SAFETY: the context is destroyed, so nobody records from the pool; every
-            // other user of the pool takes this lock (external synchronisation); the list
-            // passed the list clock, so its secondaries are not pending
+            // other user of the pool takes this lock (external synchronisation); the timeline
+            // passed the newest buffer that executed the list (`park_if_pending`), so its
+            // secondaries are not pending
             // (VUID-vkFreeCommandBuffers-pCommandBuffers-00047).
             unsafe { world.device.free_command_buffers(pool.pool, &own) };
             world.count(BuiltEvent::FreedOrphaned, own.len());

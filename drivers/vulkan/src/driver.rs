@@ -52,6 +52,14 @@ impl Drop for VulkanImmediate {
             let mut ic = lock(&self.world.ic);
             arena.clear_into(&mut ic.free_chunks);
         }
+        // Lists parked for a pending buffer hold their pool, which holds the world: destroy
+        // them now (the device goes, its GPU work done or given a minute).
+        let newest = lock(&self.world.parked).iter().map(|(f, _)| *f).max();
+        if let Some(fence) = newest {
+            let _ = self.world.wait(fence, std::time::Duration::from_secs(60));
+            let mut ic = lock(&self.world.ic);
+            self.world.retire(&mut ic);
+        }
     }
 }
 
@@ -613,6 +621,10 @@ impl Driver for VulkanDriver {
         if list.segments.is_empty() {
             return Ok(());
         }
+        // The GPU runs its secondaries and reads its upload memory in place, whether it
+        // executes them or they are replayed: they stay until this buffer completed, whatever
+        // the list clock (`built::recycle`, `built::destroy`).
+        list.note_execute(objects.buffer());
         let current = self.world.rotations.load(Ordering::Acquire);
         if list.generation.is_some_and(|g| g != current) {
             // Its secondaries name the buffers the resources had when it was recorded: the
@@ -655,8 +667,9 @@ impl Driver for VulkanDriver {
         // with SIMULTANEOUS_USE, so it may be pending elsewhere or appear twice
         // (VUID-vkCmdExecuteCommands-pCommandBuffers-00088, -00089, -00091, -00092); none was
         // begun with a render pass (-pCommandBuffers-00096 does not apply outside one); the
-        // engine keeps the list, and every list it chained, alive and unrecycled until this
-        // buffer passed the list clock (Completed).
+        // engine keeps the list, and every list it chained, alive until this buffer passed
+        // the list clock, and the driver keeps their secondaries as they are until the
+        // timeline passed it (`note_execute` above, `built::park_if_pending`).
         unsafe { world.device.cmd_execute_commands(cmd, &list.segments) };
         world.execute_commands.fetch_add(1, Ordering::Relaxed);
         crate::encode::hazard_barrier(world, cmd);

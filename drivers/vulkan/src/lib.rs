@@ -16,7 +16,7 @@
 //! | a draw ([`cmdlist::soft::SoftCommand::Draw`]) | a compute dispatch, its buffers as push descriptors |
 //! | Blt, present (R-X6, R-X7, R-X1) | a compute dispatch; a copy into a host-visible screen the present callback names |
 //! | a nested execute | the inner list's segments chained after the outer's current one |
-//! | list memory reuse (R-R4, R-R5) | secondaries reset or freed only at `recycle_command_list` / `destroy_command_list`, after the list clock |
+//! | list memory reuse (R-R4, R-R5) | secondaries reset or freed only at `recycle_command_list` / `destroy_command_list`, after the list clock, once the timeline passed the newest buffer that executed the list (else parked until it did) |
 //!
 //! [`cmdlist::ListMode::Replayed`] and [`cmdlist::ListMode::Emulated`] record the operations
 //! the engine replays into the immediate context's primary, as any immediate-context work.
@@ -142,6 +142,12 @@ pub fn new(
 }
 
 /// A device over a fresh Vulkan world, its retire clock the one `device_config` says.
+///
+/// Either list clock ([`cmdlist::DeviceConfig::list_clock`]) works. The GPU runs a
+/// driver-built list's secondaries and reads its upload memory in place, so under
+/// [`cmdlist::Clock::Submitted`] the engine may recycle or destroy a list while a buffer
+/// that executed it still runs: the driver then parks the list's secondaries and upload
+/// memory until the timeline passes that buffer, and reuses or frees them after.
 pub fn device(
     config: VulkanConfig,
     device_config: cmdlist::DeviceConfig,

@@ -365,6 +365,10 @@ pub struct VulkanWorld {
     pub(crate) screen: Mutex<Screen>,
     /// Standard-size chunks nobody uses, for any context.
     pub(crate) spare_chunks: Mutex<Vec<Chunk>>,
+    /// Driver-built lists recycled or destroyed while a buffer that executed them may still
+    /// run (the list clock `Submitted`), with that buffer's fence: destroyed by `retire` once
+    /// the timeline passes it.
+    pub(crate) parked: Mutex<Vec<(u64, Box<crate::built::BuiltList>)>>,
     violations: Mutex<Vec<Violation>>,
     errors: Mutex<Vec<(ContextId, Error)>>,
     /// Bumped by every rotation of resource identities (R-X5): a list recorded before one
@@ -712,6 +716,7 @@ impl VulkanWorld {
             }),
             screen: Mutex::default(),
             spare_chunks: Mutex::default(),
+            parked: Mutex::default(),
             violations: Mutex::default(),
             errors: Mutex::default(),
             rotations: AtomicU64::new(0),
@@ -1151,6 +1156,16 @@ impl VulkanWorld {
             if ic.zombies[at].0 <= done {
                 let (_, host) = ic.zombies.swap_remove(at);
                 self.free_host_buffer(host);
+            } else {
+                at += 1;
+            }
+        }
+        let mut parked = lock(&self.parked);
+        let mut at = 0;
+        while at < parked.len() {
+            if parked[at].0 <= done {
+                let (_, list) = parked.swap_remove(at);
+                crate::built::release_parked(self, *list);
             } else {
                 at += 1;
             }

@@ -874,6 +874,73 @@ fn driver_built_lists_outlive_and_race_their_context() {
     }
 }
 
+/// Under the submitted list clock the engine recycles and destroys a list once the buffer
+/// that executed it is submitted, maybe still running: the driver keeps the list's
+/// secondaries and upload memory (and those of the list it chained) until the timeline
+/// passes that buffer, while its context records more lists.
+#[test]
+fn submitted_list_clock_keeps_lists_until_the_gpu_ran_them() {
+    for recycle in [true, false] {
+        let config = DeviceConfig::default()
+            .with_list_clock(Clock::Submitted)
+            .with_recycle(recycle);
+        let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
+            return;
+        };
+        let r = device.create_resource(buffer(256)).unwrap();
+        let s = device.create_resource(buffer(256)).unwrap();
+        std::thread::scope(|scope| {
+            let worker = Worker::spawn(scope, &device);
+            let (inner, outer) = worker.run(move |dc| {
+                dc.update(s, 0, &pattern(256, 3)).unwrap();
+                let inner = Arc::new(dc.finish().unwrap());
+                dc.update(r, 0, &pattern(256, 1)).unwrap();
+                dc.command(SoftCommand::Fill { dst: r, value: 5 }).unwrap();
+                dc.update(r, 0, &pattern(128, 2)).unwrap();
+                dc.execute_command_list(&inner).unwrap();
+                (Arc::clone(&inner), Arc::new(dc.finish().unwrap()))
+            });
+            world.hold_gpu();
+            ic.execute_command_list(&outer).unwrap();
+            ic.flush().unwrap();
+            let pending = world.last_submitted();
+            drop((inner, outer));
+            ic.flush().unwrap();
+            // The context records more lists: the engine recycles the two there (or
+            // destroyed them already), whose buffer the GPU has not run.
+            for round in 0..4u8 {
+                let list: Arc<CommandList<_, _>> = worker.run(move |dc| {
+                    dc.update(r, 0, &[0xEE; 256]).unwrap();
+                    dc.update(s, 0, &[0xDD; 256]).unwrap();
+                    Arc::new(dc.finish().unwrap())
+                });
+                drop(list);
+                ic.flush().unwrap();
+                assert!(
+                    world.completed() < pending,
+                    "round {round}: the GPU is held"
+                );
+            }
+            world.release_gpu();
+            world.wait_gpu().unwrap();
+        });
+        let (ra, sa) = (
+            device.object(r).unwrap().allocation().unwrap(),
+            device.object(s).unwrap().allocation().unwrap(),
+        );
+        let mut want = vec![5u8; 256];
+        want[..128].copy_from_slice(&pattern(128, 2));
+        assert_eq!(world.read(ra, 256).unwrap(), want, "recycle {recycle}");
+        assert_eq!(
+            world.read(sa, 256).unwrap(),
+            pattern(256, 3),
+            "recycle {recycle}"
+        );
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
 /// A deferred context moved to another thread between recordings (one thread at a time,
 /// as the engine allows) is no violation; the pool's record shows both threads.
 #[test]
