@@ -212,14 +212,27 @@ impl VulkanDriver {
             let mut ic = lock(&world.ic);
             world.retire(&mut ic);
             let cmd = match ic.free_primaries.pop() {
-                Some(cmd) => cmd,
+                Some(cmd) => {
+                    // SAFETY: its submission completed (`retire` hands over only buffers the
+                    // timeline passed), so it is not pending
+                    // (VUID-vkResetCommandBuffer-commandBuffer-00045); its pool was made with
+                    // RESET_COMMAND_BUFFER (-00046); the pool is touched on the immediate
+                    // context's thread only, this one (its external synchronisation).
+                    unsafe {
+                        world
+                            .device
+                            .reset_command_buffer(cmd, vk::CommandBufferResetFlags::empty())
+                    }
+                    .map_err(|_| Error::OutOfMemory)?;
+                    cmd
+                }
                 None => {
                     let info = vk::CommandBufferAllocateInfo::default()
                         .command_pool(ic.pool)
                         .level(vk::CommandBufferLevel::PRIMARY)
                         .command_buffer_count(1);
                     // SAFETY: the immediate context's pool, which only the immediate
-                    // context's thread touches (checked), under the `ic` lock besides: host
+                    // context's thread touches (checked; `retire` elsewhere does not): host
                     // access to the pool is externally synchronised (vkAllocateCommandBuffers
                     // host synchronisation).
                     unsafe { world.device.allocate_command_buffers(&info) }
@@ -229,8 +242,8 @@ impl VulkanDriver {
             let begin = vk::CommandBufferBeginInfo::default()
                 .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
             // SAFETY: a new or reset primary, not pending nor recording
-            // (VUID-vkBeginCommandBuffer-commandBuffer-00049); its pool is synchronised by
-            // the `ic` lock held here.
+            // (VUID-vkBeginCommandBuffer-commandBuffer-00049); its pool is touched on the
+            // immediate context's thread only, this one.
             unsafe { world.device.begin_command_buffer(cmd, &begin) }
                 .map_err(|_| Error::OutOfMemory)?;
             imm.open = Some((cmd, Arena::default()));
@@ -585,8 +598,8 @@ impl Driver for VulkanDriver {
         refs.sort_unstable();
         refs.dedup();
         // SAFETY: the primary is in the recording state, outside a render pass
-        // (VUID-vkEndCommandBuffer-commandBuffer-00059, -00060); its pool is synchronised by
-        // the `ic` lock held here.
+        // (VUID-vkEndCommandBuffer-commandBuffer-00059, -00060); its pool is touched on the
+        // immediate context's thread only, this one.
         match unsafe { world.device.end_command_buffer(cmd) } {
             Ok(()) => ic.closed.push(Closed {
                 cmd,

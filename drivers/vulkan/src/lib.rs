@@ -79,7 +79,11 @@
 //!
 //! # Threads
 //! The immediate context's pool and queue are touched only on its thread (checked: a hook
-//! or a submit elsewhere is a [`Violation`]). A deferred context's pool is touched only by
+//! or a submit elsewhere is a [`Violation`]): its primaries are allocated, reset, recorded
+//! and ended there. [`VulkanWorld::wait_gpu`] and the kernel's deallocate, which may run on
+//! other threads, take back what completed buffers used (upload memory, deallocated
+//! memory, parked lists) and hand the completed primaries to the immediate context's
+//! thread, which resets one before recording into it. A deferred context's pool is touched only by
 //! the hooks of that context (one thread at a time, the engine's rule, which Vulkan's
 //! external synchronisation of pools needs) and checked for overlap; a list destroyed on
 //! another thread hands its secondaries back through the pool's lock ([`VulkanDeferred`]).

@@ -180,14 +180,17 @@ pub(crate) struct Closed {
 }
 
 /// The immediate context's side of the device: its command pool and the buffers on their
-/// way to the GPU and back. Only the immediate context's thread locks it (the driver's
-/// immediate-context hooks and the kernel's submit), so the lock is never contended; it
-/// exists because the driver and the kernel are two objects.
+/// way to the GPU and back. The immediate context's thread locks it (the driver's
+/// immediate-context hooks and the kernel's submit), and so does [`VulkanWorld::retire`],
+/// which may run on any thread ([`VulkanWorld::wait_gpu`], the kernel's deallocate).
 #[derive(Debug)]
 pub(crate) struct IcQueue {
-    /// The pool of the immediate context's primaries (external synchronisation: this lock).
+    /// The pool of the immediate context's primaries. Touched (command buffers allocated,
+    /// reset, recorded, ended) on the immediate context's thread only: that is its external
+    /// synchronisation, as the primary being recorded is written without this lock.
     pub(crate) pool: vk::CommandPool,
-    /// Primaries reset and ready to record.
+    /// Primaries whose submission completed (not reset yet: the immediate context's thread
+    /// resets one before it records into it).
     pub(crate) free_primaries: Vec<vk::CommandBuffer>,
     /// Upload chunks whose buffers completed.
     pub(crate) free_chunks: Vec<Chunk>,
@@ -1126,22 +1129,14 @@ impl VulkanWorld {
     }
 
     /// Moves buffers the GPU completed back to the free lists, and frees memory whose
-    /// deallocation waited for the timeline. On the immediate context's thread.
+    /// deallocation waited for the timeline. Any thread: it frees memory and hands completed
+    /// primaries to the immediate context's thread (which resets one before recording into
+    /// it), but never touches the immediate context's command pool.
     pub(crate) fn retire(&self, ic: &mut IcQueue) {
         let done = self.completed();
         while ic.in_flight.front().is_some_and(|(f, _)| *f <= done) {
             let (_, closed) = ic.in_flight.pop_front().expect("checked");
-            // SAFETY: the buffer's submission completed (the timeline passed its fence), so
-            // it is not pending (VUID-vkResetCommandBuffer-commandBuffer-00045); its pool was
-            // made with RESET_COMMAND_BUFFER (-00046) and is externally synchronised by the
-            // `ic` lock held here.
-            let reset = unsafe {
-                self.device
-                    .reset_command_buffer(closed.cmd, vk::CommandBufferResetFlags::empty())
-            };
-            if reset.is_ok() {
-                ic.free_primaries.push(closed.cmd);
-            }
+            ic.free_primaries.push(closed.cmd);
             for mut chunk in closed.chunks {
                 chunk.used = 0;
                 if chunk.host.size == CHUNK_BYTES {

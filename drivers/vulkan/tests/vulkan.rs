@@ -941,6 +941,50 @@ fn submitted_list_clock_keeps_lists_until_the_gpu_ran_them() {
     }
 }
 
+/// `VulkanWorld::wait_gpu` (and so the kernel's deallocate, which the engine may call on a
+/// creating thread) takes back completed buffers from any thread while the immediate
+/// context records into its primary: the immediate context's command pool is still touched
+/// by its thread alone (the validation layer's thread-safety checks watch the pool).
+#[test]
+fn ic_pool_stays_on_its_thread_while_others_wait_for_the_gpu() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let r = device.create_resource(buffer(4096)).unwrap();
+    let s = device.create_resource(buffer(64)).unwrap();
+    // Its executes record into the primary outside the world's locks.
+    let list = list_of(&device, vec![SoftCommand::Fill { dst: s, value: 3 }]);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                world.wait_gpu().unwrap();
+            }
+        });
+        for round in 0..300u32 {
+            for at in 0..16u64 {
+                ic.execute_command_list(&list).unwrap();
+                ic.update(r, at * 256, &pattern(256, round as u8)).unwrap();
+                ic.command(&SoftCommand::Fill {
+                    dst: r,
+                    value: round as u8,
+                })
+                .unwrap();
+            }
+            ic.update(r, 0, &pattern(4096, round as u8)).unwrap();
+            ic.flush().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    world.wait_gpu().unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    assert_eq!(world.read(a, 4096).unwrap(), pattern(4096, 299u32 as u8));
+    drop(list);
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
 /// A deferred context moved to another thread between recordings (one thread at a time,
 /// as the engine allows) is no violation; the pool's record shows both threads.
 #[test]
