@@ -824,7 +824,8 @@ impl VulkanWorld {
 
     /// Holds the GPU: every buffer submitted from now on also waits for a semaphore the host
     /// signals at [`VulkanWorld::release_gpu`], so it stays pending (the soft kernel's
-    /// `Gpu::Manual`). Release before destroying the device, which waits for the GPU.
+    /// `Gpu::Manual`). Release before destroying the device, which waits for the GPU; the
+    /// world releases it itself when it is dropped.
     pub fn hold_gpu(&self) {
         let mut ic = lock(&self.ic);
         if ic.hold.is_none() {
@@ -1196,6 +1197,8 @@ impl VulkanWorld {
 
 impl Drop for VulkanWorld {
     fn drop(&mut self) {
+        // A held GPU (a test that panicked before releasing it) would never go idle.
+        self.release_gpu();
         // SAFETY: waiting for the device to go idle has no precondition but external
         // synchronisation of its queues: the queue lock is free (we own `self`).
         let _ = unsafe { self.device.device_wait_idle() };

@@ -751,6 +751,37 @@ fn r_d4_kernel_flags_memory_freed_under_a_pending_buffer() {
     assert_eq!(world.validation_messages(), Vec::<String>::new());
 }
 
+/// A world dropped while the GPU is held (a test that panicked before releasing it) lets
+/// the held buffers run instead of waiting for them forever.
+#[test]
+fn world_dropped_with_the_gpu_held_does_not_hang() {
+    let (driver, kernel, world) = match cmdlist_vulkan::new(VulkanConfig::default()) {
+        Ok(parts) => parts,
+        Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+    };
+    world.hold_gpu();
+    kernel
+        .submit(&cmdlist::Submission {
+            fence: 1,
+            allocations: &[],
+            operations: 0,
+        })
+        .unwrap();
+    assert_eq!(world.completed(), 0, "held");
+    let (done, dropped) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop((driver, kernel, world));
+        done.send(()).unwrap();
+    });
+    dropped
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the world's drop waited for a held GPU");
+}
+
 /// The kernel checks the engine against what the GPU commands really reference: memory an
 /// unsubmitted buffer uses must not be deallocated (R-D1). The engine never does; the test
 /// calls the kernel itself, and the memory still outlives the buffer.
