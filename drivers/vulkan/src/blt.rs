@@ -103,10 +103,10 @@ impl Encoder<'_> {
     pub(crate) fn blt(&mut self, src: &Side, dst: &Side) -> Result<()> {
         let push = push_constants(src, dst)?;
         let compute = self.world.compute.as_ref().ok_or(Error::Unsupported)?;
+        self.bind_compute(compute.blt, &[(0, src.span), (2, dst.span)])?;
         self.note(src.span);
         self.note(dst.span);
         let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        self.bind_compute(compute.blt, &[(0, src.span), (2, dst.span)]);
         let (dw, dh) = (dst.rect.width(), dst.rect.height());
         // SAFETY: recording state, outside a render pass, the Blt pipeline and its
         // descriptors bound just above; 60 bytes of push constants at offset 0, inside the

@@ -189,37 +189,46 @@ pub(crate) fn check_draw(constants: Span, vertices: Span, target: Span) -> Resul
 
 impl Encoder<'_> {
     /// Binds a compute pipeline and pushes its storage-buffer descriptors: each `(binding,
-    /// span)` binds the span's whole buffer (the shaders take word offsets in push
-    /// constants).
-    pub(crate) fn bind_compute(&mut self, pipeline: vk::Pipeline, buffers: &[(u32, Span)]) {
-        let compute = self.world.compute.as_ref().expect("pipelines exist");
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
-            .iter()
-            .map(|(_, s)| {
-                [vk::DescriptorBufferInfo {
-                    buffer: s.buffer,
-                    offset: 0,
-                    range: vk::WHOLE_SIZE,
-                }]
-            })
-            .collect();
-        let writes: Vec<vk::WriteDescriptorSet<'_>> = buffers
-            .iter()
-            .zip(&infos)
-            .map(|((binding, _), info)| {
-                vk::WriteDescriptorSet::default()
-                    .dst_binding(*binding)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
+    /// span)` binds its buffer from byte 0 to the span's end (the shaders take word offsets
+    /// in push constants). [`Error::Unsupported`], nothing recorded, where a span ends past
+    /// the device's `maxStorageBufferRange`.
+    pub(crate) fn bind_compute(
+        &mut self,
+        pipeline: vk::Pipeline,
+        buffers: &[(u32, Span)],
+    ) -> Result<()> {
+        let compute = self.world.compute.as_ref().ok_or(Error::Unsupported)?;
+        let mut infos = [[vk::DescriptorBufferInfo::default()]; 3];
+        for ((_, s), info) in buffers.iter().zip(&mut infos) {
+            let end = s.offset + s.len;
+            if end > compute.max_storage_range {
+                return Err(Error::Unsupported);
+            }
+            // At least 4 bytes (a range is never 0), which every buffer has (`host_buffer`).
+            info[0] = vk::DescriptorBufferInfo {
+                buffer: s.buffer,
+                offset: 0,
+                range: end.max(4),
+            };
+        }
+        let mut writes = [vk::WriteDescriptorSet::default(); 3];
+        for ((write, (binding, _)), info) in writes.iter_mut().zip(buffers).zip(&infos) {
+            *write = vk::WriteDescriptorSet::default()
+                .dst_binding(*binding)
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(info);
+        }
+        let writes = &writes[..buffers.len().min(3)];
         // SAFETY: recording state, outside a render pass; a compute pipeline of this device
         // (VUID-vkCmdBindPipeline-pipelineBindPoint-00777: the queue family supports
         // compute); the set layout was made with PUSH_DESCRIPTOR_KHR and the extension is
         // enabled (VUID-vkCmdPushDescriptorSetKHR-set-00365); each write names a binding of
         // that layout with its type, a buffer made with STORAGE_BUFFER usage
         // (VUID-VkWriteDescriptorSet-descriptorType-00331), offset 0 (a multiple of
-        // minStorageBufferOffsetAlignment, -00328) and WHOLE_SIZE.
+        // minStorageBufferOffsetAlignment, -00328), a range above 0 (VUID-VkDescriptorBufferInfo
+        // -range-00341) within the buffer (the span lies in it, every buffer has 4 bytes,
+        // -range-00342) and within maxStorageBufferRange (checked above,
+        // VUID-VkWriteDescriptorSet-descriptorType-00333).
         unsafe {
             let device = &self.world.device;
             device.cmd_bind_pipeline(self.cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
@@ -228,9 +237,10 @@ impl Encoder<'_> {
                 vk::PipelineBindPoint::COMPUTE,
                 compute.layout,
                 0,
-                &writes,
+                writes,
             );
         }
+        Ok(())
     }
 
     /// A draw (`SoftCommand::Draw`): the draw pipeline dispatched over the target's words,
@@ -253,10 +263,10 @@ impl Encoder<'_> {
         );
         let v_count = word(vertices.len)?;
         u32::try_from(words).map_err(|_| AppError::OutOfRange)?;
+        self.bind_compute(compute.draw, &[(0, constants), (1, vertices), (2, target)])?;
         self.note(constants);
         self.note(vertices);
         self.note(target);
-        self.bind_compute(compute.draw, &[(0, constants), (1, vertices), (2, target)]);
         let mut first = 0u64;
         while first < words {
             let count = (words - first).min(DRAW_WORDS_PER_DISPATCH);

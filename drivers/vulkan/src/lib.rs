@@ -33,8 +33,11 @@
 //! compiles to it) over the bound render target's words, 64 per workgroup, reading the
 //! constant and vertex buffers as storage buffers: the integer word function of
 //! [`cmdlist::soft::draw_word`], so the bytes equal the soft driver's. The three buffers are
-//! bound whole, as **push descriptors** (`VK_KHR_push_descriptor`, required for draws:
-//! without it they are `Unsupported`), the word offsets in push constants. Push
+//! bound from byte 0 to the end of the bytes the draw uses, as **push descriptors**
+//! (`VK_KHR_push_descriptor`, required for draws: without it they are `Unsupported`), the
+//! word offsets in push constants. A draw or a Blt whose bytes end past the device's
+//! `maxStorageBufferRange` in their buffer (a resource or view larger than that, 128 MiB on
+//! lavapipe) is `Unsupported` ([`VulkanWorld::max_storage_buffer_range`]). Push
 //! descriptors need no descriptor pool: a pool per deferred context would need the same
 //! external synchronisation as its command pool and sets that live as long as the lists
 //! that use them; with push descriptors the descriptors are recorded into the command

@@ -221,6 +221,9 @@ pub(crate) struct Compute {
     pub(crate) layout: vk::PipelineLayout,
     pub(crate) draw: vk::Pipeline,
     pub(crate) blt: vk::Pipeline,
+    /// The device's `maxStorageBufferRange`: the most bytes one storage-buffer descriptor
+    /// covers.
+    pub(crate) max_storage_range: u64,
 }
 
 impl fmt::Debug for Compute {
@@ -234,7 +237,10 @@ impl Compute {
     fn new(
         instance: &ash::Instance,
         device: &ash::Device,
+        physical: vk::PhysicalDevice,
     ) -> std::result::Result<Self, Unavailable> {
+        // SAFETY: `physical` came from this instance.
+        let limits = unsafe { instance.get_physical_device_properties(physical) }.limits;
         let push = ash::khr::push_descriptor::Device::new(instance, device);
         let bindings: Vec<_> = (0..3)
             .map(|b| {
@@ -275,6 +281,7 @@ impl Compute {
             layout,
             draw,
             blt,
+            max_storage_range: u64::from(limits.max_storage_buffer_range),
         })
     }
 
@@ -625,7 +632,7 @@ impl VulkanWorld {
         let device = unsafe { instance.create_device(physical, &info, None) }
             .map_err(|e| unavailable(format!("vkCreateDevice: {e}")))?;
         let compute = match has_push {
-            true => Some(Compute::new(instance, &device)?),
+            true => Some(Compute::new(instance, &device, physical)?),
             false => None,
         };
         // SAFETY: queue 0 of the family was created with the device
@@ -739,6 +746,12 @@ impl VulkanWorld {
     /// Every error and warning the validation layer reported so far.
     pub fn validation_messages(&self) -> Vec<String> {
         lock(&self.messages).clone()
+    }
+
+    /// The device's `maxStorageBufferRange` (`None` without the compute pipelines): a draw
+    /// or a Blt whose bytes reach past it in their buffer is [`Error::Unsupported`].
+    pub fn max_storage_buffer_range(&self) -> Option<u64> {
+        self.compute.as_ref().map(|c| c.max_storage_range)
     }
 
     /// Whether the validation layer is on (installed and asked for).

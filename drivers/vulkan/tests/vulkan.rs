@@ -1462,6 +1462,89 @@ fn draw_hazards_reported_without_the_barriers() {
 /// The shaders in `drivers/vulkan/shaders`, each a `.comp` source and its `.spv`.
 const SHADERS: &[&str] = &["draw", "blt"];
 
+/// Storage-buffer descriptors cover at most `maxStorageBufferRange` bytes: a draw reading a
+/// view or resource whose bytes end within it runs, one reading a resource larger than
+/// it is refused (`Unsupported`), on the immediate context and in a list, and the
+/// validation layer stays silent.
+#[test]
+fn draws_past_the_storage_buffer_range_are_unsupported() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let limit = world
+        .max_storage_buffer_range()
+        .expect("lavapipe has push descriptors");
+    if limit > 1 << 30 {
+        eprintln!("skipped: maxStorageBufferRange {limit} is too large to exceed here");
+        ic.destroy_device().unwrap();
+        return;
+    }
+    let big = device.create_resource(buffer(limit + 64)).unwrap();
+    let c = device.create_resource(buffer(16)).unwrap();
+    let verts = device.create_resource(buffer(64)).unwrap();
+    let t = device.create_resource(buffer(256)).unwrap();
+    let rtv = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: big,
+                first_byte: 0,
+                byte_len: 256,
+            },
+        )
+        .unwrap();
+    ic.update(c, 0, &words_le(&[3, 0x0101_0101, 7, 0xF0F0_0000]))
+        .unwrap();
+    ic.update(verts, 0, &pattern(64, 17)).unwrap();
+    // The first 256 bytes of the large resource, as a target: within the range.
+    ic.bind(RT0, Some(rtv.any())).unwrap();
+    let fits = SoftCommand::Draw {
+        constants: c,
+        vertices: verts,
+        point: RT0,
+    };
+    ic.command(&fits).unwrap();
+    ic.bind(RT0, Some(t.any())).unwrap();
+    let past = SoftCommand::Draw {
+        constants: c,
+        vertices: big,
+        point: RT0,
+    };
+    assert_eq!(ic.command(&past), Err(cmdlist::Error::Unsupported));
+    let refused = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.bind(RT0, Some(t.any())).unwrap();
+            dc.command(past)
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(refused, Err(cmdlist::Error::Unsupported));
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let a = device.object(big).unwrap().allocation().unwrap();
+    assert_ne!(
+        world.read(a, 256).unwrap(),
+        vec![0; 256],
+        "the draw that fits ran"
+    );
+    let t_a = device.object(t).unwrap().allocation().unwrap();
+    assert_eq!(
+        world.read(t_a, 256).unwrap(),
+        vec![0; 256],
+        "nothing else ran"
+    );
+    ic.destroy_device().unwrap();
+    assert_eq!(world.violations(), vec![]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+    assert!(world
+        .errors()
+        .iter()
+        .all(|(_, e)| *e == cmdlist::Error::Unsupported));
+}
+
 /// The shipped SPIR-V is what its GLSL source compiles to (`glslangValidator -V`), where
 /// the compiler is installed; required with `CMDLIST_SHADERS_REQUIRED=1`.
 #[test]
