@@ -1027,8 +1027,19 @@ impl VulkanWorld {
         }
     }
 
-    /// The bytes of an allocation (`size` of them), once the GPU finished writing them.
+    /// The bytes of an allocation (`size` of them), once the GPU finished writing them: waits
+    /// (at most a minute) for the newest submitted buffer that referenced it (`None` if it
+    /// did not complete by then). Work not yet submitted is not waited for.
     pub fn read(&self, handle: AllocationHandle, size: usize) -> Option<Vec<u8>> {
+        let fence = {
+            let table = self
+                .allocations
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            let a = table.get(&handle.0.get())?;
+            a.last_fence.load(Ordering::Relaxed)
+        };
+        self.wait(fence, std::time::Duration::from_secs(60)).ok()?;
         let table = self
             .allocations
             .read()
@@ -1037,8 +1048,9 @@ impl VulkanWorld {
         let len = size.min(usize::try_from(a.memory.size).ok()?);
         // SAFETY: the mapping covers `a.memory.size` bytes and lives while the allocation is
         // in the table (its removal takes the write lock); memory is host-coherent, so the
-        // GPU's writes are visible once the buffer that wrote them completed and its last
-        // barrier made them available to the host (every primary ends with one).
+        // GPU's writes are visible once the buffer that wrote them completed (waited for
+        // above) and its last barrier made them available to the host (every primary ends
+        // with one).
         Some(unsafe { std::slice::from_raw_parts(a.memory.ptr.as_ptr(), len) }.to_vec())
     }
 
@@ -1063,6 +1075,9 @@ impl VulkanWorld {
         let mut screen = lock(&self.screen);
         if screen.host.as_ref().is_none_or(|h| h.size < len) {
             let new = self.host_buffer(len)?;
+            // Nothing copied into the new memory yet: `screen` reads it once the present
+            // callback names the buffer that does.
+            screen.fence = None;
             if let Some(old) = screen.host.replace(new) {
                 // Copied into by submitted buffers only: a present flushes after its copy.
                 let mut ic = lock(&self.ic);

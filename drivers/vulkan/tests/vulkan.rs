@@ -782,6 +782,25 @@ fn world_dropped_with_the_gpu_held_does_not_hang() {
         .expect("the world's drop waited for a held GPU");
 }
 
+/// `VulkanWorld::read` waits for the newest submitted buffer that referenced the
+/// allocation before it reads the bytes: read at once after the flush, the GPU's copy of
+/// 16 MiB still running, they are the bytes written.
+#[test]
+fn read_waits_for_the_buffer_that_wrote() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::Replayed, DeviceConfig::default()) else {
+        return;
+    };
+    const LEN: usize = 16 << 20;
+    let r = device.create_resource(buffer(LEN as u64)).unwrap();
+    let a = device.object(r).unwrap().allocation().unwrap();
+    let bytes = pattern(LEN, 9);
+    ic.update(r, 0, &bytes).unwrap();
+    ic.flush().unwrap();
+    assert!(world.read(a, LEN).unwrap() == bytes, "read before the copy");
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
 /// The kernel checks the engine against what the GPU commands really reference: memory an
 /// unsubmitted buffer uses must not be deallocated (R-D1). The engine never does; the test
 /// calls the kernel itself, and the memory still outlives the buffer.
