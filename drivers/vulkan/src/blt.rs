@@ -106,7 +106,10 @@ impl Encoder<'_> {
         self.bind_compute(compute.blt, &[(0, src.span), (2, dst.span)])?;
         self.note(src.span);
         self.note(dst.span);
-        let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        let mut bytes = [0u8; 60];
+        for (b, w) in bytes.chunks_exact_mut(4).zip(push) {
+            b.copy_from_slice(&w.to_ne_bytes());
+        }
         let (dw, dh) = (dst.rect.width(), dst.rect.height());
         // SAFETY: recording state, outside a render pass, the Blt pipeline and its
         // descriptors bound just above; 60 bytes of push constants at offset 0, inside the

@@ -16,7 +16,7 @@ use cmdlist::{
 };
 
 use crate::blt::Side;
-use crate::built::{self, BuiltList, Packet, VulkanDeferred};
+use crate::built::{self, BuiltList, Packet, Patch, VulkanDeferred};
 use crate::encode::{host_barrier, Arena, Encoder, Span};
 use crate::world::{lock, BuiltEvent, Closed, VulkanWorld};
 
@@ -42,6 +42,8 @@ pub struct VulkanImmediate {
     world: Arc<VulkanWorld>,
     open: Option<(vk::CommandBuffer, Arena)>,
     bound: Vec<(BindPoint, AnyHandle)>,
+    /// The FillIcByte values of the list being executed (kept: no allocation per execute).
+    fills: Vec<(Patch, u8)>,
 }
 
 impl Drop for VulkanImmediate {
@@ -549,6 +551,7 @@ impl Driver for VulkanDriver {
             world: Arc::clone(&self.world),
             open: None,
             bound: Vec::new(),
+            fills: Vec::new(),
         })
     }
 
@@ -646,16 +649,16 @@ impl Driver for VulkanDriver {
             return self.replay_built(imm, objects, list);
         }
         // Resolve the patches first: a refused execute records nothing.
-        let mut fills = Vec::with_capacity(list.patches.len());
+        imm.fills.clear();
         for patch in &list.patches {
             let view = objects.get(patch.resource)?;
             let value = objects.ic_data(view)?.to_le_bytes()[0];
-            fills.push((patch, value));
+            imm.fills.push((*patch, value));
         }
         let world = &*self.world;
         let (cmd, _) = self.primary(imm)?;
         let cmd = *cmd;
-        for (patch, value) in fills {
+        for &(patch, value) in &imm.fills {
             // SAFETY: recording primary outside a render pass; the patch range is 4-aligned,
             // a multiple of 4 long and inside the list's upload buffer
             // (VUID-vkCmdFillBuffer-dstOffset-00024, -00025, -size-00027, -00028), which has

@@ -271,7 +271,10 @@ impl Encoder<'_> {
         while first < words {
             let count = (words - first).min(DRAW_WORDS_PER_DISPATCH);
             let push = [c_at, v_at, v_count, o_at, first as u32, count as u32];
-            let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let mut bytes = [0u8; 24];
+            for (b, w) in bytes.chunks_exact_mut(4).zip(push) {
+                b.copy_from_slice(&w.to_ne_bytes());
+            }
             // SAFETY: the pipeline and the descriptors bound above; the push range (offset
             // 0, 24 bytes) lies inside the layout's COMPUTE range of PUSH_BYTES
             // (VUID-vkCmdPushConstants-offset-01795, -size-00369, a multiple of 4); the group
