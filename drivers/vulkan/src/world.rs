@@ -118,10 +118,12 @@ pub struct Violation {
 pub struct BuiltStats {
     /// Reset into their context's cache at `recycle_command_list`.
     pub recycled: u64,
-    /// Handed back to their live context's pool by `destroy_command_list` (freed there on
-    /// the context's thread).
+    /// Handed back to their live context's pool by `destroy_command_list`, or by a recycle or
+    /// destroy parked until the timeline passed the buffer that executed them (freed there
+    /// on the context's thread).
     pub handed_back: u64,
-    /// Freed by `destroy_command_list` under the pool's lock, their context gone.
+    /// Freed under the pool's lock, their context gone (by `destroy_command_list`, or once
+    /// the timeline passed the buffer that executed them).
     pub freed_orphaned: u64,
     /// Executes of a list recorded before resource identities rotated (R-X5), replayed into
     /// the primary from its packets instead of executing its secondaries.
