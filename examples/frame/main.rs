@@ -63,7 +63,7 @@
 //!
 //! The scene and the frame (what the workers record, the IC's executes, Blt, present,
 //! rotation, the reference run) are generic over the driver, in `shared.rs`: the Vulkan
-//! driver's example (`drivers/vulkan/examples/frame.rs`) runs the same frames.
+//! driver's example (`drivers/vulkan/examples/frame/main.rs`) runs the same frames.
 //!
 //! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
 //! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`). The soft driver's list mode comes from the environment

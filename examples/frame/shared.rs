@@ -1,7 +1,7 @@
 //! The main job's frame, generic over the driver: the scene, what each worker records, the
 //! immediate context's executes, Blt, present and rotation, and the single-threaded
 //! reference run. The soft main job (`examples/frame/main.rs`) and the Vulkan driver's
-//! (`drivers/vulkan/examples/frame.rs`) both include this file (`#[path]`), so the two
+//! (`drivers/vulkan/examples/frame/main.rs`) both include this file (`#[path]`), so the two
 //! drivers run the same frames.
 // Each of the two examples uses a different part of the scene's fields and helpers.
 #![allow(dead_code)]
