@@ -173,6 +173,8 @@ pub(crate) fn host_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
 /// Target words one draw dispatch writes at most: 64-invocation groups, and at most 65535
 /// groups along x (the least `maxComputeWorkGroupCount[0]` a device has).
 const DRAW_WORDS_PER_DISPATCH: u64 = 64 * 65535;
+/// The most buffers a shader of this crate binds (the draw's three).
+const MAX_BOUND: usize = 3;
 
 /// The checks of a draw (`SoftCommand::Draw`, as the soft driver makes them, in its
 /// order): constants of at least 16 bytes and a 4-aligned target (`OutOfRange`), a target in
@@ -193,26 +195,25 @@ impl Encoder<'_> {
     /// constants).
     pub(crate) fn bind_compute(&mut self, pipeline: vk::Pipeline, buffers: &[(u32, Span)]) {
         let compute = self.world.compute.as_ref().expect("pipelines exist");
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = buffers
-            .iter()
-            .map(|(_, s)| {
-                [vk::DescriptorBufferInfo {
-                    buffer: s.buffer,
-                    offset: 0,
-                    range: vk::WHOLE_SIZE,
-                }]
-            })
-            .collect();
-        let writes: Vec<vk::WriteDescriptorSet<'_>> = buffers
-            .iter()
-            .zip(&infos)
-            .map(|((binding, _), info)| {
-                vk::WriteDescriptorSet::default()
-                    .dst_binding(*binding)
-                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                    .buffer_info(info)
-            })
-            .collect();
+        // On the stack: this runs once per draw.
+        assert!(
+            buffers.len() <= MAX_BOUND,
+            "a shader of this crate's binds at most 3"
+        );
+        let infos: [[vk::DescriptorBufferInfo; 1]; MAX_BOUND] = std::array::from_fn(|i| {
+            [vk::DescriptorBufferInfo {
+                buffer: buffers.get(i).map_or(vk::Buffer::null(), |(_, s)| s.buffer),
+                offset: 0,
+                range: vk::WHOLE_SIZE,
+            }]
+        });
+        let writes: [vk::WriteDescriptorSet<'_>; MAX_BOUND] = std::array::from_fn(|i| {
+            vk::WriteDescriptorSet::default()
+                .dst_binding(buffers.get(i).map_or(0, |(binding, _)| *binding))
+                .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                .buffer_info(&infos[i])
+        });
+        let writes = &writes[..buffers.len()];
         // SAFETY: recording state, outside a render pass; a compute pipeline of this device
         // (VUID-vkCmdBindPipeline-pipelineBindPoint-00777: the queue family supports
         // compute); the set layout was made with PUSH_DESCRIPTOR_KHR and the extension is
@@ -228,7 +229,7 @@ impl Encoder<'_> {
                 vk::PipelineBindPoint::COMPUTE,
                 compute.layout,
                 0,
-                &writes,
+                writes,
             );
         }
     }
@@ -261,7 +262,10 @@ impl Encoder<'_> {
         while first < words {
             let count = (words - first).min(DRAW_WORDS_PER_DISPATCH);
             let push = [c_at, v_at, v_count, o_at, first as u32, count as u32];
-            let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let mut bytes = [0u8; 24];
+            for (out, w) in bytes.chunks_exact_mut(4).zip(push) {
+                out.copy_from_slice(&w.to_ne_bytes());
+            }
             // SAFETY: the pipeline and the descriptors bound above; the push range (offset
             // 0, 24 bytes) lies inside the layout's COMPUTE range of PUSH_BYTES
             // (VUID-vkCmdPushConstants-offset-01795, -size-00369, a multiple of 4); the group
