@@ -148,14 +148,17 @@ fn thread_times() -> ThreadTimes {
     ThreadTimes {
         on_cpu: Duration::from_nanos(on_cpu),
         waiting: Duration::from_nanos(waiting),
+        wall: Duration::ZERO,
     }
 }
 
-/// A thread's time on a core and ready but waiting for one.
+/// A thread's time on a core and ready but waiting for one (and, for a worker's recording,
+/// from its start to its end).
 #[derive(Clone, Copy, Debug, Default)]
 struct ThreadTimes {
     on_cpu: Duration,
     waiting: Duration,
+    wall: Duration,
 }
 
 impl std::ops::Sub for ThreadTimes {
@@ -164,6 +167,7 @@ impl std::ops::Sub for ThreadTimes {
         ThreadTimes {
             on_cpu: self.on_cpu.saturating_sub(earlier.on_cpu),
             waiting: self.waiting.saturating_sub(earlier.waiting),
+            wall: self.wall.saturating_sub(earlier.wall),
         }
     }
 }
@@ -172,6 +176,7 @@ impl std::ops::AddAssign for ThreadTimes {
     fn add_assign(&mut self, more: ThreadTimes) {
         self.on_cpu += more.on_cpu;
         self.waiting += more.waiting;
+        self.wall += more.wall;
     }
 }
 
@@ -191,9 +196,11 @@ impl Worker {
         let (done, lists) = channel();
         let thread = std::thread::spawn(move || {
             while asked.recv().is_ok() {
-                let before = thread_times();
+                let (before, start) = (thread_times(), Instant::now());
                 let list = record(&mut dc, objects, &vbs, range.clone());
-                if done.send((list, thread_times() - before)).is_err() {
+                let mut times = thread_times() - before;
+                times.wall = start.elapsed();
+                if done.send((list, times)).is_err() {
                     break;
                 }
             }
@@ -228,16 +235,22 @@ fn immediate_frame(s: &mut Scene) {
 }
 
 /// One frame recorded by two workers and executed on the immediate context; adds the
-/// workers' times to `workers_times`.
+/// workers' times to `workers_times` (their on-core and waiting times summed, the slower
+/// one's recording for the wall time).
 fn two_context_frame(ic: &mut Ic, workers: &[Worker; 2], workers_times: &mut ThreadTimes) {
     for w in workers {
         w.go.as_ref().expect("running").send(()).expect("ask");
     }
     let lists = workers.each_ref().map(|w| w.lists.recv().expect("list"));
+    let slowest = lists.iter().map(|(_, times)| times.wall).max();
     for (list, times) in &lists {
         ic.execute_command_list(black_box(list)).expect("execute");
-        *workers_times += *times;
+        *workers_times += ThreadTimes {
+            wall: Duration::ZERO,
+            ..*times
+        };
     }
+    workers_times.wall += slowest.unwrap_or_default();
     ic.flush().expect("flush");
     drop(lists);
 }
@@ -263,13 +276,15 @@ impl Breakdown {
         println!(
             "vulkan_frame/{name}: per frame, GPU execution {:.1} ms (submit to timeline, mean of \
              {} frames); immediate context's thread {:.2} ms on a core, {:.2} ms waiting for \
-             one; deferred contexts' threads (both) {:.2} ms on a core, {:.2} ms waiting",
+             one; deferred contexts' threads (both) {:.2} ms on a core, {:.2} ms waiting, the \
+             slower one's recording {:.2} ms from start to end",
             ms(self.gpu),
             self.frames,
             ms(self.ic.on_cpu),
             ms(self.ic.waiting),
             ms(self.workers.on_cpu),
             ms(self.workers.waiting),
+            ms(self.workers.wall),
         );
     }
 }
