@@ -7,8 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use tinyjson::JsonValue;
 
+use super::shared::{tiles, SMALL, WORKERS};
 use super::timeline::capture::Captured;
-use super::{job, tiles, timeline, Options, SMALL, WORKERS};
+use super::{job, timeline, Options};
 
 const FRAMES: u32 = 3;
 

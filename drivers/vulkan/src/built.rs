@@ -703,7 +703,16 @@ pub(crate) fn recycle(world: &VulkanWorld, dc: &mut VulkanDeferred, private: &mu
         destroy_list(world, *list);
         return;
     }
-    let BuiltList { own, arena, .. } = *list;
+    let BuiltList {
+        own,
+        arena,
+        segments,
+        patches,
+        packets,
+        allocations,
+        ..
+    } = *list;
+    drop((segments, patches, packets, allocations));
     world.count(BuiltEvent::Recycled, own.len());
     dc.take_back(world, own, arena);
 }

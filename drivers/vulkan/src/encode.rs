@@ -173,6 +173,8 @@ pub(crate) fn host_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
 /// Target words one draw dispatch writes at most: 64-invocation groups, and at most 65535
 /// groups along x (the least `maxComputeWorkGroupCount[0]` a device has).
 const DRAW_WORDS_PER_DISPATCH: u64 = 64 * 65535;
+/// The most buffers a shader of this crate binds (the draw's three).
+const MAX_BOUND: usize = 3;
 
 /// The checks of a draw (`SoftCommand::Draw`, as the soft driver makes them, in its
 /// order): constants of at least 16 bytes and a 4-aligned target (`OutOfRange`), a target in
@@ -198,7 +200,7 @@ impl Encoder<'_> {
         buffers: &[(u32, Span)],
     ) -> Result<()> {
         let compute = self.world.compute.as_ref().ok_or(Error::Unsupported)?;
-        let mut infos = [[vk::DescriptorBufferInfo::default()]; 3];
+        let mut infos = [[vk::DescriptorBufferInfo::default()]; MAX_BOUND];
         for ((_, s), info) in buffers.iter().zip(&mut infos) {
             let end = s.offset + s.len;
             if end > compute.max_storage_range {
@@ -211,14 +213,14 @@ impl Encoder<'_> {
                 range: end.max(4),
             };
         }
-        let mut writes = [vk::WriteDescriptorSet::default(); 3];
+        let mut writes = [vk::WriteDescriptorSet::default(); MAX_BOUND];
         for ((write, (binding, _)), info) in writes.iter_mut().zip(buffers).zip(&infos) {
             *write = vk::WriteDescriptorSet::default()
                 .dst_binding(*binding)
                 .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
                 .buffer_info(info);
         }
-        let writes = &writes[..buffers.len().min(3)];
+        let writes = &writes[..buffers.len().min(MAX_BOUND)];
         // SAFETY: recording state, outside a render pass; a compute pipeline of this device
         // (VUID-vkCmdBindPipeline-pipelineBindPoint-00777: the queue family supports
         // compute); the set layout was made with PUSH_DESCRIPTOR_KHR and the extension is

@@ -1,0 +1,619 @@
+//! The main job's frame, generic over the driver: the scene, what each worker records, the
+//! immediate context's executes, Blt, present and rotation, and the single-threaded
+//! reference run. The soft main job (`examples/frame/main.rs`) and the Vulkan driver's
+//! (`drivers/vulkan/examples/frame/main.rs`) both include this file (`#[path]`), so the two
+//! drivers run the same frames.
+// Each of the two examples uses a different part of the scene's fields and helpers.
+#![allow(dead_code)]
+
+use std::sync::Barrier;
+
+use tracing::Dispatch;
+
+use cmdlist::dxgi::{
+    BltArgs, BltFlags, DisplayFormat, DxgiContext, PresentArgs, PresentFlags, Rect, Rotation,
+};
+use cmdlist::handle::{Resource, View};
+use cmdlist::soft::SoftCommand;
+use cmdlist::{AllocationHandle, AnyHandle, BindClass, BindPoint, Driver, Handle, HandleType};
+use cmdlist::{BindFlags, Kernel, QueryKind, ResourceDesc, Stage, Texture2d, Usage, ViewDesc};
+use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext};
+
+/// The examples' error type.
+pub type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Frames the job runs (`--frames N` to change).
+pub const FRAMES: u32 = 8;
+pub const WORKERS: usize = 3;
+pub const TARGET: u64 = 256;
+pub const DYNAMIC: u64 = 32;
+pub const BACK: u64 = 96 * WORKERS as u64 + 64;
+pub const UPLOAD: u64 = 16 * WORKERS as u64 + 32;
+pub const CB0: BindPoint = BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 0);
+pub const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
+pub const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
+/// Small (single-copy) lists per worker per frame.
+pub const SMALL: usize = 50;
+/// Staging buffers per worker, the small copies' destinations. Odd: see [`small_copy`].
+pub const STAGING: usize = 7;
+pub const STAGING_SIZE: u64 = 32;
+/// Frames that fill the caches: under the completed list clock, a list executed in frame
+/// `f` is reusable in frame `f + 2`, so each context makes two frames' worth of lists.
+pub const WARMUP: u32 = 2;
+/// The share of lists that must come from recycled memory after the warm-up.
+pub const MIN_HIT_RATE: f64 = 0.90;
+/// The canvas the workers paint, in tiles of `TILE`×`TILE` pixels.
+pub const CANVAS_W: u32 = 192;
+pub const CANVAS_H: u32 = 112;
+pub const TILE: u32 = 16;
+/// The screen: the canvas stretched 2x.
+pub const SCREEN_W: u32 = 2 * CANVAS_W;
+pub const SCREEN_H: u32 = 2 * CANVAS_H;
+
+/// A one-level, single-sampled 2D texture in `format`.
+pub fn texture(width: u32, height: u32, format: DisplayFormat, bind: BindFlags) -> ResourceDesc {
+    let shape = Texture2d {
+        width,
+        height,
+        format: format.to_dxgi(),
+        ..Texture2d::default()
+    };
+    ResourceDesc::texture(shape, bind).expect("a display format is a DXGI format")
+}
+
+/// The canvas's colour at pixel (x, y) of frame `f`, as sRGB-encoded RGBA bytes: rings
+/// drifting across a sky, each tile's border a shade darker so the tiles show.
+pub fn paint(f: u32, x: u32, y: u32) -> [u8; 4] {
+    let (fx, fy) = (x as f32 / CANVAS_W as f32, y as f32 / CANVAS_H as f32);
+    let (cx, cy) = (
+        0.5 + 0.3 * (f as f32 * 0.7).cos(),
+        0.5 + 0.25 * (f as f32 * 0.9).sin(),
+    );
+    let d = ((fx - cx).powi(2) * 3.0 + (fy - cy).powi(2)).sqrt();
+    let ring = (0.5 + 0.5 * (d * 40.0 - f as f32 * 1.3).cos()).powi(3);
+    let border = x % TILE == 0 || y % TILE == 0;
+    let shade = if border { 0.8 } else { 1.0 };
+    let channel = |v: f32| (v.clamp(0.0, 1.0) * shade * 255.0) as u8;
+    [
+        channel(0.15 + 0.85 * ring * (1.0 - fy)),
+        channel(0.25 + 0.55 * ring + 0.2 * fx),
+        channel(0.55 + 0.45 * (1.0 - ring) * fy),
+        255,
+    ]
+}
+
+/// The tiles of the canvas, as (left, top) corners; worker `w` paints every `WORKERS`-th.
+pub fn tiles() -> impl Iterator<Item = (u32, u32)> {
+    (0..CANVAS_H / TILE).flat_map(|ty| (0..CANVAS_W / TILE).map(move |tx| (tx * TILE, ty * TILE)))
+}
+
+/// The tint of the tiles worker `w` records: red, green, blue.
+pub const TINTS: [[u8; 3]; WORKERS] = [[255, 70, 50], [60, 230, 90], [80, 110, 255]];
+
+/// `pixel` a third of the way toward worker `w`'s tint.
+pub fn tint([r, g, b, a]: [u8; 4], w: usize) -> [u8; 4] {
+    let mix = |c: u8, t: u8| ((2 * u16::from(c) + u16::from(t)) / 3) as u8;
+    let [tr, tg, tb] = TINTS[w];
+    [mix(r, tr), mix(g, tg), mix(b, tb), a]
+}
+
+/// Paints one tile of frame `f`, tinted by worker `w`, which records it: one
+/// UpdateSubresource per row of the tile.
+pub fn paint_tile(
+    r: &mut impl Recorder,
+    canvas: Handle<Resource>,
+    f: u32,
+    (left, top): (u32, u32),
+    w: usize,
+) -> Res {
+    let mut row = Vec::with_capacity(4 * TILE as usize);
+    for y in top..top + TILE {
+        row.clear();
+        for x in left..left + TILE {
+            row.extend_from_slice(&tint(paint(f, x, y), w));
+        }
+        let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left));
+        r.update(canvas, offset, &row)?;
+    }
+    Ok(())
+}
+
+pub fn buffer(byte_size: u64, usage: Usage) -> ResourceDesc {
+    ResourceDesc {
+        byte_size,
+        usage,
+        ..Default::default()
+    }
+}
+
+pub fn copy(
+    dst: Handle<Resource>,
+    at: u64,
+    src: Handle<Resource>,
+    from: u64,
+    len: u64,
+) -> SoftCommand {
+    let (dst_offset, src_offset) = (at, from);
+    SoftCommand::CopyRegion {
+        dst,
+        dst_offset,
+        src,
+        src_offset,
+        len,
+    }
+}
+
+/// The persistent objects (the same set is created on both devices, in the same order).
+pub struct Scene {
+    pub target: Vec<Handle<Resource>>,
+    pub rtv: Vec<Handle<View>>,
+    pub srv: Vec<Handle<View>>,
+    pub dynamic: Vec<Handle<Resource>>,
+    /// `STAGING` per worker: worker `w`'s are `staging[w * STAGING..][..STAGING]`.
+    pub staging: Vec<Handle<Resource>>,
+    pub back: Handle<Resource>,
+    /// The canvas the tiles are painted into.
+    pub canvas: Handle<Resource>,
+    /// The swap chain: the back buffer is always `swap_chain[0]`, whose allocation rotates.
+    pub swap_chain: [Handle<Resource>; 2],
+}
+
+impl Scene {
+    /// Creates the scene's objects on `device`.
+    pub fn create<D: Driver, K: Kernel>(device: &Device<D, K>) -> Res<Scene> {
+        let (mut target, mut rtv, mut srv, mut dynamic) = (vec![], vec![], vec![], vec![]);
+        let mut staging = vec![];
+        for _ in 0..WORKERS {
+            let resource = device.create_resource(buffer(TARGET, Usage::Default))?;
+            let range = |first_byte, byte_len| ViewDesc {
+                resource,
+                first_byte,
+                byte_len,
+            };
+            rtv.push(device.create_view(HandleType::RenderTargetView, range(16, 96))?);
+            srv.push(device.create_view(HandleType::ShaderResourceView, range(0, TARGET))?);
+            target.push(resource);
+            dynamic.push(device.create_resource(buffer(DYNAMIC, Usage::Dynamic))?);
+            for _ in 0..STAGING {
+                staging.push(device.create_resource(buffer(STAGING_SIZE, Usage::Default))?);
+            }
+        }
+        let back = device.create_resource(buffer(BACK, Usage::Default))?;
+        let present_rt = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let canvas_desc = texture(
+            CANVAS_W,
+            CANVAS_H,
+            DisplayFormat::R8G8B8A8UnormSrgb,
+            present_rt,
+        );
+        let canvas = device.create_resource(canvas_desc)?;
+        let screen = texture(SCREEN_W, SCREEN_H, DisplayFormat::B8G8R8A8Unorm, present_rt);
+        let swap_chain = [
+            device.create_resource(screen)?,
+            device.create_resource(screen)?,
+        ];
+        Ok(Scene {
+            target,
+            rtv,
+            srv,
+            dynamic,
+            staging,
+            back,
+            canvas,
+            swap_chain,
+        })
+    }
+
+    /// Every persistent resource's bytes, `read` from its allocation: the workers' targets,
+    /// constant buffers and staging buffers, the shared back buffer, the canvas, then the
+    /// swap chain's two surfaces (the last [`SURFACES`]).
+    pub fn contents<D: Driver, K: Kernel>(
+        &self,
+        device: &Device<D, K>,
+        read: impl Fn(AllocationHandle, &D::Object) -> Option<Vec<u8>>,
+    ) -> Res<Vec<Vec<u8>>> {
+        let all = self.target.iter().chain(&self.dynamic).chain(&self.staging);
+        let all = all
+            .chain([&self.back, &self.canvas])
+            .chain(&self.swap_chain);
+        all.map(|&r| {
+            let object = device.object(r)?;
+            let memory = object.allocation().ok_or("no memory")?;
+            Ok(read(memory, &object).ok_or("allocation not live")?)
+        })
+        .collect()
+    }
+}
+
+/// Where a worker's commands go: a deferred context (recording) or, for the
+/// single-threaded reference run, an immediate context.
+pub trait Recorder {
+    fn update(&mut self, r: Handle<Resource>, offset: u64, data: &[u8]) -> Res;
+    fn command(&mut self, c: SoftCommand) -> Res;
+    fn bind(&mut self, point: BindPoint, object: AnyHandle) -> Res;
+    /// Map(DISCARD), write `data` (the resource's whole new contents), Unmap.
+    fn write_discard(&mut self, r: Handle<Resource>, data: &[u8]) -> Res;
+}
+
+impl<D: Driver<Command = SoftCommand>, K: Kernel> Recorder for DeferredContext<D, K> {
+    fn update(&mut self, r: Handle<Resource>, offset: u64, data: &[u8]) -> Res {
+        Ok(DeferredContext::<D, K>::update(self, r, offset, data)?)
+    }
+    fn command(&mut self, c: SoftCommand) -> Res {
+        Ok(DeferredContext::<D, K>::command(self, c)?)
+    }
+    fn bind(&mut self, point: BindPoint, object: AnyHandle) -> Res {
+        Ok(DeferredContext::<D, K>::bind(self, point, Some(object))?)
+    }
+    fn write_discard(&mut self, r: Handle<Resource>, data: &[u8]) -> Res {
+        self.map_discard(r)?.copy_from_slice(data);
+        Ok(self.unmap(r)?)
+    }
+}
+
+impl<D: Driver<Command = SoftCommand>, K: Kernel> Recorder for ImmediateContext<D, K> {
+    fn update(&mut self, r: Handle<Resource>, offset: u64, data: &[u8]) -> Res {
+        Ok(ImmediateContext::<D, K>::update(self, r, offset, data)?)
+    }
+    fn command(&mut self, c: SoftCommand) -> Res {
+        Ok(ImmediateContext::<D, K>::command(self, &c)?)
+    }
+    fn bind(&mut self, point: BindPoint, object: AnyHandle) -> Res {
+        Ok(ImmediateContext::<D, K>::bind(self, point, Some(object))?)
+    }
+    fn write_discard(&mut self, r: Handle<Resource>, data: &[u8]) -> Res {
+        self.map_discard(r)?.copy_from_slice(data);
+        Ok(self.unmap(r)?)
+    }
+}
+
+/// Worker `w`'s commands of frame `f`. Its last copy overlaps its neighbours' part of the
+/// back buffer, so the result depends on executing the lists in worker order.
+pub fn record(r: &mut impl Recorder, s: &Scene, upload: Handle<Resource>, f: u32, w: usize) -> Res {
+    let (f8, w8, at) = (f as u8, w as u8, 16 * w as u64);
+    let constants: Vec<u8> = (0..DYNAMIC as u8)
+        .map(|i| i ^ f8.wrapping_mul(37) ^ w8)
+        .collect();
+    r.write_discard(s.dynamic[w], &constants)?;
+    r.bind(CB0, s.dynamic[w].any())?;
+    r.command(SoftCommand::Fill {
+        dst: s.target[w],
+        value: 0x10 + f8,
+    })?;
+    r.bind(RT0, s.rtv[w].any())?;
+    r.command(SoftCommand::ClearView {
+        view: s.rtv[w],
+        value: 0x80 | f8 << 2 | w8,
+    })?;
+    r.update(upload, at, &[f8.wrapping_mul(11) ^ w8 << 4; 32])?;
+    r.command(copy(s.target[w], 64, upload, at, 32))?;
+    r.command(copy(s.target[w], 128, s.dynamic[w], 0, DYNAMIC))?;
+    r.bind(SRV0, s.srv[w].any())?;
+    r.command(copy(s.back, 96 * w as u64, s.target[w], 8 * f as u64, 160))
+}
+
+/// Worker `w`'s `i`-th small list of a frame: one CopyResource (R-R1's example of a small
+/// list) into one of its staging buffers, alternately from its target and from its constant
+/// buffer, as the worker's large list of the frame left them. `STAGING` is odd, so each
+/// staging buffer is written from both sources in turn: its final bytes show whether the
+/// small lists ran in order, and after the large one.
+pub fn small_copy(s: &Scene, w: usize, i: usize) -> SoftCommand {
+    let src = if i % 2 == 0 {
+        s.target[w]
+    } else {
+        s.dynamic[w]
+    };
+    let dst = s.staging[w * STAGING + i % STAGING];
+    SoftCommand::Copy { dst, src }
+}
+
+/// A worker's lists of one frame, in the order the IC executes them.
+pub struct WorkerLists<D: Driver, K: Kernel> {
+    pub large: CommandList<D, K>,
+    pub small: Vec<CommandList<D, K>>,
+    /// One per tile the worker paints.
+    pub tiles: Vec<TileList<D, K>>,
+}
+
+/// A tile's list, where the tile is, and whether `finish` made the list from recycled memory.
+pub struct TileList<D: Driver, K: Kernel> {
+    pub list: CommandList<D, K>,
+    pub at: (u32, u32),
+    pub recycled: bool,
+}
+
+/// Marks the tile at `(left, top)` as painted by a list made from recycled memory: a white
+/// block in its corner.
+pub fn mark_recycled(
+    r: &mut impl Recorder,
+    canvas: Handle<Resource>,
+    (left, top): (u32, u32),
+) -> Res {
+    let white = [255u8; 4 * MARK as usize];
+    for y in top + 1..top + 1 + MARK {
+        let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left + 1));
+        r.update(canvas, offset, &white)?;
+    }
+    Ok(())
+}
+
+/// The side of the recycled mark, in pixels.
+pub const MARK: u32 = 3;
+
+/// Worker `w`'s lists of frame `f`: the large one, then `SMALL` single-copy lists, each
+/// recorded and finished on the same context. Once the lists of two frames back are destroyed
+/// and their buffer has completed, `finish` makes these from their memory (R-R5..R-R7), not
+/// from fresh memory.
+pub fn record_lists<D: Driver<Command = SoftCommand>, K: Kernel>(
+    dc: &mut DeferredContext<D, K>,
+    s: &Scene,
+    upload: Handle<Resource>,
+    f: u32,
+    w: usize,
+) -> Res<WorkerLists<D, K>> {
+    record(dc, s, upload, f, w)?;
+    let large = dc.finish()?;
+    let small = (0..SMALL)
+        .map(|i| {
+            dc.command(small_copy(s, w, i))?;
+            Ok(dc.finish()?)
+        })
+        .collect::<Res<_>>()?;
+    let tiles = tiles()
+        .skip(w)
+        .step_by(WORKERS)
+        .map(|at| {
+            paint_tile(dc, s.canvas, f, at, w)?;
+            let before = dc.stats().recycled;
+            let list = dc.finish()?;
+            let recycled = dc.stats().recycled > before;
+            Ok(TileList { list, at, recycled })
+        })
+        .collect::<Res<_>>()?;
+    Ok(WorkerLists {
+        large,
+        small,
+        tiles,
+    })
+}
+
+/// The deferred contexts' recycling counters and memory, summed over the contexts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Recycling {
+    /// Lists made from recycled memory (RecycleCreateCommandList).
+    pub recycled: u64,
+    /// Lists made from fresh memory (CreateCommandList).
+    pub created: u64,
+    /// Destroyed lists recycled and ready for reuse.
+    pub cached: usize,
+    /// Destroyed lists whose executing buffer has not completed yet.
+    pub waiting: usize,
+    /// Bytes the contexts keep for recording and for reuse.
+    pub retained: usize,
+}
+
+impl Recycling {
+    /// Read between frames, when no worker drives the contexts. `cached` and `waiting` are
+    /// as of each context's last `finish`: lists destroyed since then sit on its lock-free
+    /// list until the next one.
+    pub fn of<D: Driver, K: Kernel>(contexts: &[DeferredContext<D, K>]) -> Recycling {
+        let mut sum = Recycling::default();
+        for stats in contexts.iter().map(DeferredContext::stats) {
+            sum.recycled += stats.recycled;
+            sum.created += stats.created;
+            sum.cached += stats.cached_lists;
+            sum.waiting += stats.waiting_lists;
+            sum.retained += stats.retained_bytes;
+        }
+        sum
+    }
+
+    /// The share of the lists made since `earlier` that reused recycled memory.
+    pub fn hit_rate_since(&self, earlier: &Recycling) -> f64 {
+        let recycled = self.recycled - earlier.recycled;
+        let made = recycled + self.created - earlier.created;
+        if made == 0 {
+            return 1.0;
+        }
+        recycled as f64 / made as f64
+    }
+}
+
+/// Short-lived objects created and destroyed on a thread of their own (R-F1); returns how
+/// many. Each resource is destroyed before its view: the view holds it, so the IC destroys
+/// the view first (R-H3).
+pub fn churn<D: Driver, K: Kernel>(device: &Device<D, K>) -> Res<usize> {
+    for i in 0..4 {
+        let resource = device.create_resource(buffer(64 + 16 * i, Usage::Default))?;
+        let desc = ViewDesc {
+            resource,
+            first_byte: 0,
+            byte_len: 8,
+        };
+        let view = device.create_view(HandleType::ShaderResourceView, desc)?;
+        let query = device.create_query(QueryKind::Event)?;
+        device.destroy(resource)?;
+        device.destroy(view)?;
+        device.destroy(query)?;
+    }
+    Ok(4 * 3)
+}
+
+/// The frame's Blt, present and swap-chain rotation on one IC (both devices do the same).
+pub fn present<D: Driver, K: Kernel>(ic: &mut ImmediateContext<D, K>, s: &Scene) -> Res {
+    ic.blt(&BltArgs {
+        dst: s.swap_chain[0],
+        dst_subresource: 0,
+        dst_rect: Rect::whole(SCREEN_W, SCREEN_H),
+        src: s.canvas,
+        src_subresource: 0,
+        src_rect: None,
+        flags: BltFlags::CONVERT | BltFlags::STRETCH,
+        rotation: Rotation::Identity,
+    })?;
+    ic.present(&PresentArgs {
+        src: s.swap_chain[0],
+        src_subresource: 0,
+        dst: None,
+        dxgi_context: DxgiContext(0),
+        flags: PresentFlags::FLIP,
+        flip_interval: 1,
+    })?;
+    Ok(ic.rotate_resource_identities(&s.swap_chain)?)
+}
+
+/// The swap chain's surfaces, the last entries of [`Scene::contents`].
+pub const SURFACES: usize = 2;
+
+/// What [`frame`] did, for the frame's line and the reference run.
+pub struct FrameDone {
+    /// The tiles marked as painted by a list made from recycled memory.
+    pub marked: Vec<(u32, u32)>,
+    /// Short-lived objects the churn thread made and destroyed.
+    pub churned: usize,
+    /// Lists the immediate context executed.
+    pub lists: usize,
+}
+
+/// One frame of the job on `device`: each worker records its lists on its own thread
+/// (named `thread_name(w)`, the engine's spans going to `dispatch`, if any) while the churn
+/// thread makes and destroys objects and then the frame's upload buffer; the immediate
+/// context executes the lists in worker order, destroys them (half the small ones are
+/// `handed` to the next worker, which destroys them next frame), marks the recycled tiles,
+/// Blts, presents and rotates the swap chain.
+#[allow(clippy::too_many_arguments)]
+pub fn frame<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+    scene: &Scene,
+    contexts: &mut [DeferredContext<D, K>],
+    handed: &mut Vec<Vec<CommandList<D, K>>>,
+    f: u32,
+    dispatch: Option<&Dispatch>,
+    thread_name: fn(usize) -> String,
+) -> Res<FrameDone>
+where
+    D: Driver<Command = SoftCommand>,
+    K: Kernel,
+{
+    // The frame's upload buffer: every list uses it, and the churn thread destroys it
+    // once they are finished, before the IC executes them (R-D1: the lists hold it).
+    let upload = device.create_resource(buffer(UPLOAD, Usage::Default))?;
+    let recorded = Barrier::new(WORKERS + 1);
+    // Every worker destroys the lists handed to it before any worker records, so each
+    // context's first `finish` of the frame takes them all and the printed counts are
+    // the same every run. Not needed for correctness: a list destroyed later is taken by
+    // a later `finish`, and under the completed list clock it is reusable only in the
+    // next frame anyway.
+    let destroyed = Barrier::new(WORKERS);
+    let to_destroy = std::mem::replace(handed, (0..WORKERS).map(|_| Vec::new()).collect());
+    let (lists, churned) = std::thread::scope(|s| -> Res<_> {
+        let workers: Vec<_> = contexts
+            .iter_mut()
+            .zip(to_destroy)
+            .enumerate()
+            .map(|(w, (dc, old))| {
+                let (scene, recorded, destroyed) = (&scene, &recorded, &destroyed);
+                let worker = std::thread::Builder::new().name(thread_name(w));
+                worker.spawn_scoped(s, move || -> Res<WorkerLists<D, K>> {
+                    let _traced = dispatch.map(tracing::dispatcher::set_default);
+                    // The free-threaded destroy (R-R4): RecycleDestroyCommandList, then
+                    // a push onto the owning context's lock-free list (R-R7).
+                    drop(old);
+                    destroyed.wait();
+                    let lists = record_lists(dc, scene, upload, f, w);
+                    recorded.wait();
+                    lists
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let churner = s.spawn(|| -> Res<usize> {
+            let made = churn(device);
+            recorded.wait();
+            device.destroy(upload)?;
+            Ok(made? + 1)
+        });
+        let lists = workers
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "worker panicked")?);
+        let lists = lists.collect::<Res<Vec<_>>>()?;
+        Ok((lists, churner.join().map_err(|_| "churn thread panicked")??))
+    })?;
+
+    // The IC: execute in worker order, each worker's large list then its small ones
+    // (R-C3), destroy the lists, flush (R-D2). A list may be destroyed as soon as it has
+    // been executed: its memory waits for the buffer (the list clock) before reuse.
+    let mut marked = Vec::new();
+    for (
+        w,
+        WorkerLists {
+            large,
+            small,
+            tiles,
+        },
+    ) in lists.into_iter().enumerate()
+    {
+        let tile_lists = tiles.iter().map(|t| &t.list);
+        for list in std::iter::once(&large).chain(&small).chain(tile_lists) {
+            ic.execute_command_list(list)?;
+            if ic.bindings().next().is_some() {
+                return Err("bindings survived CommandListExecute (R-C3)".into());
+            }
+        }
+        // The tiles whose lists came from recycled memory get their mark.
+        for tile in tiles.iter().filter(|t| t.recycled) {
+            mark_recycled(ic, scene.canvas, tile.at)?;
+            marked.push(tile.at);
+        }
+        drop((large, tiles));
+        // Half the small lists are destroyed here, on the IC thread; the other half go
+        // to the next worker, which destroys them next frame (another thread).
+        for (i, list) in small.into_iter().enumerate() {
+            if i % 2 == 0 {
+                drop(list);
+            } else {
+                handed[(w + 1) % WORKERS].push(list);
+            }
+        }
+    }
+    // Blt, present (which flushes the buffer first: R-X1) and rotate the swap chain. The
+    // present is the Present point: amortised processing runs at least once per frame
+    // (R-A1), which also tells each context to trim its pools at its next `finish`.
+    present(ic, scene)?;
+    Ok(FrameDone {
+        marked,
+        churned,
+        lists: WORKERS + WORKERS * SMALL + tiles().count(),
+    })
+}
+
+/// Frame `f` of the reference: the same commands as [`frame`]'s, single-threaded, straight
+/// on an immediate context, the tiles `marked` as the frame marked them.
+pub fn reference<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+    scene: &Scene,
+    f: u32,
+    marked: &[(u32, u32)],
+) -> Res
+where
+    D: Driver<Command = SoftCommand>,
+    K: Kernel,
+{
+    let upload = device.create_resource(buffer(UPLOAD, Usage::Default))?;
+    for w in 0..WORKERS {
+        record(ic, scene, upload, f, w)?;
+        ic.clear_state()?;
+        for i in 0..SMALL {
+            ic.command(&small_copy(scene, w, i))?;
+        }
+        for tile in tiles().skip(w).step_by(WORKERS) {
+            paint_tile(ic, scene.canvas, f, tile, w)?;
+        }
+    }
+    for &at in marked {
+        mark_recycled(ic, scene.canvas, at)?;
+    }
+    device.destroy(upload)?;
+    present(ic, scene)
+}
