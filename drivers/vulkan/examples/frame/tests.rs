@@ -12,7 +12,13 @@ fn required() -> bool {
     std::env::var("CMDLIST_VULKAN_REQUIRED").is_ok_and(|v| v == "1")
 }
 
+/// One job at a time: a job's recycling rate depends on the GPU (lavapipe, on the same two
+/// cores) finishing each frame before the next one's Finish, which a second job running
+/// beside it can delay.
+static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn job(mode: ListMode, frames: u32) -> Option<Summary> {
+    let _alone = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("cmdlist-vulkan-frame-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let options = Options {
