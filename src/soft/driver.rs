@@ -641,36 +641,17 @@ impl SoftDriver {
         if matches!(op, Op::Bind { .. } | Op::ClearState) {
             flag_ic_write(s, "the immediate context's bindings");
         }
-        // The binding the operation makes, once it succeeded: a refused operation changes
-        // nothing, so the driver's bindings stay the engine's.
-        let binding = match &op {
-            Op::Bind { point, object } => Some((*point, object.map(|o| o.handle()))),
+        match &op {
+            Op::Bind { point, object } => match object {
+                Some(o) => s.ic_bound.insert(*point, o.handle()),
+                None => s.ic_bound.remove(point),
+            },
+            Op::ClearState => {
+                s.ic_bound.clear();
+                None
+            }
             _ => None,
         };
-        let clears = matches!(op, Op::ClearState);
-        let result = self.apply_op(s, objects, op);
-        if result.is_ok() {
-            match binding {
-                Some((point, Some(object))) => {
-                    s.ic_bound.insert(point, object);
-                }
-                Some((point, None)) => {
-                    s.ic_bound.remove(&point);
-                }
-                None if clears => s.ic_bound.clear(),
-                None => {}
-            }
-        }
-        result
-    }
-
-    /// [`SoftDriver::apply`]'s work, the bindings aside.
-    fn apply_op<W: SameTypes<Self>>(
-        &self,
-        s: &mut State,
-        objects: &Resolver<'_, W>,
-        op: Op<'_, W>,
-    ) -> Result<()> {
         match op {
             Op::Command(command) => self.run_command(s, objects, command),
             Op::Update {
