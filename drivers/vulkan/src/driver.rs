@@ -204,6 +204,26 @@ impl VulkanDriver {
         }
     }
 
+    /// Runs `work` with an encoder into the immediate context's open primary (begun if none
+    /// is), its upload memory, the world's upload chunks and the primary's reference list.
+    fn with_primary<T>(
+        &self,
+        imm: &mut VulkanImmediate,
+        work: impl FnOnce(&mut Encoder<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let world = &*self.world;
+        let (cmd, arena) = self.primary(imm)?;
+        let mut guard = lock(&world.ic);
+        let ic = &mut *guard;
+        work(&mut Encoder {
+            world,
+            cmd: *cmd,
+            arena,
+            free: &mut ic.free_chunks,
+            refs: &mut ic.open_refs,
+        })
+    }
+
     /// The primary being recorded, begun now if none is.
     fn primary<'i>(
         &self,
@@ -297,21 +317,11 @@ impl VulkanDriver {
             }
             _ => Work::Common,
         };
-        let (cmd, arena) = self.primary(imm)?;
-        let mut guard = lock(&world.ic);
-        let ic = &mut *guard;
-        let mut enc = Encoder {
-            world,
-            cmd: *cmd,
-            arena,
-            free: &mut ic.free_chunks,
-            refs: &mut ic.open_refs,
-        };
-        match work {
+        self.with_primary(imm, |enc| match work {
             Work::Fill(span, value) => enc.fill(span, value),
             Work::Draw(c, v, t) => enc.draw(c, v, t),
-            Work::Common => encode_common(&mut enc, &mut look, command),
-        }
+            Work::Common => encode_common(enc, &mut look, command),
+        })
     }
 
     fn write(
@@ -325,17 +335,7 @@ impl VulkanDriver {
         let world = &*self.world;
         let whole = IcLookup { world, objects }.view_span(resource)?;
         let span = whole.sub(offset, data.len() as u64)?;
-        let (cmd, arena) = self.primary(imm)?;
-        let mut guard = lock(&world.ic);
-        let ic = &mut *guard;
-        Encoder {
-            world,
-            cmd: *cmd,
-            arena,
-            free: &mut ic.free_chunks,
-            refs: &mut ic.open_refs,
-        }
-        .write(span, data)
+        self.with_primary(imm, |enc| enc.write(span, data))
     }
 }
 
@@ -380,20 +380,12 @@ impl VulkanDriver {
             None => None,
         };
         let screen = world.screen_span(src_span.len)?;
-        let (cmd, arena) = self.primary(imm)?;
-        let mut guard = lock(&world.ic);
-        let ic = &mut *guard;
-        let mut enc = Encoder {
-            world,
-            cmd: *cmd,
-            arena,
-            free: &mut ic.free_chunks,
-            refs: &mut ic.open_refs,
-        };
-        if let Some((s, d)) = blt {
-            enc.blt(&s, &d)?;
-        }
-        enc.copy(screen, src_span)
+        self.with_primary(imm, |enc| {
+            if let Some((s, d)) = blt {
+                enc.blt(&s, &d)?;
+            }
+            enc.copy(screen, src_span)
+        })
     }
 
     /// A driver-built list replayed into the primary from its packets (after a rotation).
@@ -405,17 +397,7 @@ impl VulkanDriver {
     ) -> Result<()> {
         let world = &*self.world;
         let mut look = IcLookup { world, objects };
-        let (cmd, arena) = self.primary(imm)?;
-        let mut guard = lock(&world.ic);
-        let ic = &mut *guard;
-        let mut enc = Encoder {
-            world,
-            cmd: *cmd,
-            arena,
-            free: &mut ic.free_chunks,
-            refs: &mut ic.open_refs,
-        };
-        replay_packets(&mut enc, &mut look, &list.packets)
+        self.with_primary(imm, |enc| replay_packets(enc, &mut look, &list.packets))
     }
 }
 
@@ -837,17 +819,7 @@ impl Driver for VulkanDriver {
             format: plan.dst_format,
             rect: plan.dst_rect,
         };
-        let (cmd, arena) = self.primary(imm)?;
-        let mut guard = lock(&world.ic);
-        let ic = &mut *guard;
-        Encoder {
-            world,
-            cmd: *cmd,
-            arena,
-            free: &mut ic.free_chunks,
-            refs: &mut ic.open_refs,
-        }
-        .blt(&s, &d)
+        self.with_primary(imm, |enc| enc.blt(&s, &d))
     }
 
     fn rotate_identities(&self, _imm: &mut VulkanImmediate, _ic: &mut [&mut u64]) {
