@@ -400,6 +400,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The validation layer's messenger callback: keeps each warning and error.
+///
+/// # Safety
+/// Called by the loader only, with `user` the world's message list the messenger was made
+/// with (alive while the messenger is) and `data` valid for the call, as
+/// PFN_vkDebugUtilsMessengerCallbackEXT says.
 unsafe extern "system" fn on_message(
     severity: vk::DebugUtilsMessageSeverityFlagsEXT,
     _types: vk::DebugUtilsMessageTypeFlagsEXT,
