@@ -131,19 +131,46 @@ impl<D: Driver> ClsTable<D> {
         let Some(at) = self.position_of(handle) else {
             return self.open_new(ctx, handle, false).map(|_| ());
         };
-        let local = &mut self.open[at];
-        let entry = local.held.entry();
         if ctx.registry.is_removed() {
             return Err(Error::DeviceRemoved);
         }
+        self.use_live_at(ctx.driver, ctx.dc.as_deref_mut(), at)
+    }
+
+    /// Where `handle`'s context-local handle is, if it is open in this recording: one indexed
+    /// load and the comparison of the whole handle, generation included. Needs no pin: the
+    /// open handle holds its object (R-H2).
+    #[inline]
+    pub(crate) fn find_open(&self, handle: AnyHandle) -> Option<usize> {
+        self.position_of(handle)
+    }
+
+    /// The object of the open handle at `at` ([`ClsTable::find_open`]).
+    #[inline]
+    pub(crate) fn view_at(&self, at: usize) -> ObjectView<'_, D> {
+        self.open[at].held.view()
+    }
+
+    /// Uses the open handle at `at` ([`ClsTable::find_open`]) again, for an object the
+    /// application named: it must still be live; the driver hears the use with the handle's
+    /// context-local memory (none on an emulated context, `dc` `None`).
+    #[inline]
+    pub(crate) fn use_live_at(
+        &mut self,
+        driver: &D,
+        dc: Option<&mut D::Deferred>,
+        at: usize,
+    ) -> Result<()> {
+        let local = &mut self.open[at];
+        let entry = local.held.entry();
         if !entry.is_live() {
             return Err(AppError::StaleHandle.into());
         }
-        let (Some(dc), Some(block)) = (ctx.dc.as_deref_mut(), local.block.as_mut()) else {
+        let (Some(dc), Some(block)) = (dc, local.block.as_mut()) else {
             return Ok(());
         };
         let bytes = self.bucket.bytes_mut(block)?;
-        ctx.driver.use_local(dc, local.ty, entry.object(), bytes);
+        driver.use_local(dc, local.ty, entry.object(), bytes);
         Ok(())
     }
 

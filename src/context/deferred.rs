@@ -22,9 +22,10 @@ use crate::context::list_pool::ListPool;
 use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::driver::{Command, DeferredCall, Driver, ListMemory};
 use crate::error::{AppError, Error, Result};
-use crate::handle::{AnyHandle, Handle, HandleType, Query, Resource};
+use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
+use crate::registry::ObjectView;
 use crate::lists::record::{add_sorted, Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
 use crate::trace::span;
@@ -480,16 +481,59 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         s.driver().record_deferred(dc, call, &mut locals)
     }
 
-    fn use_object(&mut self, handle: AnyHandle) -> Result<()> {
-        let guard = epoch::pin();
-        self.use_object_in(handle, &guard)
+    /// Uses `handle`, which the application named, in the recording (R-H1, R-H3). An object
+    /// already open in this context is found with one indexed load and needs no pin (its
+    /// handle holds it, R-H2); only a first use looks the object up in the registry, under
+    /// `guard`, pinned at the call's first miss and kept for the call's other objects.
+    #[inline]
+    fn use_object(&mut self, handle: AnyHandle, guard: &mut Option<Guard>) -> Result<()> {
+        let s = &*self.device.shared;
+        let dc = self.dc.for_hooks()?;
+        match self.cls.find_open(handle) {
+            Some(at) => self.cls.use_live_at(s.driver(), dc, at),
+            None => {
+                let guard = guard.get_or_insert_with(epoch::pin);
+                let mut ctx = ClsCtx {
+                    driver: s.driver(),
+                    dc,
+                    registry: s.registry(),
+                    guard,
+                };
+                self.cls.use_object(&mut ctx, handle)
+            }
+        }
     }
 
-    /// [`DeferredContext::use_object`] under a pin the caller holds already (one pin per
-    /// call, not one per lookup).
-    fn use_object_in(&mut self, handle: AnyHandle, guard: &Guard) -> Result<()> {
-        let (cls, mut ctx) = self.cls_parts(guard)?;
-        cls.use_object(&mut ctx, handle)
+    /// Runs `check` on the live object `handle` names, as the registry's typed lookup would
+    /// find it: an object open in this context is found there without a pin (its handle
+    /// holds it, R-H2); any other is looked up in the registry under `guard` (pinned now, kept
+    /// for the call's later lookups).
+    #[inline]
+    fn with_live<T: ObjectKind, R>(
+        &self,
+        handle: Handle<T>,
+        guard: &mut Option<Guard>,
+        check: impl FnOnce(ObjectView<'_, D>) -> Result<R>,
+    ) -> Result<R> {
+        match self.cls.find_open(handle.any()) {
+            Some(at) => {
+                let view = self.cls.view_at(at);
+                // The registry's checks, in its order, but for the tag and the generation,
+                // which the open handle matched, and the device's removal, which the call
+                // checked when it began.
+                if !T::accepts(view.ty()) {
+                    return Err(AppError::WrongType.into());
+                }
+                if !view.entry().is_live() {
+                    return Err(AppError::StaleHandle.into());
+                }
+                check(view)
+            }
+            None => {
+                let guard = guard.get_or_insert_with(epoch::pin);
+                check(self.device.shared.registry().live(handle, guard)?)
+            }
+        }
     }
 
     /// Records a driver-defined command; opens the context-local handles of the objects it
@@ -497,14 +541,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     pub fn command(&mut self, command: D::Command) -> Result<()> {
         self.record(|dc| {
             dc.reserve_op()?;
-            let guard = epoch::pin();
-            let (cls, mut ctx) = dc.cls_parts(&guard)?;
+            let mut guard = None;
             let mut failed = None;
             command.for_each_object(&mut |h| {
                 if failed.is_none() {
-                    failed = cls.use_object(&mut ctx, h).err();
+                    failed = dc.use_object(h, &mut guard).err();
                 }
             });
+            drop(guard);
             if let Some(e) = failed {
                 return Err(e);
             }
@@ -519,13 +563,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.record(|dc| {
             dc.reserve(OPERATION_BYTES.saturating_add(data.len()))?;
-            let guard = epoch::pin();
-            dc.device
-                .shared
-                .registry()
-                .live(resource, &guard)?
-                .check_write(offset, data.len())?;
-            dc.use_object_in(resource.any(), &guard)?;
+            let mut guard = None;
+            dc.with_live(resource, &mut guard, |view| {
+                view.check_write(offset, data.len())
+            })?;
+            dc.use_object(resource.any(), &mut guard)?;
             drop(guard);
             // Copied before the driver hears the update, so that a copy that runs out of
             // memory refuses a call nobody heard. Refused by the driver, the copy stays in
@@ -573,7 +615,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.record(|dc| {
             dc.reserve_op()?;
             if let Some(h) = object {
-                dc.use_object(h)?;
+                dc.use_object(h, &mut None)?;
             }
             dc.record_bind(point, object)
         })
@@ -611,10 +653,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         };
         self.reserve_for(OPERATION_BYTES * ops, ops, 0)?;
         self.open.check_query(query, begin)?;
-        let guard = epoch::pin();
+        let mut guard = None;
         // Typed: a handle of another kind passed as a query is refused (R-E1).
-        self.device.shared.registry().live(query, &guard)?;
-        self.use_object_in(query.any(), &guard)?;
+        self.with_live(query, &mut guard, |_| Ok(()))?;
+        self.use_object(query.any(), &mut guard)?;
         drop(guard);
         self.hear(if begin {
             DeferredCall::BeginQuery(query)
@@ -839,15 +881,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn map(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
-        let guard = epoch::pin();
-        let size = self
-            .device
-            .shared
-            .registry()
-            .live(resource, &guard)?
-            .discard_len()?;
+        let mut guard = None;
+        let size = self.with_live(resource, &mut guard, |view| view.discard_len())?;
         self.reserve(OPERATION_BYTES.saturating_add(size))?;
-        self.use_object_in(resource.any(), &guard)?;
+        self.use_object(resource.any(), &mut guard)?;
         drop(guard);
         if !self.replays {
             // The driver's Map comes next (`map_with_driver`), which counts the bytes.

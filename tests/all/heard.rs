@@ -251,7 +251,7 @@ type Case = fn(&mut Fixture) -> cmdlist::Result<()>;
 #[test]
 fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
     let default = DeviceConfig::default();
-    let cases: [(&str, DeviceConfig, Error, Case); 15] = [
+    let cases: [(&str, DeviceConfig, Error, Case); 20] = [
         (
             "a second Map",
             default.clone(),
@@ -336,6 +336,62 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
             |f| {
                 f.mark();
                 f.dc.begin_query(forge(f.a))
+            },
+        ),
+        // The same refusals for objects whose handles are open in the recording already:
+        // found in the context's own table, without the registry, and checked the same.
+        (
+            "a Begin of a resource, open in this recording, as a query",
+            default.clone(),
+            app(AppError::WrongType),
+            |f| {
+                f.dc.command(SoftCommand::Fill { dst: f.a, value: 1 })?;
+                f.mark();
+                f.dc.begin_query(forge(f.a))
+            },
+        ),
+        (
+            "an update of a query, open in this recording, as a resource",
+            default.clone(),
+            app(AppError::WrongType),
+            |f| {
+                f.dc.begin_query(f.q)?;
+                f.mark();
+                f.dc.update(forge(f.q), 0, &[1])
+            },
+        ),
+        (
+            "an update of a resource destroyed while open in this recording",
+            default.clone(),
+            app(AppError::StaleHandle),
+            |f| {
+                f.dc.command(SoftCommand::Fill { dst: f.a, value: 1 })?;
+                f.device.destroy(f.a)?;
+                f.mark();
+                f.dc.update(f.a, 0, &[1])
+            },
+        ),
+        (
+            // Stale before anything else about the resource, as the registry answers.
+            "a Map of a non-dynamic resource destroyed while open in this recording",
+            default.clone(),
+            app(AppError::StaleHandle),
+            |f| {
+                f.dc.command(SoftCommand::Fill { dst: f.a, value: 1 })?;
+                f.device.destroy(f.a)?;
+                f.mark();
+                f.dc.map_discard(f.a).map(|_| ())
+            },
+        ),
+        (
+            "a command naming a resource destroyed while open in this recording",
+            default.clone(),
+            app(AppError::StaleHandle),
+            |f| {
+                f.dc.command(SoftCommand::Fill { dst: f.a, value: 1 })?;
+                f.device.destroy(f.a)?;
+                f.mark();
+                f.dc.command(SoftCommand::Fill { dst: f.a, value: 2 })
             },
         ),
         (
