@@ -26,7 +26,9 @@ use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
 use crate::registry::ObjectView;
-use crate::lists::record::{add_sorted, Payload, Recorded, Recording, OPERATION_BYTES};
+use crate::lists::record::{
+    add_sorted, note_in_set, sort_set, Payload, Recorded, Recording, OPERATION_BYTES,
+};
 use crate::lists::recycle::Node;
 use crate::trace::span;
 
@@ -771,7 +773,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         dc.push_op(Recorded::ExecuteList(index));
         dc.rec.nested_ops = dc.rec.nested_ops.saturating_add(inner.replayed_ops());
         // Its maps and queries become this recording's too (R-C4 at every depth).
-        add_sorted(&mut dc.rec.maps, &inner.maps);
+        for &map in &inner.maps {
+            note_in_set(&mut dc.rec.maps, map);
+        }
         add_sorted(&mut dc.rec.queries, &inner.queries);
         // R-C3: from the next call on, the state-refresh queries answer nothing bound.
         dc.bindings.clear();
@@ -930,7 +934,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             s.driver().record_deferred(dc, call, &mut locals)?;
             ScopeGuard::into_inner(still_mapped);
         }
-        add_sorted(&mut self.rec.maps, &[resource]);
+        note_in_set(&mut self.rec.maps, resource);
         match memory {
             MapMemory::Arena(payload) => {
                 self.push_op(Recorded::WriteDiscard { resource, payload });
@@ -1006,6 +1010,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         while let Some((resource, memory)) = self.open.pop_mapped() {
             self.record_unmap(resource, memory)?;
         }
+        // Noted unsorted while recording; sorted once, for the executes' R-C4 checks.
+        sort_set(&mut self.rec.maps);
         // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh
         // queries still answer the context's bindings (R-C1).
         {

@@ -143,9 +143,10 @@ pub(crate) struct Recording<C, L> {
     pub(crate) payloads: Payloads,
     /// Bytes of payload recorded (what the budget counts, besides the operations).
     pub(crate) payload_bytes: usize,
-    /// Resources whose Map(DISCARD) the recording, or a list it executes, holds (R-C4):
-    /// sorted, each once ([`add_sorted`]), so that a check never walks the nested lists and
-    /// looks each of the context's maps up by binary search.
+    /// Resources whose Map(DISCARD) the recording, or a list it executes, holds (R-C4).
+    /// Noted by appending while recording ([`note_in_set`]); from Finish on sorted, each
+    /// once ([`sort_set`]), so that a check never walks the nested lists and looks each of
+    /// the context's maps up by binary search.
     pub(crate) maps: Vec<Handle<Resource>>,
     /// Queries the recording, or a list it executes, begins or ends (R-C4): sorted, each
     /// once.
@@ -191,6 +192,31 @@ pub(crate) fn add_sorted<T: Ord + Copy>(set: &mut Vec<T>, items: &[T]) {
             set.dedup();
         }
     }
+}
+
+/// Notes `item` in `set` while a recording runs: an append, not an insertion, and none
+/// when `item` is the last one noted (a draw loop maps the same constant buffer again and
+/// again). The set is sorted and made duplicate-free at Finish ([`sort_set`]); before the
+/// vector would grow it is made so early, so that it never holds more than twice the
+/// distinct items (memory proportional to content).
+#[inline]
+pub(crate) fn note_in_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
+    if set.last() == Some(&item) {
+        return;
+    }
+    if set.len() == set.capacity() && !set.is_empty() {
+        sort_set(set);
+        if set.binary_search(&item).is_ok() {
+            return;
+        }
+    }
+    set.push(item);
+}
+
+/// Makes a set that [`note_in_set`] appended to sorted and duplicate-free.
+pub(crate) fn sort_set<T: Ord>(set: &mut Vec<T>) {
+    set.sort_unstable();
+    set.dedup();
 }
 
 /// What one recorded operation counts against [`crate::DeviceConfig::deferred_budget`],
@@ -308,6 +334,26 @@ mod tests {
         assert_eq!(set, [1, 2, 5, 7, 9, 10]);
         add_sorted(&mut set, &[]);
         assert_eq!(set, [1, 2, 5, 7, 9, 10]);
+    }
+
+    /// Appended in any order, with repeats, the set comes out sorted and duplicate-free, and
+    /// its vector never holds more than twice the distinct items.
+    #[test]
+    fn noted_sets_sort_at_the_end_and_stay_small() {
+        let mut set = Vec::new();
+        for i in 0..1000u32 {
+            note_in_set(&mut set, [7, 3, 3, 9, 1][i as usize % 5]);
+            assert!(set.len() <= 8, "{set:?}");
+        }
+        sort_set(&mut set);
+        assert_eq!(set, [1, 3, 7, 9]);
+        let mut many = Vec::new();
+        for i in (0..100u32).rev().chain(0..100) {
+            note_in_set(&mut many, i);
+        }
+        assert!(many.capacity() <= 256, "{}", many.capacity());
+        sort_set(&mut many);
+        assert_eq!(many, (0..100).collect::<Vec<_>>());
     }
 
     #[test]
