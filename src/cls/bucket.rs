@@ -740,6 +740,22 @@ impl BucketAllocator {
         Ok(unsafe { core::slice::from_raw_parts_mut(block.ptr.as_ptr(), size) })
     }
 
+    /// [`BucketAllocator::bytes_mut`] for a holder that kept the block's size from its
+    /// allocation: no class lookup, for hot paths (a context-local handle used again).
+    ///
+    /// # Safety
+    /// `block` came from this allocator and is not freed, and `len` is the length
+    /// [`BucketAllocator::bytes_mut`] answers for it.
+    #[inline]
+    pub(crate) unsafe fn bytes_mut_of_len(&mut self, block: &mut Block, len: usize) -> &mut [u8] {
+        debug_assert_eq!(
+            self.class_of(block).map(|class| self.classes[class].size),
+            Some(len)
+        );
+        // SAFETY: as in `bytes_mut`, the contract standing in for its checks.
+        unsafe { core::slice::from_raw_parts_mut(block.ptr.as_ptr(), len) }
+    }
+
     /// Gives wholly-free pages back down to the high watermark (R-A1, R-A2): per class, keeps
     /// enough pages to hold the most blocks live at once since the previous trim, releases
     /// the other pages that hold no live block, then resets that peak to the blocks live now.

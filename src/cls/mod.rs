@@ -36,6 +36,9 @@ struct LocalHandle<D: Driver> {
     /// The hold on the object (R-H2), with its handle: reached without a lookup.
     held: HeldEntry<D>,
     ty: HandleType,
+    /// The length of `block`'s bytes, kept so that a use reaches them without the
+    /// allocator's class lookup (it fits in the padding after `ty`).
+    len: u32,
     /// The driver's handle memory; none on an emulated context, which only holds.
     block: Option<Block>,
 }
@@ -169,7 +172,9 @@ impl<D: Driver> ClsTable<D> {
         let (Some(dc), Some(block)) = (dc, local.block.as_mut()) else {
             return Ok(());
         };
-        let bytes = self.bucket.bytes_mut(block)?;
+        // SAFETY: an open handle's block is this table's allocator's, freed only when the
+        // handle closes, and `len` is the length its allocation answered (`open_new`).
+        let bytes = unsafe { self.bucket.bytes_mut_of_len(block, local.len as usize) };
         driver.use_local(dc, local.ty, entry.object(), bytes);
         Ok(())
     }
@@ -224,7 +229,7 @@ impl<D: Driver> ClsTable<D> {
         let Some(dc) = ctx.dc.as_deref_mut() else {
             // Emulated: the handle is its hold alone.
             let held = HeldEntry::take(view).ok_or(AppError::StaleHandle)?;
-            return Ok(self.push_open(handle, held, ty, None));
+            return Ok(self.push_open(handle, held, ty, 0, None));
         };
         // Found once, when the object was created (R-H4); none when the table did not list
         // the driver's answer.
@@ -246,12 +251,14 @@ impl<D: Driver> ClsTable<D> {
         });
         let (bucket, block_ref) = &mut *block;
         let local = bucket.bytes_mut(block_ref)?;
+        // Handle sizes are a driver's small figures (R-H4); one past `u32` is refused.
+        let len = u32::try_from(local.len()).map_err(|_| Error::InvalidArg)?;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
             .open_local(dc, ty, view.object(), dep_bytes, local)?;
         let (_, block) = ScopeGuard::into_inner(block);
         let held = ScopeGuard::into_inner(held);
-        Ok(self.push_open(handle, held, ty, Some(block)))
+        Ok(self.push_open(handle, held, ty, len, Some(block)))
     }
 
     /// Puts an opened handle in the table; returns its position.
@@ -261,10 +268,16 @@ impl<D: Driver> ClsTable<D> {
         handle: AnyHandle,
         held: HeldEntry<D>,
         ty: HandleType,
+        len: u32,
         block: Option<Block>,
     ) -> usize {
         let at = self.open.len();
-        self.open.push(LocalHandle { held, ty, block });
+        self.open.push(LocalHandle {
+            held,
+            ty,
+            len,
+            block,
+        });
         self.set_position(handle, at as u32 + 1);
         at
     }
@@ -285,7 +298,7 @@ impl<D: Driver> ClsTable<D> {
         // released without closing (R-H2 was kept by refusing DestroyDevice while contexts
         // live; only dropping the immediate context gets here).
         let removed = registry.is_removed();
-        while let Some(LocalHandle { held, ty, block }) = self.open.pop() {
+        while let Some(LocalHandle { held, ty, block, .. }) = self.open.pop() {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).
