@@ -10,6 +10,7 @@
 //! The recording counts its own bytes against the context's budget; going over it is the
 //! out-of-memory of R-E3 (context-local removal, handled by the deferred context).
 
+use core::alloc::Layout;
 use core::ptr::NonNull;
 
 use bumpalo::Bump;
@@ -85,16 +86,18 @@ impl Payloads {
     }
 
     /// `len` zeroed bytes in the arena.
+    #[inline]
     pub(crate) fn zeroed(&mut self, len: usize) -> Result<Payload> {
         self.used = true;
-        let bytes = self
+        let layout = Layout::from_size_align(len, 1).map_err(|_| Error::OutOfMemory)?;
+        let ptr = self
             .bump
-            .try_alloc_slice_fill_copy(len, 0u8)
+            .try_alloc_layout(layout)
             .map_err(|_| Error::OutOfMemory)?;
-        Ok(Payload {
-            ptr: NonNull::from(&mut bytes[0..]).cast(),
-            len,
-        })
+        // SAFETY: `ptr` addresses `len` bytes just allocated for this payload alone; one
+        // `memset` initialises them all (bumpalo's fill writes them one by one).
+        unsafe { ptr.as_ptr().write_bytes(0, len) };
+        Ok(Payload { ptr, len })
     }
 
     /// The bytes of `payload`.
