@@ -390,6 +390,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// and records nothing; otherwise `work` runs once the device is known alive, and a
     /// failure is reported on this context's sink, out of memory removing the context
     /// locally.
+    #[inline]
     fn record(&mut self, work: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if self.calls == Calls::Removed {
             return Ok(());
@@ -424,17 +425,26 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Reports a failed call on this context's sink (R-E2); out of memory removes the
     /// context locally (R-E3).
+    #[inline]
     fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
         if let Err(error) = &result {
-            self.device
-                .shared
-                .kernel()
-                .set_error(ContextId::Deferred(self.id), *error);
-            if *error == Error::OutOfMemory {
-                self.remove_locally();
-            }
+            self.refused(*error);
         }
         result
+    }
+
+    /// [`DeferredContext::settle`]'s failure, kept out of line: the recording path is the
+    /// success path.
+    #[cold]
+    #[inline(never)]
+    fn refused(&mut self, error: Error) {
+        self.device
+            .shared
+            .kernel()
+            .set_error(ContextId::Deferred(self.id), error);
+        if error == Error::OutOfMemory {
+            self.remove_locally();
+        }
     }
 
     /// Context-local removal (R-E3): the partial list is abandoned as after any error
@@ -909,14 +919,18 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Unmap: records the contents written since [`DeferredContext::map_discard`].
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.record(|dc| {
-            let memory = dc.open.unmap(resource)?;
-            dc.record_unmap(resource, memory)
+            let memory = *dc.open.mapped(resource)?;
+            dc.record_unmap(resource, memory)?;
+            // Ended once heard: a refused (or panicking) Unmap leaves the resource mapped.
+            dc.open.unmap(resource).map(|_| ())
         })
     }
 
-    /// Records an Unmap: the driver hears it, with the contents where the engine kept them;
-    /// a refusal leaves the resource mapped. The map reserved the operation's bytes
+    /// Records an Unmap: the driver hears it, with the contents where the engine kept them.
+    /// The Map stays open here: the caller ends it once this succeeds, so that a refusal (or
+    /// a panicking hook) leaves the resource mapped. The Map reserved the operation's bytes
     /// already.
+    #[inline]
     fn record_unmap(&mut self, resource: Handle<Resource>, memory: MapMemory) -> Result<()> {
         let s = &*self.device.shared;
         if let Some(dc) = self.dc.for_hooks()? {
@@ -928,11 +942,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             };
             let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
             let call = DeferredCall::Unmap { resource, data };
-            // Refused (or panicking), the Unmap leaves the resource mapped, as before it.
-            let open = &mut self.open;
-            let still_mapped = scopeguard::guard((), |()| open.map(resource, memory));
             s.driver().record_deferred(dc, call, &mut locals)?;
-            ScopeGuard::into_inner(still_mapped);
         }
         note_in_set(&mut self.rec.maps, resource);
         match memory {

@@ -132,3 +132,53 @@ fn r_c2_r_c4_finish_abandons_what_its_failing_implicit_operation_left_open() {
         }
     }
 }
+
+/// An Unmap the driver refuses, or whose hook panics, on a deferred context leaves the
+/// resource mapped, as before the call: the next Unmap of it is accepted, and the list
+/// replays the contents written before both.
+#[test]
+fn r_e1_a_refused_or_panicking_unmap_leaves_the_resource_mapped() {
+    for driver_built in [false, true] {
+        for fault in [Fault::Error(Error::InvalidArg), Fault::Panic] {
+            let config = SoftConfig {
+                command_lists: true,
+                driver_built,
+                ..Default::default()
+            };
+            // The reference run: the Unmap's hook call is the last call the Unmap makes.
+            let counting = Arc::new(FaultPlan::counting());
+            let run = |plan: &Arc<FaultPlan>| {
+                let (driver, kernel, world) = inject::new(plan, config.clone());
+                let (device, ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+                let mapped = device.create_resource(dynamic_buffer(16)).unwrap();
+                let mut dc = device.create_deferred_context().unwrap();
+                dc.map_discard(mapped).unwrap().fill(0xAB);
+                (device, ic, world, mapped, dc)
+            };
+            let (_device, _ic, _world, mapped, mut dc) = run(&counting);
+            dc.unmap(mapped).unwrap();
+            let unmap_hook = counting.calls() - 1;
+
+            let plan = Arc::new(FaultPlan::at(unmap_hook, fault));
+            let (device, mut ic, world, mapped, mut dc) = run(&plan);
+            let refused = catch_unwind(AssertUnwindSafe(|| dc.unmap(mapped)));
+            assert!(plan.injected(), "{fault:?}, driver-built {driver_built}");
+            match fault {
+                Fault::Panic => {
+                    let payload = refused.unwrap_err();
+                    assert!(payload.downcast_ref::<InjectedPanic>().is_some());
+                }
+                _ => assert_eq!(refused.unwrap(), Err(Error::InvalidArg)),
+            }
+            // Still mapped: a second Map is refused, the Unmap accepted.
+            assert!(dc.map_discard(mapped).is_err(), "{fault:?}");
+            dc.unmap(mapped).unwrap();
+            let list = dc.finish().unwrap();
+            ic.execute_command_list(&list).unwrap();
+            drop(list);
+            ic.flush().unwrap();
+            let allocation = device.object(mapped).unwrap().allocation().unwrap();
+            assert_eq!(world.read(allocation).unwrap(), vec![0xAB; 16]);
+        }
+    }
+}
