@@ -156,6 +156,11 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// [`ListMode::replays`](crate::ListMode::replays), kept here: asked at every recorded
     /// call).
     replays: bool,
+    /// The device's [`DeviceConfig::deferred_budget`](crate::DeviceConfig::deferred_budget)
+    /// and [`DeviceConfig::replay_limit`](crate::DeviceConfig::replay_limit), kept here:
+    /// checked at every recorded call (R-E3).
+    budget: usize,
+    replay_limit: u64,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
     /// The bindings a restoring execute binds again (capacity kept).
@@ -215,6 +220,8 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             open: MappedAndBegun::default(),
             calls: Calls::Recorded,
             replays: s.mode().replays(),
+            budget: s.config().deferred_budget,
+            replay_limit: s.config().replay_limit,
             sink: Vec::new(),
             restore: Vec::new(),
             lists: ListPool::new(),
@@ -337,14 +344,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve_for(more, 1, 0)
     }
 
-    /// Operations executing the recording will replay, counting the Unmap each open Map and
-    /// the End each begun query still owes (the Map and the Begin reserved room for them).
-    fn replay_count(&self) -> u64 {
-        self.rec
-            .replayed_ops()
-            .saturating_add(self.open.owed() as u64)
-    }
-
     /// Fails with out-of-memory unless `ops` more operations of `bytes` in all, one of which
     /// may replay `nested` more (a list executed), fit the budget and the replay limit
     /// (R-E3): a call that records several operations checks them all before recording any.
@@ -352,14 +351,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// and Ends that Finish adds never fail.
     #[inline]
     fn reserve_for(&self, bytes: usize, ops: usize, nested: u64) -> Result<()> {
-        let config = self.device.shared.config();
+        let owed = self.open.owed();
+        // The recording's bytes and those its open Maps and Begins owe were each checked
+        // against the budget when recorded, so their sum cannot overflow; what comes from
+        // the caller saturates.
+        let used = self.rec.bytes() + owed * OPERATION_BYTES;
         let replayed = self
-            .replay_count()
-            .saturating_add((ops as u64).saturating_add(nested));
-        let owed = self.open.owed().saturating_mul(OPERATION_BYTES);
-        if self.rec.bytes().saturating_add(owed).saturating_add(bytes) > config.deferred_budget
-            || replayed > config.replay_limit
-        {
+            .rec
+            .replayed_ops()
+            .saturating_add((owed as u64).saturating_add(ops as u64))
+            .saturating_add(nested);
+        if used.saturating_add(bytes) > self.budget || replayed > self.replay_limit {
             Err(Error::OutOfMemory)
         } else {
             Ok(())
@@ -517,16 +519,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// Runs `check` on the live object `handle` names, as the registry's typed lookup would
-    /// find it: an object open in this context is found there without a pin (its handle
-    /// holds it, R-H2); any other is looked up in the registry under `guard` (pinned now, kept
-    /// for the call's later lookups).
+    /// find it, and returns its answer with where the object's handle is open in this
+    /// context, if it is: an object open here is found without a pin (its handle holds it,
+    /// R-H2); any other is looked up in the registry under `guard` (pinned now, kept for the
+    /// call's later lookups).
     #[inline]
     fn with_live<T: ObjectKind, R>(
         &self,
         handle: Handle<T>,
         guard: &mut Option<Guard>,
         check: impl FnOnce(ObjectView<'_, D>) -> Result<R>,
-    ) -> Result<R> {
+    ) -> Result<(R, Option<usize>)> {
         match self.cls.find_open(handle.any()) {
             Some(at) => {
                 let view = self.cls.view_at(at);
@@ -539,12 +542,30 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 if !view.entry().is_live() {
                     return Err(AppError::StaleHandle.into());
                 }
-                check(view)
+                Ok((check(view)?, Some(at)))
             }
             None => {
                 let guard = guard.get_or_insert_with(epoch::pin);
-                check(self.device.shared.registry().live(handle, guard)?)
+                Ok((check(self.device.shared.registry().live(handle, guard)?)?, None))
             }
+        }
+    }
+
+    /// [`DeferredContext::use_object`] for an object [`DeferredContext::with_live`] checked
+    /// just before: found at `open` if its handle is open here, without a second lookup.
+    #[inline]
+    fn use_checked(
+        &mut self,
+        handle: AnyHandle,
+        open: Option<usize>,
+        guard: &mut Option<Guard>,
+    ) -> Result<()> {
+        match open {
+            Some(at) => {
+                let driver = self.device.shared.driver();
+                self.cls.use_live_at(driver, self.dc.for_hooks()?, at)
+            }
+            None => self.use_object(handle, guard),
         }
     }
 
@@ -576,10 +597,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.record(|dc| {
             dc.reserve(OPERATION_BYTES.saturating_add(data.len()))?;
             let mut guard = None;
-            dc.with_live(resource, &mut guard, |view| {
+            let ((), open) = dc.with_live(resource, &mut guard, |view| {
                 view.check_write(offset, data.len())
             })?;
-            dc.use_object(resource.any(), &mut guard)?;
+            dc.use_checked(resource.any(), open, &mut guard)?;
             drop(guard);
             // Copied before the driver hears the update, so that a copy that runs out of
             // memory refuses a call nobody heard. Refused by the driver, the copy stays in
@@ -667,8 +688,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.open.check_query(query, begin)?;
         let mut guard = None;
         // Typed: a handle of another kind passed as a query is refused (R-E1).
-        self.with_live(query, &mut guard, |_| Ok(()))?;
-        self.use_object(query.any(), &mut guard)?;
+        let ((), open) = self.with_live(query, &mut guard, |_| Ok(()))?;
+        self.use_checked(query.any(), open, &mut guard)?;
         drop(guard);
         self.hear(if begin {
             DeferredCall::BeginQuery(query)
@@ -896,9 +917,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.check_alive()?;
         self.open.check_map(resource)?;
         let mut guard = None;
-        let size = self.with_live(resource, &mut guard, |view| view.discard_len())?;
+        let (size, open) = self.with_live(resource, &mut guard, |view| view.discard_len())?;
         self.reserve(OPERATION_BYTES.saturating_add(size))?;
-        self.use_object(resource.any(), &mut guard)?;
+        self.use_checked(resource.any(), open, &mut guard)?;
         drop(guard);
         if !self.replays {
             // The driver's Map comes next (`map_with_driver`), which counts the bytes.
