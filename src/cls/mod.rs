@@ -115,14 +115,17 @@ impl<D: Driver> ClsTable<D> {
         (self.open.get(at)?.held.handle() == handle).then_some(at)
     }
 
-    #[inline]
+    #[inline(always)]
     fn set_position(&mut self, handle: AnyHandle, value: u32) {
         let slot = handle.slot() as usize;
         let page = slot / TABLE_PAGE;
         if self.table.len() <= page {
             self.table.resize_with(page + 1, || None);
         }
-        let page = self.table[page].get_or_insert_with(|| Box::new([0; TABLE_PAGE]));
+        let page = match &mut self.table[page] {
+            Some(page) => page,
+            empty => empty.insert(Box::new([0; TABLE_PAGE])),
+        };
         page[slot % TABLE_PAGE] = value;
     }
 
@@ -138,6 +141,14 @@ impl<D: Driver> ClsTable<D> {
             return Err(Error::DeviceRemoved);
         }
         self.use_live_at(ctx.driver, ctx.dc.as_deref_mut(), at)
+    }
+
+    /// Opens the context-local handle of `handle`, which the application named and which
+    /// [`ClsTable::find_open`] did not find open: its first use in the recording.
+    #[inline]
+    pub(crate) fn use_first(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
+        debug_assert!(self.position_of(handle).is_none());
+        self.open_new(ctx, handle, false).map(|_| ())
     }
 
     /// Where `handle`'s context-local handle is, if it is open in this recording: one indexed
@@ -251,8 +262,9 @@ impl<D: Driver> ClsTable<D> {
         });
         let (bucket, block_ref) = &mut *block;
         let local = bucket.bytes_mut(block_ref)?;
-        // Handle sizes are a driver's small figures (R-H4); one past `u32` is refused.
-        let len = u32::try_from(local.len()).map_err(|_| Error::InvalidArg)?;
+        // At most `HandleSizeTable::MAX_HANDLE_SIZE` (1 MiB), as the table that made the
+        // block's class requires (R-H4): it fits.
+        let len = local.len() as u32;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
             .open_local(dc, ty, view.object(), dep_bytes, local)?;
@@ -298,7 +310,10 @@ impl<D: Driver> ClsTable<D> {
         // released without closing (R-H2 was kept by refusing DestroyDevice while contexts
         // live; only dropping the immediate context gets here).
         let removed = registry.is_removed();
-        while let Some(LocalHandle { held, ty, block, .. }) = self.open.pop() {
+        while let Some(LocalHandle {
+            held, ty, block, ..
+        }) = self.open.pop()
+        {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).

@@ -25,11 +25,11 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
-use crate::registry::ObjectView;
 use crate::lists::record::{
     add_sorted, note_in_set, sort_set, Payload, Recorded, Recording, OPERATION_BYTES,
 };
 use crate::lists::recycle::Node;
+use crate::registry::ObjectView;
 use crate::trace::span;
 
 /// Counters and memory of a deferred context.
@@ -392,7 +392,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// and records nothing; otherwise `work` runs once the device is known alive, and a
     /// failure is reported on this context's sink, out of memory removing the context
     /// locally.
-    #[inline]
     fn record(&mut self, work: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if self.calls == Calls::Removed {
             return Ok(());
@@ -501,21 +500,77 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// `guard`, pinned at the call's first miss and kept for the call's other objects.
     #[inline]
     fn use_object(&mut self, handle: AnyHandle, guard: &mut Option<Guard>) -> Result<()> {
-        let s = &*self.device.shared;
-        let dc = self.dc.for_hooks()?;
         match self.cls.find_open(handle) {
-            Some(at) => self.cls.use_live_at(s.driver(), dc, at),
-            None => {
-                let guard = guard.get_or_insert_with(epoch::pin);
-                let mut ctx = ClsCtx {
-                    driver: s.driver(),
-                    dc,
-                    registry: s.registry(),
-                    guard,
-                };
-                self.cls.use_object(&mut ctx, handle)
+            Some(at) => {
+                let driver = self.device.shared.driver();
+                self.cls.use_live_at(driver, self.dc.for_hooks()?, at)
             }
+            None => self.use_first(handle, guard),
         }
+    }
+
+    /// [`DeferredContext::use_object`] for an object not open in this recording yet: its
+    /// handle is opened (R-H1, R-H3) under `guard`, pinned now if the call has not pinned.
+    #[inline(never)]
+    fn use_first(&mut self, handle: AnyHandle, guard: &mut Option<Guard>) -> Result<()> {
+        let s = &*self.device.shared;
+        let mut ctx = ClsCtx {
+            driver: s.driver(),
+            dc: self.dc.for_hooks()?,
+            registry: s.registry(),
+            guard: guard.get_or_insert_with(epoch::pin),
+        };
+        self.cls.use_first(&mut ctx, handle)
+    }
+
+    /// Uses every object `command` names, in its order (R-H1, R-H3). A first pass uses those
+    /// open in this context already, without a pin, and stops at the first that is not; from
+    /// there a second pass, under one pin, opens it and uses or opens the rest. With nothing
+    /// open, the second pass is the only one.
+    #[inline]
+    fn use_objects_of(&mut self, command: &D::Command) -> Result<()> {
+        if self.cls.len() == 0 {
+            // Nothing open yet (the recording's first call): every object is a first use.
+            return self.use_rest_of(command, 0);
+        }
+        let mut used = 0usize;
+        let mut outcome = Ok(true);
+        command.for_each_object(&mut |h| {
+            if !matches!(outcome, Ok(true)) {
+                return;
+            }
+            outcome = match self.cls.find_open(h) {
+                Some(at) => self
+                    .dc
+                    .for_hooks()
+                    .and_then(|dc| self.cls.use_live_at(self.device.shared.driver(), dc, at))
+                    .map(|()| true),
+                None => Ok(false),
+            };
+            used += matches!(outcome, Ok(true)) as usize;
+        });
+        match outcome {
+            Ok(true) => Ok(()),
+            Ok(false) => self.use_rest_of(command, used),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The second pass of [`DeferredContext::use_objects_of`]: uses the objects of `command`
+    /// after the first `skip`, opening those not open yet, under one pin.
+    #[inline]
+    fn use_rest_of(&mut self, command: &D::Command, skip: usize) -> Result<()> {
+        let guard = epoch::pin();
+        let (cls, mut ctx) = self.cls_parts(&guard)?;
+        let mut seen = 0usize;
+        let mut failed = None;
+        command.for_each_object(&mut |h| {
+            seen += 1;
+            if seen > skip && failed.is_none() {
+                failed = cls.use_object(&mut ctx, h).err();
+            }
+        });
+        failed.map_or(Ok(()), Err)
     }
 
     /// Runs `check` on the live object `handle` names, as the registry's typed lookup would
@@ -546,7 +601,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
             None => {
                 let guard = guard.get_or_insert_with(epoch::pin);
-                Ok((check(self.device.shared.registry().live(handle, guard)?)?, None))
+                Ok((
+                    check(self.device.shared.registry().live(handle, guard)?)?,
+                    None,
+                ))
             }
         }
     }
@@ -574,17 +632,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     pub fn command(&mut self, command: D::Command) -> Result<()> {
         self.record(|dc| {
             dc.reserve_op()?;
-            let mut guard = None;
-            let mut failed = None;
-            command.for_each_object(&mut |h| {
-                if failed.is_none() {
-                    failed = dc.use_object(h, &mut guard).err();
-                }
-            });
-            drop(guard);
-            if let Some(e) = failed {
-                return Err(e);
-            }
+            dc.use_objects_of(&command)?;
             dc.hear(DeferredCall::Command(&command))?;
             dc.push_op(Recorded::Command(command));
             Ok(())

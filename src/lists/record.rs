@@ -217,9 +217,12 @@ pub(crate) fn note_in_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
 }
 
 /// Makes a set that [`note_in_set`] appended to sorted and duplicate-free.
+#[inline]
 pub(crate) fn sort_set<T: Ord>(set: &mut Vec<T>) {
-    set.sort_unstable();
-    set.dedup();
+    if set.len() > 1 {
+        set.sort_unstable();
+        set.dedup();
+    }
 }
 
 /// What one recorded operation counts against [`crate::DeviceConfig::deferred_budget`],

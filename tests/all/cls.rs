@@ -940,3 +940,43 @@ fn r_l2_context_local_handles_stay_small_and_link_to_the_shared_object() {
     ic.destroy_device().unwrap();
     world.assert_clean(true);
 }
+
+/// Each object a command names is heard once, in the command's order: an object whose
+/// handle is open already is used (`use_local`), a new one opened (`open_local`), whichever
+/// comes first in the command and however many are open; an object named twice is opened
+/// once and then used.
+#[test]
+fn r_h1_a_commands_objects_are_each_heard_once_in_order() {
+    let (device, _ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
+    let [a, b, c, d] = [(); 4].map(|()| resource(&device, 16));
+    let ids = [a, b, c, d].map(|r| id_of(&device, r));
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::Fill { dst: a, value: 1 }).unwrap();
+    // (src, dst) in the order the command visits them; what the driver must hear for each.
+    let cases = [
+        (
+            (a, b),
+            [(Hook::UseLocal, ids[0]), (Hook::OpenLocal, ids[1])],
+        ),
+        (
+            (c, b),
+            [(Hook::OpenLocal, ids[2]), (Hook::UseLocal, ids[1])],
+        ),
+        ((b, c), [(Hook::UseLocal, ids[1]), (Hook::UseLocal, ids[2])]),
+        (
+            (d, d),
+            [(Hook::OpenLocal, ids[3]), (Hook::UseLocal, ids[3])],
+        ),
+    ];
+    for ((src, dst), heard) in cases {
+        let mark = events_of(&world, dc.id()).len();
+        dc.command(SoftCommand::Copy { dst, src }).unwrap();
+        let got: Vec<(Hook, u64)> = events_of(&world, dc.id())[mark..]
+            .iter()
+            .filter(|e| matches!(e.hook, Hook::UseLocal | Hook::OpenLocal))
+            .map(|e| (e.hook, e.object))
+            .collect();
+        assert_eq!(got, heard, "a copy from {src:?} to {dst:?}");
+    }
+    drop(dc.finish().unwrap());
+}
