@@ -1,0 +1,179 @@
+//! Instruction counts of the runtime's share of a draw, with gungraun on callgrind over the
+//! null driver (`cmdlist::soft::null`, hooks that do nothing): what a recording thread
+//! spends in the engine per draw, besides the driver's own work.
+//!
+//! One draw is what a game records per draw call: Map(WRITE_DISCARD) of a 64-byte dynamic
+//! constant buffer, 64 bytes written, Unmap, and a command naming two objects (the null
+//! driver's copy). Each function records a run of [`DRAWS`] draws in the middle of a warm
+//! frame, so the figure divided by [`DRAWS`] is the instructions per draw in a warm steady
+//! state (the loop's own few instructions included).
+//!
+//! - `recorded_draw::run deferred_*`: on a deferred context, in each list mode. Setup
+//!   (`common/draw.rs`): 16 frames of 64 draws, each list finished, executed, dropped and
+//!   flushed (the recording's vectors, arena and the recycled list all at their working
+//!   size), then [`DRAWS`] draws into the next recording: every handle the draw names is
+//!   open in this context and every vector has room.
+//! - `recorded_draw::run immediate_*`: on the immediate context, the same warm-up, then
+//!   [`DRAWS`] draws into the open buffer (every object already referenced by it). The
+//!   flush is per buffer, not per draw, and is not counted.
+//! - `recorded_draw::floor`: the application's share alone, the same loop writing the same
+//!   64 bytes per draw into memory of its own; a run minus the floor is the engine's share.
+
+//! Setup and teardown run outside the count (`common/ic.rs`); the teardown checks that the
+//! run recorded exactly [`DRAWS`] draws and that nothing failed.
+//!
+//! # The gate
+//! Every deferred and immediate run carries a hard limit: its budget below plus 5%, and no
+//! locked instruction at all (`Ge`, callgrind's global bus events: every lock-prefixed
+//! read-modify-write and every `xchg` with memory, which an epoch pin, a reference count or
+//! a shared counter would cost). `cargo bench -p cmdlist-benches --bench draw_ic` exits
+//! with an error above a limit; when a draw gets cheaper, record the new count here. With
+//! the feature `trace` the counts are reported and not gated. The plain writes to memory
+//! other contexts share are counted by `examples/draw_writes.rs` (BENCHMARKS.md).
+
+// gungraun's macros generate public modules, constants and functions without docs.
+#![allow(missing_docs)]
+
+#[path = "common/draw.rs"]
+mod draw;
+#[path = "common/ic.rs"]
+mod ic;
+
+use std::hint::black_box;
+
+use cmdlist::soft::null::{NullDriver, NullKernel};
+use cmdlist::{DeferredContext, ImmediateContext, ListMode};
+use draw::{draw_deferred, draw_immediate, warm_device, Draw, PER_LIST};
+use gungraun::prelude::*;
+use gungraun::EventKind;
+
+/// Draws per measured run.
+pub const DRAWS: u64 = 32;
+
+/// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
+/// replays, as last recorded (BENCHMARKS.md says when).
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 13_629;
+/// The same where the driver builds its lists.
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_021;
+/// The same on a deferred context the engine emulates (a driver without command lists).
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 13_629;
+/// Instructions of a run of [`DRAWS`] draws on the immediate context.
+const IMMEDIATE_BUDGET_IR: u64 = 20_766;
+
+/// A warm device in list mode `mode`, its deferred context, and the draw's objects.
+struct Warm {
+    dc: DeferredContext<NullDriver, NullKernel>,
+    ic: ImmediateContext<NullDriver, NullKernel>,
+    draw: Draw,
+    on_immediate: bool,
+    operations: usize,
+}
+
+/// [`draw::warm_device`], with [`DRAWS`] draws to go in the list being recorded.
+fn warm((mode, on_immediate): (ListMode, bool)) -> Box<Warm> {
+    ic::prepared(move || {
+        let (dc, ic, draw) = warm_device(mode, on_immediate, PER_LIST - DRAWS);
+        let operations = dc.stats().operations;
+        Box::new(Warm {
+            dc,
+            ic,
+            draw,
+            on_immediate,
+            operations,
+        })
+    })
+}
+
+/// Checks that the run recorded its draws and nothing failed, then destroys the device.
+fn check(w: Box<Warm>) {
+    let Warm {
+        dc,
+        mut ic,
+        on_immediate,
+        operations,
+        ..
+    } = *w;
+    // Two operations per draw on a deferred context (the Unmap with the written contents,
+    // the command), none on the immediate one.
+    let recorded = if on_immediate { 0 } else { 2 * DRAWS as usize };
+    assert_eq!(dc.stats().operations, operations + recorded);
+    assert_eq!(ic.device().kernel().errors(), 0, "a call failed");
+    drop(dc);
+    ic.destroy_device().expect("destroy device");
+}
+
+/// Callgrind with a hard limit of `budget` instructions plus 5% and no locked instruction.
+fn gated(budget: u64) -> LibraryBenchmarkConfig {
+    let mut callgrind = ic::callgrind();
+    if cfg!(not(feature = "trace")) {
+        callgrind.hard_limits([
+            (EventKind::Ir, budget + budget * 5 / 100),
+            (EventKind::Ge, 0),
+        ]);
+    }
+    let mut config = LibraryBenchmarkConfig::default();
+    config.tool(callgrind);
+    config
+}
+
+#[library_benchmark(teardown = check)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, false)),
+    setup = warm,
+    config = gated(DEFERRED_REPLAYED_BUDGET_IR)
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, false)),
+    setup = warm,
+    config = gated(DEFERRED_DRIVER_BUILT_BUDGET_IR)
+)]
+#[bench::deferred_emulated(
+    args = ((ListMode::Emulated, false)),
+    setup = warm,
+    config = gated(DEFERRED_EMULATED_BUDGET_IR)
+)]
+#[bench::immediate_replayed(
+    args = ((ListMode::Replayed, true)),
+    setup = warm,
+    config = gated(IMMEDIATE_BUDGET_IR)
+)]
+#[bench::immediate_driver_built(
+    args = ((ListMode::DriverBuilt, true)),
+    setup = warm,
+    config = gated(IMMEDIATE_BUDGET_IR)
+)]
+fn run(mut w: Box<Warm>) -> Box<Warm> {
+    let draw = w.draw;
+    if w.on_immediate {
+        for n in 0..DRAWS {
+            draw_immediate(&mut w.ic, draw, n);
+        }
+    } else {
+        for n in 0..DRAWS {
+            draw_deferred(&mut w.dc, draw, n);
+        }
+    }
+    w
+}
+
+/// The floor's constant buffer: the application's own 64 bytes.
+fn constants() -> Box<[u8; 64]> {
+    Box::new([0; 64])
+}
+
+// The application's share of a run, without the engine: the same loop writing the same 64
+// bytes per draw into memory of its own. Subtracted from a run, it leaves the engine's share.
+#[library_benchmark]
+#[bench::floor(setup = constants)]
+fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
+    for n in 0..DRAWS {
+        let bytes = black_box(&mut *bytes);
+        bytes.fill(black_box(n) as u8);
+        black_box(black_box(bytes).as_ptr());
+    }
+    bytes
+}
+
+library_benchmark_group!(name = recorded_draw, benchmarks = [run, floor]);
+
+main!(config = ic::config(); library_benchmark_groups = recorded_draw);
