@@ -41,7 +41,7 @@ fn r_d2_sustained_churn_reclaims_memory_and_drops_every_entry_with_the_device() 
     let config = SoftConfig {
         gpu: Gpu::Immediate,
         trace: false,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let stop = AtomicBool::new(false);

@@ -1258,7 +1258,7 @@ mod tests {
             trace: false,
             gpu: Gpu::Immediate,
             command_lists: true,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         }
     }
 
@@ -1349,7 +1349,7 @@ mod tests {
         let config = SoftConfig {
             trace: false,
             gpu: Gpu::Immediate,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let desc = ResourceDesc {

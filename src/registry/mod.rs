@@ -1133,7 +1133,7 @@ mod tests {
         fn config() -> SoftConfig {
             SoftConfig {
                 trace: false,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             }
         }
 
@@ -1163,7 +1163,7 @@ mod tests {
         /// that holds several IC sides together), and moves allocations one place left.
         #[test]
         fn r_x5_rotation_reaches_each_ic_side_once() {
-            let traced = SoftConfig::default();
+            let traced = SoftConfig::from_env().unwrap();
             let (device, mut ic, world) = soft::device(traced, DeviceConfig::default()).unwrap();
             let texture = crate::Texture2d {
                 width: 2,

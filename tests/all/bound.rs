@@ -28,7 +28,7 @@ fn devices() -> impl Iterator<Item = (SoftDevice, SoftImmediate, Arc<SoftWorld>)
                 strict_gpu: true,
                 command_lists,
                 driver_built,
-                ..Default::default()
+                ..SoftConfig::from_env().unwrap()
             };
             soft::device(config, DeviceConfig::default()).unwrap()
         })

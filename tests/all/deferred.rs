@@ -20,7 +20,7 @@ type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
 
 fn setup(config: DeviceConfig) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
-    soft::device(SoftConfig::default(), config).unwrap()
+    soft::device(SoftConfig::from_env().unwrap(), config).unwrap()
 }
 
 /// [`setup`] with a driver that records command lists itself, for the tests of the hooks

@@ -23,7 +23,7 @@ fn draw_writes_the_word_function_in_every_mode() {
             gpu: Gpu::Immediate,
             command_lists,
             driver_built,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let mode = device.list_mode();
@@ -88,7 +88,7 @@ fn draw_refusals_write_nothing() {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             gpu: Gpu::Immediate,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )

@@ -33,7 +33,7 @@ fn config(mode: ListMode) -> SoftConfig {
         gpu: Gpu::Immediate,
         command_lists: mode.has_driver_lists(),
         driver_built: mode == ListMode::DriverBuilt,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     }
 }
 

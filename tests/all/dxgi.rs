@@ -26,7 +26,7 @@ const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 
 fn device() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let soft = SoftConfig {
         gpu: Gpu::Manual,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     soft::device(soft, DeviceConfig::default()).unwrap()
 }
@@ -809,7 +809,7 @@ fn r_d1_an_operation_the_driver_refuses_counts_in_the_open_buffer() {
         let run = |plan: &Arc<FaultPlan>| {
             let soft = SoftConfig {
                 gpu: Gpu::Manual,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             };
             let (driver, kernel, world) = inject::new(plan, soft);
             let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();

@@ -35,7 +35,7 @@ fn scenario(
     let config = SoftConfig {
         command_lists: true,
         driver_built,
-        ..Default::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (driver, kernel, world) = inject::new(plan, config);
     let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();

@@ -81,7 +81,7 @@ fn r_e3_map_discard_of_an_unaddressable_size_is_an_error_value() {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             resources_without_memory: true,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )
@@ -148,7 +148,7 @@ impl Kernel for LyingKernel {
 /// is deallocated before the GPU really finished with it.
 #[test]
 fn r_e1_kernel_fence_past_submitted_or_backwards_is_invalid_arg_and_frees_nothing_early() {
-    let (driver, kernel, world) = soft::new(SoftConfig::default()); // GPU completes by hand
+    let (driver, kernel, world) = soft::new(SoftConfig::from_env().unwrap()); // GPU completes by hand
     let kernel = LyingKernel {
         inner: kernel,
         lie: std::sync::Mutex::new(None),
@@ -228,7 +228,7 @@ fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_destroy() {
             let config = SoftConfig {
                 command_lists,
                 driver_built,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             };
             let (device, ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
             let mode = (device.list_mode(), finish);
@@ -286,7 +286,7 @@ fn r_e3_a_map_the_driver_cannot_make_hands_out_scratch_in_every_mode() {
             let config = SoftConfig {
                 command_lists: true,
                 driver_built,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             };
             let (driver, kernel, world) = inject::new(plan, config);
             let (device, mut ic, _) = Device::new(driver, kernel, DeviceConfig::default())
@@ -340,7 +340,7 @@ fn r_x5_a_refused_view_refresh_refuses_the_execute_before_it_runs() {
     let scenario = |plan: &Arc<FaultPlan>| {
         let config = SoftConfig {
             command_lists: true,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (driver, kernel, world) = inject::new(plan, config);
         let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
@@ -399,7 +399,7 @@ fn r_e3_a_map_whose_bytes_cannot_be_allocated_is_never_heard() {
         command_lists: true,
         driver_built: false,
         resources_without_memory: true,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let unlimited = DeviceConfig::default().with_deferred_budget(usize::MAX);
     let (device, mut ic, world) = soft::device(config, unlimited).unwrap();

@@ -18,7 +18,7 @@ use crate::common::{allocation, buffer, count, dynamic_buffer, events_of, id_of,
 const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
 
 fn setup() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
-    setup_with(SoftConfig::default())
+    setup_with(SoftConfig::from_env().unwrap())
 }
 
 fn setup_with(config: SoftConfig) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
@@ -36,7 +36,7 @@ fn setup_with(config: SoftConfig) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>)
 fn with_replay_limit(limit: u64) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         gpu: Gpu::Immediate,
-        ..Default::default()
+        ..SoftConfig::from_env().unwrap()
     };
     soft::device(config, DeviceConfig::default().with_replay_limit(limit)).unwrap()
 }
@@ -289,7 +289,7 @@ fn r_c3_deep_nesting_replays_every_level_and_ends_without_recursion() {
         SoftConfig {
             gpu: Gpu::Immediate,
             trace: false,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )

@@ -16,7 +16,7 @@ fn device(driver_built: bool) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         command_lists: true,
         driver_built,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     soft::device(config, DeviceConfig::default().with_replay_limit(2)).unwrap()
 }

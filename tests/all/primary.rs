@@ -20,7 +20,7 @@ fn setup(gpu: Gpu) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
     soft::device(
         SoftConfig {
             gpu,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default().with_retire_clock(Clock::Completed),
     )

@@ -19,7 +19,7 @@ type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 
 fn setup() -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
-    soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap()
+    soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap()
 }
 
 fn view_of(device: &Dev, r: Handle<Resource>) -> cmdlist::Result<Handle<View>> {

@@ -23,7 +23,7 @@ fn setup(mode: ListMode) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
         gpu: Gpu::Immediate,
         command_lists: mode.has_driver_lists(),
         driver_built: mode == ListMode::DriverBuilt,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let device_config = DeviceConfig::default().with_list_clock(Clock::Submitted);
     soft::device(config, device_config).unwrap()
@@ -171,7 +171,7 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
     use cmdlist::soft::inject::{self, Fault, FaultPlan};
     use cmdlist::{BindFlags, Device, Error, ResourceDesc, Texture2d, ViewDesc};
     let run = |plan: &Arc<FaultPlan>| {
-        let (driver, kernel, world) = inject::new(plan, SoftConfig::default());
+        let (driver, kernel, world) = inject::new(plan, SoftConfig::from_env().unwrap());
         let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
         let texture = Texture2d {
             width: 2,
@@ -253,7 +253,7 @@ fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
             gpu: Gpu::Immediate,
             command_lists: mode.has_driver_lists(),
             driver_built: mode == ListMode::DriverBuilt,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         // The calls the restoring execute made, whether it panicked, and the bound objects
         // still alive at the end.

@@ -458,7 +458,7 @@ mod tests {
         let config = SoftConfig {
             trace: false,
             gpu: Gpu::Immediate,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let texture = Texture2d {
