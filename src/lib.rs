@@ -50,8 +50,9 @@
 //! ```
 //! # #[cfg(feature = "soft")] {
 //! use cmdlist::soft::null::{copy_of, null_device};
+//! use cmdlist::DeviceConfig;
 //!
-//! let (device, mut ic) = null_device(true);
+//! let (device, mut ic) = null_device(DeviceConfig::default())?;
 //! let copy = copy_of(&device);
 //! let mut dc = device.create_deferred_context()?;
 //! let (dc, list) = std::thread::spawn(move || -> cmdlist::Result<_> {

@@ -201,7 +201,7 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
     ic.clear_state().unwrap();
     device.destroy(back_rtv).unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Runs on the process's only thread, so nothing else allocates while counting.
@@ -283,5 +283,5 @@ fn r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use() {
     assert!(ic.retire_stats().destroyed >= 8 * FLUSHES as u64);
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -331,8 +331,9 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 ///
 /// ```
 /// use cmdlist::soft::null::{copy_of, null_device};
+/// use cmdlist::DeviceConfig;
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let copy = copy_of(&device);
 /// let mut dc = device.create_deferred_context()?;
 /// dc.command(copy)?;

@@ -119,8 +119,9 @@ enum Calls {
 ///
 /// ```
 /// use cmdlist::soft::null::{copy_of, null_device};
+/// use cmdlist::DeviceConfig;
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let copy = copy_of(&device);
 /// let mut dc = device.create_deferred_context()?;
 /// let (dc, list) = std::thread::spawn(move || -> cmdlist::Result<_> {
@@ -1302,7 +1303,7 @@ mod tests {
         assert!(dc.stats().recycled >= 1, "{:?}", dc.stats());
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 
     /// Map(DISCARD) where the driver builds its lists, for miri: the bytes handed out are
@@ -1339,7 +1340,7 @@ mod tests {
         }
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 
     /// Nested lists for miri: the walk's pointers into lists (replay and stamping), and the
@@ -1382,6 +1383,6 @@ mod tests {
         assert_eq!(b_bytes, vec![5; 8]);
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }

@@ -272,9 +272,9 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 ///
 /// ```
 /// use cmdlist::soft::null::null_device;
-/// use cmdlist::ResourceDesc;
+/// use cmdlist::{DeviceConfig, ResourceDesc};
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let desc = ResourceDesc { byte_size: 64, ..Default::default() };
 /// let created = std::thread::scope(|s| {
 ///     let workers: Vec<_> = (0..2)

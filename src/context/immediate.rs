@@ -66,8 +66,9 @@ enum Life {
 ///
 /// ```
 /// use cmdlist::soft::null::{copy_of, null_device};
+/// use cmdlist::DeviceConfig;
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let mut dc = device.create_deferred_context()?;
 /// dc.command(copy_of(&device))?;
 /// let list = dc.finish()?;

@@ -1238,7 +1238,7 @@ mod tests {
                 assert_eq!(world.read(allocation), Some(vec![7; 4]), "read at execute");
                 drop((list, dc));
                 ic.destroy_device().unwrap();
-                world.assert_clean(true);
+                world.assert_clean();
             }
         }
 
@@ -1278,8 +1278,8 @@ mod tests {
             }
             ic_a.destroy_device().unwrap();
             ic_b.destroy_device().unwrap();
-            world_a.assert_clean(true);
-            world_b.assert_clean(true);
+            world_a.assert_clean();
+            world_b.assert_clean();
         }
 
         #[test]
@@ -1338,7 +1338,7 @@ mod tests {
             );
             assert!(device.object(again).is_ok());
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
         }
 
         /// Lookups on other threads race the immediate context's real destruction: each is
@@ -1369,7 +1369,7 @@ mod tests {
                 });
             }
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
         }
     }
 

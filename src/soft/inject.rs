@@ -63,7 +63,7 @@
 //! assert_eq!(InjectedPanic::of(&*caught).map(|p| p.hook), Some("calc_private_size"));
 //! assert_eq!(plan.hit().map(|h| (h.call, h.hook)), Some((1, "calc_private_size")));
 //! ic.destroy_device()?;
-//! world.assert_clean(true);
+//! world.assert_clean();
 //! # Ok::<(), cmdlist::Error>(())
 //! ```
 

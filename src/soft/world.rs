@@ -736,14 +736,18 @@ impl SoftWorld {
         v
     }
 
-    /// Panics with every violation (and, after device destruction, every leak): the
-    /// assertion that makes a test fail on an early deallocation, a double free or a leak.
-    pub fn assert_clean(&self, device_destroyed: bool) {
-        let v = if device_destroyed {
-            self.check_after_device_destroyed()
-        } else {
-            self.violations()
-        };
+    /// Panics with every violation and every leak (R-D3): the assertion at the end of a test,
+    /// once the device is destroyed, that makes it fail on an early deallocation, a double
+    /// free or anything left behind.
+    pub fn assert_clean(&self) {
+        let v = self.check_after_device_destroyed();
+        assert!(v.is_empty(), "the soft kernel saw rules broken: {v:#?}");
+    }
+
+    /// Panics with every violation so far (an early deallocation, a double free, a hook out of
+    /// order), not counting what is still live: the assertion while the device is.
+    pub fn assert_no_violations(&self) {
+        let v = self.violations();
         assert!(v.is_empty(), "the soft kernel saw rules broken: {v:#?}");
     }
 }

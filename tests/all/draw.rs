@@ -79,7 +79,7 @@ fn draw_writes_the_word_function_in_every_mode() {
         assert_eq!(le_words(&got), want, "{mode:?}");
         drop((dc, list));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 

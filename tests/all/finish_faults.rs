@@ -83,7 +83,7 @@ fn scenario(
     drop((list, dc));
     world.complete_all();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
     (mark, first)
 }
 

@@ -47,7 +47,7 @@ fn r_a1_end_frame_never_performs_twice_back_to_back() {
     assert_eq!(world.amortized_calls(), after_flush + 2);
     assert_eq!(ic.amortized_count(), world.amortized_calls());
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-E1: the immediate context's UpdateSubresource past the end of a resource is the
@@ -71,7 +71,7 @@ fn r_e1_immediate_update_out_of_range_is_refused_before_any_hook() {
     );
     ic.update(r, 8, &[7; 8]).unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-E1, R-E3: Map(DISCARD) of a dynamic resource too large to address is an error value on
@@ -106,7 +106,7 @@ fn r_e3_map_discard_of_an_unaddressable_size_is_an_error_value() {
     drop(dc.finish().unwrap());
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A soft kernel whose completed fence can be made to lie.
@@ -189,7 +189,7 @@ fn r_e1_kernel_fence_past_submitted_or_backwards_is_invalid_arg_and_frees_nothin
         .any(|(c, e)| *c == ContextId::Immediate && *e == Error::InvalidArg));
     *device.kernel().lie.lock().unwrap() = None;
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// An error says what happened and the rule it enforces: DestroyDevice while a deferred
@@ -212,7 +212,7 @@ fn r_e1_errors_name_their_kind_and_rule() {
     );
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A deferred context that outlives its device (the immediate context dropped while it
@@ -323,7 +323,7 @@ fn r_e3_a_map_the_driver_cannot_make_hands_out_scratch_in_every_mode() {
             .errors()
             .iter()
             .any(|(c, e)| matches!(c, ContextId::Deferred(_)) && *e == Error::OutOfMemory));
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -387,7 +387,7 @@ fn r_x5_a_refused_view_refresh_refuses_the_execute_before_it_runs() {
     assert!(!heard.contains(&Hook::ExecuteCommandList), "{heard:?}");
     assert!(!heard.contains(&Hook::Execute), "no clear-state: {heard:?}");
     assert!(still_bound, "the bindings stay");
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Where the engine replays lists, a Map's bytes are allocated in the recording's arena
@@ -418,5 +418,5 @@ fn r_e3_a_map_whose_bytes_cannot_be_allocated_is_never_heard() {
     assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

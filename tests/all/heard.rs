@@ -101,7 +101,7 @@ impl Fixture {
         let _ = dc.abandon();
         drop((dc, device));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -353,7 +353,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
                 });
                 drop(other);
                 other_ic.destroy_device().unwrap();
-                other_world.assert_clean(true);
+                other_world.assert_clean();
                 result
             },
         ),
@@ -374,7 +374,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
                 let result = f.dc.execute_command_list(&foreign);
                 drop((foreign, other_dc, other));
                 other_ic.destroy_device().unwrap();
-                other_world.assert_clean(true);
+                other_world.assert_clean();
                 result
             },
         ),

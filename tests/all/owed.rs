@@ -47,7 +47,7 @@ fn r_e3_a_begin_reserves_its_end_against_the_replay_limit() {
         drop((list, dc));
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -73,6 +73,6 @@ fn r_e3_a_map_reserves_its_unmap_against_the_replay_limit() {
         drop((list, dc));
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }

@@ -319,9 +319,9 @@ impl Setup {
 
     fn finish(self) {
         let Setup { mut ic, world, .. } = self;
-        world.assert_clean(false);
+        world.assert_no_violations();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -766,8 +766,8 @@ fn r_c3_list_with_map_discard_replays_the_same_data_every_execution() {
         "the other lists' memory was recycled meanwhile"
     );
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -100,7 +100,7 @@ fn r_c3_a_restoring_execute_binds_the_immediate_contexts_state_again() {
         assert_eq!(bytes(&world, &device, a), vec![9; 8], "{mode:?}");
         drop((list, dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -157,7 +157,7 @@ fn r_c3_a_restoring_execute_keeps_a_deferred_contexts_bindings_in_force() {
         );
         drop((outer, plain, inner, dc, inner_dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -218,7 +218,7 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
         drop((list, dc));
         drop(device);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
         (result, bound, destroyed, a)
     };
     let counting = Arc::new(FaultPlan::counting().with_log());
@@ -301,7 +301,7 @@ fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
             let alive: Vec<u64> = ids.into_iter().filter(|id| live.contains(id)).collect();
             drop((list, dc, device));
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
             (mark..end, panicked, alive)
         };
         let counting = Arc::new(FaultPlan::counting().with_log());

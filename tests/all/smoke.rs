@@ -22,7 +22,7 @@ fn create_copy_destroy_flush_drain() {
         vec![7; 16]
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -82,7 +82,7 @@ fn record_finish_execute_replays_bytes() {
     drop(list);
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -114,7 +114,7 @@ fn r_c4_map_discard_needs_a_dynamic_resource() {
     drop(dc.finish().unwrap());
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// The soft driver and kernel keep sizes and offsets as `u64` and index CPU memory with
@@ -178,7 +178,7 @@ fn soft_offsets_and_sizes_past_the_address_space_are_refused() {
     assert_eq!(read(b), vec![0; 16], "nothing reached the first bytes");
     assert_eq!(read(a), vec![7; 16]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// The suite runs once per kind of driver, chosen by `.ci/run`'s environment

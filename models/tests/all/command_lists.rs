@@ -200,7 +200,7 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     assert_eq!(world.read(alloc).unwrap(), expect);
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A list that maps the same resource twice, with other writes between, replays each Map's
@@ -275,7 +275,7 @@ fn r_c4_a_resource_mapped_twice_in_a_list_replays_each_maps_bytes_in_place() {
     );
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Nested execution through the interpreter, in both driver modes: an inner list that
@@ -606,7 +606,7 @@ fn r_e3_a_begin_reserves_the_end_finish_adds() {
     assert_eq!(world.read(alloc).unwrap(), vec![6; 1000]);
     drop((list, filled, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Every committed seed of the target (`fuzz/seeds/command_lists/`) and every input a

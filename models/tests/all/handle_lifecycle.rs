@@ -126,7 +126,7 @@ fn reused_slot_gets_a_new_generation() {
     assert_ne!(a.to_bits() >> 32, b.to_bits() >> 32, "new generation");
     assert!(device.object(a).is_err());
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A destroyed resource with a live view stays allocated (and writable through the view)
@@ -347,9 +347,9 @@ fn r_p1_r_d4_destroy_primary_waits_for_the_gpu_under_the_completed_clock() {
         world.completed() >= 1,
         "the GPU finished the buffer that wrote the primary"
     );
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Every committed seed of the target (`fuzz/seeds/handle_lifecycle/`) runs clean through

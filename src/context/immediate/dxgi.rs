@@ -504,6 +504,6 @@ mod tests {
             "three rotations bring each allocation back"
         );
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
