@@ -102,6 +102,16 @@ pub struct ListMemory<'a> {
     pub local: &'a mut [u8],
 }
 
+/// The two blocks' lengths; not their bytes.
+impl std::fmt::Debug for ListMemory<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListMemory")
+            .field("private_len", &self.private.len())
+            .field("local_len", &self.local.len())
+            .finish()
+    }
+}
+
 /// A driver-defined command: a plain value that names objects by handle.
 pub trait Command: Send + Sync + 'static {
     /// Calls `visit` with every object the command references, dependencies first (R-H3).
@@ -169,6 +179,54 @@ pub enum Op<'a, D: Driver> {
     },
 }
 
+/// Each operation with its objects (handle, allocation, size) and the length of its bytes,
+/// not the bytes; for a driver whose [`Driver::Command`] is `Debug`.
+impl<D: Driver> std::fmt::Debug for Op<'_, D>
+where
+    D::Command: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Command(command) => f.debug_tuple("Command").field(command).finish(),
+            Op::Update {
+                resource,
+                offset,
+                data,
+            } => f
+                .debug_struct("Update")
+                .field("resource", resource)
+                .field("offset", offset)
+                .field("data_len", &data.len())
+                .finish(),
+            Op::WriteDiscard { resource, data } => f
+                .debug_struct("WriteDiscard")
+                .field("resource", resource)
+                .field("data_len", &data.len())
+                .finish(),
+            Op::Bind { point, object } => f
+                .debug_struct("Bind")
+                .field("point", point)
+                .field("object", object)
+                .finish(),
+            Op::BeginQuery(query) => f.debug_tuple("BeginQuery").field(query).finish(),
+            Op::EndQuery(query) => f.debug_tuple("EndQuery").field(query).finish(),
+            Op::ClearState => f.write_str("ClearState"),
+            Op::Present {
+                src,
+                src_subresource,
+                dst,
+                flags,
+            } => f
+                .debug_struct("Present")
+                .field("src", src)
+                .field("src_subresource", src_subresource)
+                .field("dst", dst)
+                .field("flags", flags)
+                .finish(),
+        }
+    }
+}
+
 /// One call recorded on a deferred context, as the driver hears it on the recording thread
 /// ([`Driver::record_deferred`]), in the order the application made them. Objects are named
 /// by handle; their context-local handles (open by then, dependencies first, R-H1..R-H5) and
@@ -219,6 +277,46 @@ pub enum DeferredCall<'a, D: Driver> {
     BeginQuery(Handle<Query>),
     /// End a query (also the one Finish makes of a query still begun, R-C4).
     EndQuery(Handle<Query>),
+}
+
+/// Each call with its handles and the length of its bytes, not the bytes; for a driver whose
+/// [`Driver::Command`] is `Debug`.
+impl<D: Driver> std::fmt::Debug for DeferredCall<'_, D>
+where
+    D::Command: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeferredCall::Command(command) => f.debug_tuple("Command").field(command).finish(),
+            DeferredCall::Update {
+                resource,
+                offset,
+                data,
+            } => f
+                .debug_struct("Update")
+                .field("resource", resource)
+                .field("offset", offset)
+                .field("data_len", &data.len())
+                .finish(),
+            DeferredCall::MapDiscard { resource, len } => f
+                .debug_struct("MapDiscard")
+                .field("resource", resource)
+                .field("len", len)
+                .finish(),
+            DeferredCall::Unmap { resource, data } => f
+                .debug_struct("Unmap")
+                .field("resource", resource)
+                .field("data_len", &data.map(<[u8]>::len))
+                .finish(),
+            DeferredCall::Bind { point, object } => f
+                .debug_struct("Bind")
+                .field("point", point)
+                .field("object", object)
+                .finish(),
+            DeferredCall::BeginQuery(query) => f.debug_tuple("BeginQuery").field(query).finish(),
+            DeferredCall::EndQuery(query) => f.debug_tuple("EndQuery").field(query).finish(),
+        }
+    }
 }
 
 /// The driver side of the protocol.

@@ -333,6 +333,17 @@ impl<D: Driver> Clone for ObjectView<'_, D> {
 }
 impl<D: Driver> Copy for ObjectView<'_, D> {}
 
+/// The object's handle and description; not the driver's data.
+impl<D: Driver> core::fmt::Debug for ObjectView<'_, D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ObjectView")
+            .field("handle", &self.handle())
+            .field("allocation", &self.allocation())
+            .field("byte_size", &self.byte_size())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, D: Driver> ObjectView<'a, D> {
     /// The object's handle.
     pub fn handle(&self) -> AnyHandle {
@@ -475,6 +486,16 @@ pub struct Resolver<'a, D: Driver> {
     buffer: u64,
 }
 
+/// Whether it resolves a list's held objects, and the open buffer; not the registry.
+impl<D: Driver> core::fmt::Debug for Resolver<'_, D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("held", &self.held)
+            .field("buffer", &self.buffer)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, D: Driver> Resolver<'a, D> {
     /// For the immediate context only, on its thread, whose token proves it owns
     /// `registry`: [`Resolver::ic_data`] relies on that, and on the immediate context
@@ -577,6 +598,16 @@ pub struct ObjectRef<D: Driver> {
     /// without waiting for the epoch, so a reference must keep it.
     _device: Arc<dyn Send + Sync>,
     _entry: PhantomData<Entry<D>>,
+}
+
+/// The object's handle and allocation; not the driver's data.
+impl<D: Driver> core::fmt::Debug for ObjectRef<D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ObjectRef")
+            .field("handle", &self.handle())
+            .field("allocation", &self.allocation())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<D: Driver> ObjectRef<D> {

@@ -77,6 +77,7 @@ fn null_cls_size(ty: HandleType) -> usize {
 
 /// A driver whose hooks do nothing: no locks, no allocation, no bookkeeping. In any list
 /// mode ([`NullDriver::in_mode`]): by default the engine replays its lists.
+#[derive(Debug)]
 pub struct NullDriver {
     sizes: HandleSizeTable,
     mode: ListMode,
@@ -84,7 +85,7 @@ pub struct NullDriver {
 
 /// The null driver's state of a deferred context: the memory its Map(DISCARD) hands out
 /// where it builds its lists.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct NullDeferred {
     staging: Vec<u8>,
 }
@@ -261,7 +262,7 @@ impl Driver for NullDriver {
 }
 
 /// A kernel whose GPU completes every submission at once; allocations are counter values.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct NullKernel {
     next_allocation: AtomicU64,
     completed: AtomicU64,

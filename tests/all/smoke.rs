@@ -206,3 +206,26 @@ fn the_suite_tests_the_driver_kind_the_environment_names() {
         expected == ListMode::Emulated
     );
 }
+
+/// What a driver logs of a recorded call: its handles and how many bytes, not the bytes.
+#[test]
+fn a_recorded_call_debug_prints_handles_and_lengths() {
+    use cmdlist::soft::null::{copy_of, null_device, NullDriver};
+    use cmdlist::DeferredCall;
+    let (device, _ic) = null_device(DeviceConfig::default()).unwrap();
+    let copy = copy_of(&device);
+    let update: DeferredCall<'_, NullDriver> = DeferredCall::Update {
+        resource: copy.dst,
+        offset: 8,
+        data: &[0xAB; 300],
+    };
+    let shown = format!("{update:?}");
+    assert!(shown.starts_with("Update { resource: "), "{shown}");
+    assert!(shown.contains("offset: 8, data_len: 300"), "{shown}");
+    assert!(!shown.contains("171"), "{shown}"); // 0xAB: no byte printed
+    let command: DeferredCall<'_, NullDriver> = DeferredCall::Command(&copy);
+    assert!(
+        format!("{command:?}").starts_with("Command(CopyCommand {"),
+        "{command:?}"
+    );
+}
