@@ -330,6 +330,7 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 /// next Finish once the buffer that executed it was submitted (R-R4, R-R5):
 ///
 /// ```
+/// # #[cfg(feature = "soft")] {
 /// use cmdlist::soft::null::{copy_of, null_device};
 /// use cmdlist::DeviceConfig;
 ///
@@ -345,6 +346,7 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 /// let again = dc.finish()?;
 /// assert_eq!(dc.stats().recycled, 1, "made from the dropped list's memory");
 /// # drop(again);
+/// # }
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct CommandList<D: Driver, K: Kernel> {

@@ -118,6 +118,7 @@ enum Calls {
 /// Recording on a thread of its own (`Send`), the list back to the immediate context's:
 ///
 /// ```
+/// # #[cfg(feature = "soft")] {
 /// use cmdlist::soft::null::{copy_of, null_device};
 /// use cmdlist::DeviceConfig;
 ///
@@ -133,6 +134,7 @@ enum Calls {
 /// .unwrap()?;
 /// assert_eq!(dc.stats().open_handles, 0);
 /// ic.execute_command_list(&list)?;
+/// # }
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct DeferredContext<D: Driver, K: Kernel> {
