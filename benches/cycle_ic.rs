@@ -44,7 +44,7 @@ mod ic;
 
 use std::hint::black_box;
 
-use cmdlist::{DeferredContext, ImmediateContext, ListMode};
+use cmdlist::{DeferredContext, DeviceConfig, ImmediateContext, ListMode};
 use gungraun::prelude::*;
 use gungraun::EventKind;
 
@@ -71,7 +71,8 @@ struct Warm {
 /// bench warms it (boxed: the measured function moves a pointer, not the contexts).
 fn warm((mode, recycle): (ListMode, bool)) -> Box<Warm> {
     ic::prepared(move || {
-        let (device, mut ic) = null_device_in(mode, recycle);
+        let (device, mut ic) =
+            null_device_in(mode, DeviceConfig::default().with_recycle(recycle)).unwrap();
         assert_eq!(device.list_mode(), mode);
         let copy = copy_of(&device);
         let mut dc = device.create_deferred_context().expect("dc");

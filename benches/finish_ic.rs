@@ -28,7 +28,7 @@ mod ic;
 
 use std::hint::black_box;
 
-use cmdlist::{DeferredContext, ImmediateContext, ResourceDesc};
+use cmdlist::{DeferredContext, DeviceConfig, ImmediateContext, ResourceDesc};
 use gungraun::prelude::*;
 
 use cmdlist::soft::null::{null_device, CopyCommand, NullDriver, NullKernel};
@@ -48,7 +48,7 @@ struct Lists {
 /// a context warmed with `WARM_LISTS` such lists.
 fn lists(handles: usize, live: usize) -> Lists {
     assert!(handles <= live);
-    let (device, ic) = null_device(true);
+    let (device, ic) = null_device(DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
         byte_size: 256,
         ..Default::default()

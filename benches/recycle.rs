@@ -87,7 +87,8 @@ fn cycle_1cmd(c: &mut Criterion) {
         let mut setup = None;
         group.bench_function(name, |b| {
             let (dc, ic, copy) = setup.get_or_insert_with(|| {
-                let (device, mut ic) = null_device(recycle);
+                let (device, mut ic) =
+                    null_device(DeviceConfig::default().with_recycle(recycle)).unwrap();
                 let copy = copy_of(&device);
                 let mut dc = device.create_deferred_context().expect("dc");
                 warm(&mut dc, &mut ic, copy, recycle);
@@ -136,7 +137,7 @@ fn cycle_1cmd(c: &mut Criterion) {
         if let Some((dc, mut ic, _, world)) = setup {
             drop(dc);
             ic.destroy_device().expect("destroy device");
-            world.assert_clean(true);
+            world.assert_clean();
         }
     }
 
@@ -153,7 +154,7 @@ struct Worker {
 /// created on this thread, the last two each on a short-lived thread of its own (as a pool
 /// of worker threads would create them), all warmed here.
 fn workers() -> (ImmediateContext<NullDriver, NullKernel>, Vec<Worker>) {
-    let (device, mut ic) = null_device(true);
+    let (device, mut ic) = null_device(DeviceConfig::default()).unwrap();
     let workers = (0..4)
         .map(|i| {
             let copy = copy_of(&device);

@@ -14,7 +14,7 @@ use cmdlist::DeviceConfig;
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn replay(c: &mut Criterion) {
-    let (device, mut ic) = null_device(true);
+    let (device, mut ic) = null_device(DeviceConfig::default()).unwrap();
     assert!(DeviceConfig::default().replay_limit >= 1 << 21);
     let copy = copy_of(&device);
     let mut dc = device.create_deferred_context().expect("context");

@@ -80,7 +80,7 @@ fn check_destroyed(o: Box<Objects>) {
     );
     drop(device);
     ic.destroy_device().expect("destroy device");
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[library_benchmark]

@@ -5,81 +5,8 @@
 //! protocol points need are added with default bodies, so a driver written against an older
 //! version keeps compiling.
 //!
-//! # Threads
-//! - Free-threaded (any thread, several at once, R-F1/R-F2): [`Driver::threading_caps`],
-//!   [`Driver::builds_command_lists`],
-//!   [`Driver::check_deferred_context_handle_sizes`], [`Driver::calc_private_size`],
-//!   [`Driver::calc_deferred_context_handle_size`], [`Driver::create_object`] (except for
-//!   primaries).
-//! - The immediate context's thread (R-T1, R-T2, R-D1, R-P1): [`Driver::create_immediate`],
-//!   [`Driver::execute`], [`Driver::execute_command_list`], [`Driver::flush`],
-//!   [`Driver::destroy_object`], and [`Driver::create_object`] for primaries.
-//! - A deferred context's thread (R-T1, R-R5, R-R7, R-C3): [`Driver::record_deferred`],
-//!   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`],
-//!   [`Driver::open_local`],
-//!   [`Driver::use_local`], [`Driver::close_local`], [`Driver::create_command_list`],
-//!   [`Driver::abandon_command_list`], [`Driver::recycle_command_list`],
-//!   [`Driver::recycle_create_command_list`], [`Driver::recycle_create_deferred_context`],
-//!   [`Driver::destroy_deferred_context`].
-//! - Any thread (free-threaded destroys, R-R4): [`Driver::destroy_command_list`],
-//!   [`Driver::recycle_destroy_command_list`]; [`Driver::create_deferred_context`] runs on
-//!   the thread creating the context.
-//!
-//! # When a hook panics
-//! The engine is panic-safe the way std's collections are: a hook may panic, the caller may
-//! catch the unwind, and the device stays sound and usable. No object is destroyed twice,
-//! no memory is reused or deallocated before its clock allows, what the engine took is given
-//! back (holds, handle blocks, slots, kernel memory) by guards, and device destruction still
-//! completes. What the panicking hook itself did, or left half done, is the driver's own
-//! state; the engine treats the call as:
-//!
-//! - **Create-type hooks** ([`Driver::create_object`], [`Driver::open_local`],
-//!   [`Driver::create_command_list`], [`Driver::create_deferred_context`], the size
-//!   queries): as failed. What the engine took for it is given back, in reverse order (a
-//!   created object through [`Driver::destroy_object`], a created list through
-//!   [`Driver::destroy_command_list`], on the same thread).
-//! - **Destroy-type hooks** ([`Driver::destroy_object`], [`Driver::close_local`],
-//!   [`Driver::destroy_command_list`], [`Driver::recycle_destroy_command_list`],
-//!   [`Driver::recycle_command_list`], [`Driver::destroy_deferred_context`]): as done. The
-//!   object leaves its queue, the handle its table, the list its state before the hook runs,
-//!   and the rest of the step (its dependency's hold, its slot, its kernel memory, the
-//!   handles still to close, the context's other lists and its live count) completes on the
-//!   unwind. A Finish or context drop cut short leaves the other handles open for the next
-//!   close; the recording is abandoned.
-//! - **A deferred context's recorded calls** ([`Driver::record_deferred`],
-//!   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`]): as
-//!   failed. Nothing is recorded, a list is not held, and the context's bindings stay as
-//!   they were (context-local handles the call opened stay open until Finish or Abandon). (An error it returns is a
-//!   failed call like any other: reported, and out of memory removes the context, R-E3.)
-//! - **Work on the immediate context** ([`Driver::execute`],
-//!   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
-//!   operation counts as in the open buffer and its objects are stamped with it, so nothing
-//!   it references is freed before that buffer is submitted (R-D1), and a list executed in
-//!   it waits for it too.
-//! - **Device destruction** (R-D3): a hook that panics during the drain leaves the rest
-//!   queued; calling [`crate::ImmediateContext::destroy_device`] again, or dropping the
-//!   immediate context, finishes it.
-//!
-//! A hook that panics again while the engine unwinds from an earlier panic aborts the
-//! process, as a `Drop` that panics during an unwind does.
-//!
-//! # Memory the driver lays out itself
-//! Context-local handles (R-H4) and command-list handles (R-R2) are raw, zeroed byte blocks
-//! of the sizes the driver answered, as in the C DDI: the driver decides their layout (plain
-//! `#[repr(C)]` data through `bytemuck` or by hand). The engine owns, places and recycles the
-//! blocks; their sizes never change for the life of a handle (R-R2).
-//!
-//! So a list the driver builds itself ([`crate::ListMode::DriverBuilt`]) keeps its buffer in
-//! memory of its own, and the list's private memory holds only a handle to it (an index, a
-//! pointer). When that buffer may be reused or freed is the list clock's
-//! ([`crate::DeviceConfig::list_clock`]; R-R4, R-R5): a buffer that executed the list may
-//! still read it until it was submitted (`Clock::Submitted`) or completed by the GPU
-//! (`Clock::Completed`, the default, and the one for a driver whose GPU reads the built
-//! buffer in place). The engine calls [`Driver::recycle_command_list`] and
-//! [`Driver::destroy_command_list`] only for a list whose last executing buffer passed that
-//! clock (or that never executed, or at device destruction once the GPU is idle), so the
-//! buffer may be reused or freed there; [`Driver::recycle_destroy_command_list`] runs as
-//! soon as the list's last owner lets go, before that, so the buffer must stay as it is.
+//! What the trait is, who calls which hook from which thread, in what order, and what a
+//! panicking hook leaves: [`Driver`]'s documentation.
 
 use crate::bind::{BindPoint, StateView};
 use crate::caps::ThreadingCaps;
@@ -100,6 +27,16 @@ pub struct ListMemory<'a> {
     pub private: &'a mut [u8],
     /// The deferred context's context-local command-list handle's memory.
     pub local: &'a mut [u8],
+}
+
+/// The two blocks' lengths; not their bytes.
+impl std::fmt::Debug for ListMemory<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListMemory")
+            .field("private_len", &self.private.len())
+            .field("local_len", &self.local.len())
+            .finish()
+    }
 }
 
 /// A driver-defined command: a plain value that names objects by handle.
@@ -169,6 +106,54 @@ pub enum Op<'a, D: Driver> {
     },
 }
 
+/// Each operation with its objects (handle, allocation, size) and the length of its bytes,
+/// not the bytes; for a driver whose [`Driver::Command`] is `Debug`.
+impl<D: Driver> std::fmt::Debug for Op<'_, D>
+where
+    D::Command: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Op::Command(command) => f.debug_tuple("Command").field(command).finish(),
+            Op::Update {
+                resource,
+                offset,
+                data,
+            } => f
+                .debug_struct("Update")
+                .field("resource", resource)
+                .field("offset", offset)
+                .field("data_len", &data.len())
+                .finish(),
+            Op::WriteDiscard { resource, data } => f
+                .debug_struct("WriteDiscard")
+                .field("resource", resource)
+                .field("data_len", &data.len())
+                .finish(),
+            Op::Bind { point, object } => f
+                .debug_struct("Bind")
+                .field("point", point)
+                .field("object", object)
+                .finish(),
+            Op::BeginQuery(query) => f.debug_tuple("BeginQuery").field(query).finish(),
+            Op::EndQuery(query) => f.debug_tuple("EndQuery").field(query).finish(),
+            Op::ClearState => f.write_str("ClearState"),
+            Op::Present {
+                src,
+                src_subresource,
+                dst,
+                flags,
+            } => f
+                .debug_struct("Present")
+                .field("src", src)
+                .field("src_subresource", src_subresource)
+                .field("dst", dst)
+                .field("flags", flags)
+                .finish(),
+        }
+    }
+}
+
 /// One call recorded on a deferred context, as the driver hears it on the recording thread
 /// ([`Driver::record_deferred`]), in the order the application made them. Objects are named
 /// by handle; their context-local handles (open by then, dependencies first, R-H1..R-H5) and
@@ -221,10 +206,335 @@ pub enum DeferredCall<'a, D: Driver> {
     EndQuery(Handle<Query>),
 }
 
-/// The driver side of the protocol.
+/// Each call with its handles and the length of its bytes, not the bytes; for a driver whose
+/// [`Driver::Command`] is `Debug`.
+impl<D: Driver> std::fmt::Debug for DeferredCall<'_, D>
+where
+    D::Command: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeferredCall::Command(command) => f.debug_tuple("Command").field(command).finish(),
+            DeferredCall::Update {
+                resource,
+                offset,
+                data,
+            } => f
+                .debug_struct("Update")
+                .field("resource", resource)
+                .field("offset", offset)
+                .field("data_len", &data.len())
+                .finish(),
+            DeferredCall::MapDiscard { resource, len } => f
+                .debug_struct("MapDiscard")
+                .field("resource", resource)
+                .field("len", len)
+                .finish(),
+            DeferredCall::Unmap { resource, data } => f
+                .debug_struct("Unmap")
+                .field("resource", resource)
+                .field("data_len", &data.map(<[u8]>::len))
+                .finish(),
+            DeferredCall::Bind { point, object } => f
+                .debug_struct("Bind")
+                .field("point", point)
+                .field("object", object)
+                .finish(),
+            DeferredCall::BeginQuery(query) => f.debug_tuple("BeginQuery").field(query).finish(),
+            DeferredCall::EndQuery(query) => f.debug_tuple("EndQuery").field(query).finish(),
+        }
+    }
+}
+
+/// The driver side of the protocol: the hooks the engine calls at the DDI points, which a
+/// user-mode driver or a translation layer implements over its GPU.
 ///
-/// The smallest complete implementation, a template to start from, is the null driver of
-/// `soft::null` (feature `soft`); the checking reference is `soft::SoftDriver`.
+/// The engine is the only caller. A [`crate::Device`] owns the driver and calls it from the
+/// application's threads as the entry points run: free-threaded hooks on several threads at
+/// once (R-F1, R-F2), the immediate context's on its one thread (R-T1), a deferred context's
+/// on the thread recording on it; hence `Send + Sync`. The device is generic over its
+/// driver, so every call is statically dispatched. Each hook's documentation says its
+/// thread and the rule that says so; `docs/EMBEDDING.md` in the repository maps the D3D11
+/// DDI entry points onto the engine and its hooks.
+///
+#[cfg_attr(
+    feature = "soft",
+    doc = "The smallest complete implementation, a template to start from, is the null driver \
+           of [`soft::null`](crate::soft::null) ([`NullDriver`](crate::soft::null::NullDriver)); \
+           the checking reference is [`SoftDriver`](crate::soft::SoftDriver), which records \
+           every hook and flags every rule broken, for testing an engine or a driver against."
+)]
+#[cfg_attr(
+    not(feature = "soft"),
+    doc = "The smallest complete implementation, a template to start from, is the null driver \
+           of `soft::null` (`NullDriver`, feature `soft`); the checking reference is \
+           `soft::SoftDriver` (feature `soft`), which records every hook and flags every \
+           rule broken, for testing an engine or a driver against."
+)]
+///
+/// # The order of the hooks
+/// 1. **Device creation** ([`crate::Device::new`], on the thread that will drive the
+///    immediate context): [`Driver::threading_caps`], [`Driver::builds_command_lists`],
+///    [`Driver::check_deferred_context_handle_sizes`] (two polls, R-H4, only with
+///    `COMMANDLISTS`), [`Driver::create_immediate`].
+/// 2. **An object's create** (any thread, R-F1): [`Driver::calc_private_size`], the kernel's
+///    [`crate::Kernel::allocate`] of that many bytes, [`Driver::create_object`],
+///    [`Driver::calc_deferred_context_handle_size`] (R-F2, R-H4). Its destroy only queues it:
+///    [`Driver::destroy_object`] runs later on the immediate context's thread, in the flush
+///    after the last buffer that may reference it (R-D1, R-D2).
+/// 3. **The immediate context's work**: [`Driver::execute`] for each operation ([`Op`]),
+///    [`Driver::execute_command_list`] for each list executed; [`Driver::flush`] closes the
+///    buffer before the kernel's [`crate::Kernel::submit`].
+/// 4. **A deferred context** (caps with `COMMANDLISTS`; without, the engine emulates
+///    deferred contexts and calls none of these hooks, R-C3):
+///    [`Driver::create_deferred_context`]; for each recorded call, [`Driver::open_local`] for
+///    each object it uses first (dependencies first, R-H1..R-H5) or [`Driver::use_local`],
+///    then [`Driver::record_deferred`]; at Finish (R-R7), [`Driver::recycle_command_list`]
+///    for each ended list whose buffers passed the list clock,
+///    [`Driver::recycle_create_command_list`] or [`Driver::create_command_list`],
+///    [`Driver::close_local`] for every open handle, then
+///    [`Driver::recycle_create_deferred_context`]; at Abandon (R-C2)
+///    [`Driver::abandon_command_list`]; at a list's end (any thread, R-R4)
+///    [`Driver::recycle_destroy_command_list`] or [`Driver::destroy_command_list`]; when the
+///    context is dropped, [`Driver::destroy_deferred_context`].
+/// 5. **Device destruction** ([`crate::ImmediateContext::destroy_device`], R-D3): a last
+///    flush, the wait for the last fence, then [`Driver::destroy_object`] for every object.
+///
+/// # Required hooks and defaults
+/// Seventeen hooks are required. The others have default bodies, so a driver starts with
+/// what it needs and a hook that a later protocol point adds does not break it: the recycle
+/// hooks (recycling falls back to create and destroy), [`Driver::use_local`],
+/// [`Driver::abandon_unbind`], [`Driver::execute_command_list`], the hooks of a driver that
+/// builds its own lists ([`Driver::builds_command_lists`], [`Driver::record_deferred`],
+/// [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`]), and the
+/// DXGI ones ([`Driver::gamma_caps`], [`Driver::blt_caps`], [`Driver::blt`],
+/// [`Driver::rotate_identities`], [`Driver::refresh_view`]).
+///
+/// # Errors and panics
+/// A hook that can fail returns a [`crate::Result`]: the engine undoes what it took for the
+/// call and reports the error to the application through the kernel's set-error callback on
+/// the context it happened on (R-E2); out of memory on a deferred context removes that
+/// context (R-E3). A hook should not panic; one that does leaves the engine sound (below).
+///
+/// # Threads
+/// - Free-threaded (any thread, several at once, R-F1/R-F2): [`Driver::threading_caps`],
+///   [`Driver::builds_command_lists`],
+///   [`Driver::check_deferred_context_handle_sizes`], [`Driver::calc_private_size`],
+///   [`Driver::calc_deferred_context_handle_size`], [`Driver::create_object`] (except for
+///   primaries).
+/// - The immediate context's thread (R-T1, R-T2, R-D1, R-P1): [`Driver::create_immediate`],
+///   [`Driver::execute`], [`Driver::execute_command_list`], [`Driver::flush`],
+///   [`Driver::destroy_object`], and [`Driver::create_object`] for primaries.
+/// - A deferred context's thread (R-T1, R-R5, R-R7, R-C3): [`Driver::record_deferred`],
+///   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`],
+///   [`Driver::open_local`],
+///   [`Driver::use_local`], [`Driver::close_local`], [`Driver::create_command_list`],
+///   [`Driver::abandon_command_list`], [`Driver::recycle_command_list`],
+///   [`Driver::recycle_create_command_list`], [`Driver::recycle_create_deferred_context`],
+///   [`Driver::destroy_deferred_context`].
+/// - Any thread (free-threaded destroys, R-R4): [`Driver::destroy_command_list`],
+///   [`Driver::recycle_destroy_command_list`]; [`Driver::create_deferred_context`] runs on
+///   the thread creating the context.
+///
+/// # When a hook panics
+/// The engine is panic-safe the way std's collections are: a hook may panic, the caller may
+/// catch the unwind, and the device stays sound and usable. No object is destroyed twice,
+/// no memory is reused or deallocated before its clock allows, what the engine took is given
+/// back (holds, handle blocks, slots, kernel memory) by guards, and device destruction still
+/// completes. What the panicking hook itself did, or left half done, is the driver's own
+/// state; the engine treats the call as:
+///
+/// - **Create-type hooks** ([`Driver::create_object`], [`Driver::open_local`],
+///   [`Driver::create_command_list`], [`Driver::create_deferred_context`], the size
+///   queries): as failed. What the engine took for it is given back, in reverse order (a
+///   created object through [`Driver::destroy_object`], a created list through
+///   [`Driver::destroy_command_list`], on the same thread).
+/// - **Destroy-type hooks** ([`Driver::destroy_object`], [`Driver::close_local`],
+///   [`Driver::destroy_command_list`], [`Driver::recycle_destroy_command_list`],
+///   [`Driver::recycle_command_list`], [`Driver::destroy_deferred_context`]): as done. The
+///   object leaves its queue, the handle its table, the list its state before the hook runs,
+///   and the rest of the step (its dependency's hold, its slot, its kernel memory, the
+///   handles still to close, the context's other lists and its live count) completes on the
+///   unwind. A Finish or context drop cut short leaves the other handles open for the next
+///   close; the recording is abandoned.
+/// - **A deferred context's recorded calls** ([`Driver::record_deferred`],
+///   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`]): as
+///   failed. Nothing is recorded, a list is not held, and the context's bindings stay as
+///   they were (context-local handles the call opened stay open until Finish or Abandon). (An error it returns is a
+///   failed call like any other: reported, and out of memory removes the context, R-E3.)
+/// - **Work on the immediate context** ([`Driver::execute`],
+///   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
+///   operation counts as in the open buffer and its objects are stamped with it, so nothing
+///   it references is freed before that buffer is submitted (R-D1), and a list executed in
+///   it waits for it too.
+/// - **Device destruction** (R-D3): a hook that panics during the drain leaves the rest
+///   queued; calling [`crate::ImmediateContext::destroy_device`] again, or dropping the
+///   immediate context, finishes it.
+///
+/// A hook that panics again while the engine unwinds from an earlier panic aborts the
+/// process, as a `Drop` that panics during an unwind does.
+///
+/// # Memory the driver lays out itself
+/// Context-local handles (R-H4) and command-list handles (R-R2) are raw, zeroed byte blocks
+/// of the sizes the driver answered, as in the C DDI: the driver decides their layout (plain
+/// `#[repr(C)]` data through `bytemuck` or by hand). The engine owns, places and recycles the
+/// blocks; their sizes never change for the life of a handle (R-R2).
+///
+/// So a list the driver builds itself ([`crate::ListMode::DriverBuilt`]) keeps its buffer in
+/// memory of its own, and the list's private memory holds only a handle to it (an index, a
+/// pointer). When that buffer may be reused or freed is the list clock's
+/// ([`crate::DeviceConfig::list_clock`]; R-R4, R-R5): a buffer that executed the list may
+/// still read it until it was submitted (`Clock::Submitted`) or completed by the GPU
+/// (`Clock::Completed`, the default, and the one for a driver whose GPU reads the built
+/// buffer in place). The engine calls [`Driver::recycle_command_list`] and
+/// [`Driver::destroy_command_list`] only for a list whose last executing buffer passed that
+/// clock (or that never executed, or at device destruction once the GPU is idle), so the
+/// buffer may be reused or freed there; [`Driver::recycle_destroy_command_list`] runs as
+/// soon as the list's last owner lets go, before that, so the buffer must stay as it is.
+///
+/// # Example
+/// A driver without command lists (the engine emulates deferred contexts, R-C3), whose GPU
+/// work is a count of the operations it executed, over a kernel that completes every
+/// submission at once:
+///
+/// ```
+/// use std::num::NonZeroU64;
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+///
+/// use cmdlist::handle::Resource;
+/// use cmdlist::{
+///     AllocationDesc, AllocationHandle, AnyHandle, Command, ContextId, DeferredId, Device,
+///     DeviceConfig, Driver, Error, Handle, HandleSize, HandleType, Kernel, ListMemory,
+///     ObjectDesc, Op, Resolver, ResourceDesc, Result, StateView, Submission, ThreadingCaps,
+/// };
+///
+/// /// The driver's one command: fill a resource.
+/// #[derive(Debug)]
+/// struct Fill(Handle<Resource>);
+///
+/// impl Command for Fill {
+///     fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
+///         visit(self.0.any());
+///     }
+/// }
+///
+/// #[derive(Default)]
+/// struct Counting {
+///     executed: AtomicU64,
+/// }
+///
+/// impl Driver for Counting {
+///     type Object = ();
+///     type IcData = ();
+///     type Immediate = u64; // operations in the open buffer
+///     type Command = Fill;
+///     type Deferred = ();
+///
+///     fn threading_caps(&self) -> ThreadingCaps {
+///         ThreadingCaps::empty()
+///     }
+///     fn check_deferred_context_handle_sizes(&self, _: Option<&mut [HandleSize]>) -> usize {
+///         0
+///     }
+///     fn calc_private_size(&self, _: &ObjectDesc<'_>) -> usize {
+///         0
+///     }
+///     fn calc_deferred_context_handle_size(&self, _: HandleType, _: Option<&()>) -> usize {
+///         0
+///     }
+///     fn calc_private_command_list_size(&self) -> usize {
+///         0
+///     }
+///     fn create_object(
+///         &self,
+///         _: &ObjectDesc<'_>,
+///         _: Option<AllocationHandle>,
+///         _: Option<&()>,
+///     ) -> Result<((), ())> {
+///         Ok(((), ()))
+///     }
+///     fn destroy_object(&self, _: HandleType, _: &(), _: &mut ()) {}
+///     fn create_immediate(&self) -> Result<u64> {
+///         Ok(0)
+///     }
+///     fn execute(&self, open: &mut u64, _: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()> {
+///         match op {
+///             Op::Command(Fill(_)) | Op::ClearState => {
+///                 *open += 1;
+///                 Ok(())
+///             }
+///             // An operation it cannot do is an error value, reported to the application.
+///             _ => Err(Error::Unsupported),
+///         }
+///     }
+///     fn flush(&self, open: &mut u64) {
+///         self.executed.fetch_add(std::mem::take(open), Relaxed);
+///     }
+///     // Deferred-context hooks: not called for a driver without `COMMANDLISTS`.
+///     fn create_deferred_context(&self, _: DeferredId) -> Result<()> {
+///         Ok(())
+///     }
+///     fn destroy_deferred_context(&self, _: ()) {}
+///     fn open_local(
+///         &self,
+///         _: &mut (),
+///         _: HandleType,
+///         _: &(),
+///         _: Option<&[u8]>,
+///         _: &mut [u8],
+///     ) -> Result<()> {
+///         Ok(())
+///     }
+///     fn close_local(&self, _: &mut (), _: HandleType, _: &(), _: &mut [u8], _: StateView<'_>) {}
+///     fn create_command_list(&self, _: &mut (), _: &mut [u8], _: StateView<'_>) -> Result<()> {
+///         Ok(())
+///     }
+///     fn destroy_command_list(&self, _: ListMemory<'_>) {}
+///     fn abandon_command_list(&self, _: &mut ()) {}
+/// }
+///
+/// /// Allocation handles from a counter; the GPU finishes each buffer at its submit.
+/// #[derive(Default)]
+/// struct Instant {
+///     allocations: AtomicU64,
+///     completed: AtomicU64,
+/// }
+///
+/// impl Kernel for Instant {
+///     fn allocate(&self, _: &AllocationDesc) -> Result<AllocationHandle> {
+///         let id = self.allocations.fetch_add(1, Relaxed) + 1;
+///         NonZeroU64::new(id).map(AllocationHandle).ok_or(Error::OutOfMemory)
+///     }
+///     fn deallocate(&self, _: AllocationHandle) {}
+///     fn submit(&self, submission: &Submission<'_>) -> Result<()> {
+///         self.completed.store(submission.fence, Relaxed);
+///         Ok(())
+///     }
+///     fn completed_fence(&self) -> u64 {
+///         self.completed.load(Relaxed)
+///     }
+///     fn wait_for_fence(&self, _: u64) -> Result<()> {
+///         Ok(())
+///     }
+///     fn set_error(&self, _: ContextId, _: Error) {}
+///     fn perform_amortized_processing(&self, _: ContextId) {}
+/// }
+///
+/// let config = DeviceConfig::default();
+/// let (device, mut ic) = Device::new(Counting::default(), Instant::default(), config)?;
+/// assert!(device.emulates_command_lists());
+/// let resource = device.create_resource(ResourceDesc { byte_size: 64, ..Default::default() })?;
+/// let mut dc = device.create_deferred_context()?;
+/// dc.command(Fill(resource))?;
+/// let list = dc.finish()?;
+/// ic.execute_command_list(&list)?; // the fill between two clear-states (R-C3)
+/// ic.flush()?;
+/// assert_eq!(device.driver().executed.load(Relaxed), 3);
+/// drop((list, dc));
+/// device.destroy(resource)?;
+/// ic.destroy_device()?;
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
 pub trait Driver: Send + Sync + Sized + 'static {
     /// An object's read-only data, created once and shared with every context that uses the
     /// object (R-L2: the link from a context-local handle to its immediate-context handle).

@@ -4,15 +4,8 @@
 //! Static dispatch: the device is generic over its `Kernel`, so calls are monomorphised.
 //! Each method's doc says from which thread the engine calls it and which rule says so.
 //!
-//! # When a callback panics
-//! As for the driver's hooks (see [`crate::driver`]): the engine stays sound and usable.
-//! [`Kernel::allocate`] that panics counts as failed (the create gives back what it took);
-//! [`Kernel::deallocate`] as done (the allocation left the engine's books before the call,
-//! and the rest of the object's destruction completes on the unwind: never freed twice);
-//! [`Kernel::submit`] as not done (the buffer stays open and is submitted again);
-//! [`Kernel::completed_fence`] and [`Kernel::wait_for_fence`] as not answered (nothing is
-//! freed on their account); [`Kernel::set_error`] and
-//! [`Kernel::perform_amortized_processing`] as done.
+//! What the trait is, who calls it from which thread, in what order, and what a panicking
+//! callback leaves: [`Kernel`]'s documentation.
 
 use core::num::NonZeroU64;
 
@@ -92,10 +85,128 @@ impl From<DeferredId> for ContextId {
     }
 }
 
-/// Kernel services. Implementations must be `Send + Sync`: several are free-threaded.
+/// The kernel services the engine calls: memory, submission, fence progress, error
+/// reporting and amortised processing (a real driver's WDDM callbacks), which the embedder
+/// implements over its kernel-mode interface.
 ///
-/// The smallest complete implementation, a template to start from, is the null kernel of
-/// `soft::null` (feature `soft`); the checking reference is `soft::SoftKernel`.
+/// The engine is the only caller: a [`crate::Device`] owns the kernel beside its
+/// [`crate::Driver`] and calls it, statically dispatched, from the entry points' threads.
+/// [`Kernel::allocate`] runs on any thread that creates an object, several at once (R-F1),
+/// and [`Kernel::set_error`] on the thread of the failing call, so the trait is
+/// `Send + Sync`; the rest run on the immediate context's thread (R-T1, R-T2). Each
+/// method's documentation says its thread and the rule that says so.
+///
+#[cfg_attr(
+    feature = "soft",
+    doc = "The smallest complete implementation, a template to start from, is the null kernel \
+           of [`soft::null`](crate::soft::null) ([`NullKernel`](crate::soft::null::NullKernel)); \
+           the checking reference is [`SoftKernel`](crate::soft::SoftKernel), which flags \
+           every deallocation, submission or wait out of turn."
+)]
+#[cfg_attr(
+    not(feature = "soft"),
+    doc = "The smallest complete implementation, a template to start from, is the null kernel \
+           of `soft::null` (`NullKernel`, feature `soft`); the checking reference is \
+           `soft::SoftKernel` (feature `soft`), which flags every deallocation, submission \
+           or wait out of turn."
+)]
+///
+/// # The order of the callbacks
+/// 1. **An object's create** (any thread): [`Kernel::allocate`] for the bytes the driver's
+///    [`crate::Driver::calc_private_size`] answered, before the driver creates it (a create
+///    that fails afterwards gives the memory back with [`Kernel::deallocate`]).
+/// 2. **A flush** (the immediate context's thread): [`Kernel::submit`] of the closed buffer
+///    with its fence number and allocation list (R-D1), [`Kernel::completed_fence`], then
+///    [`Kernel::deallocate`] for every destroyed object whose last buffer passed the retire
+///    clock (R-D2, R-D4); from time to time [`Kernel::perform_amortized_processing`]
+///    (R-A1).
+/// 3. **Device destruction** (R-D3): a last submit, [`Kernel::wait_for_fence`] for the last
+///    fence, then [`Kernel::deallocate`] for everything left.
+///
+/// [`Kernel::set_error`] comes whenever a call fails (R-E2), on its thread.
+///
+/// # Required callbacks and defaults
+/// Seven callbacks are required: [`Kernel::allocate`], [`Kernel::deallocate`],
+/// [`Kernel::submit`], [`Kernel::completed_fence`], [`Kernel::wait_for_fence`],
+/// [`Kernel::set_error`], [`Kernel::perform_amortized_processing`]. The DXGI ones have
+/// default bodies: [`Kernel::present`] and [`Kernel::set_display_mode`] answer
+/// [`Error::Unsupported`], [`Kernel::set_priority`] ignores the priority and
+/// [`Kernel::query_residency`] answers resident.
+///
+/// # Errors
+/// A callback that can fail returns a [`crate::Result`] and the engine carries on from it: a
+/// failed allocation fails the create (the application hears it, R-E2), a refused submit
+/// leaves the buffer open to be submitted again with the same fence number, and nothing it
+/// references is deallocated meanwhile (R-D1).
+///
+/// # When a callback panics
+/// As for the driver's hooks (see [`crate::Driver`]): the engine stays sound and usable.
+/// [`Kernel::allocate`] that panics counts as failed (the create gives back what it took);
+/// [`Kernel::deallocate`] as done (the allocation left the engine's books before the call,
+/// and the rest of the object's destruction completes on the unwind: never freed twice);
+/// [`Kernel::submit`] as not done (the buffer stays open and is submitted again);
+/// [`Kernel::completed_fence`] and [`Kernel::wait_for_fence`] as not answered (nothing is
+/// freed on their account); [`Kernel::set_error`] and
+/// [`Kernel::perform_amortized_processing`] as done.
+///
+/// # Example
+/// A kernel whose GPU finishes every buffer at its submit, counting the operations it was
+/// given (for a whole driver and kernel, see [`crate::Driver`]'s example):
+///
+/// ```
+/// use std::num::NonZeroU64;
+/// use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+///
+/// use cmdlist::{AllocationDesc, AllocationHandle, ContextId, Error, Kernel, Result, Submission};
+///
+/// #[derive(Default)]
+/// struct Instant {
+///     allocations: AtomicU64,
+///     completed: AtomicU64,
+///     operations: AtomicU64,
+///     errors: AtomicU64,
+/// }
+///
+/// impl Kernel for Instant {
+///     fn allocate(&self, _: &AllocationDesc) -> Result<AllocationHandle> {
+///         let id = self.allocations.fetch_add(1, Relaxed) + 1;
+///         NonZeroU64::new(id).map(AllocationHandle).ok_or(Error::OutOfMemory)
+///     }
+///     fn deallocate(&self, _: AllocationHandle) {}
+///     fn submit(&self, submission: &Submission<'_>) -> Result<()> {
+///         self.operations.fetch_add(u64::from(submission.operations), Relaxed);
+///         self.completed.store(submission.fence, Relaxed);
+///         Ok(())
+///     }
+///     fn completed_fence(&self) -> u64 {
+///         self.completed.load(Relaxed)
+///     }
+///     fn wait_for_fence(&self, _: u64) -> Result<()> {
+///         Ok(())
+///     }
+///     fn set_error(&self, _: ContextId, _: Error) {
+///         self.errors.fetch_add(1, Relaxed);
+///     }
+///     fn perform_amortized_processing(&self, _: ContextId) {}
+/// }
+///
+/// # #[cfg(feature = "soft")] {
+/// // Under the null driver of `soft::null`: one copy, one buffer submitted.
+/// use cmdlist::soft::null::{CopyCommand, NullDriver};
+/// use cmdlist::{Device, DeviceConfig, ResourceDesc};
+///
+/// let config = DeviceConfig::default();
+/// let (device, mut ic) = Device::new(NullDriver::new(), Instant::default(), config)?;
+/// let desc = ResourceDesc { byte_size: 64, ..Default::default() };
+/// let (dst, src) = (device.create_resource(desc)?, device.create_resource(desc)?);
+/// ic.command(&CopyCommand { dst, src })?;
+/// ic.flush()?;
+/// assert_eq!(device.kernel().operations.load(Relaxed), 1);
+/// assert_eq!(device.kernel().completed_fence(), 1);
+/// ic.destroy_device()?;
+/// # }
+/// # Ok::<(), cmdlist::Error>(())
+/// ```
 pub trait Kernel: Send + Sync + 'static {
     /// Allocates kernel memory. Called from the thread inside the create entry point, which
     /// for ordinary objects is any thread (free-threaded create, R-F1) and for shared or

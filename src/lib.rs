@@ -50,8 +50,9 @@
 //! ```
 //! # #[cfg(feature = "soft")] {
 //! use cmdlist::soft::null::{copy_of, null_device};
+//! use cmdlist::DeviceConfig;
 //!
-//! let (device, mut ic) = null_device(true);
+//! let (device, mut ic) = null_device(DeviceConfig::default())?;
 //! let copy = copy_of(&device);
 //! let mut dc = device.create_deferred_context()?;
 //! let (dc, list) = std::thread::spawn(move || -> cmdlist::Result<_> {
@@ -81,6 +82,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod bind;
 mod caps;

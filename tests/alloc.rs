@@ -83,7 +83,7 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
     let config = SoftConfig {
         trace: false,
         gpu: Gpu::Immediate,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let texture = |w: u32, h: u32, format: DisplayFormat, bind: BindFlags| {
@@ -201,7 +201,7 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
     ic.clear_state().unwrap();
     device.destroy(back_rtv).unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Runs on the process's only thread, so nothing else allocates while counting.
@@ -209,7 +209,7 @@ fn r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use() {
     let config = SoftConfig {
         trace: false,
         gpu: Gpu::Immediate,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
@@ -283,5 +283,5 @@ fn r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use() {
     assert!(ic.retire_stats().destroyed >= 8 * FLUSHES as u64);
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

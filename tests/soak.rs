@@ -41,7 +41,7 @@ fn r_d2_sustained_churn_reclaims_memory_and_drops_every_entry_with_the_device() 
     let config = SoftConfig {
         gpu: Gpu::Immediate,
         trace: false,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let stop = AtomicBool::new(false);
@@ -130,7 +130,7 @@ fn r_d2_sustained_churn_reclaims_memory_and_drops_every_entry_with_the_device() 
     );
     assert!(churned > 0);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
     drop(ic);
     assert!(world.soft_objects_alive() <= 2 * churned as usize);
     drop(device);

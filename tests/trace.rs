@@ -116,7 +116,7 @@ fn a_lists_spans_carry_its_number_from_the_recording_thread_to_the_executing_one
     // A GPU that completes each buffer at once: a destroyed list is reusable after a flush.
     let config = SoftConfig {
         gpu: soft::Gpu::Immediate,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (device, mut ic, _world) = soft::device(config, DeviceConfig::default()).unwrap();
     let desc = cmdlist::ResourceDesc {

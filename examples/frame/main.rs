@@ -67,7 +67,7 @@
 //!
 //! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
 //! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`). The soft driver's list mode comes from the environment
-//! ([`cmdlist::soft::SoftConfig`]): the engine replays its lists by default,
+//! ([`cmdlist::soft::SoftConfig::from_env`]): the engine replays its lists by default,
 //! `CMDLIST_SOFT_DRIVER_BUILT=1` has the driver build them on the recording threads, and
 //! `CMDLIST_SOFT_EMULATED=1` gives a driver without command lists.
 
@@ -285,10 +285,11 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let config = DeviceConfig::default()
         .with_retire_clock(Clock::Completed)
         .with_list_clock(Clock::Completed);
+    let env = SoftConfig::from_env()?;
     let soft = |gpu| SoftConfig {
         gpu,
         trace: false,
-        ..SoftConfig::default()
+        ..env.clone()
     };
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
     let hud = Hud::start(device.clone());

@@ -614,9 +614,10 @@ pub fn run(steps: &[Step]) {
 }
 
 /// [`run`] with another deferred-context budget (bytes of operations and payloads); returns
-/// what the run exercised. The driver is [`SoftConfig::default`]'s.
+/// what the run exercised. The driver is the kind the environment asks for
+/// ([`SoftConfig::from_env`]); panics on a value it refuses.
 pub fn run_with_budget(budget: usize, steps: &[Step]) -> Coverage {
-    let config = SoftConfig::default();
+    let config = SoftConfig::from_env().unwrap();
     let mode = match (config.command_lists, config.driver_built) {
         (false, _) => ListMode::Emulated,
         (true, false) => ListMode::Replayed,

@@ -441,7 +441,7 @@ const VIEW_TYPES: [HandleType; 4] = [
 fn config() -> SoftConfig {
     SoftConfig {
         trace: false,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     }
 }
 

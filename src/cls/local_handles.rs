@@ -29,6 +29,25 @@ pub struct LocalHandle<'a, D: Driver> {
     pub local: &'a mut [u8],
 }
 
+/// How many handles are open; not their memory.
+impl<D: Driver> std::fmt::Debug for LocalHandles<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalHandles")
+            .field("open", &self.open())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The object and the length of its context-local memory; not its bytes.
+impl<D: Driver> std::fmt::Debug for LocalHandle<'_, D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalHandle")
+            .field("view", &self.view)
+            .field("local_len", &self.local.len())
+            .finish()
+    }
+}
+
 impl<'a, D: Driver> LocalHandles<'a, D> {
     pub(crate) fn new(table: &'a mut ClsTable<D>, state: StateView<'a>) -> Self {
         LocalHandles { table, state }

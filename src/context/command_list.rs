@@ -330,9 +330,11 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 /// next Finish once the buffer that executed it was submitted (R-R4, R-R5):
 ///
 /// ```
+/// # #[cfg(feature = "soft")] {
 /// use cmdlist::soft::null::{copy_of, null_device};
+/// use cmdlist::DeviceConfig;
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let copy = copy_of(&device);
 /// let mut dc = device.create_deferred_context()?;
 /// dc.command(copy)?;
@@ -344,6 +346,7 @@ pub(crate) fn free_now<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
 /// let again = dc.finish()?;
 /// assert_eq!(dc.stats().recycled, 1, "made from the dropped list's memory");
 /// # drop(again);
+/// # }
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct CommandList<D: Driver, K: Kernel> {

@@ -121,9 +121,11 @@ enum Calls {
 /// Recording on a thread of its own (`Send`), the list back to the immediate context's:
 ///
 /// ```
+/// # #[cfg(feature = "soft")] {
 /// use cmdlist::soft::null::{copy_of, null_device};
+/// use cmdlist::DeviceConfig;
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let copy = copy_of(&device);
 /// let mut dc = device.create_deferred_context()?;
 /// let (dc, list) = std::thread::spawn(move || -> cmdlist::Result<_> {
@@ -135,6 +137,7 @@ enum Calls {
 /// .unwrap()?;
 /// assert_eq!(dc.stats().open_handles, 0);
 /// ic.execute_command_list(&list)?;
+/// # }
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct DeferredContext<D: Driver, K: Kernel> {
@@ -1380,7 +1383,7 @@ mod tests {
             trace: false,
             gpu: Gpu::Immediate,
             command_lists: true,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         }
     }
 
@@ -1424,7 +1427,7 @@ mod tests {
         assert!(dc.stats().recycled >= 1, "{:?}", dc.stats());
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 
     /// Map(DISCARD) where the driver builds its lists, for miri: the bytes handed out are
@@ -1461,7 +1464,7 @@ mod tests {
         }
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 
     /// Nested lists for miri: the walk's pointers into lists (replay and stamping), and the
@@ -1471,7 +1474,7 @@ mod tests {
         let config = SoftConfig {
             trace: false,
             gpu: Gpu::Immediate,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let desc = ResourceDesc {
@@ -1504,6 +1507,6 @@ mod tests {
         assert_eq!(b_bytes, vec![5; 8]);
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }

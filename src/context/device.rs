@@ -271,10 +271,11 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 /// at its flush (R-D1, R-D2), with the null driver of `soft::null`:
 ///
 /// ```
+/// # #[cfg(feature = "soft")] {
 /// use cmdlist::soft::null::null_device;
-/// use cmdlist::ResourceDesc;
+/// use cmdlist::{DeviceConfig, ResourceDesc};
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let desc = ResourceDesc { byte_size: 64, ..Default::default() };
 /// let created = std::thread::scope(|s| {
 ///     let workers: Vec<_> = (0..2)
@@ -288,6 +289,7 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 /// assert_eq!(ic.retire_stats().destroyed, 0, "queued, not yet destroyed");
 /// ic.flush()?;
 /// assert_eq!(ic.retire_stats().destroyed, 2);
+/// # }
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct Device<D: Driver, K: Kernel> {
@@ -602,6 +604,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// destroyed or other-device one is the application error a lookup gives (R-E1).
     ///
     /// ```
+    /// # #[cfg(feature = "soft")] {
     /// # use cmdlist::soft::{self, SoftConfig};
     /// # use cmdlist::{AppError, DeviceConfig, Error, ResourceDesc, handle::{Query, Resource}};
     /// # let (device, _ic, _world) = soft::device(SoftConfig::default(), DeviceConfig::default())?;
@@ -609,7 +612,8 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// let resource = device.typed::<Resource>(any)?;
     /// assert_eq!(resource.any(), any);
     /// assert_eq!(device.typed::<Query>(any), Err(Error::Application(AppError::WrongType)));
-    /// # Ok::<(), Error>(())
+    /// # }
+    /// # Ok::<(), cmdlist::Error>(())
     /// ```
     pub fn typed<U: ObjectKind>(&self, handle: AnyHandle) -> Result<Handle<U>> {
         let guard = epoch::pin();

@@ -65,9 +65,11 @@ enum Life {
 /// A list executed twice, then one flush submits the buffer both executions went into:
 ///
 /// ```
+/// # #[cfg(feature = "soft")] {
 /// use cmdlist::soft::null::{copy_of, null_device};
+/// use cmdlist::DeviceConfig;
 ///
-/// let (device, mut ic) = null_device(true);
+/// let (device, mut ic) = null_device(DeviceConfig::default())?;
 /// let mut dc = device.create_deferred_context()?;
 /// dc.command(copy_of(&device))?;
 /// let list = dc.finish()?;
@@ -76,6 +78,7 @@ enum Life {
 /// ic.flush()?;
 /// drop((list, dc));
 /// ic.destroy_device()?; // every deferred context gone first (R-H2)
+/// # }
 /// # Ok::<(), cmdlist::Error>(())
 /// ```
 pub struct ImmediateContext<D: Driver, K: Kernel> {

@@ -20,8 +20,6 @@
 //! - sRGB decode: `c <= 0.04045 ? c / 12.92 : ((c + 0.055) / 1.055)^2.4`; encode:
 //!   `c <= 0.0031308 ? 12.92 c : 1.055 c^(1/2.4) - 0.055` (the piecewise IEC 61966-2-1 curve).
 
-use half::f16;
-
 use super::DisplayFormat;
 
 /// Where one channel sits in an integer format's little-endian word.
@@ -136,25 +134,57 @@ pub(crate) fn f32_to_unorm(c: f32, max: u32) -> u32 {
 }
 
 /// Float to binary16 bits: round toward zero, finite overflow to the largest finite value,
-/// infinities and NaN kept.
+/// infinities and NaN kept (a NaN keeps its sign and the top ten bits of its payload, and is
+/// quiet).
+///
+/// Truncation needs no rounding step: a binary16 has the binary32's sign, a narrower exponent
+/// and the top ten of its 23 fraction bits, so dropping the low bits is rounding toward zero
+/// wherever both formats are normal; below binary16's normal range the significand (with its
+/// implicit bit) is shifted into units of 2^-24, again dropping bits.
 pub(crate) fn f32_to_f16_bits(x: f32) -> u16 {
-    let h = f16::from_f32(x);
-    if x.is_nan() || x.is_infinite() {
-        return h.to_bits();
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xFF) as i32;
+    let fraction = bits & 0x007F_FFFF;
+    if exp == 0xFF {
+        // Infinity, or NaN: quiet, with the payload's top bits (so never infinity).
+        let quiet = if fraction == 0 { 0 } else { 0x0200 };
+        return sign | 0x7C00 | quiet | (fraction >> 13) as u16;
     }
-    if h.to_f32().abs() > x.abs() {
-        // Rounded away from zero: the next magnitude down is one code lower (sign-magnitude).
-        // A finite overflow rounded to infinity, whose next code down is the largest finite
-        // value, 65504, of the same sign.
-        h.to_bits() - 1
+    // The unbiased exponent; a binary32 subnormal (exp 0) is far below binary16's range.
+    let e = exp - 127;
+    if e > 15 {
+        // Beyond 65504 + one step: the largest finite value of the sign.
+        sign | 0x7BFF
+    } else if e >= -14 {
+        // Normal in both: rebias the exponent, keep the fraction's top ten bits.
+        sign | (((e + 15) as u16) << 10) | (fraction >> 13) as u16
+    } else if e >= -24 {
+        // A binary16 subnormal: the value is (2^23 + fraction) * 2^(e - 23), that is
+        // (2^23 + fraction) >> -(e + 1) units of 2^-24 (a shift of 14 to 23).
+        sign | ((0x0080_0000 | fraction) >> -(e + 1)) as u16
     } else {
-        h.to_bits()
+        // Under 2^-24: zero of the sign.
+        sign
     }
 }
 
-/// Binary16 bits to float (exact).
+/// Binary16 bits to float (exact: every binary16 is a binary32). A NaN keeps its sign and
+/// payload and is quiet.
 pub(crate) fn f16_bits_to_f32(bits: u16) -> f32 {
-    f16::from_bits(bits).to_f32()
+    let sign = u32::from(bits & 0x8000) << 16;
+    let exp = u32::from((bits >> 10) & 0x1F);
+    let fraction = u32::from(bits & 0x03FF);
+    let magnitude = match (exp, fraction) {
+        (0x1F, 0) => 0x7F80_0000,
+        (0x1F, _) => 0x7FC0_0000 | (fraction << 13),
+        // Zero and subnormals: fraction units of 2^-24; the product is exact (ten bits times
+        // a power of two).
+        (0, _) => (fraction as f32 * f32::from_bits(0x3380_0000)).to_bits(),
+        // Normal: rebias the exponent (127 - 15 = 112), widen the fraction.
+        _ => ((exp + 112) << 23) | (fraction << 13),
+    };
+    f32::from_bits(sign | magnitude)
 }
 
 /// sRGB-encoded to linear, the piecewise curve; NaN stays NaN.
@@ -376,8 +406,76 @@ mod tests {
         assert_eq!(f32_to_unorm(2.51 / 255.0, 255), 3);
     }
 
+    /// The `half` crate's conversion (round to nearest, ties to even), moved toward zero by
+    /// one code where it rounded away from zero: the rule by another route.
+    fn truncated_by_half(x: f32) -> u16 {
+        let h = half::f16::from_f32(x);
+        if !x.is_finite() || h.to_f32().abs() <= x.abs() {
+            h.to_bits()
+        } else {
+            // One code lower in magnitude (sign-magnitude), also from infinity to 65504.
+            h.to_bits() - 1
+        }
+    }
+
+    #[test]
+    fn r_x7_every_f16_widens_as_half_widens_it() {
+        for bits in 0..=u16::MAX {
+            let ours = f16_bits_to_f32(bits);
+            let theirs = half::f16::from_bits(bits).to_f32();
+            assert_eq!(ours.to_bits(), theirs.to_bits(), "{bits:#06x}");
+        }
+    }
+
+    #[test]
+    fn r_x7_f32_to_f16_at_every_boundary_and_midpoint_and_a_sample() {
+        let check = |x: f32| {
+            assert_eq!(
+                f32_to_f16_bits(x),
+                truncated_by_half(x),
+                "{x:e} ({:#010x})",
+                x.to_bits()
+            );
+        };
+        // Each binary16 value, the binary32s beside it, and the midpoint to the next code
+        // with its neighbours: where truncation and nearest-even part.
+        for bits in 0..=u16::MAX {
+            let v = f16_bits_to_f32(bits);
+            if v.is_nan() {
+                check(v);
+                continue;
+            }
+            let next = f16_bits_to_f32(bits.wrapping_add(1));
+            for x in [v, v.next_up(), v.next_down()] {
+                check(x);
+            }
+            if next.is_finite() && (next.to_bits() >> 31) == (v.to_bits() >> 31) {
+                let mid = (v + next) / 2.0; // exact: one more bit than binary16 has
+                for x in [mid, mid.next_up(), mid.next_down()] {
+                    check(x);
+                }
+            }
+        }
+        // Binary32 NaNs with every sign, quiet bit and payload top bits.
+        for high in 0..=0x1FFu32 {
+            for low in [0, 1, 0x1FFF] {
+                check(f32::from_bits(0x7F80_0000 | (high << 14) | low | 1));
+                check(f32::from_bits(0xFF80_0000 | (high << 14) | low | 1));
+            }
+        }
+        // Two million bit patterns from a fixed xorshift sequence, every exponent.
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2_000_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            check(f32::from_bits((state >> 32) as u32));
+        }
+    }
+
     #[test]
     fn r_x7_f16_rounds_toward_zero_and_saturates() {
+        use half::f16;
         let above_mid = 1.0 + 3.0 / 4096.0; // three quarters of an f16 step above 1.0
         assert_eq!(
             f16::from_f32(above_mid).to_bits(),

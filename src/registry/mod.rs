@@ -333,6 +333,17 @@ impl<D: Driver> Clone for ObjectView<'_, D> {
 }
 impl<D: Driver> Copy for ObjectView<'_, D> {}
 
+/// The object's handle and description; not the driver's data.
+impl<D: Driver> core::fmt::Debug for ObjectView<'_, D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ObjectView")
+            .field("handle", &self.handle())
+            .field("allocation", &self.allocation())
+            .field("byte_size", &self.byte_size())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, D: Driver> ObjectView<'a, D> {
     /// The object's handle.
     pub fn handle(&self) -> AnyHandle {
@@ -475,6 +486,16 @@ pub struct Resolver<'a, D: Driver> {
     buffer: u64,
 }
 
+/// Whether it resolves a list's held objects, and the open buffer; not the registry.
+impl<D: Driver> core::fmt::Debug for Resolver<'_, D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Resolver")
+            .field("held", &self.held)
+            .field("buffer", &self.buffer)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'a, D: Driver> Resolver<'a, D> {
     /// For the immediate context only, on its thread, whose token proves it owns
     /// `registry`: [`Resolver::ic_data`] relies on that, and on the immediate context
@@ -577,6 +598,16 @@ pub struct ObjectRef<D: Driver> {
     /// without waiting for the epoch, so a reference must keep it.
     _device: Arc<dyn Send + Sync>,
     _entry: PhantomData<Entry<D>>,
+}
+
+/// The object's handle and allocation; not the driver's data.
+impl<D: Driver> core::fmt::Debug for ObjectRef<D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ObjectRef")
+            .field("handle", &self.handle())
+            .field("allocation", &self.allocation())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<D: Driver> ObjectRef<D> {
@@ -1133,7 +1164,7 @@ mod tests {
         fn config() -> SoftConfig {
             SoftConfig {
                 trace: false,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             }
         }
 
@@ -1163,7 +1194,7 @@ mod tests {
         /// that holds several IC sides together), and moves allocations one place left.
         #[test]
         fn r_x5_rotation_reaches_each_ic_side_once() {
-            let traced = SoftConfig::default();
+            let traced = SoftConfig::from_env().unwrap();
             let (device, mut ic, world) = soft::device(traced, DeviceConfig::default()).unwrap();
             let texture = crate::Texture2d {
                 width: 2,
@@ -1238,7 +1269,7 @@ mod tests {
                 assert_eq!(world.read(allocation), Some(vec![7; 4]), "read at execute");
                 drop((list, dc));
                 ic.destroy_device().unwrap();
-                world.assert_clean(true);
+                world.assert_clean();
             }
         }
 
@@ -1278,8 +1309,8 @@ mod tests {
             }
             ic_a.destroy_device().unwrap();
             ic_b.destroy_device().unwrap();
-            world_a.assert_clean(true);
-            world_b.assert_clean(true);
+            world_a.assert_clean();
+            world_b.assert_clean();
         }
 
         #[test]
@@ -1338,7 +1369,7 @@ mod tests {
             );
             assert!(device.object(again).is_ok());
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
         }
 
         /// Lookups on other threads race the immediate context's real destruction: each is
@@ -1369,7 +1400,7 @@ mod tests {
                 });
             }
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
         }
     }
 

@@ -63,7 +63,7 @@
 //! assert_eq!(InjectedPanic::of(&*caught).map(|p| p.hook), Some("calc_private_size"));
 //! assert_eq!(plan.hit().map(|h| (h.call, h.hook)), Some((1, "calc_private_size")));
 //! ic.destroy_device()?;
-//! world.assert_clean(true);
+//! world.assert_clean();
 //! # Ok::<(), cmdlist::Error>(())
 //! ```
 
@@ -803,7 +803,7 @@ mod tests {
     #[test]
     fn counting_plan_counts_and_logs_every_call_in_order() {
         let plan = Arc::new(FaultPlan::counting().with_log());
-        let (driver, kernel, _world) = new(&plan, SoftConfig::default());
+        let (driver, kernel, _world) = new(&plan, SoftConfig::from_env().unwrap());
         let d = desc();
         let size = driver.calc_private_size(&d);
         let memory = kernel.allocate(&AllocationDesc {
@@ -832,7 +832,7 @@ mod tests {
     #[test]
     fn r_e1_error_fault_fails_a_fallible_hook_before_it_runs() {
         let plan = Arc::new(FaultPlan::at(0, Fault::Error(Error::OutOfMemory)));
-        let (driver, _kernel, world) = new(&plan, SoftConfig::default());
+        let (driver, _kernel, world) = new(&plan, SoftConfig::from_env().unwrap());
         assert_eq!(
             driver.create_object(&desc(), None, None).err(),
             Some(Error::OutOfMemory)
@@ -851,7 +851,7 @@ mod tests {
     #[test]
     fn error_fault_at_an_infallible_hook_injects_nothing() {
         let plan = Arc::new(FaultPlan::at(0, Fault::Error(Error::OutOfMemory)));
-        let (driver, _kernel, _world) = new(&plan, SoftConfig::default());
+        let (driver, _kernel, _world) = new(&plan, SoftConfig::from_env().unwrap());
         assert_eq!(driver.calc_private_size(&desc()), 16);
         assert!(!plan.injected());
         assert_eq!(plan.hit().map(|h| h.hook), Some("calc_private_size"));
@@ -860,7 +860,7 @@ mod tests {
     #[test]
     fn wrong_length_fault_at_another_hook_injects_nothing() {
         let plan = Arc::new(FaultPlan::at(0, Fault::WrongLength));
-        let (driver, _kernel, world) = new(&plan, SoftConfig::default());
+        let (driver, _kernel, world) = new(&plan, SoftConfig::from_env().unwrap());
         let (object, mut ic) = driver.create_object(&desc(), None, None).unwrap();
         assert_eq!(world.live_objects(), [object.id], "created as usual");
         assert!(!plan.injected());
@@ -872,7 +872,7 @@ mod tests {
     fn r_d1_a_releasing_hook_releases_then_panics() {
         silence_injected_panics();
         let plan = Arc::new(FaultPlan::at(1, Fault::Panic));
-        let (driver, _kernel, world) = new(&plan, SoftConfig::default());
+        let (driver, _kernel, world) = new(&plan, SoftConfig::from_env().unwrap());
         let (object, mut ic) = driver.create_object(&desc(), None, None).unwrap();
         assert_eq!(world.live_objects(), [object.id]);
         let caught = catch_unwind(AssertUnwindSafe(|| {

@@ -338,7 +338,7 @@ mod tests {
     #[test]
     fn r_t2_present_callback_off_the_ic_thread_is_flagged() {
         let (device, mut ic, world) =
-            soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+            soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
         let texture = Texture2d::default(); // one B8G8R8A8_UNORM pixel
         let bb = device
             .create_resource(ResourceDesc {

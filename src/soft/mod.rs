@@ -26,7 +26,7 @@ mod world;
 pub use driver::{draw_word, SoftCommand, SoftDeferred, SoftDriver, SoftObject};
 pub use inject::{Fault, FaultDriver, FaultKernel, FaultPlan, InjectedPanic, Wrappable};
 pub use kernel::SoftKernel;
-pub use world::{Gpu, Hook, SoftConfig, SoftWorld, TraceEvent, Violation};
+pub use world::{Gpu, Hook, SoftConfig, SoftEnvError, SoftWorld, TraceEvent, Violation};
 
 use std::sync::Arc;
 

@@ -15,9 +15,9 @@
 //!
 //! ```
 //! use cmdlist::soft::null::{null_device, CopyCommand};
-//! use cmdlist::ResourceDesc;
+//! use cmdlist::{DeviceConfig, ResourceDesc};
 //!
-//! let (device, mut ic) = null_device(true);
+//! let (device, mut ic) = null_device(DeviceConfig::default())?;
 //! let desc = ResourceDesc { byte_size: 256, ..Default::default() };
 //! let copy = CopyCommand {
 //!     dst: device.create_resource(desc)?,
@@ -77,6 +77,7 @@ fn null_cls_size(ty: HandleType) -> usize {
 
 /// A driver whose hooks do nothing: no locks, no allocation, no bookkeeping. In any list
 /// mode ([`NullDriver::in_mode`]): by default the engine replays its lists.
+#[derive(Debug)]
 pub struct NullDriver {
     sizes: HandleSizeTable,
     mode: ListMode,
@@ -84,7 +85,7 @@ pub struct NullDriver {
 
 /// The null driver's state of a deferred context: the memory its Map(DISCARD) hands out
 /// where it builds its lists.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct NullDeferred {
     staging: Vec<u8>,
 }
@@ -261,7 +262,7 @@ impl Driver for NullDriver {
 }
 
 /// A kernel whose GPU completes every submission at once; allocations are counter values.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct NullKernel {
     next_allocation: AtomicU64,
     completed: AtomicU64,
@@ -316,19 +317,21 @@ impl Kernel for NullKernel {
 /// A device of the null driver and kernel.
 pub type NullDevice = Device<NullDriver, NullKernel>;
 
-/// A null device and its immediate context, with the recycle hooks on or off
-/// ([`DeviceConfig::recycle`]), whose lists the engine replays.
-pub fn null_device(recycle: bool) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
-    null_device_in(ListMode::Replayed, recycle)
+/// A null device and its immediate context, made with `config` (for example
+/// [`DeviceConfig::default`], or one [`DeviceConfig::with_recycle`] turns the recycle hooks
+/// off for), whose lists the engine replays. Errors are [`Device::new`]'s.
+pub fn null_device(
+    config: DeviceConfig,
+) -> Result<(NullDevice, ImmediateContext<NullDriver, NullKernel>)> {
+    null_device_in(ListMode::Replayed, config)
 }
 
 /// [`null_device`] in list mode `mode` ([`NullDriver::in_mode`]).
 pub fn null_device_in(
     mode: ListMode,
-    recycle: bool,
-) -> (NullDevice, ImmediateContext<NullDriver, NullKernel>) {
-    let config = DeviceConfig::default().with_recycle(recycle);
-    Device::new(NullDriver::in_mode(mode), NullKernel::default(), config).expect("null device")
+    config: DeviceConfig,
+) -> Result<(NullDevice, ImmediateContext<NullDriver, NullKernel>)> {
+    Device::new(NullDriver::in_mode(mode), NullKernel::default(), config)
 }
 
 /// Two fresh 256-byte resources of `device` and the copy between them.

@@ -59,9 +59,8 @@ pub struct SoftConfig {
     /// The driver records command lists itself: its caps include `COMMANDLISTS` and
     /// `COMMANDLISTS_BUILD_2`. Off, it implements the immediate context only, the engine
     /// emulates deferred contexts ([`crate::Device::emulates_command_lists`]), and any
-    /// deferred-context or command-list hook it is called on is a violation. The default
-    /// is on, unless the environment variable `CMDLIST_SOFT_EMULATED` is `1` (the test suite
-    /// runs once each way).
+    /// deferred-context or command-list hook it is called on is a violation. On by default;
+    /// [`SoftConfig::from_env`] turns it off for `CMDLIST_SOFT_EMULATED=1`.
     pub command_lists: bool,
     /// With [`SoftConfig::command_lists`], the driver builds its lists itself
     /// ([`crate::ListMode::DriverBuilt`]): its deferred context encodes every recorded call
@@ -69,12 +68,15 @@ pub struct SoftConfig {
     /// and its immediate context runs that buffer at CommandListExecute. The world then flags
     /// an operation of such a list that reaches [`crate::Driver::execute`], a
     /// deferred-context hook that writes immediate-context data, a command executed twice
-    /// or never, and a context-local block used after its close. Off (the default, unless
-    /// the environment variable `CMDLIST_SOFT_DRIVER_BUILT` is `1`), the engine records and
+    /// or never, and a context-local block used after its close. Off (the default; on from
+    /// [`SoftConfig::from_env`] for `CMDLIST_SOFT_DRIVER_BUILT=1`), the engine records and
     /// replays ([`crate::ListMode::Replayed`]).
     pub driver_built: bool,
 }
 
+/// The plain settings: a GPU completed by hand, strict about R-D4, tracing, and a driver that
+/// records command lists and lets the engine replay them ([`crate::ListMode::Replayed`]). The
+/// environment plays no part; [`SoftConfig::from_env`] is the constructor that reads it.
 impl Default for SoftConfig {
     fn default() -> Self {
         SoftConfig {
@@ -85,21 +87,113 @@ impl Default for SoftConfig {
             list_clock: Clock::Completed,
             recycle_create_fails: false,
             resources_without_memory: false,
-            command_lists: !emulated_by_default(),
-            driver_built: env_is("CMDLIST_SOFT_DRIVER_BUILT"),
+            command_lists: true,
+            driver_built: false,
         }
     }
 }
 
-/// Whether `CMDLIST_SOFT_EMULATED=1` asks for drivers without command lists by default.
-fn emulated_by_default() -> bool {
-    env_is("CMDLIST_SOFT_EMULATED")
+/// The environment variable that asks for a driver without command lists.
+const EMULATED: &str = "CMDLIST_SOFT_EMULATED";
+/// The environment variable that asks for a driver that builds its own command lists.
+const DRIVER_BUILT: &str = "CMDLIST_SOFT_DRIVER_BUILT";
+
+impl SoftConfig {
+    /// [`SoftConfig::default`] in the driver kind the environment asks for, so that one test
+    /// suite runs against each kind of driver the engine serves (R-C3 for drivers without
+    /// command lists, [`crate::ListMode`] for the others):
+    ///
+    /// - `CMDLIST_SOFT_EMULATED=1`: a driver without command lists
+    ///   ([`SoftConfig::command_lists`] off; the engine emulates deferred contexts).
+    /// - `CMDLIST_SOFT_DRIVER_BUILT=1`: a driver that builds its own lists
+    ///   ([`SoftConfig::driver_built`] on, [`crate::ListMode::DriverBuilt`]).
+    /// - Neither set, or either set to `0` or to nothing: the default, a driver whose lists
+    ///   the engine records and replays ([`crate::ListMode::Replayed`]).
+    ///
+    /// Any other value (`yes`, `true`, ` 1`, a value that is not Unicode) is refused rather
+    /// than read as off, and so are both at `1`: a driver without command lists builds none.
+    ///
+    /// ```
+    /// use cmdlist::soft::{self, SoftConfig};
+    /// use cmdlist::DeviceConfig;
+    ///
+    /// // `CMDLIST_SOFT_EMULATED=1 cargo test` runs this against the engine's emulation.
+    /// let (device, _ic, _world) = soft::device(SoftConfig::from_env()?, DeviceConfig::default())?;
+    /// println!("emulated command lists: {}", device.emulates_command_lists());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn from_env() -> Result<SoftConfig, SoftEnvError> {
+        let emulated = std::env::var_os(EMULATED);
+        let driver_built = std::env::var_os(DRIVER_BUILT);
+        SoftConfig::from_vars(emulated.as_deref(), driver_built.as_deref())
+    }
+
+    /// [`SoftConfig::from_env`] over the two variables' values (`None` when unset).
+    fn from_vars(
+        emulated: Option<&std::ffi::OsStr>,
+        driver_built: Option<&std::ffi::OsStr>,
+    ) -> Result<SoftConfig, SoftEnvError> {
+        let emulated = switch(EMULATED, emulated)?;
+        let driver_built = switch(DRIVER_BUILT, driver_built)?;
+        if emulated && driver_built {
+            return Err(SoftEnvError::Contradictory);
+        }
+        Ok(SoftConfig {
+            command_lists: !emulated,
+            driver_built,
+            ..SoftConfig::default()
+        })
+    }
 }
 
-/// Whether the environment variable `name` is `1`.
-fn env_is(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| v == "1")
+/// Whether the switch `variable` of value `value` is on: unset, empty and `0` are off, `1` is
+/// on, anything else is refused.
+fn switch(variable: &'static str, value: Option<&std::ffi::OsStr>) -> Result<bool, SoftEnvError> {
+    let Some(value) = value else {
+        return Ok(false);
+    };
+    match value.to_str() {
+        Some("" | "0") => Ok(false),
+        Some("1") => Ok(true),
+        _ => Err(SoftEnvError::Unrecognised {
+            variable,
+            value: value.to_string_lossy().into_owned(),
+        }),
+    }
 }
+
+/// Why [`SoftConfig::from_env`] refused the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SoftEnvError {
+    /// A variable holds a value other than `0`, `1` or nothing.
+    Unrecognised {
+        /// The variable: `CMDLIST_SOFT_EMULATED` or `CMDLIST_SOFT_DRIVER_BUILT`.
+        variable: &'static str,
+        /// Its value (a value that is not Unicode with its invalid bytes replaced by U+FFFD).
+        value: String,
+    },
+    /// Both variables are `1`: a driver without command lists cannot build them.
+    Contradictory,
+}
+
+impl std::fmt::Display for SoftEnvError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SoftEnvError::Unrecognised { variable, value } => write!(
+                f,
+                "{variable}={value:?} is not understood: set it to 1 (on) or 0 (off), or unset it"
+            ),
+            SoftEnvError::Contradictory => write!(
+                f,
+                "{EMULATED}=1 (a driver without command lists) and {DRIVER_BUILT}=1 (a driver \
+                 that builds its command lists) contradict each other: set at most one"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SoftEnvError {}
 
 /// A hook or callback, as recorded in the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -642,14 +736,107 @@ impl SoftWorld {
         v
     }
 
-    /// Panics with every violation (and, after device destruction, every leak): the
-    /// assertion that makes a test fail on an early deallocation, a double free or a leak.
-    pub fn assert_clean(&self, device_destroyed: bool) {
-        let v = if device_destroyed {
-            self.check_after_device_destroyed()
-        } else {
-            self.violations()
-        };
+    /// Panics with every violation and every leak (R-D3): the assertion at the end of a test,
+    /// once the device is destroyed, that makes it fail on an early deallocation, a double
+    /// free or anything left behind.
+    pub fn assert_clean(&self) {
+        let v = self.check_after_device_destroyed();
         assert!(v.is_empty(), "the soft kernel saw rules broken: {v:#?}");
+    }
+
+    /// Panics with every violation so far (an early deallocation, a double free, a hook out of
+    /// order), not counting what is still live: the assertion while the device is.
+    pub fn assert_no_violations(&self) {
+        let v = self.violations();
+        assert!(v.is_empty(), "the soft kernel saw rules broken: {v:#?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    fn parse(
+        emulated: Option<&str>,
+        driver_built: Option<&str>,
+    ) -> Result<SoftConfig, SoftEnvError> {
+        SoftConfig::from_vars(emulated.map(OsStr::new), driver_built.map(OsStr::new))
+    }
+
+    /// (command_lists, driver_built) of a parsed config.
+    fn mode(emulated: Option<&str>, driver_built: Option<&str>) -> (bool, bool) {
+        let config = parse(emulated, driver_built).unwrap();
+        (config.command_lists, config.driver_built)
+    }
+
+    #[test]
+    fn the_default_reads_no_environment() {
+        let config = SoftConfig::default();
+        assert!(config.command_lists);
+        assert!(!config.driver_built);
+    }
+
+    #[test]
+    fn accepted_values_select_the_driver_kind() {
+        assert_eq!(mode(None, None), (true, false));
+        for off in [None, Some(""), Some("0")] {
+            assert_eq!(mode(off, None), (true, false));
+            assert_eq!(mode(None, off), (true, false));
+            assert_eq!(mode(Some("1"), off), (false, false));
+            assert_eq!(mode(off, Some("1")), (true, true));
+        }
+        // Only the mode comes from the environment.
+        let config = parse(Some("1"), None).unwrap();
+        let plain = SoftConfig::default();
+        assert_eq!(
+            (config.gpu, config.strict_gpu, config.trace),
+            (plain.gpu, true, true)
+        );
+    }
+
+    #[test]
+    fn other_values_are_refused_with_the_variable_and_the_value() {
+        for value in ["yes", "true", "on", "2", " 1", "1 ", "01", "-1"] {
+            let err = parse(Some(value), None).unwrap_err();
+            assert_eq!(
+                err,
+                SoftEnvError::Unrecognised {
+                    variable: "CMDLIST_SOFT_EMULATED",
+                    value: value.to_owned()
+                }
+            );
+            let shown = err.to_string();
+            assert!(shown.contains("CMDLIST_SOFT_EMULATED"), "{shown}");
+            assert!(shown.contains(&format!("{value:?}")), "{shown}");
+            let err = parse(Some("0"), Some(value)).unwrap_err();
+            assert!(
+                err.to_string().contains("CMDLIST_SOFT_DRIVER_BUILT"),
+                "{err}"
+            );
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_value_that_is_not_unicode_is_refused() {
+        use std::os::unix::ffi::OsStrExt;
+        let err = SoftConfig::from_vars(Some(OsStr::from_bytes(b"1\xff")), None).unwrap_err();
+        assert_eq!(
+            err,
+            SoftEnvError::Unrecognised {
+                variable: "CMDLIST_SOFT_EMULATED",
+                value: "1\u{fffd}".to_owned()
+            }
+        );
+    }
+
+    #[test]
+    fn both_on_is_refused_as_a_contradiction() {
+        let err = parse(Some("1"), Some("1")).unwrap_err();
+        assert_eq!(err, SoftEnvError::Contradictory);
+        let shown = err.to_string();
+        assert!(shown.contains("CMDLIST_SOFT_EMULATED=1"), "{shown}");
+        assert!(shown.contains("CMDLIST_SOFT_DRIVER_BUILT=1"), "{shown}");
     }
 }

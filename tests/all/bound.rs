@@ -28,7 +28,7 @@ fn devices() -> impl Iterator<Item = (SoftDevice, SoftImmediate, Arc<SoftWorld>)
                 strict_gpu: true,
                 command_lists,
                 driver_built,
-                ..Default::default()
+                ..SoftConfig::from_env().unwrap()
             };
             soft::device(config, DeviceConfig::default()).unwrap()
         })
@@ -105,7 +105,7 @@ fn r_d1_bound_objects_stay_until_every_buffer_that_ran_with_them_completed() {
         ic.flush().unwrap();
         freed_only_after_buffer_2(&mut ic, &world, &kept, mode);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -141,7 +141,7 @@ fn r_d1_a_binding_replaced_or_cleared_by_an_execute_stays_with_that_buffer() {
         freed_only_after_buffer_2(&mut ic, &world, &kept, mode);
         drop((list, dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -169,7 +169,7 @@ fn r_d1_an_object_bound_across_buffers_is_in_each_buffers_allocation_list() {
         ic.flush().unwrap();
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -209,6 +209,6 @@ fn r_d1_r_x5_a_buffer_lists_what_was_bound_before_a_rotation() {
         ic.flush().unwrap();
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }

@@ -171,10 +171,10 @@ fn r_h1_one_local_handle_per_context_per_object() {
     }
     assert_eq!(world.read(allocation(&device, r)).unwrap(), vec![6; 64]);
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((la, lb, la2, a, b));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -292,9 +292,9 @@ fn r_h2_ic_handle_outlives_local_handles() {
         last(&trace, Hook::CloseLocal, r3id).unwrap() < gv && gv < gr,
         "{trace:#?}"
     );
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -324,7 +324,7 @@ fn r_h2_device_destruction_never_destroys_an_object_before_its_open_local_handle
         closed.is_some(),
         "the context's handle was never closed: {trace:#?}"
     );
-    world.assert_clean(false);
+    world.assert_no_violations();
 }
 
 #[test]
@@ -370,7 +370,7 @@ fn r_h3_dependency_opened_first_closed_last() {
     }
     assert!(first(&ev, Hook::OpenLocal, rid).unwrap() < first(&ev, Hook::OpenLocal, v1id).unwrap());
     // The soft driver checks that each view was opened with its resource's CLS (R-H3/R-H5).
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.execute_command_list(&list).unwrap();
     let mut expect = vec![0; 64];
     expect[..8].fill(1);
@@ -381,7 +381,7 @@ fn r_h3_dependency_opened_first_closed_last() {
     assert_eq!(world.read(allocation(&device, r3)).unwrap(), expect);
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -449,10 +449,10 @@ fn r_h4_unlisted_size_is_invalid_arg() {
     dc.bind(SRV0, Some(v.any())).unwrap();
     assert_eq!(dc.stats().open_handles, 2);
     dc.abandon().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -936,9 +936,9 @@ fn r_l2_context_local_handles_stay_small_and_link_to_the_shared_object() {
         dc.abandon().unwrap();
     }
     drop(dcs);
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Each object a command names is heard once, in the command's order: an object whose

@@ -18,7 +18,7 @@ pub fn setup(
         SoftConfig {
             gpu,
             strict_gpu,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default().with_retire_clock(retire_clock),
     )
@@ -94,6 +94,6 @@ pub fn position(trace: &[TraceEvent], f: impl Fn(&TraceEvent) -> bool) -> Option
 pub fn native() -> SoftConfig {
     SoftConfig {
         command_lists: true,
-        ..Default::default()
+        ..SoftConfig::from_env().unwrap()
     }
 }

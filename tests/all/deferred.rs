@@ -20,7 +20,7 @@ type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 type Dc = DeferredContext<SoftDriver, SoftKernel>;
 
 fn setup(config: DeviceConfig) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
-    soft::device(SoftConfig::default(), config).unwrap()
+    soft::device(SoftConfig::from_env().unwrap(), config).unwrap()
 }
 
 /// [`setup`] with a driver that records command lists itself, for the tests of the hooks
@@ -159,10 +159,10 @@ fn r_c1_state_refresh_reports_bindings_during_create_and_nothing_after() {
     ic.execute_command_list(&second).unwrap();
     ic.flush().unwrap();
     assert_eq!(&bytes(&world, allocation(&device, r2))[..8], &[5; 8]);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, second, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -200,10 +200,10 @@ fn r_c1_recycled_list_create_also_reports_bindings_then_nothing() {
     assert_eq!(closes.len(), 3);
     assert!(closes.iter().all(|e| e.state == 0));
     assert!(ev[..create].iter().all(|e| e.hook != Hook::CloseLocal));
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((second, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -241,10 +241,10 @@ fn r_c1_without_recycling_closes_then_destroys_and_recreates_the_context() {
         1
     );
     assert_eq!(count(&ev, Hook::RecycleCreateDeferredContext), 0);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -286,9 +286,9 @@ fn r_c1_dropping_a_recording_context_closes_its_handles_before_destroying_it() {
         .map(|e| e.object)
         .collect();
     assert_eq!(destroyed, vec![vid, rid]);
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -355,10 +355,10 @@ fn r_c3_execute_clears_state() {
     let first = world.trace()[0].clone();
     assert_eq!((first.hook, first.state), (expected, 1));
     assert_eq!(ic.bindings().count(), 0);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -416,10 +416,10 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
     assert_eq!(bytes(&world, ar2), vec![7; 32]);
     ic.unmap(r2).unwrap();
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -465,10 +465,10 @@ fn r_c4_query_conflict_is_application_error_and_changes_nothing() {
     ic.execute_command_list(&only_ends).unwrap();
     assert_eq!(bytes(&world, ar), vec![6; 16]);
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((begins_and_ends, only_ends, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -523,10 +523,10 @@ fn r_c4_finish_ends_begun_queries_and_unmaps() {
     );
     ic.unmap(r).unwrap();
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -607,10 +607,10 @@ fn r_c2_abandon_order_hook_unbind_close_recycle() {
             .trace()
             .iter()
             .any(|e| e.hook == Hook::DestroyObject && e.object == vid));
-        world.assert_clean(false);
+        world.assert_no_violations();
         drop((list, dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -669,10 +669,10 @@ fn r_e2_dc_error_goes_to_its_own_sink() {
     ic.execute_command_list(&list).unwrap();
     assert_eq!(&bytes(&world, allocation(&device, r))[..4], &[1; 4]);
     assert_eq!(world.errors().len(), 4);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, a, b));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -841,10 +841,10 @@ fn r_e3_out_of_memory_removes_context_locally() {
     );
     assert_eq!(world.errors().len(), 1);
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, bystander_list, dc, bystander));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -879,10 +879,10 @@ fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
     let list = dc.finish().unwrap();
     ic.execute_command_list(&list).unwrap();
     assert_eq!(bytes(&world, allocation(&device, small)), vec![2; 16]);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A deferred-context entry point, for tests that call each in turn.
@@ -938,9 +938,9 @@ fn r_e3_any_entry_point_may_run_out_of_memory() {
         "nothing of it ever ran"
     );
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -982,8 +982,8 @@ fn r_r8_list_from_another_device_is_not_executable() {
     drop((list, dc));
     ic.destroy_device().unwrap();
     other_ic.destroy_device().unwrap();
-    world.assert_clean(true);
-    other_world.assert_clean(true);
+    world.assert_clean();
+    other_world.assert_clean();
 }
 
 #[test]
@@ -1037,7 +1037,7 @@ fn r_c2_abandon_after_an_error_runs_the_abandon_sequence() {
     assert_eq!(states, vec![1, 0]);
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A deferred context's mode (R-E3, R-R3): recording; without driver state when making

@@ -23,7 +23,7 @@ fn draw_writes_the_word_function_in_every_mode() {
             gpu: Gpu::Immediate,
             command_lists,
             driver_built,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let mode = device.list_mode();
@@ -79,7 +79,7 @@ fn draw_writes_the_word_function_in_every_mode() {
         assert_eq!(le_words(&got), want, "{mode:?}");
         drop((dc, list));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -88,7 +88,7 @@ fn draw_refusals_write_nothing() {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             gpu: Gpu::Immediate,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )

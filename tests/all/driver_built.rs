@@ -33,7 +33,7 @@ fn config(mode: ListMode) -> SoftConfig {
         gpu: Gpu::Immediate,
         command_lists: mode.has_driver_lists(),
         driver_built: mode == ListMode::DriverBuilt,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     }
 }
 
@@ -140,7 +140,7 @@ fn r_t1_every_recorded_call_reaches_the_driver_on_the_recording_thread_with_its_
         );
         drop((list, inner, dc, inner_dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -176,7 +176,7 @@ fn r_c3_a_driver_built_list_executes_without_one_driver_execute_of_its_commands(
     );
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A driver-built list executed by another one is chained by the driver at the deferred
@@ -230,7 +230,7 @@ fn r_c3_nested_driver_built_lists_are_chained() {
     assert!(world.violations().is_empty(), "{:#?}", world.violations());
     drop((outer, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// An error from the recording hook refuses the call, reports it on the context's sink
@@ -277,7 +277,7 @@ fn r_e2_r_e3_a_recording_hook_error_is_reported_and_out_of_memory_removes_the_co
                 assert_eq!(mode_after, DeferredMode::Recording, "{mode:?}");
                 assert_eq!(finished, Ok(()), "{mode:?}: an empty list");
             }
-            world.assert_clean(true);
+            world.assert_clean();
         }
     }
 }
@@ -299,7 +299,7 @@ fn r_e3_a_refused_driver_map_counts_nothing() {
         let _ = dc.abandon();
         drop(dc);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
         (mapped, counted, again)
     };
     let counting = Arc::new(FaultPlan::counting().with_log());
@@ -341,7 +341,7 @@ fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
         drop((list, dc));
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
         (mapped, mode, finished, bytes)
     };
     let counting = Arc::new(FaultPlan::counting().with_log());
@@ -397,7 +397,7 @@ fn r_c1_r_e1_a_bind_the_driver_refuses_leaves_the_old_binding() {
             let violations = world.violations();
             drop((list, next, dc, device));
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
             (
                 mark,
                 result,
@@ -502,6 +502,6 @@ fn r_x5_identities_rotated_between_finish_and_execute_are_resolved_at_execute() 
         assert!(world.violations().is_empty(), "{:#?}", world.violations());
         drop((list, dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }

@@ -26,7 +26,7 @@ const SRV0: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 
 fn device() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let soft = SoftConfig {
         gpu: Gpu::Manual,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     soft::device(soft, DeviceConfig::default()).unwrap()
 }
@@ -98,7 +98,7 @@ fn present_args(src: Handle<Resource>) -> PresentArgs {
 
 fn finish(world: &SoftWorld, mut ic: SoftImmediate) {
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -809,7 +809,7 @@ fn r_d1_an_operation_the_driver_refuses_counts_in_the_open_buffer() {
         let run = |plan: &Arc<FaultPlan>| {
             let soft = SoftConfig {
                 gpu: Gpu::Manual,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             };
             let (driver, kernel, world) = inject::new(plan, soft);
             let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
@@ -831,7 +831,7 @@ fn r_d1_an_operation_the_driver_refuses_counts_in_the_open_buffer() {
             let after = ic.retire_stats().deallocated;
             drop(device);
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
             (result, waiting, after)
         };
         let counting = Arc::new(FaultPlan::counting().with_log());
@@ -890,7 +890,7 @@ fn r_x7_unknown_blt_flag_bits_are_refused_before_the_driver() {
 /// the null driver's Blt caps are empty.
 #[test]
 fn r_x6_rotation_needs_the_drivers_rotation_cap() {
-    let (device, mut ic) = cmdlist::soft::null::null_device(true);
+    let (device, mut ic) = cmdlist::soft::null::null_device(DeviceConfig::default()).unwrap();
     let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
     let desc = texture_desc(bind, DisplayFormat::B8G8R8A8Unorm, 1);
     let (src, dst) = (

@@ -18,7 +18,7 @@ fn r_c3_emulated_deferred_contexts_call_no_deferred_context_hook() {
         SoftConfig {
             gpu: Gpu::Immediate,
             command_lists: false,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default().with_deferred_budget(4096),
     )
@@ -94,5 +94,5 @@ fn r_c3_emulated_deferred_contexts_call_no_deferred_context_hook() {
         .collect();
     assert!(called.is_empty(), "{called:?}");
     assert!(trace.iter().any(|e| e.hook == Hook::Execute));
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -35,7 +35,7 @@ fn scenario(
     let config = SoftConfig {
         command_lists: true,
         driver_built,
-        ..Default::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (driver, kernel, world) = inject::new(plan, config);
     let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
@@ -83,7 +83,7 @@ fn scenario(
     drop((list, dc));
     world.complete_all();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
     (mark, first)
 }
 

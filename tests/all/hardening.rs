@@ -47,7 +47,7 @@ fn r_a1_end_frame_never_performs_twice_back_to_back() {
     assert_eq!(world.amortized_calls(), after_flush + 2);
     assert_eq!(ic.amortized_count(), world.amortized_calls());
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-E1: the immediate context's UpdateSubresource past the end of a resource is the
@@ -71,7 +71,7 @@ fn r_e1_immediate_update_out_of_range_is_refused_before_any_hook() {
     );
     ic.update(r, 8, &[7; 8]).unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-E1, R-E3: Map(DISCARD) of a dynamic resource too large to address is an error value on
@@ -81,7 +81,7 @@ fn r_e3_map_discard_of_an_unaddressable_size_is_an_error_value() {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             resources_without_memory: true,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )
@@ -106,7 +106,7 @@ fn r_e3_map_discard_of_an_unaddressable_size_is_an_error_value() {
     drop(dc.finish().unwrap());
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A soft kernel whose completed fence can be made to lie.
@@ -148,7 +148,7 @@ impl Kernel for LyingKernel {
 /// is deallocated before the GPU really finished with it.
 #[test]
 fn r_e1_kernel_fence_past_submitted_or_backwards_is_invalid_arg_and_frees_nothing_early() {
-    let (driver, kernel, world) = soft::new(SoftConfig::default()); // GPU completes by hand
+    let (driver, kernel, world) = soft::new(SoftConfig::from_env().unwrap()); // GPU completes by hand
     let kernel = LyingKernel {
         inner: kernel,
         lie: std::sync::Mutex::new(None),
@@ -189,7 +189,7 @@ fn r_e1_kernel_fence_past_submitted_or_backwards_is_invalid_arg_and_frees_nothin
         .any(|(c, e)| *c == ContextId::Immediate && *e == Error::InvalidArg));
     *device.kernel().lie.lock().unwrap() = None;
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// An error says what happened and the rule it enforces: DestroyDevice while a deferred
@@ -212,7 +212,7 @@ fn r_e1_errors_name_their_kind_and_rule() {
     );
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A deferred context that outlives its device (the immediate context dropped while it
@@ -228,7 +228,7 @@ fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_destroy() {
             let config = SoftConfig {
                 command_lists,
                 driver_built,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             };
             let (device, ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
             let mode = (device.list_mode(), finish);
@@ -286,7 +286,7 @@ fn r_e3_a_map_the_driver_cannot_make_hands_out_scratch_in_every_mode() {
             let config = SoftConfig {
                 command_lists: true,
                 driver_built,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             };
             let (driver, kernel, world) = inject::new(plan, config);
             let (device, mut ic, _) = Device::new(driver, kernel, DeviceConfig::default())
@@ -323,7 +323,7 @@ fn r_e3_a_map_the_driver_cannot_make_hands_out_scratch_in_every_mode() {
             .errors()
             .iter()
             .any(|(c, e)| matches!(c, ContextId::Deferred(_)) && *e == Error::OutOfMemory));
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -340,7 +340,7 @@ fn r_x5_a_refused_view_refresh_refuses_the_execute_before_it_runs() {
     let scenario = |plan: &Arc<FaultPlan>| {
         let config = SoftConfig {
             command_lists: true,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (driver, kernel, world) = inject::new(plan, config);
         let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
@@ -387,7 +387,7 @@ fn r_x5_a_refused_view_refresh_refuses_the_execute_before_it_runs() {
     assert!(!heard.contains(&Hook::ExecuteCommandList), "{heard:?}");
     assert!(!heard.contains(&Hook::Execute), "no clear-state: {heard:?}");
     assert!(still_bound, "the bindings stay");
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Where the engine replays lists, a Map's bytes are allocated in the recording's arena
@@ -399,7 +399,7 @@ fn r_e3_a_map_whose_bytes_cannot_be_allocated_is_never_heard() {
         command_lists: true,
         driver_built: false,
         resources_without_memory: true,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let unlimited = DeviceConfig::default().with_deferred_budget(usize::MAX);
     let (device, mut ic, world) = soft::device(config, unlimited).unwrap();
@@ -418,5 +418,5 @@ fn r_e3_a_map_whose_bytes_cannot_be_allocated_is_never_heard() {
     assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -48,7 +48,7 @@ impl Fixture {
             gpu: Gpu::Immediate,
             command_lists: true,
             driver_built,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, ic, world) = soft::device(soft_config, config).unwrap();
         let a = device.create_resource(buffer(8)).unwrap();
@@ -101,7 +101,7 @@ impl Fixture {
         let _ = dc.abandon();
         drop((dc, device));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -400,7 +400,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
             app(AppError::WrongDevice),
             |f| {
                 let (other, mut other_ic, other_world) =
-                    soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+                    soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
                 let foreign = other.create_resource(buffer(8)).unwrap();
                 f.mark();
                 let result = f.dc.command(SoftCommand::Fill {
@@ -409,7 +409,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
                 });
                 drop(other);
                 other_ic.destroy_device().unwrap();
-                other_world.assert_clean(true);
+                other_world.assert_clean();
                 result
             },
         ),
@@ -420,7 +420,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
             |f| {
                 let config = SoftConfig {
                     command_lists: true,
-                    ..SoftConfig::default()
+                    ..SoftConfig::from_env().unwrap()
                 };
                 let (other, mut other_ic, other_world) =
                     soft::device(config, DeviceConfig::default()).unwrap();
@@ -430,7 +430,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
                 let result = f.dc.execute_command_list(&foreign);
                 drop((foreign, other_dc, other));
                 other_ic.destroy_device().unwrap();
-                other_world.assert_clean(true);
+                other_world.assert_clean();
                 result
             },
         ),

@@ -18,7 +18,7 @@ use crate::common::{allocation, buffer, count, dynamic_buffer, events_of, id_of,
 const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
 
 fn setup() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
-    setup_with(SoftConfig::default())
+    setup_with(SoftConfig::from_env().unwrap())
 }
 
 fn setup_with(config: SoftConfig) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
@@ -36,7 +36,7 @@ fn setup_with(config: SoftConfig) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>)
 fn with_replay_limit(limit: u64) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         gpu: Gpu::Immediate,
-        ..Default::default()
+        ..SoftConfig::from_env().unwrap()
     };
     soft::device(config, DeviceConfig::default().with_replay_limit(limit)).unwrap()
 }
@@ -80,7 +80,7 @@ fn r_c3_a_nested_list_replays_in_place() {
     assert_eq!(bytes(&world, &device, a), a_bytes);
     drop((inner, outer, dc1, dc2));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// The driver hears of the execute on the deferred context's thread while the state-refresh
@@ -168,7 +168,7 @@ fn r_c3_executing_a_list_clears_the_deferred_context_and_the_replay_carries_it()
     assert_eq!(ic.bindings().count(), 0);
     drop((inner, outer, dc1, dc2));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// The application drops the inner list before the outer one runs: the outer list keeps it
@@ -237,7 +237,7 @@ fn r_r8_an_inner_list_dropped_first_lives_while_an_outer_list_holds_it() {
     assert!(ended(&world, a_id), "and released its object");
     drop((dc1, dc2));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// One inner list executed twice in one outer list replays twice, each time in place.
@@ -275,7 +275,7 @@ fn r_c3_the_same_inner_list_twice_in_one_outer_list() {
     assert_eq!(executes, expected, "the outer list and the inner one twice");
     drop((outer, dc1, dc2));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Lists nested thousands deep (each level executes the one below, copies what it left,
@@ -289,7 +289,7 @@ fn r_c3_deep_nesting_replays_every_level_and_ends_without_recursion() {
         SoftConfig {
             gpu: Gpu::Immediate,
             trace: false,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )
@@ -321,7 +321,7 @@ fn r_c3_deep_nesting_replays_every_level_and_ends_without_recursion() {
     ic.flush().unwrap();
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
 }
 
 /// The inner list's memory is not recycled while the buffer that executed the outer one
@@ -359,7 +359,7 @@ fn r_r5_an_inner_list_waits_for_the_buffer_that_executed_its_outer_list() {
     assert!(world.violations().is_empty(), "{:?}", world.violations());
     drop((next, last, dc1, dc2));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-C4 reaches into nested lists: a Map or a query recorded by an inner list conflicts
@@ -406,10 +406,10 @@ fn r_c4_nested_maps_and_queries_conflict_at_every_depth() {
     );
     drop(foreign);
     other_ic.destroy_device().unwrap();
-    other_world.assert_clean(true);
+    other_world.assert_clean();
     drop((inner, middle, outer, dc1, dc2, dc3));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// What a nested execute costs the outer list (R-C3: O(1), no copy of the inner list): one
@@ -462,7 +462,7 @@ fn r_c3_a_nested_execute_costs_one_operation_whatever_the_inner_list_holds() {
         per_execute[0]
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Every recorded operation counts against the replay limit, not only the execution of a
@@ -512,7 +512,7 @@ fn r_e3_every_recorded_operation_counts_against_the_replay_limit() {
     assert_eq!(bytes(&world, &device, a), vec![2; 4]);
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Lists that each execute the one below twice replay exponentially many operations from a
@@ -556,5 +556,5 @@ fn r_e3_a_recording_that_would_replay_too_many_operations_runs_out_of_memory() {
     assert_eq!(bytes(&world, &device, a), vec![2; 4]);
     drop((list, small, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

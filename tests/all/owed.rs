@@ -16,7 +16,7 @@ fn device(driver_built: bool) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         command_lists: true,
         driver_built,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     soft::device(config, DeviceConfig::default().with_replay_limit(2)).unwrap()
 }
@@ -47,7 +47,7 @@ fn r_e3_a_begin_reserves_its_end_against_the_replay_limit() {
         drop((list, dc));
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -73,6 +73,6 @@ fn r_e3_a_map_reserves_its_unmap_against_the_replay_limit() {
         drop((list, dc));
         world.complete_all();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }

@@ -212,7 +212,7 @@ fn soft_config() -> SoftConfig {
         // Lists may be recycled as soon as the buffer that executed them is submitted (the
         // device's list clock): the soft driver flags any reuse before that submit.
         list_clock: Clock::Submitted,
-        ..Default::default()
+        ..SoftConfig::from_env().unwrap()
     }
 }
 

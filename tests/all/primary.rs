@@ -20,7 +20,7 @@ fn setup(gpu: Gpu) -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
     soft::device(
         SoftConfig {
             gpu,
-            ..Default::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default().with_retire_clock(Clock::Completed),
     )
@@ -59,7 +59,7 @@ fn r_p1_primary_created_on_the_ic_thread() {
     assert!(trace.iter().all(|e| e.thread == me), "{trace:#?}");
     ic.destroy_primary(p).unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -94,7 +94,7 @@ fn r_p1_primary_destroyed_synchronously_on_ic_thread() {
         "destroyed a second time by the flush"
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn r_p1_primary_through_free_threaded_path_is_app_error() {
     device.destroy(ordinary).unwrap();
     ic.flush().unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn r_p1_primary_referenced_by_open_buffer_is_submitted_first() {
     assert!(!world.is_allocated(alloc));
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn r_p1_primary_in_use_by_the_gpu_waits_before_deallocation() {
         "deallocated without waiting for the GPU: {trace:#?}"
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn r_p1_primary_with_a_live_view_goes_with_its_last_view() {
         .filter(|e| matches!(e.hook, Hook::DestroyObject | Hook::Deallocate))
         .all(|e| e.thread == thread::current().id()));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -261,5 +261,5 @@ fn r_p1_live_primary_is_destroyed_with_the_device() {
     assert!(world.trace().iter().any(|e| e.hook == Hook::DestroyObject
         && e.object == p_id
         && e.ty == Some(HandleType::Resource)));
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -136,7 +136,7 @@ fn assert_each_list_destroyed_once(events: &[TraceEvent]) {
 
 fn finish_and_clean(world: &SoftWorld, mut ic: Ic) {
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -440,7 +440,7 @@ fn r_r2_handle_sizes_never_change_across_recycling() {
         );
     }
     assert_eq!(dc.stats().recycled, 6);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     finish_and_clean(&world, ic);
 }
@@ -494,7 +494,7 @@ fn r_r5_recycled_by_its_own_dc_only() {
         .all(|e| e.context == Some(cb) && e.thread == tb));
     assert_eq!(b.stats().recycled, 1);
     // The soft driver flags a list recycled by a context that did not make it.
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((next_a, next_b, a, b));
     finish_and_clean(&world, ic);
 }
@@ -551,14 +551,14 @@ fn r_d1_executed_list_is_recycled_after_its_buffer_is_submitted() {
     assert_eq!(dc.stats().waiting_lists, 1);
     assert_eq!(count(&events, Hook::RecycleCommandList), 0, "{events:#?}");
     assert_eq!(count(&events, Hook::CreateCommandList), 1);
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.flush().unwrap();
     let again = copy_list(&mut dc, src, dst);
     let events = drain(&world);
     assert_eq!(dc.stats().waiting_lists, 0);
     assert_eq!(objects(&events, Hook::RecycleCommandList), [id]);
     assert_eq!(made(&events), id);
-    world.assert_clean(false);
+    world.assert_no_violations();
 
     // Executed again in a later buffer after an earlier one was submitted: the stamp is the
     // latest buffer's, so it waits again.
@@ -572,7 +572,7 @@ fn r_d1_executed_list_is_recycled_after_its_buffer_is_submitted() {
     let fourth = copy_list(&mut dc, src, dst);
     assert_eq!(dc.stats().waiting_lists, 0);
     assert_eq!(made(&drain(&world)), id);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((other, third, fourth, dc));
     finish_and_clean(&world, ic);
 }
@@ -596,7 +596,7 @@ fn r_d4_completed_list_clock_waits_for_the_gpu() {
     kept.push(copy_list(&mut dc, src, dst));
     assert_eq!(dc.stats().waiting_lists, 1, "submitted, not completed");
     assert_eq!(count(&drain(&world), Hook::RecycleCommandList), 0);
-    world.assert_clean(false);
+    world.assert_no_violations();
     world.complete_all();
     ic.flush().unwrap();
     kept.push(copy_list(&mut dc, src, dst));
@@ -604,7 +604,7 @@ fn r_d4_completed_list_clock_waits_for_the_gpu() {
     assert_eq!(dc.stats().waiting_lists, 0);
     assert_eq!(objects(&events, Hook::RecycleCommandList), [id]);
     assert_eq!(made(&events), id);
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((kept, dc));
     finish_and_clean(&world, ic);
 }

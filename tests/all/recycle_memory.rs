@@ -62,7 +62,7 @@ fn r_r1_one_command_list_keeps_at_most_512_bytes() {
     }
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn r_a1_retained_memory_falls_back_after_a_burst() {
     );
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-L2, R-R1: a deferred context that recorded one small list keeps at most 2 KiB for it
@@ -128,5 +128,5 @@ fn r_r1_context_of_one_small_list_keeps_at_most_2_kib() {
     );
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -19,7 +19,7 @@ type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
 
 fn setup() -> (Dev, Ic, std::sync::Arc<SoftWorld>) {
-    soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap()
+    soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap()
 }
 
 fn view_of(device: &Dev, r: Handle<Resource>) -> cmdlist::Result<Handle<View>> {
@@ -126,7 +126,7 @@ fn r_e1_stale_handle_is_application_error() {
         .iter()
         .all(|&b| b == 0));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn r_e1_stale_handle_after_slot_reuse_never_names_the_new_object() {
     }
     assert!(device.object(current).is_ok());
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -244,7 +244,7 @@ fn r_e1_forged_handle_is_application_error() {
     assert!(device.object(real).is_ok());
     ic.update(real, 0, &[1; 16]).unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// `Device::typed`, the checked way from an untyped handle to a typed one: the kind must
@@ -270,7 +270,7 @@ fn r_e1_typed_handle_needs_the_right_kind_and_a_live_object() {
     device.destroy(q).unwrap();
     ic.flush().unwrap();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -310,7 +310,7 @@ fn r_e1_wrong_type_handle_is_application_error() {
         HandleType::ShaderResourceView
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -347,7 +347,7 @@ fn r_e1_double_destroy_is_application_error() {
     );
     ic.destroy_device().unwrap();
     // Destroyed once each: no double free.
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -378,8 +378,8 @@ fn r_e1_other_device_handle_is_application_error() {
     assert_eq!(ic2.retire_stats().destroyed, 0);
     ic1.destroy_device().unwrap();
     ic2.destroy_device().unwrap();
-    w1.assert_clean(true);
-    w2.assert_clean(true);
+    w1.assert_clean();
+    w2.assert_clean();
 }
 
 #[test]
@@ -450,7 +450,7 @@ fn r_e1_driver_errors_are_invalid_arg_not_application_errors() {
     );
     assert_eq!(ic.query_signaled(q), Err(app(AppError::InvalidState)));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -484,7 +484,7 @@ fn r_e1_unlisted_cls_size_is_invalid_arg_not_application_error() {
     assert_eq!(world.errors().len(), 2);
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -551,7 +551,7 @@ fn r_e2_errors_reach_set_error_on_the_immediate_context() {
         ]
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -604,5 +604,5 @@ fn r_e1_lookup_racing_destruction_is_ok_or_stale_never_a_panic() {
     assert_eq!(world.errors(), vec![]);
     world.complete_all();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

@@ -319,9 +319,9 @@ impl Setup {
 
     fn finish(self) {
         let Setup { mut ic, world, .. } = self;
-        world.assert_clean(false);
+        world.assert_no_violations();
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -564,7 +564,7 @@ fn r_c3_replay_of_lists_recorded_on_many_threads_equals_direct_execution() {
         }
 
         // (a) Split across deferred contexts, one per thread, executed in order.
-        let mut a = Setup::new(SoftConfig::default(), config.clone(), &views);
+        let mut a = Setup::new(SoftConfig::from_env().unwrap(), config.clone(), &views);
         let handles = a.handles();
         let (tx, rx) = mpsc::channel();
         std::thread::scope(|s| {
@@ -619,7 +619,7 @@ fn r_c3_replay_of_lists_recorded_on_many_threads_equals_direct_execution() {
         assert_eq!(threads.len(), parts, "each part on its own thread");
 
         // (b) The same stream directly on the immediate context of a second device.
-        let mut b = Setup::new(SoftConfig::default(), config.clone(), &views);
+        let mut b = Setup::new(SoftConfig::from_env().unwrap(), config.clone(), &views);
         let handles_b = b.handles();
         for s in &steps {
             handles_b.run(&mut b.ic, s);
@@ -631,7 +631,7 @@ fn r_c3_replay_of_lists_recorded_on_many_threads_equals_direct_execution() {
         let mut c = Setup::new(
             SoftConfig {
                 gpu: Gpu::Immediate,
-                ..SoftConfig::default()
+                ..SoftConfig::from_env().unwrap()
             },
             config,
             &views,
@@ -677,7 +677,7 @@ fn r_c3_list_with_map_discard_replays_the_same_data_every_execution() {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             gpu: Gpu::Immediate,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         },
         DeviceConfig::default(),
     )
@@ -766,8 +766,8 @@ fn r_c3_list_with_map_discard_replays_the_same_data_every_execution() {
         "the other lists' memory was recycled meanwhile"
     );
     ic.flush().unwrap();
-    world.assert_clean(false);
+    world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

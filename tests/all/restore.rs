@@ -23,7 +23,7 @@ fn setup(mode: ListMode) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
         gpu: Gpu::Immediate,
         command_lists: mode.has_driver_lists(),
         driver_built: mode == ListMode::DriverBuilt,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let device_config = DeviceConfig::default().with_list_clock(Clock::Submitted);
     soft::device(config, device_config).unwrap()
@@ -100,7 +100,7 @@ fn r_c3_a_restoring_execute_binds_the_immediate_contexts_state_again() {
         assert_eq!(bytes(&world, &device, a), vec![9; 8], "{mode:?}");
         drop((list, dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -157,7 +157,7 @@ fn r_c3_a_restoring_execute_keeps_a_deferred_contexts_bindings_in_force() {
         );
         drop((outer, plain, inner, dc, inner_dc));
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -171,7 +171,7 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
     use cmdlist::soft::inject::{self, Fault, FaultPlan};
     use cmdlist::{BindFlags, Device, Error, ResourceDesc, Texture2d, ViewDesc};
     let run = |plan: &Arc<FaultPlan>| {
-        let (driver, kernel, world) = inject::new(plan, SoftConfig::default());
+        let (driver, kernel, world) = inject::new(plan, SoftConfig::from_env().unwrap());
         let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
         let texture = Texture2d {
             width: 2,
@@ -218,7 +218,7 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
         drop((list, dc));
         drop(device);
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
         (result, bound, destroyed, a)
     };
     let counting = Arc::new(FaultPlan::counting().with_log());
@@ -253,7 +253,7 @@ fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
             gpu: Gpu::Immediate,
             command_lists: mode.has_driver_lists(),
             driver_built: mode == ListMode::DriverBuilt,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         // The calls the restoring execute made, whether it panicked, and the bound objects
         // still alive at the end.
@@ -301,7 +301,7 @@ fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
             let alive: Vec<u64> = ids.into_iter().filter(|id| live.contains(id)).collect();
             drop((list, dc, device));
             ic.destroy_device().unwrap();
-            world.assert_clean(true);
+            world.assert_clean();
             (mark..end, panicked, alive)
         };
         let counting = Arc::new(FaultPlan::counting().with_log());

@@ -86,7 +86,7 @@ fn r_d2_flush_processes_queue_even_when_empty() {
     assert_eq!(ic.retire_stats().destroyed, 1);
     assert_eq!(ic.retire_stats().waiting_destruction, 0);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn r_d2_flush_with_nothing_destroyed_still_works() {
     assert!(device.object(r).is_ok());
     assert_eq!(world.errors(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn r_d2_shared_resource_deallocated_during_flush() {
     assert_eq!(trace[d].thread, ic_thread);
     assert_eq!(trace[f].thread, ic_thread);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -195,7 +195,7 @@ fn r_d1_deallocate_never_before_submit_of_last_referencing_buffer() {
     assert!(sub < dea && des < dea);
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -222,7 +222,7 @@ fn r_d1_submitted_clock_deallocates_at_the_flush_that_submits() {
     );
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -250,7 +250,7 @@ fn r_d1_object_destroyed_after_its_last_submit_waits_only_for_that_fence() {
     assert!(world.completed() < ic.last_submitted());
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -299,7 +299,7 @@ fn r_d1_view_keeps_its_resource_until_the_view_is_destroyed() {
     assert!(!world.is_allocated(r_alloc) && !world.is_allocated(v_alloc));
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -335,7 +335,7 @@ fn r_d1_resource_reached_only_through_a_view_is_not_freed_before_submit() {
     assert!(sub < destroyed_at(&trace, r_id).unwrap());
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -523,7 +523,7 @@ fn r_d3_device_destruction_drains_free_threaded_destroys() {
     let trace = world.trace();
     assert_eq!(count(&trace, Hook::DestroyObject), 64);
     assert_eq!(count(&trace, Hook::Deallocate), 64);
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// R-D3, R-H3: threads create views of a resource while the immediate context destroys the
@@ -602,7 +602,7 @@ fn r_d3_device_destruction_racing_view_creation_keeps_views_before_their_resourc
             views.is_subset(&destroyed),
             "round {round}: a view was not drained"
         );
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
 
@@ -651,7 +651,7 @@ fn r_d4_clearstate_flush_destroys_as_soon_as_possible() {
     assert!(!world.is_allocated(r_alloc));
     assert_eq!(ic.retire_stats().waiting_deallocation, 0);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -684,7 +684,7 @@ fn r_d4_heavy_pattern_destroys_completely() {
     );
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -708,7 +708,7 @@ fn r_d4_heavy_pattern_with_a_lagging_gpu() {
     assert_eq!(ic.retire_stats().waiting_deallocation, 0);
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -732,5 +732,5 @@ fn r_d4_a_bound_object_waits_for_clear_state() {
     assert!(!world.is_allocated(r_alloc));
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }

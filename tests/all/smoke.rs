@@ -1,10 +1,10 @@
-use cmdlist::soft::{self, SoftCommand, SoftConfig};
-use cmdlist::{DeviceConfig, ResourceDesc};
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+use cmdlist::{Clock, DeviceConfig, ListMode, ResourceDesc};
 
 #[test]
 fn create_copy_destroy_flush_drain() {
     let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
         byte_size: 16,
         ..Default::default()
@@ -22,14 +22,14 @@ fn create_copy_destroy_flush_drain() {
         vec![7; 16]
     );
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
 fn record_finish_execute_replays_bytes() {
     use cmdlist::{BindClass, BindPoint, HandleType, Stage, ViewDesc};
     let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
         byte_size: 32,
         usage: cmdlist::Usage::Dynamic,
@@ -82,14 +82,14 @@ fn record_finish_execute_replays_bytes() {
     drop(list);
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
 fn r_c4_map_discard_needs_a_dynamic_resource() {
     use cmdlist::{AppError, Error, Usage};
     let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
     let fixed = device
         .create_resource(ResourceDesc {
             byte_size: 8,
@@ -114,7 +114,7 @@ fn r_c4_map_discard_needs_a_dynamic_resource() {
     drop(dc.finish().unwrap());
     drop(dc);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// The soft driver and kernel keep sizes and offsets as `u64` and index CPU memory with
@@ -124,7 +124,7 @@ fn r_c4_map_discard_needs_a_dynamic_resource() {
 fn soft_offsets_and_sizes_past_the_address_space_are_refused() {
     use cmdlist::{AppError, Error};
     let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
     let beyond = (usize::MAX as u64).saturating_add(1);
     for size in [beyond, beyond.saturating_add(16), u64::MAX] {
         let desc = ResourceDesc {
@@ -178,5 +178,54 @@ fn soft_offsets_and_sizes_past_the_address_space_are_refused() {
     assert_eq!(read(b), vec![0; 16], "nothing reached the first bytes");
     assert_eq!(read(a), vec![7; 16]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
+}
+
+/// The suite runs once per kind of driver, chosen by `.ci/run`'s environment
+/// (`CMDLIST_SOFT_EMULATED=1`, `CMDLIST_SOFT_DRIVER_BUILT=1`, neither): a variable set but
+/// not read would run the same kind three times. The variables are read here directly, and
+/// the devices the tests make (the shared helpers, and `SoftConfig::from_env`) must be of
+/// the list mode they name (R-C3 for the emulated one).
+#[test]
+fn the_suite_tests_the_driver_kind_the_environment_names() {
+    let on = |name| std::env::var(name).as_deref() == Ok("1");
+    let expected = if on("CMDLIST_SOFT_EMULATED") {
+        ListMode::Emulated
+    } else if on("CMDLIST_SOFT_DRIVER_BUILT") {
+        ListMode::DriverBuilt
+    } else {
+        ListMode::Replayed
+    };
+    let (device, _ic, _world) = crate::common::setup(Gpu::Manual, true, Clock::Completed);
+    assert_eq!(device.list_mode(), expected);
+    let (device, _ic, _world) =
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
+    assert_eq!(device.list_mode(), expected);
+    assert_eq!(
+        device.emulates_command_lists(),
+        expected == ListMode::Emulated
+    );
+}
+
+/// What a driver logs of a recorded call: its handles and how many bytes, not the bytes.
+#[test]
+fn a_recorded_call_debug_prints_handles_and_lengths() {
+    use cmdlist::soft::null::{copy_of, null_device, NullDriver};
+    use cmdlist::DeferredCall;
+    let (device, _ic) = null_device(DeviceConfig::default()).unwrap();
+    let copy = copy_of(&device);
+    let update: DeferredCall<'_, NullDriver> = DeferredCall::Update {
+        resource: copy.dst,
+        offset: 8,
+        data: &[0xAB; 300],
+    };
+    let shown = format!("{update:?}");
+    assert!(shown.starts_with("Update { resource: "), "{shown}");
+    assert!(shown.contains("offset: 8, data_len: 300"), "{shown}");
+    assert!(!shown.contains("171, 171"), "{shown}"); // 0xAB: no byte printed
+    let command: DeferredCall<'_, NullDriver> = DeferredCall::Command(&copy);
+    assert!(
+        format!("{command:?}").starts_with("Command(CopyCommand {"),
+        "{command:?}"
+    );
 }

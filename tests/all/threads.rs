@@ -183,7 +183,7 @@ fn r_t1_ic_callbacks_stay_on_the_ic_thread_while_others_create_and_destroy() {
     let trace = world.trace();
     assert!(count(&trace, Hook::Submit) >= 20);
     assert_ic_hooks_on(&trace, me);
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ fn r_t2_submit_only_on_ic_thread() {
     let creators = threads_of(&trace, Hook::CreateObject);
     assert!(!creators.contains(&ic_id));
     assert_eq!(creators.len(), 2);
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -288,7 +288,7 @@ fn r_t2_shared_allocation_on_the_creating_thread() {
         assert!(calc.is_some() && create.is_some(), "{trace:#?}");
     }
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -360,7 +360,7 @@ fn r_f1_create_and_destroy_from_many_threads_at_once() {
         threads_of(&trace, Hook::DestroyObject),
         HashSet::from([thread::current().id()])
     );
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -411,7 +411,7 @@ fn r_f2_calc_private_size_called_free_threaded() {
     }
     assert_eq!(count(&trace, Hook::CalcPrivateSize), THREADS * 30);
     drop(ic);
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 #[test]
@@ -475,7 +475,7 @@ fn r_f2_deferred_size_queries_run_on_the_recording_threads() {
     }
     drop(made);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -607,7 +607,7 @@ fn stress(gpu: Gpu, strict_gpu: bool, clock: Clock) {
     ic.flush().unwrap();
     assert_eq!(world.violations(), vec![]);
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
     let trace = world.trace();
     let created = WORKERS * ROUNDS * 3;
     assert_eq!(count(&trace, Hook::CreateObject), created);

@@ -414,7 +414,7 @@ fn soft_bytes(mode: ListMode) -> Vec<Vec<u8>> {
         })
         .collect();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
     bytes
 }
 
@@ -1262,7 +1262,7 @@ fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
             })
             .collect();
         ic.destroy_device().unwrap();
-        soft_world.assert_clean(true);
+        soft_world.assert_clean();
         assert_eq!(got, want, "{mode:?}");
         // Two executes of lists recorded before the rotation (the nested one's inner list
         // runs inside its outer list's replay).
@@ -1404,7 +1404,7 @@ fn soft_draw_bytes(mode: ListMode) -> Vec<Vec<u8>> {
         })
         .collect();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
     bytes
 }
 

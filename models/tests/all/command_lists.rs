@@ -167,7 +167,7 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     // The same bytes, asserted directly.
     let config = SoftConfig {
         trace: false,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
     let r = device
@@ -200,7 +200,7 @@ fn r_c3_r_c4_list_executed_three_times_replays_its_map_discard_data_between_ic_w
     assert_eq!(world.read(alloc).unwrap(), expect);
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A list that maps the same resource twice, with other writes between, replays each Map's
@@ -243,7 +243,7 @@ fn r_c4_a_resource_mapped_twice_in_a_list_replays_each_maps_bytes_in_place() {
     // Directly: the copy between the two Maps sees the first contents, the resource ends
     // with the second.
     let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
         byte_size: 8,
         usage: cmdlist::Usage::Dynamic,
@@ -275,7 +275,7 @@ fn r_c4_a_resource_mapped_twice_in_a_list_replays_each_maps_bytes_in_place() {
     );
     drop((list, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Nested execution through the interpreter, in both driver modes: an inner list that
@@ -569,7 +569,7 @@ fn r_e3_a_begin_reserves_the_end_finish_adds() {
     // itself, and Finish never does.
     let config = SoftConfig {
         trace: false,
-        ..SoftConfig::default()
+        ..SoftConfig::from_env().unwrap()
     };
     let budget = 1024;
     let device_config = DeviceConfig::default().with_deferred_budget(budget);
@@ -606,7 +606,7 @@ fn r_e3_a_begin_reserves_the_end_finish_adds() {
     assert_eq!(world.read(alloc).unwrap(), vec![6; 1000]);
     drop((list, filled, dc));
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Every committed seed of the target (`fuzz/seeds/command_lists/`) and every input a

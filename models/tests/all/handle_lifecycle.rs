@@ -107,7 +107,7 @@ fn reused_slot_gets_a_new_generation() {
     use cmdlist::soft::{self, SoftConfig};
     use cmdlist::{DeviceConfig, ResourceDesc};
     let (device, mut ic, world) =
-        soft::device(SoftConfig::default(), DeviceConfig::default()).unwrap();
+        soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
     let desc = ResourceDesc {
         byte_size: 8,
         ..Default::default()
@@ -126,7 +126,7 @@ fn reused_slot_gets_a_new_generation() {
     assert_ne!(a.to_bits() >> 32, b.to_bits() >> 32, "new generation");
     assert!(device.object(a).is_err());
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// A destroyed resource with a live view stays allocated (and writable through the view)
@@ -332,7 +332,7 @@ fn r_p1_r_d4_destroy_primary_waits_for_the_gpu_under_the_completed_clock() {
     use cmdlist::soft::{self, SoftConfig};
     use cmdlist::{Clock, DeviceConfig, ResourceDesc};
     let config = DeviceConfig::default().with_retire_clock(Clock::Completed);
-    let (_device, mut ic, world) = soft::device(SoftConfig::default(), config).unwrap();
+    let (_device, mut ic, world) = soft::device(SoftConfig::from_env().unwrap(), config).unwrap();
     let primary = ic
         .create_primary(ResourceDesc {
             byte_size: 16,
@@ -347,9 +347,9 @@ fn r_p1_r_d4_destroy_primary_waits_for_the_gpu_under_the_completed_clock() {
         world.completed() >= 1,
         "the GPU finished the buffer that wrote the primary"
     );
-    world.assert_clean(false);
+    world.assert_no_violations();
     ic.destroy_device().unwrap();
-    world.assert_clean(true);
+    world.assert_clean();
 }
 
 /// Every committed seed of the target (`fuzz/seeds/handle_lifecycle/`) runs clean through

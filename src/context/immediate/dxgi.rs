@@ -458,7 +458,7 @@ mod tests {
         let config = SoftConfig {
             trace: false,
             gpu: Gpu::Immediate,
-            ..SoftConfig::default()
+            ..SoftConfig::from_env().unwrap()
         };
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let texture = Texture2d {
@@ -504,6 +504,6 @@ mod tests {
             "three rotations bring each allocation back"
         );
         ic.destroy_device().unwrap();
-        world.assert_clean(true);
+        world.assert_clean();
     }
 }
