@@ -66,24 +66,25 @@
 //! driver's example (`drivers/vulkan/examples/frame/main.rs`) runs the same frames.
 //!
 //! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
-//! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`). The soft driver's list mode comes from the environment
-//! ([`cmdlist::soft::SoftConfig`]): the engine replays its lists by default,
-//! `CMDLIST_SOFT_DRIVER_BUILT=1` has the driver build them on the recording threads, and
-//! `CMDLIST_SOFT_EMULATED=1` gives a driver without command lists.
+//! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`, `--help`). `--mode` chooses
+//! the soft driver's list mode, whatever the environment says: `driver-built` (the default)
+//! has the driver build each list on its recording thread, `replayed` has the engine record
+//! the lists and replay them at execute, `emulated` gives a driver without command lists.
+//! The first line says which mode ran.
 
 mod shared;
 mod timeline;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::exit;
 use std::sync::mpsc;
 
 use tracing::Dispatch;
 
 use cmdlist::soft::{self, Gpu, SoftConfig, SoftDriver, SoftKernel};
-use cmdlist::{Clock, DeviceConfig};
+use cmdlist::{Clock, DeviceConfig, ListMode};
 
-use shared::{buffer, Recycling, Res, Scene, FRAMES, MIN_HIT_RATE, WARMUP};
+use shared::{buffer, mode_name, Recycling, Res, Scene, FRAMES, MIN_HIT_RATE, WARMUP};
 use shared::{SCREEN_H, SCREEN_W, WORKERS};
 
 type Device = cmdlist::Device<SoftDriver, SoftKernel>;
@@ -101,37 +102,139 @@ struct Options {
     timeline: Option<PathBuf>,
     /// `--frames N` (at least `WARMUP + 1`), else `FRAMES`.
     frames: u32,
+    /// `--mode replayed|driver-built|emulated`, else driver-built.
+    mode: ListMode,
 }
 
-const USAGE: &str = "usage: frame [--out PATH] [--trace PATH] [--timeline PATH] [--frames N]";
+/// What the command line asks the program to do.
+#[derive(Debug)]
+enum Command {
+    /// Run the job.
+    Run(Options),
+    /// `--help` or `-h`: print the usage.
+    Help,
+}
+
+const USAGE: &str = "\
+usage: frame [--mode replayed|driver-built|emulated] [--out PATH] [--trace PATH]
+             [--timeline PATH] [--frames N]
+
+Runs frames of a multithreaded renderer over the soft driver: 3 deferred contexts record
+on their own threads, the immediate context executes their lists, Blts and presents.
+
+  --mode M         how the soft driver holds command lists (default driver-built):
+                     driver-built  the driver builds each list on its recording thread
+                     replayed      the engine records each list and replays it at execute
+                     emulated      a driver without command lists; the engine emulates them
+  --out PATH       the last presented frame as a PNG (default frame.png)
+  --trace PATH     the engine's spans as a trace for ui.perfetto.dev or chrome://tracing
+  --timeline PATH  the last frame's spans drawn as a PNG, one lane per thread
+  --frames N       frames to run, more than the 2 warm-up frames (default 8)
+  -h, --help       print this and exit";
 
 impl Options {
-    fn parse(mut args: impl Iterator<Item = String>) -> Res<Options> {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
         let mut options = Options {
             out: "frame.png".into(),
             trace: None,
             timeline: None,
             frames: FRAMES,
+            mode: ListMode::DriverBuilt,
         };
         while let Some(flag) = args.next() {
-            let value = args.next().ok_or(USAGE)?;
+            if flag == "--help" || flag == "-h" {
+                return Ok(Command::Help);
+            }
+            if !["--out", "--trace", "--timeline", "--frames", "--mode"].contains(&flag.as_str()) {
+                return Err(format!("unknown argument {flag:?}"));
+            }
+            let value = args.next().ok_or(format!("{flag} needs a value"))?;
             match flag.as_str() {
                 "--out" => options.out = value.into(),
                 "--trace" => options.trace = Some(value.into()),
                 "--timeline" => options.timeline = Some(value.into()),
-                "--frames" => options.frames = value.parse().map_err(|_| USAGE)?,
-                _ => return Err(USAGE.into()),
+                "--mode" => options.mode = shared::parse_mode(&value)?,
+                _ => {
+                    options.frames = value
+                        .parse()
+                        .map_err(|_| format!("--frames {value:?}: not a number of frames"))?
+                }
             }
         }
         if options.frames <= WARMUP {
-            return Err(format!("--frames must be more than the {WARMUP} warm-up frames").into());
+            return Err(format!(
+                "--frames must be more than the {WARMUP} warm-up frames"
+            ));
         }
-        Ok(options)
+        Ok(Command::Run(options))
     }
 
     /// Whether the engine's spans are captured.
     fn traced(&self) -> bool {
         self.trace.is_some() || self.timeline.is_some()
+    }
+
+    /// The files the job writes.
+    fn outputs(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.out.as_path())
+            .chain(self.trace.as_deref())
+            .chain(self.timeline.as_deref())
+    }
+}
+
+/// The error for a file that could not be written: its path and the OS's reason.
+fn cannot_write(path: &Path, e: std::io::Error) -> String {
+    format!("cannot write {}: {e}", path.display())
+}
+
+/// Fails, naming the path and the OS's reason, when one of the job's outputs cannot be
+/// created: checked before the frames run. A file that was not there is removed again; one
+/// that was is left as it was (opened without truncating).
+fn check_writable(options: &Options) -> Res {
+    for path in options.outputs() {
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| cannot_write(path, e))?;
+        if !existed {
+            std::fs::remove_file(path).map_err(|e| cannot_write(path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the command line `args` (without the program's name): the usage on `out` for
+/// `--help`, else the job. Returns the exit status: 0 when it succeeded, 1 when the job
+/// failed, 2 for a command line it does not understand (the usage on `err`, after what was
+/// wrong).
+fn command_line(
+    args: impl Iterator<Item = String>,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> i32 {
+    // A closed stdout or stderr changes nothing about the status.
+    match Options::parse(args) {
+        Ok(Command::Help) => {
+            let _ = writeln!(out, "{USAGE}");
+            0
+        }
+        Err(why) => {
+            let _ = writeln!(err, "frame: {why}\n{USAGE}");
+            2
+        }
+        Ok(Command::Run(options)) => match check_writable(&options).and_then(|()| job(&options)) {
+            Ok(_) => {
+                let _ = writeln!(out, "frame: OK");
+                0
+            }
+            Err(e) => {
+                let _ = writeln!(err, "frame: FAILED: {e}");
+                1
+            }
+        },
     }
 }
 
@@ -192,7 +295,7 @@ impl Hud {
 }
 
 /// Writes the screen's `B8G8R8A8_UNORM` bytes as an RGBA PNG.
-fn write_screen(path: &std::path::Path, bgra: &[u8]) -> Res {
+fn write_screen(path: &Path, bgra: &[u8]) -> Res {
     let rgba: Vec<u8> = bgra
         .chunks_exact(4)
         .flat_map(|p| [p[2], p[1], p[0], 255])
@@ -201,8 +304,9 @@ fn write_screen(path: &std::path::Path, bgra: &[u8]) -> Res {
 }
 
 /// Writes RGBA bytes as a PNG.
-fn write_png(path: &std::path::Path, width: u32, height: u32, rgba: &[u8]) -> Res {
-    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Res {
+    let file = std::fs::File::create(path).map_err(|e| cannot_write(path, e))?;
+    let file = std::io::BufWriter::new(file);
     let mut encoder = png::Encoder::new(file, width, height);
     encoder.set_color(png::ColorType::Rgba);
     encoder.set_depth(png::BitDepth::Eight);
@@ -214,13 +318,12 @@ fn write_png(path: &std::path::Path, width: u32, height: u32, rgba: &[u8]) -> Re
 mod tests;
 
 fn main() {
-    match Options::parse(std::env::args().skip(1)).and_then(|options| job(&options)) {
-        Ok(_) => println!("frame: OK"),
-        Err(e) => {
-            eprintln!("frame: FAILED: {e}");
-            exit(1);
-        }
-    }
+    let args = std::env::args().skip(1);
+    exit(command_line(
+        args,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    ));
 }
 
 /// The job: [`run`] on a thread of its own, named for the immediate context it drives,
@@ -243,7 +346,8 @@ fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
             return Err(format!("{} spans were never closed", captured.still_open).into());
         }
         if let Some(path) = &options.trace {
-            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let file = std::fs::File::create(path).map_err(|e| cannot_write(path, e))?;
+            let file = std::io::BufWriter::new(file);
             let flows = timeline::chrome::write(captured, file)?;
             println!(
                 "trace: {} spans on {} threads, {flows} flows from a list's finish to its \
@@ -285,12 +389,28 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let config = DeviceConfig::default()
         .with_retire_clock(Clock::Completed)
         .with_list_clock(Clock::Completed);
+    // The list mode from the command line, whatever the environment says.
     let soft = |gpu| SoftConfig {
         gpu,
         trace: false,
+        command_lists: options.mode.has_driver_lists(),
+        driver_built: options.mode == ListMode::DriverBuilt,
         ..SoftConfig::default()
     };
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
+    if device.list_mode() != options.mode {
+        let got = device.list_mode();
+        return Err(format!("asked for {:?} lists, got {got:?}", options.mode).into());
+    }
+    println!(
+        "lists: {} ({}), {frames} frames, {WORKERS} deferred contexts",
+        mode_name(options.mode),
+        match options.mode {
+            ListMode::DriverBuilt => "the soft driver builds each list on its recording thread",
+            ListMode::Replayed => "the engine records each list and replays it at execute",
+            ListMode::Emulated => "a driver without command lists: the engine emulates them",
+        }
+    );
     let hud = Hud::start(device.clone());
     let (ref_device, mut ref_ic, ref_world) = soft::device(soft(Gpu::Immediate), config)?;
     let (scene, ref_scene) = (Scene::create(&device)?, Scene::create(&ref_device)?);
@@ -384,9 +504,10 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let violations = world.check_after_device_destroyed();
     let ref_violations = ref_world.check_after_device_destroyed();
     println!(
-        "summary: {frames} frames x {WORKERS} workers in {elapsed:.2?} (lists {mode:?}); {created} objects created and \
-         destroyed, {} really destroyed and {} deallocated before DestroyDevice; {} submits; \
+        "summary: {frames} frames x {WORKERS} workers in {elapsed:.2?} (lists {}); {created} objects \
+         created and destroyed, {} really destroyed and {} deallocated before DestroyDevice; {} submits; \
          bytes identical to the single-threaded run every frame; errors reported: {errors}",
+        mode_name(mode),
         stats.destroyed,
         stats.deallocated,
         world.submits(),

@@ -17,7 +17,7 @@ use cmdlist::handle::{Resource, View};
 use cmdlist::soft::SoftCommand;
 use cmdlist::{AllocationHandle, AnyHandle, BindClass, BindPoint, Driver, Handle, HandleType};
 use cmdlist::{BindFlags, Kernel, QueryKind, ResourceDesc, Stage, Texture2d, Usage, ViewDesc};
-use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext};
+use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext, ListMode};
 
 /// The examples' error type.
 pub type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -49,6 +49,30 @@ pub const TILE: u32 = 16;
 /// The screen: the canvas stretched 2x.
 pub const SCREEN_W: u32 = 2 * CANVAS_W;
 pub const SCREEN_H: u32 = 2 * CANVAS_H;
+
+/// The list modes as `--mode` names them, in the order the usage lists them.
+pub const MODES: [(&str, ListMode); 3] = [
+    ("replayed", ListMode::Replayed),
+    ("driver-built", ListMode::DriverBuilt),
+    ("emulated", ListMode::Emulated),
+];
+
+/// The list mode `--mode NAME` asks for; an error naming the value and the choices otherwise.
+pub fn parse_mode(name: &str) -> Result<ListMode, String> {
+    MODES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, mode)| mode)
+        .ok_or_else(|| format!("--mode {name:?}: expected replayed, driver-built or emulated"))
+}
+
+/// The name `--mode` gives `mode`.
+pub fn mode_name(mode: ListMode) -> &'static str {
+    MODES
+        .iter()
+        .find(|&&(_, m)| m == mode)
+        .map_or("unknown", |&(name, _)| name)
+}
 
 /// A one-level, single-sampled 2D texture in `format`.
 pub fn texture(width: u32, height: u32, format: DisplayFormat, bind: BindFlags) -> ResourceDesc {

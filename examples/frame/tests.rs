@@ -1,4 +1,4 @@
-//! The job's outputs read back, from one run of three frames: the trace parses, every span
+//! The command line parsed and its exit statuses; the job's outputs read back, from one run of three frames: the trace parses, every span
 //! closed and spans nest on each thread, each list executed once under the number its Finish
 //! gave it, with its flow from that Finish on another thread, and the timeline's lanes are
 //! the threads that ran.
@@ -7,9 +7,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use tinyjson::JsonValue;
 
+use cmdlist::ListMode;
+
 use super::shared::{tiles, SMALL, WORKERS};
 use super::timeline::capture::Captured;
-use super::{job, timeline, Options};
+use super::{command_line, job, timeline, Command, Options};
 
 const FRAMES: u32 = 3;
 
@@ -74,6 +76,7 @@ fn the_jobs_trace_and_timeline_read_back() {
         trace: Some(dir.join("frame.json")),
         timeline: Some(dir.join("timeline.png")),
         frames: FRAMES,
+        mode: ListMode::DriverBuilt,
     };
     let captured = job(&options).unwrap_or_else(|e| panic!("the job failed: {e}"));
     let captured = captured.expect("spans captured");
@@ -198,4 +201,120 @@ fn check_lanes(events: &[JsonValue], captured: &Captured, dir: &std::path::Path)
     for kind in ["record", "finish", "execute", "flush", "present", "blt"] {
         assert!(kinds.iter().any(|k| k.name() == kind), "{kind} drawn");
     }
+}
+
+fn parse(args: &[&str]) -> Result<Command, String> {
+    Options::parse(args.iter().map(|a| a.to_string()))
+}
+
+fn options(args: &[&str]) -> Options {
+    match parse(args) {
+        Ok(Command::Run(options)) => options,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn the_command_line_chooses_the_mode_and_the_outputs() {
+    let default = options(&[]);
+    assert_eq!(
+        default.mode,
+        ListMode::DriverBuilt,
+        "driver-built by default"
+    );
+    assert_eq!(default.out, std::path::Path::new("frame.png"));
+    assert_eq!((default.trace, default.timeline), (None, None));
+    assert_eq!(default.frames, super::FRAMES);
+    for (name, mode) in [
+        ("replayed", ListMode::Replayed),
+        ("driver-built", ListMode::DriverBuilt),
+        ("emulated", ListMode::Emulated),
+    ] {
+        assert_eq!(options(&["--mode", name]).mode, mode, "{name}");
+        assert_eq!(super::shared::mode_name(mode), name);
+    }
+    let all = options(&[
+        "--out",
+        "a.png",
+        "--mode",
+        "replayed",
+        "--trace",
+        "t.json",
+        "--timeline",
+        "t.png",
+        "--frames",
+        "5",
+    ]);
+    assert_eq!(all.out, std::path::Path::new("a.png"));
+    assert_eq!(all.trace.as_deref(), Some(std::path::Path::new("t.json")));
+    assert_eq!(all.timeline.as_deref(), Some(std::path::Path::new("t.png")));
+    assert_eq!((all.frames, all.mode), (5, ListMode::Replayed));
+    assert!(matches!(parse(&["--help"]), Ok(Command::Help)));
+    assert!(matches!(parse(&["--out", "x", "-h"]), Ok(Command::Help)));
+    // Each mistake is named.
+    for (args, named) in [
+        (&["--bogus"][..], "\"--bogus\""),
+        (&["--out"], "--out needs a value"),
+        (&["--mode", "fast"], "\"fast\""),
+        (&["--mode", "Replayed"], "\"Replayed\""),
+        (&["--frames", "two"], "\"two\""),
+        (&["--frames", "2"], "warm-up"),
+        (&["frame.png"], "\"frame.png\""),
+    ] {
+        let why = parse(args).expect_err(&format!("{args:?} is refused"));
+        assert!(why.contains(named), "{args:?}: {why}");
+    }
+}
+
+/// Runs `args` as `main` does: the exit status and what went to stdout and stderr.
+fn status(args: &[&str]) -> (i32, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = command_line(args.iter().map(|a| a.to_string()), &mut out, &mut err);
+    let text = |bytes| String::from_utf8(bytes).unwrap();
+    (code, text(out), text(err))
+}
+
+#[test]
+fn help_exits_0_and_a_mistake_2_with_the_usage() {
+    for help in ["--help", "-h"] {
+        let (code, out, err) = status(&[help]);
+        assert_eq!(code, 0, "{help}: {err}");
+        assert!(out.starts_with("usage: frame"), "{out}");
+        assert!(out.contains("--mode"), "{out}");
+        assert!(err.is_empty(), "{err}");
+    }
+    let (code, out, err) = status(&["--bogus"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("unknown argument \"--bogus\""), "{err}");
+    assert!(err.contains("usage: frame"), "{err}");
+}
+
+#[test]
+fn an_output_that_cannot_be_written_fails_before_the_frames_naming_it() {
+    let id = std::process::id();
+    let missing = std::env::temp_dir().join(format!("cmdlist-frame-none-{id}"));
+    let bad = missing.join("x.png");
+    let reason = std::fs::File::create(&bad)
+        .expect_err("no such directory")
+        .to_string();
+    let bad = bad.to_str().unwrap();
+    // A picture the job would write at the end of its frames, before the trace and timeline.
+    let picture = std::env::temp_dir().join(format!("cmdlist-frame-picture-{id}.png"));
+    let picture = picture.to_str().unwrap();
+    for flag in ["--out", "--trace", "--timeline"] {
+        let mut args = vec!["--frames", "3", "--out", picture];
+        args.extend([flag, bad]);
+        let (code, _, err) = status(&args);
+        assert_eq!(code, 1, "{flag}: {err}");
+        assert!(
+            err.contains(&format!("cannot write {bad}: {reason}")),
+            "{flag}: {err}"
+        );
+        assert!(
+            !std::path::Path::new(picture).exists(),
+            "{flag}: no frame ran"
+        );
+    }
+    assert!(!missing.exists());
 }

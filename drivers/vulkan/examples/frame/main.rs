@@ -19,8 +19,8 @@
 //!   violation of the protocol the Vulkan kernel checks, no validation-layer message, no
 //!   error reported, no allocation left. Any failure exits with status 1, as does the lack
 //!   of a Vulkan device.
-//! * **List mode.** `--mode replayed|driver-built|emulated` (default `replayed`, the soft
-//!   job's default): the engine replays its lists into the immediate context's primary, the
+//! * **List mode.** `--mode replayed|driver-built|emulated` (parsed as the soft job parses
+//!   it; default `replayed`): the engine replays its lists into the immediate context's primary, the
 //!   driver builds them in secondary command buffers on the recording threads, or the
 //!   driver has no command lists.
 //!
@@ -73,7 +73,7 @@ impl Options {
             let value = args.next().ok_or(USAGE)?;
             match flag.as_str() {
                 "--out" => options.out = value.into(),
-                "--mode" => options.mode = mode(&value).ok_or(USAGE)?,
+                "--mode" => options.mode = shared::parse_mode(&value)?,
                 "--frames" => options.frames = value.parse().map_err(|_| USAGE)?,
                 _ => return Err(USAGE.into()),
             }
@@ -82,15 +82,6 @@ impl Options {
             return Err(format!("--frames must be more than the {WARMUP} warm-up frames").into());
         }
         Ok(options)
-    }
-}
-
-fn mode(name: &str) -> Option<ListMode> {
-    match name {
-        "replayed" => Some(ListMode::Replayed),
-        "driver-built" => Some(ListMode::DriverBuilt),
-        "emulated" => Some(ListMode::Emulated),
-        _ => None,
     }
 }
 
