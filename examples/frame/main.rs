@@ -21,17 +21,18 @@
 //!   it in clear-state, R-C3), drops them and flushes: the buffer is submitted and the
 //!   deferred destructions run (R-D2); deallocations wait for the fence.
 //! * **The picture (R-X1, R-X5, R-X6).** Each worker also paints its share of the tiles of a
-//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile, tinted
-//!   by the worker (red, green, blue: which thread recorded what); the IC marks with a white
-//!   corner each tile whose list `finish` made from recycled memory. After executing every
-//!   list, the IC Blts the canvas into the swap chain's current back buffer
+//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile, in
+//!   the worker's colour (yellow, red, blue: which thread recorded what). After executing
+//!   every list, the IC draws a strip on each tile, a cell per frame since the warm-up, white
+//!   where `finish` made that frame's list of the tile from recycled memory, black where it
+//!   made it from fresh memory. Then it Blts the canvas into the swap chain's current back buffer
 //!   with a format conversion and a 2x stretch to the screen format (`B8G8R8A8_UNORM`),
 //!   presents it (the Present point: amortised processing is never starved for a frame,
 //!   R-A1), and rotates the two back buffers' identities, so the next frame renders into
 //!   the other allocation through the same handle. A separate thread reads the frame
 //!   statistics the present published ([`cmdlist::Device::frame_stats`]) and prints the
 //!   frame's line. The last presented frame is written to `frame.png` (or the path after
-//!   `--out`).
+//!   `--out`), scaled 2x, over a legend of the colours and the strips.
 //! * **Small lists (R-R1..R-R8).** After its large list, each worker also records `SMALL`
 //!   lists of a single CopyResource on the same context (record one copy, finish, next),
 //!   the case where per-list create/destroy cost would dominate. The IC executes them in
@@ -85,7 +86,7 @@ use cmdlist::soft::{self, Gpu, SoftConfig, SoftDriver, SoftKernel};
 use cmdlist::{Clock, DeviceConfig, ListMode};
 
 use shared::{buffer, mode_name, Recycling, Res, Scene, FRAMES, MIN_HIT_RATE, WARMUP};
-use shared::{SCREEN_H, SCREEN_W, WORKERS};
+use shared::{History, SCREEN_H, SCREEN_W, WORKERS, ZOOM};
 
 type Device = cmdlist::Device<SoftDriver, SoftKernel>;
 type DeferredContext = cmdlist::DeferredContext<SoftDriver, SoftKernel>;
@@ -294,15 +295,6 @@ impl Hud {
     }
 }
 
-/// Writes the screen's `B8G8R8A8_UNORM` bytes as an RGBA PNG.
-fn write_screen(path: &Path, bgra: &[u8]) -> Res {
-    let rgba: Vec<u8> = bgra
-        .chunks_exact(4)
-        .flat_map(|p| [p[2], p[1], p[0], 255])
-        .collect();
-    write_png(path, SCREEN_W, SCREEN_H, &rgba)
-}
-
 /// Writes RGBA bytes as a PNG.
 fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Res {
     let file = std::fs::File::create(path).map_err(|e| cannot_write(path, e))?;
@@ -423,6 +415,8 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     // Small lists the IC executed last frame, indexed by the worker that destroys them this
     // frame.
     let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
+    // Whose lists came from recycled memory, frame by frame: the tiles' strips.
+    let mut history = History::default();
 
     for f in 0..frames {
         let frame_start = std::time::Instant::now();
@@ -433,6 +427,7 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
             &scene,
             &mut contexts,
             &mut handed,
+            &mut history,
             f,
             dispatch,
             timeline::deferred,
@@ -456,7 +451,7 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
         // The reference: the same commands, single-threaded, straight on its IC (its spans
         // are not captured).
         let _untraced = tracing::dispatcher::set_default(&Dispatch::none());
-        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &done.marked)?;
+        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &history)?;
         if world.screen() != ref_world.screen() {
             return Err(format!("frame {f}: the screens differ").into());
         }
@@ -493,7 +488,8 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
 
     let elapsed = start.elapsed();
     let screen = world.screen().ok_or("nothing was presented")?;
-    write_screen(&options.out, &screen)?;
+    let (width, height, picture) = shared::picture(&screen, &history);
+    write_png(&options.out, width, height, &picture)?;
     drop(hud.tick);
     hud.thread.join().map_err(|_| "the HUD thread panicked")?;
     let errors = world.errors().len() + ref_world.errors().len();
@@ -533,10 +529,12 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
         return Err("the soft kernel saw rules broken, or errors were reported".into());
     }
     println!(
-        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}: each tile tinted by \
-         the worker that recorded it (red, green, blue), a white corner where its list came \
-         from recycled memory",
-        options.out.display()
+        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}, shown {ZOOM}x) is in {}: each \
+         tile in the colour of the deferred context that recorded it (yellow, red, blue), its \
+         strip a cell per frame after the warm-up ({:?}), white where its list came from \
+         recycled memory, black from fresh memory",
+        options.out.display(),
+        history.shown(),
     );
     if steady < MIN_HIT_RATE {
         let need = 100.0 * MIN_HIT_RATE;

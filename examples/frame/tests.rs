@@ -9,7 +9,7 @@ use tinyjson::JsonValue;
 
 use cmdlist::ListMode;
 
-use super::shared::{tiles, SMALL, WORKERS};
+use super::shared::{tiles, SCREEN_H, SCREEN_W, SMALL, STRIP_H, TILE, TINTS, WORKERS};
 use super::timeline::capture::Captured;
 use super::{command_line, job, timeline, Command, Options};
 
@@ -89,6 +89,7 @@ fn the_jobs_trace_and_timeline_read_back() {
     let events: &Vec<JsonValue> = field(&trace, "traceEvents").unwrap().get().unwrap();
     check_spans_and_flows(events, &captured);
     check_lanes(events, &captured, &dir);
+    check_picture(&dir.join("frame.png"));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -317,4 +318,137 @@ fn an_output_that_cannot_be_written_fails_before_the_frames_naming_it() {
         );
     }
     assert!(!missing.exists());
+}
+
+/// The picture as written: each tile reads as the colour of the context that recorded it,
+/// its hue twice as near it as any other context's, and its strip shows its list of frame 2
+/// (the first after the warm-up) from recycled memory.
+fn check_picture(path: &std::path::Path) {
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap();
+    let mut rgba = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut rgba).unwrap();
+    let (width, height) = (info.width as usize, info.height as usize);
+    // The canvas is stretched 2x onto the screen, the screen 2x onto the picture.
+    const Z: usize = 4;
+    assert_eq!(width, Z / 2 * SCREEN_W as usize);
+    assert!(
+        height > Z / 2 * SCREEN_H as usize,
+        "a legend below the screen"
+    );
+    let pixel = |x: usize, y: usize| -> [f64; 3] {
+        let i = 4 * (y * width + x);
+        [0, 1, 2].map(|c| f64::from(rgba[i + c]))
+    };
+    // Colours compared by hue and saturation, whatever their brightness (the rings): each
+    // channel's share of the sum.
+    let chroma = |c: [f64; 3]| c.map(|v| v / (c[0] + c[1] + c[2]).max(1.0));
+    let distance = |a: [f64; 3], b: [u8; 3]| {
+        let (a, b) = (chroma(a), chroma(b.map(f64::from)));
+        (0..3).map(|c| (a[c] - b[c]).powi(2)).sum::<f64>().sqrt()
+    };
+    let tile = TILE as usize;
+    for (i, (left, top)) in tiles().enumerate() {
+        let (left, top) = (left as usize, top as usize);
+        let w = i % WORKERS;
+        // The tile's mean colour below its strip, inside its border.
+        let (mut sum, mut n) = ([0.0; 3], 0.0);
+        for y in Z * (top + 6)..Z * (top + tile - 1) {
+            for x in Z * (left + 1)..Z * (left + tile - 1) {
+                let p = pixel(x, y);
+                (0..3).for_each(|c| sum[c] += p[c]);
+                n += 1.0;
+            }
+        }
+        let mean = sum.map(|v| v / n);
+        let own = distance(mean, TINTS[w]);
+        for (other, &tint) in TINTS.iter().enumerate().filter(|&(o, _)| o != w) {
+            assert!(
+                2.0 * own < distance(mean, tint),
+                "tile at ({left}, {top}) averages {mean:?}: as near deferred {other}'s colour \
+                 as deferred {w}'s"
+            );
+        }
+        // The strip: a cell for frame 2 (the run's only one after the warm-up), in its frame.
+        let x0 = left + (tile - 1) / 2;
+        let y = Z * (top + 2) + Z * STRIP_H as usize / 2;
+        // Each pixel of the canvas is two of the screen's, each blended a quarter with its
+        // neighbour on that side by the Blt's bilinear stretch: the cell's left half, and its
+        // frame's grey on the sides away from it.
+        let at = |x: usize| pixel(x, y);
+        let c = at(Z * x0 + 1);
+        assert!(
+            c.iter().all(|&v| v > 180.0),
+            "({left}, {top}) frame 2: {c:?}"
+        );
+        for c in [at(Z * (x0 - 1) + 1), at(Z * (x0 + 1) + 2)] {
+            assert!(
+                c.iter().all(|&v| (100.0..180.0).contains(&v)),
+                "({left}, {top}): {c:?}"
+            );
+        }
+    }
+}
+
+/// A canvas in memory: what the strips' updates write.
+struct Canvas(Vec<u8>);
+
+impl super::shared::Recorder for Canvas {
+    fn update(
+        &mut self,
+        _: cmdlist::Handle<cmdlist::handle::Resource>,
+        at: u64,
+        data: &[u8],
+    ) -> super::Res {
+        self.0[at as usize..][..data.len()].copy_from_slice(data);
+        Ok(())
+    }
+    fn command(&mut self, _: cmdlist::soft::SoftCommand) -> super::Res {
+        Err("a strip is updates only".into())
+    }
+    fn bind(&mut self, _: cmdlist::BindPoint, _: cmdlist::AnyHandle) -> super::Res {
+        Err("a strip is updates only".into())
+    }
+    fn write_discard(
+        &mut self,
+        _: cmdlist::Handle<cmdlist::handle::Resource>,
+        _: &[u8],
+    ) -> super::Res {
+        Err("a strip is updates only".into())
+    }
+}
+
+#[test]
+fn a_tiles_strip_shows_its_last_frames_after_the_warm_up() {
+    use super::shared::{History, CANVAS_H, CANVAS_W, FRESH, RECYCLED, WARMUP};
+    let (a, b) = ((0, 0), (TILE, TILE));
+    let mut history = History::default();
+    let mut canvas = Canvas(vec![0; 4 * (CANVAS_W * CANVAS_H) as usize]);
+    let handle = cmdlist::Handle::from_bits(1 << 32 | 1).expect("a handle's bits");
+    // The warm-up draws nothing.
+    for _ in 0..WARMUP {
+        history.push(vec![a, b]);
+        history.draw(&mut canvas, handle).unwrap();
+    }
+    assert!(canvas.0.iter().all(|&v| v == 0));
+    // Tile `a`'s list comes from recycled memory from frame 5 on, `b`'s every frame.
+    for f in WARMUP..12 {
+        history.push(if f >= 5 { vec![a, b] } else { vec![b] });
+    }
+    history.draw(&mut canvas, handle).unwrap();
+    assert_eq!(history.shown(), 4..12, "the last 8 frames");
+    let cell = |(left, top): (u32, u32), i: u32| {
+        let (x, y) = (left + history.strip_x() + i, top + 2);
+        let at = 4 * (y * CANVAS_W + x) as usize;
+        <[u8; 4]>::try_from(&canvas.0[at..at + 4]).unwrap()
+    };
+    assert_eq!(cell(a, 0), FRESH, "frame 4");
+    for i in 1..8 {
+        assert_eq!(cell(a, i), RECYCLED, "frame {}", 4 + i);
+    }
+    for i in 0..8 {
+        assert_eq!(cell(b, i), RECYCLED, "frame {}", 4 + i);
+    }
 }

@@ -94,13 +94,6 @@ fn difference(a: &[u8], b: &[u8]) -> Res<(u8, usize)> {
     Ok(diffs.fold((0, 0), |(max, n), d| (max.max(d), n + usize::from(d != 0))))
 }
 
-/// The screen's `B8G8R8A8_UNORM` bytes as RGBA, alpha opaque (as the soft job writes them).
-fn screen_rgba(bgra: &[u8]) -> Vec<u8> {
-    bgra.chunks_exact(4)
-        .flat_map(|p| [p[2], p[1], p[0], 255])
-        .collect()
-}
-
 /// Writes RGBA bytes as a PNG.
 fn write_png(path: &std::path::Path, width: u32, height: u32, rgba: &[u8]) -> Res {
     let file = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -179,6 +172,7 @@ fn run(options: &Options) -> Res<Option<Summary>> {
         .map(|_| device.create_deferred_context())
         .collect::<Result<_, _>>()?;
     let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
+    let mut history = shared::History::default();
     let (mut recycling_before, mut warm) = (Recycling::default(), Recycling::default());
     let (start, mut screen_diff, mut screen) = (std::time::Instant::now(), 0, Vec::new());
 
@@ -191,12 +185,13 @@ fn run(options: &Options) -> Res<Option<Summary>> {
             &scene,
             &mut contexts,
             &mut handed,
+            &mut history,
             f,
             None,
             thread_name,
         )?;
         let frame_time = frame_start.elapsed();
-        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &done.marked)?;
+        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &history)?;
 
         // The presented screens: the Blt's output, within one code.
         screen = world.screen().ok_or("nothing was presented")?;
@@ -286,8 +281,9 @@ fn run(options: &Options) -> Res<Option<Summary>> {
         return Err(format!("steady state recycles {got:.1}% of the lists, below {need}%").into());
     }
 
-    let rgba = screen_rgba(&screen);
-    write_png(&options.out, SCREEN_W, SCREEN_H, &rgba)?;
+    // The picture the soft job writes: the screen scaled up, over the legend.
+    let (width, height, rgba) = shared::picture(&screen, &history);
+    write_png(&options.out, width, height, &rgba)?;
     let against_docs = if frames == FRAMES {
         let (max, count) = difference(&rgba, &read_png(REFERENCE_PNG)?)?;
         println!(
@@ -302,7 +298,7 @@ fn run(options: &Options) -> Res<Option<Summary>> {
         None
     };
     println!(
-        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}",
+        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}, shown 2x over its legend) is in {}",
         options.out.display()
     );
     Ok(Some(Summary {
