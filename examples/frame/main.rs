@@ -350,20 +350,18 @@ fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
             );
         }
         if let Some(path) = &options.timeline {
-            let title = format!(
-                "the last frame: {WORKERS} deferred contexts record in parallel, the immediate \
-                 context executes (lists {mode:?})"
-            );
+            let title = format!("the last frame, {} lists", mode_name(mode));
             let timeline = timeline::picture::Timeline::of_last_frame(captured, &title)
                 .ok_or("no frame was captured")?;
             let picture = timeline.paint();
             let (width, height) = (picture.width as u32, picture.height as u32);
             write_png(path, width, height, &picture.rgba)?;
             println!(
-                "timeline: the last frame ({:.2} ms) on {} threads, in {}",
+                "timeline: the last frame ({:.2} ms) on {} threads, in {}: {}",
                 (timeline.to - timeline.from) as f64 / 1e6,
                 timeline.lanes.len(),
-                path.display()
+                path.display(),
+                timeline.overlap().describe(),
             );
         }
     }

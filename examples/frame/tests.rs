@@ -202,6 +202,32 @@ fn check_lanes(events: &[JsonValue], captured: &Captured, dir: &std::path::Path)
     for kind in ["record", "finish", "execute", "flush", "present", "blt"] {
         assert!(kinds.iter().any(|k| k.name() == kind), "{kind} drawn");
     }
+    // Five categories, each in its colour, and no other colour of a bar.
+    use timeline::picture::Category;
+    let categories = timeline.categories();
+    assert_eq!(
+        categories,
+        [
+            Category::Record,
+            Category::Finish,
+            Category::Execute,
+            Category::Blt,
+            Category::Present
+        ]
+    );
+    for category in categories {
+        let [r, g, b] = category.colour();
+        let drawn = picture.rgba.chunks_exact(4).any(|p| p == [r, g, b, 255]);
+        assert!(drawn, "{category:?} drawn in its colour");
+    }
+    // The recording threads' overlap, as the title says it, over the three of them.
+    let overlap = timeline.overlap();
+    assert_eq!(overlap.threads, WORKERS);
+    assert!(
+        overlap.all <= overlap.two && overlap.two <= overlap.busy,
+        "{overlap:?}"
+    );
+    assert!(overlap.busy > 0 && overlap.busy <= timeline.to - timeline.from);
 }
 
 fn parse(args: &[&str]) -> Result<Command, String> {
