@@ -277,6 +277,17 @@ fn the_command_line_chooses_the_mode_and_the_outputs() {
     assert_eq!(all.timeline.as_deref(), Some(std::path::Path::new("t.png")));
     assert_eq!((all.frames, all.mode), (5, ListMode::Replayed));
     assert!(matches!(parse(&["--help"]), Ok(Command::Help)));
+    // The usage's numbers are the job's.
+    for said in [
+        format!("{WORKERS} deferred contexts"),
+        format!(
+            "the {} warm-up frames (default {})",
+            super::WARMUP,
+            super::FRAMES
+        ),
+    ] {
+        assert!(super::USAGE.contains(&said), "{said}");
+    }
     assert!(matches!(parse(&["--out", "x", "-h"]), Ok(Command::Help)));
     // Each mistake is named.
     for (args, named) in [
