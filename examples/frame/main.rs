@@ -529,10 +529,11 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     println!(
         "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}, shown {ZOOM}x) is in {}: each \
          tile in the colour of the deferred context that recorded it (yellow, red, blue), its \
-         strip a cell per frame after the warm-up ({:?}), white where its list came from \
+         strip a cell per frame after the warm-up ({}-{}), white where its list came from \
          recycled memory, black from fresh memory",
         options.out.display(),
-        history.shown(),
+        history.shown().start,
+        history.shown().end.saturating_sub(1),
     );
     if steady < MIN_HIT_RATE {
         let need = 100.0 * MIN_HIT_RATE;

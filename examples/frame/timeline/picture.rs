@@ -467,9 +467,15 @@ impl<'a> Timeline<'a> {
         for row in (0..self.lanes.len()).filter(|&r| self.is_immediate(r)) {
             let runs = self.runs(row);
             if let Some(&(_, first, _, _)) = runs.first() {
-                let wait = format!("waits for the recordings: {:.2} ms", ms(first - self.from));
-                if LABEL + 8 + wait.len() * GLYPH < x_of(first) {
-                    canvas.text(LABEL + 8, bar_mid(row) - GLYPH / 2, &wait, FAINT_INK);
+                // The longest of these that fits before its first step.
+                let wait = ms(first - self.from);
+                let room = x_of(first).saturating_sub(LABEL + 16);
+                let said = [
+                    format!("waits for the recordings: {wait:.2} ms"),
+                    format!("waits {wait:.2} ms"),
+                ];
+                if let Some(said) = said.iter().find(|t| t.len() * GLYPH <= room) {
+                    canvas.text(LABEL + 8, bar_mid(row) - GLYPH / 2, said, FAINT_INK);
                 }
             }
             for &(category, start, end, _) in &runs {
