@@ -59,8 +59,9 @@
 //!   the immediate context's thread and the workers' (named `immediate` and `deferred N`),
 //!   not the reference device's. `--trace` writes them as a trace for ui.perfetto.dev and
 //!   chrome://tracing, with a flow from each list's Finish to each of its executes
-//!   (`timeline/chrome.rs`); `--timeline` draws the last frame, one lane per thread
-//!   (`timeline/picture.rs`).
+//!   (`timeline/chrome.rs`); `--timeline` draws the last frame, one lane per thread, the
+//!   spans in five categories, titled with how much the recording threads' spans overlapped
+//!   (`timeline/picture.rs`); the `timeline:` line says the same.
 //!
 //! The scene and the frame (what the workers record, the IC's executes, Blt, present,
 //! rotation, the reference run) are generic over the driver, in `shared.rs`: the Vulkan
