@@ -21,17 +21,18 @@
 //!   it in clear-state, R-C3), drops them and flushes: the buffer is submitted and the
 //!   deferred destructions run (R-D2); deallocations wait for the fence.
 //! * **The picture (R-X1, R-X5, R-X6).** Each worker also paints its share of the tiles of a
-//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile, tinted
-//!   by the worker (red, green, blue: which thread recorded what); the IC marks with a white
-//!   corner each tile whose list `finish` made from recycled memory. After executing every
-//!   list, the IC Blts the canvas into the swap chain's current back buffer
+//!   `CANVAS_W`×`CANVAS_H` canvas (`R8G8B8A8_UNORM_SRGB`), one command list per tile, in
+//!   the worker's colour (yellow, red, blue: which thread recorded what). After executing
+//!   every list, the IC draws a strip on each tile, a cell per frame since the warm-up, white
+//!   where `finish` made that frame's list of the tile from recycled memory, black where it
+//!   made it from fresh memory. Then it Blts the canvas into the swap chain's current back buffer
 //!   with a format conversion and a 2x stretch to the screen format (`B8G8R8A8_UNORM`),
 //!   presents it (the Present point: amortised processing is never starved for a frame,
 //!   R-A1), and rotates the two back buffers' identities, so the next frame renders into
 //!   the other allocation through the same handle. A separate thread reads the frame
 //!   statistics the present published ([`cmdlist::Device::frame_stats`]) and prints the
 //!   frame's line. The last presented frame is written to `frame.png` (or the path after
-//!   `--out`).
+//!   `--out`), scaled 2x, over a legend of the colours and the strips.
 //! * **Small lists (R-R1..R-R8).** After its large list, each worker also records `SMALL`
 //!   lists of a single CopyResource on the same context (record one copy, finish, next),
 //!   the case where per-list create/destroy cost would dominate. The IC executes them in
@@ -58,33 +59,35 @@
 //!   the immediate context's thread and the workers' (named `immediate` and `deferred N`),
 //!   not the reference device's. `--trace` writes them as a trace for ui.perfetto.dev and
 //!   chrome://tracing, with a flow from each list's Finish to each of its executes
-//!   (`timeline/chrome.rs`); `--timeline` draws the last frame, one lane per thread
-//!   (`timeline/picture.rs`).
+//!   (`timeline/chrome.rs`); `--timeline` draws the last frame, one lane per thread, the
+//!   spans in five categories, titled with how much the recording threads' spans overlapped
+//!   (`timeline/picture.rs`); the `timeline:` line says the same.
 //!
 //! The scene and the frame (what the workers record, the IC's executes, Blt, present,
 //! rotation, the reference run) are generic over the driver, in `shared.rs`: the Vulkan
 //! driver's example (`drivers/vulkan/examples/frame/main.rs`) runs the same frames.
 //!
 //! Run: `cargo run --release --example frame` (`-- --out PATH` to write the picture
-//! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`). The soft driver's list mode comes from the environment
-//! ([`cmdlist::soft::SoftConfig::from_env`]): the engine replays its lists by default,
-//! `CMDLIST_SOFT_DRIVER_BUILT=1` has the driver build them on the recording threads, and
-//! `CMDLIST_SOFT_EMULATED=1` gives a driver without command lists.
+//! elsewhere, `--trace PATH`, `--timeline PATH`, `--frames N`, `--help`). `--mode` chooses
+//! the soft driver's list mode, whatever the environment says: `driver-built` (the default)
+//! has the driver build each list on its recording thread, `replayed` has the engine record
+//! the lists and replay them at execute, `emulated` gives a driver without command lists.
+//! The first line says which mode ran.
 
 mod shared;
 mod timeline;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::exit;
 use std::sync::mpsc;
 
 use tracing::Dispatch;
 
 use cmdlist::soft::{self, Gpu, SoftConfig, SoftDriver, SoftKernel};
-use cmdlist::{Clock, DeviceConfig};
+use cmdlist::{Clock, DeviceConfig, ListMode};
 
-use shared::{buffer, Recycling, Res, Scene, FRAMES, MIN_HIT_RATE, WARMUP};
-use shared::{SCREEN_H, SCREEN_W, WORKERS};
+use shared::{buffer, mode_name, Recycling, Res, Scene, FRAMES, MIN_HIT_RATE, WARMUP};
+use shared::{History, SCREEN_H, SCREEN_W, WORKERS, ZOOM};
 
 type Device = cmdlist::Device<SoftDriver, SoftKernel>;
 type DeferredContext = cmdlist::DeferredContext<SoftDriver, SoftKernel>;
@@ -101,37 +104,139 @@ struct Options {
     timeline: Option<PathBuf>,
     /// `--frames N` (at least `WARMUP + 1`), else `FRAMES`.
     frames: u32,
+    /// `--mode replayed|driver-built|emulated`, else driver-built.
+    mode: ListMode,
 }
 
-const USAGE: &str = "usage: frame [--out PATH] [--trace PATH] [--timeline PATH] [--frames N]";
+/// What the command line asks the program to do.
+#[derive(Debug)]
+enum Command {
+    /// Run the job.
+    Run(Options),
+    /// `--help` or `-h`: print the usage.
+    Help,
+}
+
+const USAGE: &str = "\
+usage: frame [--mode replayed|driver-built|emulated] [--out PATH] [--trace PATH]
+             [--timeline PATH] [--frames N]
+
+Runs frames of a multithreaded renderer over the soft driver: 3 deferred contexts record
+on their own threads, the immediate context executes their lists, Blts and presents.
+
+  --mode M         how the soft driver holds command lists (default driver-built):
+                     driver-built  the driver builds each list on its recording thread
+                     replayed      the engine records each list and replays it at execute
+                     emulated      a driver without command lists; the engine emulates them
+  --out PATH       the last presented frame as a PNG (default frame.png)
+  --trace PATH     the engine's spans as a trace for ui.perfetto.dev or chrome://tracing
+  --timeline PATH  the last frame's spans drawn as a PNG, one lane per thread
+  --frames N       frames to run, more than the 2 warm-up frames (default 8)
+  -h, --help       print this and exit";
 
 impl Options {
-    fn parse(mut args: impl Iterator<Item = String>) -> Res<Options> {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
         let mut options = Options {
             out: "frame.png".into(),
             trace: None,
             timeline: None,
             frames: FRAMES,
+            mode: ListMode::DriverBuilt,
         };
         while let Some(flag) = args.next() {
-            let value = args.next().ok_or(USAGE)?;
+            if flag == "--help" || flag == "-h" {
+                return Ok(Command::Help);
+            }
+            if !["--out", "--trace", "--timeline", "--frames", "--mode"].contains(&flag.as_str()) {
+                return Err(format!("unknown argument {flag:?}"));
+            }
+            let value = args.next().ok_or(format!("{flag} needs a value"))?;
             match flag.as_str() {
                 "--out" => options.out = value.into(),
                 "--trace" => options.trace = Some(value.into()),
                 "--timeline" => options.timeline = Some(value.into()),
-                "--frames" => options.frames = value.parse().map_err(|_| USAGE)?,
-                _ => return Err(USAGE.into()),
+                "--mode" => options.mode = shared::parse_mode(&value)?,
+                _ => {
+                    options.frames = value
+                        .parse()
+                        .map_err(|_| format!("--frames {value:?}: not a number of frames"))?
+                }
             }
         }
         if options.frames <= WARMUP {
-            return Err(format!("--frames must be more than the {WARMUP} warm-up frames").into());
+            return Err(format!(
+                "--frames must be more than the {WARMUP} warm-up frames"
+            ));
         }
-        Ok(options)
+        Ok(Command::Run(options))
     }
 
     /// Whether the engine's spans are captured.
     fn traced(&self) -> bool {
         self.trace.is_some() || self.timeline.is_some()
+    }
+
+    /// The files the job writes.
+    fn outputs(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.out.as_path())
+            .chain(self.trace.as_deref())
+            .chain(self.timeline.as_deref())
+    }
+}
+
+/// The error for a file that could not be written: its path and the OS's reason.
+fn cannot_write(path: &Path, e: std::io::Error) -> String {
+    format!("cannot write {}: {e}", path.display())
+}
+
+/// Fails, naming the path and the OS's reason, when one of the job's outputs cannot be
+/// created: checked before the frames run. A file that was not there is removed again; one
+/// that was is left as it was (opened without truncating).
+fn check_writable(options: &Options) -> Res {
+    for path in options.outputs() {
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| cannot_write(path, e))?;
+        if !existed {
+            std::fs::remove_file(path).map_err(|e| cannot_write(path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the command line `args` (without the program's name): the usage on `out` for
+/// `--help`, else the job. Returns the exit status: 0 when it succeeded, 1 when the job
+/// failed, 2 for a command line it does not understand (the usage on `err`, after what was
+/// wrong).
+fn command_line(
+    args: impl Iterator<Item = String>,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> i32 {
+    // A closed stdout or stderr changes nothing about the status.
+    match Options::parse(args) {
+        Ok(Command::Help) => {
+            let _ = writeln!(out, "{USAGE}");
+            0
+        }
+        Err(why) => {
+            let _ = writeln!(err, "frame: {why}\n{USAGE}");
+            2
+        }
+        Ok(Command::Run(options)) => match check_writable(&options).and_then(|()| job(&options)) {
+            Ok(_) => {
+                let _ = writeln!(out, "frame: OK");
+                0
+            }
+            Err(e) => {
+                let _ = writeln!(err, "frame: FAILED: {e}");
+                1
+            }
+        },
     }
 }
 
@@ -191,18 +296,10 @@ impl Hud {
     }
 }
 
-/// Writes the screen's `B8G8R8A8_UNORM` bytes as an RGBA PNG.
-fn write_screen(path: &std::path::Path, bgra: &[u8]) -> Res {
-    let rgba: Vec<u8> = bgra
-        .chunks_exact(4)
-        .flat_map(|p| [p[2], p[1], p[0], 255])
-        .collect();
-    write_png(path, SCREEN_W, SCREEN_H, &rgba)
-}
-
 /// Writes RGBA bytes as a PNG.
-fn write_png(path: &std::path::Path, width: u32, height: u32, rgba: &[u8]) -> Res {
-    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+fn write_png(path: &Path, width: u32, height: u32, rgba: &[u8]) -> Res {
+    let file = std::fs::File::create(path).map_err(|e| cannot_write(path, e))?;
+    let file = std::io::BufWriter::new(file);
     let mut encoder = png::Encoder::new(file, width, height);
     encoder.set_color(png::ColorType::Rgba);
     encoder.set_depth(png::BitDepth::Eight);
@@ -214,13 +311,12 @@ fn write_png(path: &std::path::Path, width: u32, height: u32, rgba: &[u8]) -> Re
 mod tests;
 
 fn main() {
-    match Options::parse(std::env::args().skip(1)).and_then(|options| job(&options)) {
-        Ok(_) => println!("frame: OK"),
-        Err(e) => {
-            eprintln!("frame: FAILED: {e}");
-            exit(1);
-        }
-    }
+    let args = std::env::args().skip(1);
+    exit(command_line(
+        args,
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    ));
 }
 
 /// The job: [`run`] on a thread of its own, named for the immediate context it drives,
@@ -243,7 +339,8 @@ fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
             return Err(format!("{} spans were never closed", captured.still_open).into());
         }
         if let Some(path) = &options.trace {
-            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let file = std::fs::File::create(path).map_err(|e| cannot_write(path, e))?;
+            let file = std::io::BufWriter::new(file);
             let flows = timeline::chrome::write(captured, file)?;
             println!(
                 "trace: {} spans on {} threads, {flows} flows from a list's finish to its \
@@ -254,20 +351,18 @@ fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
             );
         }
         if let Some(path) = &options.timeline {
-            let title = format!(
-                "the last frame: {WORKERS} deferred contexts record in parallel, the immediate \
-                 context executes (lists {mode:?})"
-            );
+            let title = format!("the last frame, {} lists", mode_name(mode));
             let timeline = timeline::picture::Timeline::of_last_frame(captured, &title)
                 .ok_or("no frame was captured")?;
             let picture = timeline.paint();
             let (width, height) = (picture.width as u32, picture.height as u32);
             write_png(path, width, height, &picture.rgba)?;
             println!(
-                "timeline: the last frame ({:.2} ms) on {} threads, in {}",
+                "timeline: the last frame ({:.2} ms) on {} threads, in {}: {}",
                 (timeline.to - timeline.from) as f64 / 1e6,
                 timeline.lanes.len(),
-                path.display()
+                path.display(),
+                timeline.overlap().describe(),
             );
         }
     }
@@ -285,13 +380,28 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let config = DeviceConfig::default()
         .with_retire_clock(Clock::Completed)
         .with_list_clock(Clock::Completed);
-    let env = SoftConfig::from_env()?;
+    // The list mode from the command line, whatever the environment says.
     let soft = |gpu| SoftConfig {
         gpu,
         trace: false,
-        ..env.clone()
+        command_lists: options.mode.has_driver_lists(),
+        driver_built: options.mode == ListMode::DriverBuilt,
+        ..SoftConfig::default()
     };
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
+    if device.list_mode() != options.mode {
+        let got = device.list_mode();
+        return Err(format!("asked for {:?} lists, got {got:?}", options.mode).into());
+    }
+    println!(
+        "lists: {} ({}), {frames} frames, {WORKERS} deferred contexts",
+        mode_name(options.mode),
+        match options.mode {
+            ListMode::DriverBuilt => "the soft driver builds each list on its recording thread",
+            ListMode::Replayed => "the engine records each list and replays it at execute",
+            ListMode::Emulated => "a driver without command lists: the engine emulates them",
+        }
+    );
     let hud = Hud::start(device.clone());
     let (ref_device, mut ref_ic, ref_world) = soft::device(soft(Gpu::Immediate), config)?;
     let (scene, ref_scene) = (Scene::create(&device)?, Scene::create(&ref_device)?);
@@ -304,6 +414,8 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     // Small lists the IC executed last frame, indexed by the worker that destroys them this
     // frame.
     let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
+    // Whose lists came from recycled memory, frame by frame: the tiles' strips.
+    let mut history = History::default();
 
     for f in 0..frames {
         let frame_start = std::time::Instant::now();
@@ -314,6 +426,7 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
             &scene,
             &mut contexts,
             &mut handed,
+            &mut history,
             f,
             dispatch,
             timeline::deferred,
@@ -337,7 +450,7 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
         // The reference: the same commands, single-threaded, straight on its IC (its spans
         // are not captured).
         let _untraced = tracing::dispatcher::set_default(&Dispatch::none());
-        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &done.marked)?;
+        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &history)?;
         if world.screen() != ref_world.screen() {
             return Err(format!("frame {f}: the screens differ").into());
         }
@@ -374,7 +487,8 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
 
     let elapsed = start.elapsed();
     let screen = world.screen().ok_or("nothing was presented")?;
-    write_screen(&options.out, &screen)?;
+    let (width, height, picture) = shared::picture(&screen, &history);
+    write_png(&options.out, width, height, &picture)?;
     drop(hud.tick);
     hud.thread.join().map_err(|_| "the HUD thread panicked")?;
     let errors = world.errors().len() + ref_world.errors().len();
@@ -385,9 +499,10 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let violations = world.check_after_device_destroyed();
     let ref_violations = ref_world.check_after_device_destroyed();
     println!(
-        "summary: {frames} frames x {WORKERS} workers in {elapsed:.2?} (lists {mode:?}); {created} objects created and \
-         destroyed, {} really destroyed and {} deallocated before DestroyDevice; {} submits; \
+        "summary: {frames} frames x {WORKERS} workers in {elapsed:.2?} (lists {}); {created} objects \
+         created and destroyed, {} really destroyed and {} deallocated before DestroyDevice; {} submits; \
          bytes identical to the single-threaded run every frame; errors reported: {errors}",
+        mode_name(mode),
         stats.destroyed,
         stats.deallocated,
         world.submits(),
@@ -413,10 +528,13 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
         return Err("the soft kernel saw rules broken, or errors were reported".into());
     }
     println!(
-        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}: each tile tinted by \
-         the worker that recorded it (red, green, blue), a white corner where its list came \
-         from recycled memory",
-        options.out.display()
+        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}, shown {ZOOM}x) is in {}: each \
+         tile in the colour of the deferred context that recorded it (yellow, red, blue), its \
+         strip a cell per frame after the warm-up ({}-{}), white where its list came from \
+         recycled memory, black from fresh memory",
+        options.out.display(),
+        history.shown().start,
+        history.shown().end.saturating_sub(1),
     );
     if steady < MIN_HIT_RATE {
         let need = 100.0 * MIN_HIT_RATE;

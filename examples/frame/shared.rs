@@ -17,7 +17,7 @@ use cmdlist::handle::{Resource, View};
 use cmdlist::soft::SoftCommand;
 use cmdlist::{AllocationHandle, AnyHandle, BindClass, BindPoint, Driver, Handle, HandleType};
 use cmdlist::{BindFlags, Kernel, QueryKind, ResourceDesc, Stage, Texture2d, Usage, ViewDesc};
-use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext};
+use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext, ListMode};
 
 /// The examples' error type.
 pub type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -50,6 +50,30 @@ pub const TILE: u32 = 16;
 pub const SCREEN_W: u32 = 2 * CANVAS_W;
 pub const SCREEN_H: u32 = 2 * CANVAS_H;
 
+/// The list modes as `--mode` names them, in the order the usage lists them.
+pub const MODES: [(&str, ListMode); 3] = [
+    ("replayed", ListMode::Replayed),
+    ("driver-built", ListMode::DriverBuilt),
+    ("emulated", ListMode::Emulated),
+];
+
+/// The list mode `--mode NAME` asks for; an error naming the value and the choices otherwise.
+pub fn parse_mode(name: &str) -> Result<ListMode, String> {
+    MODES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, mode)| mode)
+        .ok_or_else(|| format!("--mode {name:?}: expected replayed, driver-built or emulated"))
+}
+
+/// The name `--mode` gives `mode`.
+pub fn mode_name(mode: ListMode) -> &'static str {
+    MODES
+        .iter()
+        .find(|&&(_, m)| m == mode)
+        .map_or("unknown", |&(name, _)| name)
+}
+
 /// A one-level, single-sampled 2D texture in `format`.
 pub fn texture(width: u32, height: u32, format: DisplayFormat, bind: BindFlags) -> ResourceDesc {
     let shape = Texture2d {
@@ -61,9 +85,14 @@ pub fn texture(width: u32, height: u32, format: DisplayFormat, bind: BindFlags) 
     ResourceDesc::texture(shape, bind).expect("a display format is a DXGI format")
 }
 
-/// The canvas's colour at pixel (x, y) of frame `f`, as sRGB-encoded RGBA bytes: rings
-/// drifting across a sky, each tile's border a shade darker so the tiles show.
-pub fn paint(f: u32, x: u32, y: u32) -> [u8; 4] {
+/// The colour of the tiles deferred context `w` records: yellow, red and blue of Paul Tol's
+/// high-contrast scheme, told apart with any colour vision and in grey.
+pub const TINTS: [[u8; 3]; WORKERS] = [[221, 170, 51], [187, 85, 102], [0, 68, 136]];
+
+/// The canvas's colour at pixel (x, y) of frame `f`, in a tile deferred context `w` records,
+/// as sRGB-encoded RGBA bytes: the context's colour, rings drifting across the canvas in a
+/// lighter and a darker shade of it, each tile's border darker so the tiles show.
+pub fn paint(f: u32, x: u32, y: u32, w: usize) -> [u8; 4] {
     let (fx, fy) = (x as f32 / CANVAS_W as f32, y as f32 / CANVAS_H as f32);
     let (cx, cy) = (
         0.5 + 0.3 * (f as f32 * 0.7).cos(),
@@ -72,14 +101,14 @@ pub fn paint(f: u32, x: u32, y: u32) -> [u8; 4] {
     let d = ((fx - cx).powi(2) * 3.0 + (fy - cy).powi(2)).sqrt();
     let ring = (0.5 + 0.5 * (d * 40.0 - f as f32 * 1.3).cos()).powi(3);
     let border = x % TILE == 0 || y % TILE == 0;
-    let shade = if border { 0.8 } else { 1.0 };
-    let channel = |v: f32| (v.clamp(0.0, 1.0) * shade * 255.0) as u8;
-    [
-        channel(0.15 + 0.85 * ring * (1.0 - fy)),
-        channel(0.25 + 0.55 * ring + 0.2 * fx),
-        channel(0.55 + 0.45 * (1.0 - ring) * fy),
-        255,
-    ]
+    let shade = if border { 0.6 } else { 1.0 };
+    let channel = |c: u8| {
+        let c = f32::from(c) / 255.0;
+        let (dark, light) = (0.7 * c, c + 0.25 * (1.0 - c));
+        ((dark + (light - dark) * ring) * shade * 255.0) as u8
+    };
+    let [r, g, b] = TINTS[w];
+    [channel(r), channel(g), channel(b), 255]
 }
 
 /// The tiles of the canvas, as (left, top) corners; worker `w` paints every `WORKERS`-th.
@@ -87,17 +116,7 @@ pub fn tiles() -> impl Iterator<Item = (u32, u32)> {
     (0..CANVAS_H / TILE).flat_map(|ty| (0..CANVAS_W / TILE).map(move |tx| (tx * TILE, ty * TILE)))
 }
 
-/// The tint of the tiles worker `w` records: red, green, blue.
-pub const TINTS: [[u8; 3]; WORKERS] = [[255, 70, 50], [60, 230, 90], [80, 110, 255]];
-
-/// `pixel` a third of the way toward worker `w`'s tint.
-pub fn tint([r, g, b, a]: [u8; 4], w: usize) -> [u8; 4] {
-    let mix = |c: u8, t: u8| ((2 * u16::from(c) + u16::from(t)) / 3) as u8;
-    let [tr, tg, tb] = TINTS[w];
-    [mix(r, tr), mix(g, tg), mix(b, tb), a]
-}
-
-/// Paints one tile of frame `f`, tinted by worker `w`, which records it: one
+/// Paints one tile of frame `f` in worker `w`'s colour, which records it: one
 /// UpdateSubresource per row of the tile.
 pub fn paint_tile(
     r: &mut impl Recorder,
@@ -110,7 +129,7 @@ pub fn paint_tile(
     for y in top..top + TILE {
         row.clear();
         for x in left..left + TILE {
-            row.extend_from_slice(&tint(paint(f, x, y), w));
+            row.extend_from_slice(&paint(f, x, y, w));
         }
         let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left));
         r.update(canvas, offset, &row)?;
@@ -322,23 +341,74 @@ pub struct TileList<D: Driver, K: Kernel> {
     pub recycled: bool,
 }
 
-/// Marks the tile at `(left, top)` as painted by a list made from recycled memory: a white
-/// block in its corner.
-pub fn mark_recycled(
-    r: &mut impl Recorder,
-    canvas: Handle<Resource>,
-    (left, top): (u32, u32),
-) -> Res {
-    let white = [255u8; 4 * MARK as usize];
-    for y in top + 1..top + 1 + MARK {
-        let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(left + 1));
-        r.update(canvas, offset, &white)?;
-    }
-    Ok(())
+/// Frames the strip on each tile shows at most (the last ones), a pixel of the canvas each.
+pub const STRIP: usize = 8;
+/// The strip's height in canvas pixels.
+pub const STRIP_H: u32 = 2;
+/// A strip cell's colour: the tile's list made from fresh memory (CreateCommandList), or
+/// from recycled memory (RecycleCreateCommandList).
+pub const FRESH: [u8; 4] = [20, 20, 20, 255];
+pub const RECYCLED: [u8; 4] = [255, 255, 255, 255];
+/// The strip's frame.
+const FRAME: [u8; 4] = [150, 150, 150, 255];
+
+/// Whose lists `finish` made from recycled memory, frame by frame: drawn on each tile as a
+/// strip near its top, a cell per frame after the `WARMUP` frames (the last `STRIP` of them),
+/// white where that frame's list of the tile came from recycled memory, black where it came
+/// from fresh memory. The warm-up frames are left out: how many of them make lists from
+/// fresh memory depends on the list mode (an emulating engine reuses its own memory a
+/// frame earlier), and the picture is the same in every mode.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// Per frame, the tiles whose lists came from recycled memory.
+    frames: Vec<Vec<(u32, u32)>>,
 }
 
-/// The side of the recycled mark, in pixels.
-pub const MARK: u32 = 3;
+impl History {
+    /// Adds the next frame's tiles whose lists came from recycled memory.
+    pub fn push(&mut self, recycled: Vec<(u32, u32)>) {
+        self.frames.push(recycled);
+    }
+
+    /// The frames drawn: after the warm-up, the last `STRIP`.
+    pub fn shown(&self) -> std::ops::Range<usize> {
+        let end = self.frames.len();
+        end.saturating_sub(STRIP).max(WARMUP as usize).min(end)..end
+    }
+
+    /// The strip's first cell, from the tile's left edge: the strip is centred.
+    pub fn strip_x(&self) -> u32 {
+        (TILE - self.shown().len() as u32) / 2
+    }
+
+    /// Draws every tile's strip over the canvas, in a grey frame a pixel wide: one
+    /// UpdateSubresource per row. Nothing while the warm-up lasts.
+    pub fn draw(&self, r: &mut impl Recorder, canvas: Handle<Resource>) -> Res {
+        let shown = &self.frames[self.shown()];
+        if shown.is_empty() {
+            return Ok(());
+        }
+        let edge = vec![FRAME; shown.len() + 2].concat();
+        let mut row = Vec::with_capacity(edge.len());
+        for (left, top) in tiles() {
+            row.clear();
+            row.extend_from_slice(&FRAME);
+            for frame in shown {
+                let recycled = frame.contains(&(left, top));
+                row.extend_from_slice(if recycled { &RECYCLED } else { &FRESH });
+            }
+            row.extend_from_slice(&FRAME);
+            let x = left + self.strip_x() - 1;
+            let (y0, y1) = (top + 1, top + 2 + STRIP_H);
+            for y in y0..=y1 {
+                let offset = 4 * (u64::from(y) * u64::from(CANVAS_W) + u64::from(x));
+                let bytes = if y == y0 || y == y1 { &edge } else { &row };
+                r.update(canvas, offset, bytes)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Worker `w`'s lists of frame `f`: the large one, then `SMALL` single-copy lists, each
 /// recorded and finished on the same context. Once the lists of two frames back are destroyed
@@ -467,7 +537,7 @@ pub const SURFACES: usize = 2;
 
 /// What [`frame`] did, for the frame's line and the reference run.
 pub struct FrameDone {
-    /// The tiles marked as painted by a list made from recycled memory.
+    /// The tiles whose lists came from recycled memory.
     pub marked: Vec<(u32, u32)>,
     /// Short-lived objects the churn thread made and destroyed.
     pub churned: usize,
@@ -479,8 +549,8 @@ pub struct FrameDone {
 /// (named `thread_name(w)`, the engine's spans going to `dispatch`, if any) while the churn
 /// thread makes and destroys objects and then the frame's upload buffer; the immediate
 /// context executes the lists in worker order, destroys them (half the small ones are
-/// `handed` to the next worker, which destroys them next frame), marks the recycled tiles,
-/// Blts, presents and rotates the swap chain.
+/// `handed` to the next worker, which destroys them next frame), adds the frame to the
+/// tiles' `history` and draws their strips, Blts, presents and rotates the swap chain.
 #[allow(clippy::too_many_arguments)]
 pub fn frame<D, K>(
     device: &Device<D, K>,
@@ -488,6 +558,7 @@ pub fn frame<D, K>(
     scene: &Scene,
     contexts: &mut [DeferredContext<D, K>],
     handed: &mut Vec<Vec<CommandList<D, K>>>,
+    history: &mut History,
     f: u32,
     dispatch: Option<&Dispatch>,
     thread_name: fn(usize) -> String,
@@ -560,11 +631,7 @@ where
                 return Err("bindings survived CommandListExecute (R-C3)".into());
             }
         }
-        // The tiles whose lists came from recycled memory get their mark.
-        for tile in tiles.iter().filter(|t| t.recycled) {
-            mark_recycled(ic, scene.canvas, tile.at)?;
-            marked.push(tile.at);
-        }
+        marked.extend(tiles.iter().filter(|t| t.recycled).map(|t| t.at));
         drop((large, tiles));
         // Half the small lists are destroyed here, on the IC thread; the other half go
         // to the next worker, which destroys them next frame (another thread).
@@ -576,6 +643,9 @@ where
             }
         }
     }
+    // Each tile's strip: whether its lists came from recycled memory, this frame and before.
+    history.push(marked.clone());
+    history.draw(ic, scene.canvas)?;
     // Blt, present (which flushes the buffer first: R-X1) and rotate the swap chain. The
     // present is the Present point: amortised processing runs at least once per frame
     // (R-A1), which also tells each context to trim its pools at its next `finish`.
@@ -588,13 +658,13 @@ where
 }
 
 /// Frame `f` of the reference: the same commands as [`frame`]'s, single-threaded, straight
-/// on an immediate context, the tiles `marked` as the frame marked them.
+/// on an immediate context, the strips drawn from the `history` the frame drew.
 pub fn reference<D, K>(
     device: &Device<D, K>,
     ic: &mut ImmediateContext<D, K>,
     scene: &Scene,
     f: u32,
-    marked: &[(u32, u32)],
+    history: &History,
 ) -> Res
 where
     D: Driver<Command = SoftCommand>,
@@ -611,9 +681,110 @@ where
             paint_tile(ic, scene.canvas, f, tile, w)?;
         }
     }
-    for &at in marked {
-        mark_recycled(ic, scene.canvas, at)?;
-    }
+    history.draw(ic, scene.canvas)?;
     device.destroy(upload)?;
     present(ic, scene)
+}
+
+/// The picture the examples write, RGBA: the presented screen (`B8G8R8A8_UNORM` bytes)
+/// scaled up `ZOOM` times without filtering, over a legend of its colours and strips (for
+/// the frames `history` shows). Its width and height, then its bytes.
+pub fn picture(screen_bgra: &[u8], history: &History) -> (u32, u32, Vec<u8>) {
+    let (w, screen_h) = ((ZOOM * SCREEN_W) as usize, (ZOOM * SCREEN_H) as usize);
+    let h = screen_h + LEGEND_H;
+    let mut rgba = Vec::with_capacity(4 * w * h);
+    for y in 0..screen_h {
+        for x in 0..w {
+            let i = 4 * ((y / ZOOM as usize) * SCREEN_W as usize + x / ZOOM as usize);
+            let p = &screen_bgra[i..i + 4];
+            rgba.extend_from_slice(&[p[2], p[1], p[0], 255]);
+        }
+    }
+    rgba.resize(4 * w * h, 0);
+    let mut page = Page { w, rgba: &mut rgba };
+    page.fill(0, screen_h, w, LEGEND_H, PAPER);
+    // Two lines a part: what it means, then its swatches.
+    let line = |i: usize| screen_h + 14 + i * 2 * GLYPH;
+    let swatches = |page: &mut Page, y: usize, entries: &[([u8; 4], String)]| {
+        let mut x = 12;
+        for (colour, name) in entries {
+            page.fill(x, y - 4, SWATCH, SWATCH, INK);
+            page.fill(x + 2, y - 2, SWATCH - 4, SWATCH - 4, *colour);
+            page.text(x + SWATCH + 8, y, name);
+            x += SWATCH + 8 + name.len() * GLYPH + 2 * GLYPH;
+        }
+    };
+    page.text(12, line(0), "tile colour: the thread that recorded it");
+    let threads: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let [r, g, b] = TINTS[w];
+            ([r, g, b, 255], format!("deferred {w}"))
+        })
+        .collect();
+    swatches(&mut page, line(1), &threads);
+    let shown = history.shown();
+    let frames = match shown.len() {
+        0 => "strip: none in the warm-up frames".to_owned(),
+        1 => format!("strip: its list in frame {}", shown.start),
+        _ => format!(
+            "strip: its list in frames {}-{}, left to right",
+            shown.start,
+            shown.end - 1
+        ),
+    };
+    page.text(12, line(2) + 16, &frames);
+    let warmup = format!("(frames 0-{} fill the lists' caches)", WARMUP - 1);
+    page.text(12, line(3) + 16, &warmup);
+    let kinds = [
+        (FRESH, "fresh memory".to_owned()),
+        (RECYCLED, "recycled memory".to_owned()),
+    ];
+    swatches(&mut page, line(4) + 16, &kinds);
+    (w as u32, h as u32, rgba)
+}
+
+/// How many times [`picture`] scales the screen up, and the height of its legend.
+pub const ZOOM: u32 = 2;
+const LEGEND_H: usize = 200;
+/// The legend's glyphs: the 8x8 font doubled.
+const GLYPH: usize = 16;
+/// A colour's swatch in the legend, a side.
+const SWATCH: usize = 24;
+const PAPER: [u8; 4] = [250, 250, 247, 255];
+const INK: [u8; 4] = [40, 40, 48, 255];
+
+/// RGBA bytes `w` pixels wide, to draw on.
+struct Page<'a> {
+    w: usize,
+    rgba: &'a mut [u8],
+}
+
+impl Page<'_> {
+    fn fill(&mut self, x: usize, y: usize, w: usize, h: usize, colour: [u8; 4]) {
+        for row in y..y + h {
+            for col in x..(x + w).min(self.w) {
+                let i = 4 * (row * self.w + col);
+                if let Some(p) = self.rgba.get_mut(i..i + 4) {
+                    p.copy_from_slice(&colour);
+                }
+            }
+        }
+    }
+
+    /// ASCII text in the 8x8 font at twice its size, its top-left corner at (x, y).
+    fn text(&mut self, x: usize, y: usize, text: &str) {
+        for (i, c) in text.chars().enumerate() {
+            let glyph = font8x8::legacy::BASIC_LEGACY
+                .get(c as usize)
+                .copied()
+                .unwrap_or([0; 8]);
+            for (row, bits) in glyph.iter().enumerate() {
+                for col in 0..8 {
+                    if bits >> col & 1 == 1 {
+                        self.fill(x + i * GLYPH + 2 * col, y + 2 * row, 2, 2, INK);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,4 +1,4 @@
-//! The job's outputs read back, from one run of three frames: the trace parses, every span
+//! The command line parsed and its exit statuses; the job's outputs read back, from one run of three frames: the trace parses, every span
 //! closed and spans nest on each thread, each list executed once under the number its Finish
 //! gave it, with its flow from that Finish on another thread, and the timeline's lanes are
 //! the threads that ran.
@@ -7,9 +7,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use tinyjson::JsonValue;
 
-use super::shared::{tiles, SMALL, WORKERS};
+use cmdlist::ListMode;
+
+use super::shared::{tiles, SCREEN_H, SCREEN_W, SMALL, STRIP_H, TILE, TINTS, WORKERS};
 use super::timeline::capture::Captured;
-use super::{job, timeline, Options};
+use super::{command_line, job, timeline, Command, Options};
 
 const FRAMES: u32 = 3;
 
@@ -74,6 +76,7 @@ fn the_jobs_trace_and_timeline_read_back() {
         trace: Some(dir.join("frame.json")),
         timeline: Some(dir.join("timeline.png")),
         frames: FRAMES,
+        mode: ListMode::DriverBuilt,
     };
     let captured = job(&options).unwrap_or_else(|e| panic!("the job failed: {e}"));
     let captured = captured.expect("spans captured");
@@ -86,6 +89,7 @@ fn the_jobs_trace_and_timeline_read_back() {
     let events: &Vec<JsonValue> = field(&trace, "traceEvents").unwrap().get().unwrap();
     check_spans_and_flows(events, &captured);
     check_lanes(events, &captured, &dir);
+    check_picture(&dir.join("frame.png"));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -197,5 +201,291 @@ fn check_lanes(events: &[JsonValue], captured: &Captured, dir: &std::path::Path)
     let kinds = timeline.kinds();
     for kind in ["record", "finish", "execute", "flush", "present", "blt"] {
         assert!(kinds.iter().any(|k| k.name() == kind), "{kind} drawn");
+    }
+    // Five categories, each in its colour, and no other colour of a bar.
+    use timeline::picture::Category;
+    let categories = timeline.categories();
+    assert_eq!(
+        categories,
+        [
+            Category::Record,
+            Category::Finish,
+            Category::Execute,
+            Category::Blt,
+            Category::Present
+        ]
+    );
+    for category in categories {
+        let [r, g, b] = category.colour();
+        let drawn = picture.rgba.chunks_exact(4).any(|p| p == [r, g, b, 255]);
+        assert!(drawn, "{category:?} drawn in its colour");
+    }
+    // The recording threads' overlap, as the title says it, over the three of them.
+    let overlap = timeline.overlap();
+    assert_eq!(overlap.threads, WORKERS);
+    assert!(
+        overlap.all <= overlap.two && overlap.two <= overlap.busy,
+        "{overlap:?}"
+    );
+    assert!(overlap.busy > 0 && overlap.busy <= timeline.to - timeline.from);
+}
+
+fn parse(args: &[&str]) -> Result<Command, String> {
+    Options::parse(args.iter().map(|a| a.to_string()))
+}
+
+fn options(args: &[&str]) -> Options {
+    match parse(args) {
+        Ok(Command::Run(options)) => options,
+        other => panic!("{args:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn the_command_line_chooses_the_mode_and_the_outputs() {
+    let default = options(&[]);
+    assert_eq!(
+        default.mode,
+        ListMode::DriverBuilt,
+        "driver-built by default"
+    );
+    assert_eq!(default.out, std::path::Path::new("frame.png"));
+    assert_eq!((default.trace, default.timeline), (None, None));
+    assert_eq!(default.frames, super::FRAMES);
+    for (name, mode) in [
+        ("replayed", ListMode::Replayed),
+        ("driver-built", ListMode::DriverBuilt),
+        ("emulated", ListMode::Emulated),
+    ] {
+        assert_eq!(options(&["--mode", name]).mode, mode, "{name}");
+        assert_eq!(super::shared::mode_name(mode), name);
+    }
+    let all = options(&[
+        "--out",
+        "a.png",
+        "--mode",
+        "replayed",
+        "--trace",
+        "t.json",
+        "--timeline",
+        "t.png",
+        "--frames",
+        "5",
+    ]);
+    assert_eq!(all.out, std::path::Path::new("a.png"));
+    assert_eq!(all.trace.as_deref(), Some(std::path::Path::new("t.json")));
+    assert_eq!(all.timeline.as_deref(), Some(std::path::Path::new("t.png")));
+    assert_eq!((all.frames, all.mode), (5, ListMode::Replayed));
+    assert!(matches!(parse(&["--help"]), Ok(Command::Help)));
+    // The usage's numbers are the job's.
+    for said in [
+        format!("{WORKERS} deferred contexts"),
+        format!(
+            "the {} warm-up frames (default {})",
+            super::WARMUP,
+            super::FRAMES
+        ),
+    ] {
+        assert!(super::USAGE.contains(&said), "{said}");
+    }
+    assert!(matches!(parse(&["--out", "x", "-h"]), Ok(Command::Help)));
+    // Each mistake is named.
+    for (args, named) in [
+        (&["--bogus"][..], "\"--bogus\""),
+        (&["--out"], "--out needs a value"),
+        (&["--mode", "fast"], "\"fast\""),
+        (&["--mode", "Replayed"], "\"Replayed\""),
+        (&["--frames", "two"], "\"two\""),
+        (&["--frames", "2"], "warm-up"),
+        (&["frame.png"], "\"frame.png\""),
+    ] {
+        let why = parse(args).expect_err(&format!("{args:?} is refused"));
+        assert!(why.contains(named), "{args:?}: {why}");
+    }
+}
+
+/// Runs `args` as `main` does: the exit status and what went to stdout and stderr.
+fn status(args: &[&str]) -> (i32, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = command_line(args.iter().map(|a| a.to_string()), &mut out, &mut err);
+    let text = |bytes| String::from_utf8(bytes).unwrap();
+    (code, text(out), text(err))
+}
+
+#[test]
+fn help_exits_0_and_a_mistake_2_with_the_usage() {
+    for help in ["--help", "-h"] {
+        let (code, out, err) = status(&[help]);
+        assert_eq!(code, 0, "{help}: {err}");
+        assert!(out.starts_with("usage: frame"), "{out}");
+        assert!(out.contains("--mode"), "{out}");
+        assert!(err.is_empty(), "{err}");
+    }
+    let (code, out, err) = status(&["--bogus"]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("unknown argument \"--bogus\""), "{err}");
+    assert!(err.contains("usage: frame"), "{err}");
+}
+
+#[test]
+fn an_output_that_cannot_be_written_fails_before_the_frames_naming_it() {
+    let id = std::process::id();
+    let missing = std::env::temp_dir().join(format!("cmdlist-frame-none-{id}"));
+    let bad = missing.join("x.png");
+    let reason = std::fs::File::create(&bad)
+        .expect_err("no such directory")
+        .to_string();
+    let bad = bad.to_str().unwrap();
+    // A picture the job would write at the end of its frames, before the trace and timeline.
+    let picture = std::env::temp_dir().join(format!("cmdlist-frame-picture-{id}.png"));
+    let picture = picture.to_str().unwrap();
+    for flag in ["--out", "--trace", "--timeline"] {
+        let mut args = vec!["--frames", "3", "--out", picture];
+        args.extend([flag, bad]);
+        let (code, _, err) = status(&args);
+        assert_eq!(code, 1, "{flag}: {err}");
+        assert!(
+            err.contains(&format!("cannot write {bad}: {reason}")),
+            "{flag}: {err}"
+        );
+        assert!(
+            !std::path::Path::new(picture).exists(),
+            "{flag}: no frame ran"
+        );
+    }
+    assert!(!missing.exists());
+}
+
+/// The picture as written: each tile reads as the colour of the context that recorded it,
+/// its hue twice as near it as any other context's, and its strip shows its list of frame 2
+/// (the first after the warm-up) from recycled memory.
+fn check_picture(path: &std::path::Path) {
+    let file = std::fs::File::open(path).unwrap();
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .unwrap();
+    let mut rgba = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut rgba).unwrap();
+    let (width, height) = (info.width as usize, info.height as usize);
+    // The canvas is stretched 2x onto the screen, the screen 2x onto the picture.
+    const Z: usize = 4;
+    assert_eq!(width, Z / 2 * SCREEN_W as usize);
+    assert!(
+        height > Z / 2 * SCREEN_H as usize,
+        "a legend below the screen"
+    );
+    let pixel = |x: usize, y: usize| -> [f64; 3] {
+        let i = 4 * (y * width + x);
+        [0, 1, 2].map(|c| f64::from(rgba[i + c]))
+    };
+    // Colours compared by hue and saturation, whatever their brightness (the rings): each
+    // channel's share of the sum.
+    let chroma = |c: [f64; 3]| c.map(|v| v / (c[0] + c[1] + c[2]).max(1.0));
+    let distance = |a: [f64; 3], b: [u8; 3]| {
+        let (a, b) = (chroma(a), chroma(b.map(f64::from)));
+        (0..3).map(|c| (a[c] - b[c]).powi(2)).sum::<f64>().sqrt()
+    };
+    let tile = TILE as usize;
+    for (i, (left, top)) in tiles().enumerate() {
+        let (left, top) = (left as usize, top as usize);
+        let w = i % WORKERS;
+        // The tile's mean colour below its strip, inside its border.
+        let (mut sum, mut n) = ([0.0; 3], 0.0);
+        for y in Z * (top + 6)..Z * (top + tile - 1) {
+            for x in Z * (left + 1)..Z * (left + tile - 1) {
+                let p = pixel(x, y);
+                (0..3).for_each(|c| sum[c] += p[c]);
+                n += 1.0;
+            }
+        }
+        let mean = sum.map(|v| v / n);
+        let own = distance(mean, TINTS[w]);
+        for (other, &tint) in TINTS.iter().enumerate().filter(|&(o, _)| o != w) {
+            assert!(
+                2.0 * own < distance(mean, tint),
+                "tile at ({left}, {top}) averages {mean:?}: as near deferred {other}'s colour \
+                 as deferred {w}'s"
+            );
+        }
+        // The strip: a cell for frame 2 (the run's only one after the warm-up), in its frame.
+        let x0 = left + (tile - 1) / 2;
+        let y = Z * (top + 2) + Z * STRIP_H as usize / 2;
+        // Each pixel of the canvas is two of the screen's, each blended a quarter with its
+        // neighbour on that side by the Blt's bilinear stretch: the cell's left half, and its
+        // frame's grey on the sides away from it.
+        let at = |x: usize| pixel(x, y);
+        let c = at(Z * x0 + 1);
+        assert!(
+            c.iter().all(|&v| v > 180.0),
+            "({left}, {top}) frame 2: {c:?}"
+        );
+        for c in [at(Z * (x0 - 1) + 1), at(Z * (x0 + 1) + 2)] {
+            assert!(
+                c.iter().all(|&v| (100.0..180.0).contains(&v)),
+                "({left}, {top}): {c:?}"
+            );
+        }
+    }
+}
+
+/// A canvas in memory: what the strips' updates write.
+struct Canvas(Vec<u8>);
+
+impl super::shared::Recorder for Canvas {
+    fn update(
+        &mut self,
+        _: cmdlist::Handle<cmdlist::handle::Resource>,
+        at: u64,
+        data: &[u8],
+    ) -> super::Res {
+        self.0[at as usize..][..data.len()].copy_from_slice(data);
+        Ok(())
+    }
+    fn command(&mut self, _: cmdlist::soft::SoftCommand) -> super::Res {
+        Err("a strip is updates only".into())
+    }
+    fn bind(&mut self, _: cmdlist::BindPoint, _: cmdlist::AnyHandle) -> super::Res {
+        Err("a strip is updates only".into())
+    }
+    fn write_discard(
+        &mut self,
+        _: cmdlist::Handle<cmdlist::handle::Resource>,
+        _: &[u8],
+    ) -> super::Res {
+        Err("a strip is updates only".into())
+    }
+}
+
+#[test]
+fn a_tiles_strip_shows_its_last_frames_after_the_warm_up() {
+    use super::shared::{History, CANVAS_H, CANVAS_W, FRESH, RECYCLED, WARMUP};
+    let (a, b) = ((0, 0), (TILE, TILE));
+    let mut history = History::default();
+    let mut canvas = Canvas(vec![0; 4 * (CANVAS_W * CANVAS_H) as usize]);
+    let handle = cmdlist::Handle::from_bits(1 << 32 | 1).expect("a handle's bits");
+    // The warm-up draws nothing.
+    for _ in 0..WARMUP {
+        history.push(vec![a, b]);
+        history.draw(&mut canvas, handle).unwrap();
+    }
+    assert!(canvas.0.iter().all(|&v| v == 0));
+    // Tile `a`'s list comes from recycled memory from frame 5 on, `b`'s every frame.
+    for f in WARMUP..12 {
+        history.push(if f >= 5 { vec![a, b] } else { vec![b] });
+    }
+    history.draw(&mut canvas, handle).unwrap();
+    assert_eq!(history.shown(), 4..12, "the last 8 frames");
+    let cell = |(left, top): (u32, u32), i: u32| {
+        let (x, y) = (left + history.strip_x() + i, top + 2);
+        let at = 4 * (y * CANVAS_W + x) as usize;
+        <[u8; 4]>::try_from(&canvas.0[at..at + 4]).unwrap()
+    };
+    assert_eq!(cell(a, 0), FRESH, "frame 4");
+    for i in 1..8 {
+        assert_eq!(cell(a, i), RECYCLED, "frame {}", 4 + i);
+    }
+    for i in 0..8 {
+        assert_eq!(cell(b, i), RECYCLED, "frame {}", 4 + i);
     }
 }

@@ -19,8 +19,8 @@
 //!   violation of the protocol the Vulkan kernel checks, no validation-layer message, no
 //!   error reported, no allocation left. Any failure exits with status 1, as does the lack
 //!   of a Vulkan device.
-//! * **List mode.** `--mode replayed|driver-built|emulated` (default `replayed`, the soft
-//!   job's default): the engine replays its lists into the immediate context's primary, the
+//! * **List mode.** `--mode replayed|driver-built|emulated` (parsed as the soft job parses
+//!   it; default `replayed`): the engine replays its lists into the immediate context's primary, the
 //!   driver builds them in secondary command buffers on the recording threads, or the
 //!   driver has no command lists.
 //!
@@ -73,7 +73,7 @@ impl Options {
             let value = args.next().ok_or(USAGE)?;
             match flag.as_str() {
                 "--out" => options.out = value.into(),
-                "--mode" => options.mode = mode(&value).ok_or(USAGE)?,
+                "--mode" => options.mode = shared::parse_mode(&value)?,
                 "--frames" => options.frames = value.parse().map_err(|_| USAGE)?,
                 _ => return Err(USAGE.into()),
             }
@@ -85,15 +85,6 @@ impl Options {
     }
 }
 
-fn mode(name: &str) -> Option<ListMode> {
-    match name {
-        "replayed" => Some(ListMode::Replayed),
-        "driver-built" => Some(ListMode::DriverBuilt),
-        "emulated" => Some(ListMode::Emulated),
-        _ => None,
-    }
-}
-
 /// The largest difference between two byte strings of one length, and how many bytes differ.
 fn difference(a: &[u8], b: &[u8]) -> Res<(u8, usize)> {
     if a.len() != b.len() {
@@ -101,13 +92,6 @@ fn difference(a: &[u8], b: &[u8]) -> Res<(u8, usize)> {
     }
     let diffs = a.iter().zip(b).map(|(&x, &y)| x.abs_diff(y));
     Ok(diffs.fold((0, 0), |(max, n), d| (max.max(d), n + usize::from(d != 0))))
-}
-
-/// The screen's `B8G8R8A8_UNORM` bytes as RGBA, alpha opaque (as the soft job writes them).
-fn screen_rgba(bgra: &[u8]) -> Vec<u8> {
-    bgra.chunks_exact(4)
-        .flat_map(|p| [p[2], p[1], p[0], 255])
-        .collect()
 }
 
 /// Writes RGBA bytes as a PNG.
@@ -188,6 +172,7 @@ fn run(options: &Options) -> Res<Option<Summary>> {
         .map(|_| device.create_deferred_context())
         .collect::<Result<_, _>>()?;
     let mut handed: Vec<Vec<CommandList>> = (0..WORKERS).map(|_| Vec::new()).collect();
+    let mut history = shared::History::default();
     let (mut recycling_before, mut warm) = (Recycling::default(), Recycling::default());
     let (start, mut screen_diff, mut screen) = (std::time::Instant::now(), 0, Vec::new());
 
@@ -200,12 +185,13 @@ fn run(options: &Options) -> Res<Option<Summary>> {
             &scene,
             &mut contexts,
             &mut handed,
+            &mut history,
             f,
             None,
             thread_name,
         )?;
         let frame_time = frame_start.elapsed();
-        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &done.marked)?;
+        shared::reference(&ref_device, &mut ref_ic, &ref_scene, f, &history)?;
 
         // The presented screens: the Blt's output, within one code.
         screen = world.screen().ok_or("nothing was presented")?;
@@ -295,8 +281,9 @@ fn run(options: &Options) -> Res<Option<Summary>> {
         return Err(format!("steady state recycles {got:.1}% of the lists, below {need}%").into());
     }
 
-    let rgba = screen_rgba(&screen);
-    write_png(&options.out, SCREEN_W, SCREEN_H, &rgba)?;
+    // The picture the soft job writes: the screen scaled up, over the legend.
+    let (width, height, rgba) = shared::picture(&screen, &history);
+    write_png(&options.out, width, height, &rgba)?;
     let against_docs = if frames == FRAMES {
         let (max, count) = difference(&rgba, &read_png(REFERENCE_PNG)?)?;
         println!(
@@ -311,7 +298,7 @@ fn run(options: &Options) -> Res<Option<Summary>> {
         None
     };
     println!(
-        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}) is in {}",
+        "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}, shown 2x over its legend) is in {}",
         options.out.display()
     );
     Ok(Some(Summary {
