@@ -2,9 +2,11 @@
 //!
 //! What an embedder starts from: a [`Driver`] and a [`Kernel`] written against the public
 //! API alone (`cmdlist::...` paths, none of the `soft` feature's types), each required hook
-//! in its simplest correct form and every provided hook left at its default. The engine
-//! replays the lists ([`cmdlist::ListMode::Replayed`]): a deferred context's calls come back
-//! to [`Driver::execute`] on the immediate context's thread when a list is executed.
+//! in its simplest correct form and every provided hook left at its default but one:
+//! `record_deferred`, where the driver hears each recorded call with its context-local
+//! handles. The engine replays the lists ([`cmdlist::ListMode::Replayed`]): a deferred
+//! context's calls come back to [`Driver::execute`] on the immediate context's thread when a
+//! list is executed.
 //!
 //! The driver keeps one thing a real one would not: a log of the hooks it hears, with the
 //! thread each ran on, so that the run below can check the protocol from the driver's side.
