@@ -5,7 +5,9 @@ use std::hint::black_box;
 
 use cmdlist::handle::Resource;
 use cmdlist::soft::null::{null_device_in, CopyCommand, NullDriver, NullKernel};
-use cmdlist::{DeferredContext, Handle, ImmediateContext, ListMode, ResourceDesc, Usage};
+use cmdlist::{
+    DeferredContext, DeviceConfig, Handle, ImmediateContext, ListMode, ResourceDesc, Usage,
+};
 
 /// Draws per list in the warm-up frames.
 pub const PER_LIST: u64 = 64;
@@ -54,7 +56,7 @@ pub fn warm_device(
     ImmediateContext<NullDriver, NullKernel>,
     Draw,
 ) {
-    let (device, mut ic) = null_device_in(mode, true);
+    let (device, mut ic) = null_device_in(mode, DeviceConfig::default()).expect("null device");
     assert_eq!(device.list_mode(), mode);
     let buffer = ResourceDesc {
         byte_size: 256,
