@@ -18,7 +18,7 @@
 //!   flush is per buffer, not per draw, and is not counted.
 //! - `recorded_draw::floor`: the application's share alone, the same loop writing the same
 //!   64 bytes per draw into memory of its own; a run minus the floor is the engine's share.
-
+//!
 //! Setup and teardown run outside the count (`common/ic.rs`); the teardown checks that the
 //! run recorded exactly [`DRAWS`] draws and that nothing failed.
 //!

@@ -27,6 +27,7 @@ use std::error::Error;
 use std::thread;
 
 use cmdlist::soft::null::{copy_of, null_device};
+use cmdlist::DeviceConfig;
 use serde_json::Value;
 use tracing_chrome::ChromeLayerBuilder;
 use tracing_subscriber::prelude::*;
@@ -65,7 +66,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
 /// The frames of the module docs, on the null driver.
 fn run() -> cmdlist::Result<()> {
-    let (device, mut ic) = null_device(true);
+    let (device, mut ic) = null_device(DeviceConfig::default())?;
     let mut contexts = (0..THREADS)
         .map(|_| device.create_deferred_context())
         .collect::<cmdlist::Result<Vec<_>>>()?;
