@@ -530,7 +530,7 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     println!(
         "frame: the last presented frame ({SCREEN_W}x{SCREEN_H}, shown {ZOOM}x) is in {}: each \
          tile in the colour of the deferred context that recorded it (yellow, red, blue), its \
-         strip a cell per frame after the warm-up ({}-{}), white where its list came from \
+         strip a cell for frame 0 and for frames {}-{}, white where its list came from \
          recycled memory, black from fresh memory",
         options.out.display(),
         history.shown().start,

@@ -353,11 +353,13 @@ pub const RECYCLED: [u8; 4] = [255, 255, 255, 255];
 const FRAME: [u8; 4] = [150, 150, 150, 255];
 
 /// Whose lists `finish` made from recycled memory, frame by frame: drawn on each tile as a
-/// strip near its top, a cell per frame after the `WARMUP` frames (the last `STRIP` of them),
-/// white where that frame's list of the tile came from recycled memory, black where it came
-/// from fresh memory. The warm-up frames are left out: how many of them make lists from
-/// fresh memory depends on the list mode (an emulating engine reuses its own memory a
-/// frame earlier), and the picture is the same in every mode.
+/// strip near its top, white where that frame's list of the tile came from recycled memory,
+/// black where it came from fresh memory. Its cells: the first frame (no list was destroyed
+/// yet, so every list is made from fresh memory, in every list mode), a gap for the rest of
+/// the warm-up, then the frames after the `WARMUP` frames (the last `STRIP - 2` of them). The
+/// warm-up's other frames are left out: whether their lists come from recycled memory
+/// depends on the list mode (an emulating engine reuses its own memory a frame earlier), and
+/// the picture is the same in every mode.
 #[derive(Clone, Debug, Default)]
 pub struct History {
     /// Per frame, the tiles whose lists came from recycled memory.
@@ -370,32 +372,47 @@ impl History {
         self.frames.push(recycled);
     }
 
-    /// The frames drawn: after the warm-up, the last `STRIP`.
+    /// The frames after the warm-up that the strip shows: the last `STRIP - 2`.
     pub fn shown(&self) -> std::ops::Range<usize> {
         let end = self.frames.len();
-        end.saturating_sub(STRIP).max(WARMUP as usize).min(end)..end
+        end.saturating_sub(STRIP - 2).max(WARMUP as usize).min(end)..end
+    }
+
+    /// The strip's cells, left to right: `Some(frame)` for a frame's cell, `None` for the gap
+    /// that stands for the warm-up's frames after the first. Empty while the warm-up lasts.
+    pub fn cells(&self) -> Vec<Option<usize>> {
+        let shown = self.shown();
+        if shown.is_empty() {
+            return Vec::new();
+        }
+        let mut cells = vec![Some(0), None];
+        cells.extend(shown.map(Some));
+        cells
     }
 
     /// The strip's first cell, from the tile's left edge: the strip is centred.
     pub fn strip_x(&self) -> u32 {
-        (TILE - self.shown().len() as u32) / 2
+        (TILE - self.cells().len() as u32) / 2
     }
 
     /// Draws every tile's strip over the canvas, in a grey frame a pixel wide: one
     /// UpdateSubresource per row. Nothing while the warm-up lasts.
     pub fn draw(&self, r: &mut impl Recorder, canvas: Handle<Resource>) -> Res {
-        let shown = &self.frames[self.shown()];
-        if shown.is_empty() {
+        let cells = self.cells();
+        if cells.is_empty() {
             return Ok(());
         }
-        let edge = vec![FRAME; shown.len() + 2].concat();
+        let edge = vec![FRAME; cells.len() + 2].concat();
         let mut row = Vec::with_capacity(edge.len());
         for (left, top) in tiles() {
             row.clear();
             row.extend_from_slice(&FRAME);
-            for frame in shown {
-                let recycled = frame.contains(&(left, top));
-                row.extend_from_slice(if recycled { &RECYCLED } else { &FRESH });
+            for cell in &cells {
+                row.extend_from_slice(match cell {
+                    Some(f) if self.frames[*f].contains(&(left, top)) => &RECYCLED,
+                    Some(_) => &FRESH,
+                    None => &FRAME,
+                });
             }
             row.extend_from_slice(&FRAME);
             let x = left + self.strip_x() - 1;
@@ -725,15 +742,18 @@ pub fn picture(screen_bgra: &[u8], history: &History) -> (u32, u32, Vec<u8>) {
     let shown = history.shown();
     let frames = match shown.len() {
         0 => "strip: none in the warm-up frames".to_owned(),
-        1 => format!("strip: its list in frame {}", shown.start),
+        1 => format!("strip: its list in frame 0, then frame {}", shown.start),
         _ => format!(
-            "strip: its list in frames {}-{}, left to right",
+            "strip: its list in frame 0, then frames {}-{}",
             shown.start,
             shown.end - 1
         ),
     };
     page.text(12, line(2) + 16, &frames);
-    let warmup = format!("(frames 0-{} fill the lists' caches)", WARMUP - 1);
+    let warmup = match WARMUP {
+        2 => "(the gap: frame 1, fresh or recycled by mode)".to_owned(),
+        n => format!("(the gap: frames 1-{}, by mode)", n - 1),
+    };
     page.text(12, line(3) + 16, &warmup);
     let kinds = [
         (FRESH, "fresh memory".to_owned()),

@@ -408,19 +408,27 @@ fn check_picture(path: &std::path::Path) {
                  as deferred {w}'s"
             );
         }
-        // The strip: a cell for frame 2 (the run's only one after the warm-up), in its frame.
-        let x0 = left + (tile - 1) / 2;
+        // The strip, in its frame: frame 0 (black: the first lists are made from fresh
+        // memory), the grey gap for frame 1, frame 2 (white: the run's only frame after the
+        // warm-up, its lists recycled).
+        let x0 = left + (tile - 3) / 2;
         let y = Z * (top + 2) + Z * STRIP_H as usize / 2;
         // Each pixel of the canvas is two of the screen's, each blended a quarter with its
-        // neighbour on that side by the Blt's bilinear stretch: the cell's left half, and its
-        // frame's grey on the sides away from it.
+        // neighbour on that side by the Blt's bilinear stretch.
         let at = |x: usize| pixel(x, y);
-        let c = at(Z * x0 + 1);
+        let fresh = at(Z * x0 + 1);
+        assert!(fresh.iter().all(|&v| v < 95.0), "({left}, {top}) frame 0: {fresh:?}");
+        let gap = at(Z * (x0 + 1) + 1);
         assert!(
-            c.iter().all(|&v| v > 180.0),
-            "({left}, {top}) frame 2: {c:?}"
+            gap.iter().all(|&v| (100.0..180.0).contains(&v)),
+            "({left}, {top}) the gap: {gap:?}"
         );
-        for c in [at(Z * (x0 - 1) + 1), at(Z * (x0 + 1) + 2)] {
+        let recycled = at(Z * (x0 + 2) + 1);
+        assert!(
+            recycled.iter().all(|&v| v > 180.0),
+            "({left}, {top}) frame 2: {recycled:?}"
+        );
+        for c in [at(Z * (x0 - 1) + 1), at(Z * (x0 + 3) + 2)] {
             assert!(
                 c.iter().all(|&v| (100.0..180.0).contains(&v)),
                 "({left}, {top}): {c:?}"
@@ -458,7 +466,7 @@ impl super::shared::Recorder for Canvas {
 }
 
 #[test]
-fn a_tiles_strip_shows_its_last_frames_after_the_warm_up() {
+fn a_tiles_strip_shows_frame_0_and_its_last_frames_after_the_warm_up() {
     use super::shared::{History, CANVAS_H, CANVAS_W, FRESH, RECYCLED, WARMUP};
     let (a, b) = ((0, 0), (TILE, TILE));
     let mut history = History::default();
@@ -475,17 +483,34 @@ fn a_tiles_strip_shows_its_last_frames_after_the_warm_up() {
         history.push(if f >= 5 { vec![a, b] } else { vec![b] });
     }
     history.draw(&mut canvas, handle).unwrap();
-    assert_eq!(history.shown(), 4..12, "the last 8 frames");
+    assert_eq!(history.shown(), 6..12, "the last 6 frames");
     let cell = |(left, top): (u32, u32), i: u32| {
         let (x, y) = (left + history.strip_x() + i, top + 2);
         let at = 4 * (y * CANVAS_W + x) as usize;
         <[u8; 4]>::try_from(&canvas.0[at..at + 4]).unwrap()
     };
-    assert_eq!(cell(a, 0), FRESH, "frame 4");
-    for i in 1..8 {
+    // Frame 0 (recycled for `a` and `b` here), the gap, then frames 6 to 11.
+    assert_eq!(cell(a, 0), RECYCLED, "frame 0");
+    assert!(cell(a, 1) != RECYCLED && cell(a, 1) != FRESH, "the gap");
+    for i in 2..8 {
         assert_eq!(cell(a, i), RECYCLED, "frame {}", 4 + i);
     }
-    for i in 0..8 {
-        assert_eq!(cell(b, i), RECYCLED, "frame {}", 4 + i);
+    for i in (0..8).filter(|&i| i != 1) {
+        assert_eq!(cell(b, i), RECYCLED, "cell {i}");
     }
+    // A frame whose list came from fresh memory is black: tile `a` in frame 2.
+    let mut early = History::default();
+    for f in 0..4 {
+        early.push(if f == 2 { vec![b] } else { vec![a, b] });
+    }
+    let mut canvas = Canvas(vec![0; 4 * (CANVAS_W * CANVAS_H) as usize]);
+    early.draw(&mut canvas, handle).unwrap();
+    assert_eq!(early.cells(), [Some(0), None, Some(2), Some(3)]);
+    let at = |(left, top): (u32, u32), i: u32| {
+        let (x, y) = (left + early.strip_x() + i, top + 2);
+        let at = 4 * (y * CANVAS_W + x) as usize;
+        <[u8; 4]>::try_from(&canvas.0[at..at + 4]).unwrap()
+    };
+    assert_eq!(at(a, 2), FRESH, "tile a, frame 2");
+    assert_eq!(at(a, 3), RECYCLED, "tile a, frame 3");
 }
