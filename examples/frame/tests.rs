@@ -417,7 +417,10 @@ fn check_picture(path: &std::path::Path) {
         // neighbour on that side by the Blt's bilinear stretch.
         let at = |x: usize| pixel(x, y);
         let fresh = at(Z * x0 + 1);
-        assert!(fresh.iter().all(|&v| v < 95.0), "({left}, {top}) frame 0: {fresh:?}");
+        assert!(
+            fresh.iter().all(|&v| v < 95.0),
+            "({left}, {top}) frame 0: {fresh:?}"
+        );
         let gap = at(Z * (x0 + 1) + 1);
         assert!(
             gap.iter().all(|&v| (100.0..180.0).contains(&v)),
