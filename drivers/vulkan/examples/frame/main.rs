@@ -19,14 +19,15 @@
 //!   violation of the protocol the Vulkan kernel checks, no validation-layer message, no
 //!   error reported, no allocation left. Any failure exits with status 1, as does the lack
 //!   of a Vulkan device.
-//! * **List mode.** `--mode replayed|driver-built|emulated` (parsed as the soft job parses
-//!   it; default `replayed`): the engine replays its lists into the immediate context's primary, the
-//!   driver builds them in secondary command buffers on the recording threads, or the
-//!   driver has no command lists.
+//! * **List mode.** `--mode driver-built|replayed|emulated` (parsed as the soft job parses
+//!   it; default `driver-built`, as the soft job's): the driver builds the lists in secondary
+//!   command buffers on the recording threads, the engine replays them into the immediate
+//!   context's primary, or the driver has no command lists. The first line says which.
 //!
 //! Run: `cargo run -p cmdlist-vulkan --release --example frame -- --out PATH`
-//! (`--mode M`, `--frames N`). Its tests (`cargo test -p cmdlist-vulkan --example frame`)
-//! run a short job in each mode.
+//! (`--mode M`, `--frames N`, `--help`: the usage, exit status 0; a command line it does not
+//! understand: the usage, status 2). Its tests (`cargo test -p cmdlist-vulkan --example
+//! frame`) run a short job in each mode.
 
 #[path = "../../../../examples/frame/shared.rs"]
 mod shared;
@@ -53,35 +54,67 @@ const REFERENCE_PNG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/fra
 struct Options {
     /// The last presented frame's picture: `--out PATH`, else `frame-vulkan.png`.
     out: PathBuf,
-    /// `--mode replayed|driver-built|emulated`, else replayed.
+    /// `--mode replayed|driver-built|emulated`, else driver-built.
     mode: ListMode,
     /// `--frames N` (more than `WARMUP`), else `FRAMES`.
     frames: u32,
 }
 
-const USAGE: &str =
-    "usage: frame [--out PATH] [--mode replayed|driver-built|emulated] [--frames N]";
+/// What the command line asks the program to do.
+#[derive(Debug)]
+enum Command {
+    /// Run the job.
+    Run(Options),
+    /// `--help` or `-h`: print the usage.
+    Help,
+}
+
+const USAGE: &str = "\
+usage: frame [--mode replayed|driver-built|emulated] [--out PATH] [--frames N]
+
+Runs the soft job's frames on the Vulkan driver (a Vulkan 1.2 device: lavapipe will do),
+checks the lists' bytes against the soft driver's every frame and the last picture against
+docs/frame.png.
+
+  --mode M     how the driver holds command lists (default driver-built):
+                 driver-built  secondary command buffers recorded on the recording threads
+                 replayed      the engine records each list and replays it at execute
+                 emulated      a driver without command lists; the engine emulates them
+  --out PATH   the last presented frame as a PNG (default frame-vulkan.png)
+  --frames N   frames to run, more than the 2 warm-up frames (default 8)
+  -h, --help   print this and exit";
 
 impl Options {
-    fn parse(mut args: impl Iterator<Item = String>) -> Res<Options> {
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
         let mut options = Options {
             out: "frame-vulkan.png".into(),
-            mode: ListMode::Replayed,
+            mode: ListMode::DriverBuilt,
             frames: FRAMES,
         };
         while let Some(flag) = args.next() {
-            let value = args.next().ok_or(USAGE)?;
+            if flag == "--help" || flag == "-h" {
+                return Ok(Command::Help);
+            }
+            if !["--out", "--mode", "--frames"].contains(&flag.as_str()) {
+                return Err(format!("unknown argument {flag:?}"));
+            }
+            let value = args.next().ok_or(format!("{flag} needs a value"))?;
             match flag.as_str() {
                 "--out" => options.out = value.into(),
                 "--mode" => options.mode = shared::parse_mode(&value)?,
-                "--frames" => options.frames = value.parse().map_err(|_| USAGE)?,
-                _ => return Err(USAGE.into()),
+                _ => {
+                    options.frames = value
+                        .parse()
+                        .map_err(|_| format!("--frames {value:?}: not a number of frames"))?
+                }
             }
         }
         if options.frames <= WARMUP {
-            return Err(format!("--frames must be more than the {WARMUP} warm-up frames").into());
+            return Err(format!(
+                "--frames must be more than the {WARMUP} warm-up frames"
+            ));
         }
-        Ok(options)
+        Ok(Command::Run(options))
     }
 }
 
@@ -135,6 +168,10 @@ struct Summary {
 /// The job; `Ok(None)` (the reason printed) where no Vulkan device could be made.
 fn run(options: &Options) -> Res<Option<Summary>> {
     let frames = options.frames;
+    println!(
+        "lists: {}, {frames} frames, on the Vulkan driver",
+        shared::mode_name(options.mode)
+    );
     // As the soft job: kernel memory and command-list memory reused only once the GPU is
     // done with the buffer that used them.
     let config = DeviceConfig::default()
@@ -313,11 +350,25 @@ fn run(options: &Options) -> Res<Option<Summary>> {
 mod tests;
 
 fn main() {
-    match Options::parse(std::env::args().skip(1)).and_then(|options| run(&options)) {
+    let options = match Options::parse(std::env::args().skip(1)) {
+        Ok(Command::Run(options)) => options,
+        Ok(Command::Help) => {
+            println!("{USAGE}");
+            return;
+        }
+        Err(why) => {
+            eprintln!("frame: {why}\n{USAGE}");
+            exit(2);
+        }
+    };
+    match run(&options) {
         Ok(Some(s)) => println!(
-            "frame: OK (lists {:?}; screens within {} code(s) of the soft driver's; against \
+            "frame: OK (lists {}; screens within {} code(s) of the soft driver's; against \
              docs/frame.png {:?}; {} vkCmdExecuteCommands)",
-            s.mode, s.screen_diff, s.against_docs, s.execute_commands
+            shared::mode_name(s.mode),
+            s.screen_diff,
+            s.against_docs,
+            s.execute_commands
         ),
         Ok(None) => {
             eprintln!("frame: FAILED: no Vulkan device");
