@@ -142,11 +142,16 @@ macro_rules! span {
         let span =
             tracing::info_span!(target: $crate::trace::TARGET, $name $(, $($fields)*)?).entered();
         #[cfg(not(feature = "trace"))]
-        let span = ();
+        let span = $crate::trace::NoSpan;
         span
     }};
 }
 pub(crate) use span;
+
+/// What [`span!`] gives without the feature `trace`: nothing, held where a span's guard
+/// would be (a type of its own, so that holding it reads as what it stands for).
+#[cfg(not(feature = "trace"))]
+pub(crate) struct NoSpan;
 
 /// A new command list's identity, for the [`LIST`] field.
 #[cfg(feature = "trace")]

@@ -424,7 +424,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         #[cfg(feature = "trace")]
         return self.recording.clone().map(tracing::Span::entered);
         #[cfg(not(feature = "trace"))]
-        return ();
+        return crate::trace::NoSpan;
     }
 
     /// Reports a failed call on this context's sink (R-E2); out of memory removes the
