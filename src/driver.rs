@@ -44,6 +44,11 @@ pub trait Command: Send + Sync + 'static {
     /// Calls `visit` with every object the command references, dependencies first (R-H3).
     /// The engine checks each before the command reaches [`Driver::execute`].
     ///
+    /// It must visit the same objects in the same order every time it is called on the same
+    /// command: the engine walks a command more than once (a deferred context uses the
+    /// objects open in its recording in one pass and opens the rest in a second, skipping
+    /// those the first used; the immediate context checks them all, then references them).
+    ///
     /// Only the objects the command names: what it reads through the context's bindings (a
     /// draw's bound buffers, views and shaders) the engine accounts for itself (R-D1). An
     /// object is in the allocation list of every buffer the immediate context submits while

@@ -104,6 +104,13 @@ enum Calls {
 /// context-local handles of the objects it names on their first use in the recording
 /// (`cls`), then appends a plain value to the recording (`record`).
 ///
+/// Each call checks once, as it begins, that the device is not removed or destroyed
+/// (R-D3), not again for each object it names. [`ImmediateContext::destroy_device`]
+/// refuses while deferred contexts live; dropping the immediate context destroys the device
+/// regardless, so an embedder drops it only once no other thread records.
+///
+/// [`ImmediateContext::destroy_device`]: crate::ImmediateContext::destroy_device
+///
 /// # Errors (R-E2, R-E3)
 /// Errors are returned and reported on this context's sink
 /// ([`crate::ContextId::Deferred`]). When the context runs out of memory (its budget, or an

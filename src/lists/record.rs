@@ -200,8 +200,10 @@ pub(crate) fn add_sorted<T: Ord + Copy>(set: &mut Vec<T>, items: &[T]) {
 /// Notes `item` in `set` while a recording runs: an append, not an insertion, and none
 /// when `item` is the last one noted (a draw loop maps the same constant buffer again and
 /// again). The set is sorted and made duplicate-free at Finish ([`sort_set`]); before the
-/// vector would grow it is made so early, so that it never holds more than twice the
-/// distinct items (memory proportional to content).
+/// vector would grow it is made so early, and then grown if that left less than half of it
+/// free: a sort of n items comes after at least n/2 appends, so each append's share of the
+/// sorting is O(log n) comparisons, and the vector holds about twice the distinct items at
+/// most (memory proportional to content).
 #[inline]
 pub(crate) fn note_in_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
     if set.last() == Some(&item) {
@@ -209,6 +211,9 @@ pub(crate) fn note_in_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
     }
     if set.len() == set.capacity() && !set.is_empty() {
         sort_set(set);
+        if set.len() > set.capacity() / 2 {
+            set.reserve(set.len());
+        }
         if set.binary_search(&item).is_ok() {
             return;
         }
@@ -360,6 +365,52 @@ mod tests {
         assert!(many.capacity() <= 256, "{}", many.capacity());
         sort_set(&mut many);
         assert_eq!(many, (0..100).collect::<Vec<_>>());
+    }
+
+    /// Distinct items noted in rotation, as many as fill the vector but one, cost a few
+    /// comparisons each, not a sort each (a vector left nearly full after a sort would be
+    /// sorted again at almost every note).
+    #[test]
+    fn noted_sets_sort_rarely_whatever_the_rotation() {
+        use core::cell::Cell;
+        use core::cmp::Ordering;
+        thread_local!(static COMPARED: Cell<u64> = const { Cell::new(0) });
+        #[derive(Clone, Copy, PartialEq, Eq)]
+        struct Counted(u32);
+        impl PartialOrd for Counted {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for Counted {
+            fn cmp(&self, other: &Self) -> Ordering {
+                COMPARED.with(|c| c.set(c.get() + 1));
+                self.0.cmp(&other.0)
+            }
+        }
+        let rounds = if cfg!(miri) { 3 } else { 50 };
+        for distinct in [63u32, 64, 1023, 1024] {
+            let mut set = Vec::new();
+            COMPARED.with(|c| c.set(0));
+            for _ in 0..rounds {
+                for i in 0..distinct {
+                    note_in_set(&mut set, Counted(i));
+                }
+            }
+            let notes = u64::from(distinct) * rounds;
+            let per_note = COMPARED.with(Cell::get) as f64 / notes as f64;
+            assert!(
+                per_note < 40.0,
+                "{distinct} in rotation: {per_note:.1} per note"
+            );
+            assert!(
+                set.capacity() <= 4 * distinct as usize,
+                "{}",
+                set.capacity()
+            );
+            sort_set(&mut set);
+            assert_eq!(set.len(), distinct as usize);
+        }
     }
 
     #[test]

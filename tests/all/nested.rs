@@ -558,3 +558,34 @@ fn r_e3_a_recording_that_would_replay_too_many_operations_runs_out_of_memory() {
     ic.destroy_device().unwrap();
     world.assert_clean();
 }
+
+/// R-C4 at every depth whatever order a list's Maps were recorded in: a list maps `d3`, then
+/// `d1`, and executes a list that maps `d2` (its set noted out of order, sorted at Finish);
+/// with any of the three mapped on the immediate context, executing it is a map conflict and
+/// runs nothing; with none mapped, it runs.
+#[test]
+fn r_c4_a_lists_maps_conflict_whatever_order_they_were_recorded_in() {
+    let (device, mut ic, _world) = setup();
+    let [d1, d2, d3] = [(); 3].map(|()| device.create_resource(dynamic_buffer(16)).unwrap());
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.map_discard(d2).unwrap().fill(2);
+    dc.unmap(d2).unwrap();
+    let inner = dc.finish().unwrap();
+    for d in [d3, d1] {
+        dc.map_discard(d).unwrap().fill(1);
+        dc.unmap(d).unwrap();
+    }
+    dc.execute_command_list(&inner).unwrap();
+    let outer = dc.finish().unwrap();
+    for mapped in [d1, d2, d3] {
+        ic.map_discard(mapped).unwrap();
+        assert_eq!(
+            ic.execute_command_list(&outer),
+            Err(Error::Application(AppError::MapConflict)),
+            "{mapped:?} mapped on the immediate context"
+        );
+        ic.unmap(mapped).unwrap();
+    }
+    ic.execute_command_list(&outer).unwrap();
+    ic.flush().unwrap();
+}
