@@ -49,6 +49,13 @@ pub enum BindClass {
     DepthStencilState,
     /// Rasterizer state.
     RasterizerState,
+    /// Stream-output targets (SOSetTargets): the buffers the geometry stage writes, slots 0
+    /// to 3. Bound like any object, so a destroyed target stays in the allocation list of
+    /// every buffer submitted while it is set (R-D1).
+    StreamOutput,
+    /// The predicate (SetPredication): a predicate or occlusion-predicate query, slot 0.
+    /// Bound like any object, so the query outlives every buffer that may test it (R-D1).
+    Predicate,
 }
 
 /// One binding slot.

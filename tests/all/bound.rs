@@ -212,3 +212,55 @@ fn r_d1_r_x5_a_buffer_lists_what_was_bound_before_a_rotation() {
         world.assert_clean();
     }
 }
+
+/// SOSetTargets and SetPredication are bindings like any other (`BindClass::StreamOutput`,
+/// `BindClass::Predicate`), though no command names what they set: a stream-output target
+/// the application releases while it is set keeps its memory until every buffer that ran
+/// with it set has completed, and a released predicate is destroyed only once unset, after
+/// the buffer that last ran with it was submitted (R-D1).
+#[test]
+fn r_d1_stream_output_targets_and_the_predicate_stay_while_set() {
+    use cmdlist::soft::Hook;
+    use cmdlist::QueryKind;
+    const SO0: BindPoint = BindPoint::new(BindClass::StreamOutput, 0);
+    const PREDICATE: BindPoint = BindPoint::new(BindClass::Predicate, 0);
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let so = device.create_resource(buffer(64)).unwrap();
+        let predicate = device.create_query(QueryKind::Occlusion).unwrap();
+        let predicate_id = crate::common::id_of(&device, predicate);
+        let target = device.create_resource(buffer(64)).unwrap();
+        let so_memory = allocation(&device, so);
+        let destroyed_at = |world: &SoftWorld| {
+            world
+                .trace()
+                .iter()
+                .position(|e| e.hook == Hook::DestroyObject && e.object == predicate_id)
+        };
+        // Buffer 1: set, then released by the application; the binding keeps both.
+        ic.bind(SO0, Some(so.any())).unwrap();
+        ic.bind(PREDICATE, Some(predicate.any())).unwrap();
+        device.destroy(so).unwrap();
+        device.destroy(predicate).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(destroyed_at(&world), None, "{mode:?}: a set predicate destroyed");
+        // Buffer 2: a draw streams out under the predicate; then ClearState and Flush.
+        ic.command(&SoftCommand::Fill {
+            dst: target,
+            value: 1,
+        })
+        .unwrap();
+        ic.clear_state().unwrap();
+        ic.flush().unwrap();
+        let submitted_2 = world
+            .trace()
+            .iter()
+            .position(|e| e.hook == Hook::Submit && e.fence == 2)
+            .expect("buffer 2 submitted");
+        let destroyed = destroyed_at(&world).expect("the unset predicate destroyed");
+        assert!(destroyed > submitted_2, "{mode:?}: destroyed before buffer 2's submit");
+        freed_only_after_buffer_2(&mut ic, &world, &[so_memory], mode);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
