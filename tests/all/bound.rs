@@ -243,7 +243,11 @@ fn r_d1_stream_output_targets_and_the_predicate_stay_while_set() {
         device.destroy(so).unwrap();
         device.destroy(predicate).unwrap();
         ic.flush().unwrap();
-        assert_eq!(destroyed_at(&world), None, "{mode:?}: a set predicate destroyed");
+        assert_eq!(
+            destroyed_at(&world),
+            None,
+            "{mode:?}: a set predicate destroyed"
+        );
         // Buffer 2: a draw streams out under the predicate; then ClearState and Flush.
         ic.command(&SoftCommand::Fill {
             dst: target,
@@ -258,7 +262,10 @@ fn r_d1_stream_output_targets_and_the_predicate_stay_while_set() {
             .position(|e| e.hook == Hook::Submit && e.fence == 2)
             .expect("buffer 2 submitted");
         let destroyed = destroyed_at(&world).expect("the unset predicate destroyed");
-        assert!(destroyed > submitted_2, "{mode:?}: destroyed before buffer 2's submit");
+        assert!(
+            destroyed > submitted_2,
+            "{mode:?}: destroyed before buffer 2's submit"
+        );
         freed_only_after_buffer_2(&mut ic, &world, &[so_memory], mode);
         ic.destroy_device().unwrap();
         world.assert_clean();
