@@ -46,7 +46,6 @@ use std::hint::black_box;
 
 use cmdlist::{DeferredContext, DeviceConfig, ImmediateContext, ListMode};
 use gungraun::prelude::*;
-use gungraun::EventKind;
 
 use cmdlist::soft::null::{copy_of, null_device_in, CopyCommand, NullDriver, NullKernel};
 
@@ -121,25 +120,13 @@ fn check(w: Box<Warm>) {
     ic.destroy_device().expect("destroy device");
 }
 
-/// A gate's configuration: callgrind as in every instruction-count bench, with a hard limit
-/// on instructions of `budget` plus 5%.
-fn gated(budget: u64) -> LibraryBenchmarkConfig {
-    let mut callgrind = ic::callgrind();
-    if cfg!(not(feature = "trace")) {
-        callgrind.hard_limits([(EventKind::Ir, budget + budget * 5 / 100)]);
-    }
-    let mut config = LibraryBenchmarkConfig::default();
-    config.tool(callgrind);
-    config
-}
-
 #[library_benchmark(teardown = check)]
-#[bench::recycled(args = ((ListMode::Replayed, true)), setup = warm, config = gated(RECYCLED_BUDGET_IR))]
+#[bench::recycled(args = ((ListMode::Replayed, true)), setup = warm, config = ic::gated(RECYCLED_BUDGET_IR, None))]
 #[bench::no_recycle(args = ((ListMode::Replayed, false)), setup = warm)]
 #[bench::driver_built(
     args = ((ListMode::DriverBuilt, true)),
     setup = warm,
-    config = gated(DRIVER_BUILT_BUDGET_IR)
+    config = ic::gated(DRIVER_BUILT_BUDGET_IR, None)
 )]
 fn warm_cycle(mut w: Box<Warm>) -> Box<Warm> {
     cycle::cycle(&mut w.dc, &mut w.ic, w.copy);

@@ -45,7 +45,6 @@ use cmdlist::soft::null::{NullDriver, NullKernel};
 use cmdlist::{DeferredContext, ImmediateContext, ListMode};
 use draw::{draw_deferred, draw_immediate, warm_device, Draw, PER_LIST};
 use gungraun::prelude::*;
-use gungraun::EventKind;
 
 /// Draws per measured run.
 pub const DRAWS: u64 = 32;
@@ -102,45 +101,31 @@ fn check(w: Box<Warm>) {
     ic.destroy_device().expect("destroy device");
 }
 
-/// Callgrind with a hard limit of `budget` instructions plus 5% and no locked instruction.
-fn gated(budget: u64) -> LibraryBenchmarkConfig {
-    let mut callgrind = ic::callgrind();
-    if cfg!(not(feature = "trace")) {
-        callgrind.hard_limits([
-            (EventKind::Ir, budget + budget * 5 / 100),
-            (EventKind::Ge, 0),
-        ]);
-    }
-    let mut config = LibraryBenchmarkConfig::default();
-    config.tool(callgrind);
-    config
-}
-
 #[library_benchmark(teardown = check)]
 #[bench::deferred_replayed(
     args = ((ListMode::Replayed, false)),
     setup = warm,
-    config = gated(DEFERRED_REPLAYED_BUDGET_IR)
+    config = ic::gated(DEFERRED_REPLAYED_BUDGET_IR, Some(0))
 )]
 #[bench::deferred_driver_built(
     args = ((ListMode::DriverBuilt, false)),
     setup = warm,
-    config = gated(DEFERRED_DRIVER_BUILT_BUDGET_IR)
+    config = ic::gated(DEFERRED_DRIVER_BUILT_BUDGET_IR, Some(0))
 )]
 #[bench::deferred_emulated(
     args = ((ListMode::Emulated, false)),
     setup = warm,
-    config = gated(DEFERRED_EMULATED_BUDGET_IR)
+    config = ic::gated(DEFERRED_EMULATED_BUDGET_IR, Some(0))
 )]
 #[bench::immediate_replayed(
     args = ((ListMode::Replayed, true)),
     setup = warm,
-    config = gated(IMMEDIATE_BUDGET_IR)
+    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(0))
 )]
 #[bench::immediate_driver_built(
     args = ((ListMode::DriverBuilt, true)),
     setup = warm,
-    config = gated(IMMEDIATE_BUDGET_IR)
+    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(0))
 )]
 fn run(mut w: Box<Warm>) -> Box<Warm> {
     let draw = w.draw;

@@ -27,6 +27,25 @@ pub fn callgrind() -> Callgrind {
     callgrind
 }
 
+/// A gate's configuration: [`callgrind`] with hard limits of `budget` instructions plus 5%,
+/// and of `max_locked` locked instructions (`Ge`) where one is given. With the feature
+/// `trace` the counts are reported and not gated: the budgets are the engine's without
+/// instrumentation.
+#[allow(dead_code)] // the gated benches' (cycle_ic, draw_ic), not every includer's
+pub fn gated(budget: u64, max_locked: Option<u64>) -> LibraryBenchmarkConfig {
+    let mut callgrind = callgrind();
+    if cfg!(not(feature = "trace")) {
+        let instructions = (EventKind::Ir, budget + budget * 5 / 100);
+        match max_locked {
+            Some(locked) => callgrind.hard_limits([instructions, (EventKind::Ge, locked)]),
+            None => callgrind.hard_limits([instructions]),
+        };
+    }
+    let mut config = LibraryBenchmarkConfig::default();
+    config.tool(callgrind);
+    config
+}
+
 /// Every instruction-count bench runs [`callgrind`].
 pub fn config() -> LibraryBenchmarkConfig {
     let mut config = LibraryBenchmarkConfig::default();
