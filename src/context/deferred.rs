@@ -510,13 +510,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// `guard`, pinned at the call's first miss and kept for the call's other objects.
     #[inline]
     fn use_object(&mut self, handle: AnyHandle, guard: &mut Option<Guard>) -> Result<()> {
-        match self.cls.find_open(handle) {
-            Some(at) => {
-                let driver = self.device.shared.driver();
-                self.cls.use_live_at(driver, self.dc.for_hooks()?, at)
-            }
-            None => self.use_first(handle, guard),
-        }
+        let open = self.cls.find_open(handle);
+        self.use_checked(handle, open, guard)
     }
 
     /// [`DeferredContext::use_object`] for an object not open in this recording yet: its
@@ -619,8 +614,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
     }
 
-    /// [`DeferredContext::use_object`] for an object [`DeferredContext::with_live`] checked
-    /// just before: found at `open` if its handle is open here, without a second lookup.
+    /// Uses `handle`, found at `open` in this context's handle table (by
+    /// [`DeferredContext::with_live`] or [`DeferredContext::use_object`]), or opens it
+    /// (`None`: not open yet), without a second lookup.
     #[inline]
     fn use_checked(
         &mut self,
@@ -633,7 +629,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 let driver = self.device.shared.driver();
                 self.cls.use_live_at(driver, self.dc.for_hooks()?, at)
             }
-            None => self.use_object(handle, guard),
+            None => self.use_first(handle, guard),
         }
     }
 
