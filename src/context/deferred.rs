@@ -25,9 +25,7 @@ use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, Query, Resource};
 use crate::kernel::{ContextId, DeferredId, Kernel};
 use crate::lists::list_clock::ListStamp;
-use crate::lists::record::{
-    add_sorted, note_in_set, sort_set, Payload, Recorded, Recording, OPERATION_BYTES,
-};
+use crate::lists::record::{note_in_set, Payload, Recorded, Recording, OPERATION_BYTES};
 use crate::lists::recycle::Node;
 use crate::registry::ObjectView;
 use crate::trace::span;
@@ -751,7 +749,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             DeferredCall::EndQuery(query)
         })?;
         self.open.query(query, begin);
-        add_sorted(&mut self.rec.queries, &[query]);
+        note_in_set(&mut self.rec.queries, query);
         self.push_op(if begin {
             Recorded::BeginQuery(query)
         } else {
@@ -861,7 +859,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         for &map in &inner.maps {
             note_in_set(&mut dc.rec.maps, map);
         }
-        add_sorted(&mut dc.rec.queries, &inner.queries);
+        for &query in &inner.queries {
+            note_in_set(&mut dc.rec.queries, query);
+        }
         // R-C3: from the next call on, the state-refresh queries answer nothing bound.
         dc.bindings.clear();
         Ok(())
@@ -1096,7 +1096,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.record_unmap(resource, memory)?;
         }
         // Noted unsorted while recording; sorted once, for the executes' R-C4 checks.
-        sort_set(&mut self.rec.maps);
+        self.rec.sort_sets();
         // R-R7: recycle destroyed lists, then (recycle-)create this one while state-refresh
         // queries still answer the context's bindings (R-C1).
         {

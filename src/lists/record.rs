@@ -151,8 +151,8 @@ pub(crate) struct Recording<C, L> {
     /// once ([`sort_set`]), so that a check never walks the nested lists and looks each of
     /// the context's maps up by binary search.
     pub(crate) maps: Vec<Handle<Resource>>,
-    /// Queries the recording, or a list it executes, begins or ends (R-C4): sorted, each
-    /// once.
+    /// Queries the recording, or a list it executes, begins or ends (R-C4): noted and sorted
+    /// as `maps` are.
     pub(crate) queries: Vec<Handle<Query>>,
     /// Operations a replay of the lists the recording executes performs, at any depth
     /// (saturating): with `ops`, what executing the recording costs
@@ -174,25 +174,6 @@ impl<C, L> Default for Recording<C, L> {
             queries: Vec::new(),
             nested_ops: 0,
             lists: Vec::new(),
-        }
-    }
-}
-
-/// Adds `items` to the sorted, duplicate-free `set`, keeping it so. Items already there cost
-/// a binary search each and move nothing (the common case: the same list executed again).
-pub(crate) fn add_sorted<T: Ord + Copy>(set: &mut Vec<T>, items: &[T]) {
-    let mut missing = items.iter().filter(|x| set.binary_search(x).is_err());
-    match (missing.next(), missing.next()) {
-        (None, _) => {}
-        (Some(&x), None) => {
-            let at = set.binary_search(&x).unwrap_or_else(|at| at);
-            set.insert(at, x);
-        }
-        // Two or more: one sort rather than an insertion each.
-        _ => {
-            set.extend_from_slice(items);
-            set.sort_unstable();
-            set.dedup();
         }
     }
 }
@@ -258,6 +239,16 @@ impl<C, L> Recording<C, L> {
             + self.maps.capacity() * core::mem::size_of::<Handle<Resource>>()
             + self.queries.capacity() * core::mem::size_of::<Handle<Query>>()
             + self.lists.capacity() * core::mem::size_of::<L>()
+    }
+
+    /// Sorts the sets of Maps and queries noted while recording ([`note_in_set`]), at Finish.
+    #[inline]
+    pub(crate) fn sort_sets(&mut self) {
+        // Most lists map nothing and use no query: one test for both.
+        if self.maps.len() + self.queries.len() > 1 {
+            sort_set(&mut self.maps);
+            sort_set(&mut self.queries);
+        }
     }
 
     /// Empties the recording, keeping its capacity; the lists it executed are given up.
@@ -334,21 +325,6 @@ mod tests {
         assert!(core::mem::size_of::<Recorded<()>>() <= OPERATION_BYTES);
     }
 
-    #[test]
-    fn add_sorted_keeps_a_sorted_set() {
-        let mut set = vec![2, 5, 9];
-        add_sorted(&mut set, &[5, 9]);
-        assert_eq!(set, [2, 5, 9]);
-        add_sorted(&mut set, &[7, 5]);
-        assert_eq!(set, [2, 5, 7, 9]);
-        add_sorted(&mut set, &[1, 10, 7, 1]);
-        assert_eq!(set, [1, 2, 5, 7, 9, 10]);
-        add_sorted(&mut set, &[]);
-        assert_eq!(set, [1, 2, 5, 7, 9, 10]);
-    }
-
-    /// Appended in any order, with repeats, the set comes out sorted and duplicate-free, and
-    /// its vector never holds more than twice the distinct items.
     #[test]
     fn noted_sets_sort_at_the_end_and_stay_small() {
         let mut set = Vec::new();

@@ -589,3 +589,33 @@ fn r_c4_a_lists_maps_conflict_whatever_order_they_were_recorded_in() {
     ic.execute_command_list(&outer).unwrap();
     ic.flush().unwrap();
 }
+
+/// The same for queries: a list begins and ends `q3`, then `q1`, and executes a list that
+/// begins and ends `q2`; with any of the three begun on the immediate context, executing it
+/// is a query conflict and runs nothing (R-C4).
+#[test]
+fn r_c4_a_lists_queries_conflict_whatever_order_they_were_recorded_in() {
+    let (device, mut ic, _world) = setup();
+    let [q1, q2, q3] = [(); 3].map(|()| device.create_query(QueryKind::Occlusion).unwrap());
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.begin_query(q2).unwrap();
+    dc.end_query(q2).unwrap();
+    let inner = dc.finish().unwrap();
+    for q in [q3, q1] {
+        dc.begin_query(q).unwrap();
+        dc.end_query(q).unwrap();
+    }
+    dc.execute_command_list(&inner).unwrap();
+    let outer = dc.finish().unwrap();
+    for begun in [q1, q2, q3] {
+        ic.begin_query(begun).unwrap();
+        assert_eq!(
+            ic.execute_command_list(&outer),
+            Err(Error::Application(AppError::QueryConflict)),
+            "{begun:?} begun on the immediate context"
+        );
+        ic.end_query(begun).unwrap();
+    }
+    ic.execute_command_list(&outer).unwrap();
+    ic.flush().unwrap();
+}
