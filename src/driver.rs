@@ -608,10 +608,15 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Destroy*, at the real destruction (R-D1, R-D2): on the immediate context's thread,
     /// during a flush after the submit of the last buffer that could reference the object;
     /// inside the destroy call for primaries (R-P1); during device destruction (R-D3).
-    /// Dependents are destroyed before what they depend on (R-H3). Must not stall. One
-    /// exception to the thread: a create that fails after this hook's `create_object`
+    /// Dependents are destroyed before what they depend on (R-H3). Must not stall. Two
+    /// exceptions to the thread: a create that fails after this hook's `create_object`
     /// succeeded (the engine ran out of slots, or the device was destroyed meanwhile) undoes
-    /// it on the creating thread; that object was never visible to anyone.
+    /// it on the creating thread, and that object was never visible to anyone; and an object
+    /// that device destruction left to a deferred context still alive (the immediate context
+    /// dropped under it, R-D3) is destroyed on the thread that lets the device's last
+    /// reference go, when nothing is left that could hand it to another hook.
+    ///
+    /// No hook hears an object after this one ran for it, whatever the threads do.
     fn destroy_object(&self, ty: HandleType, object: &Self::Object, ic: &mut Self::IcData);
 
     /// Creates the driver's immediate-context state, on the thread creating the device.
@@ -804,10 +809,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// memory of the lists in the context's cache ([`Driver::recycle_command_list`]).
     ///
     /// A context that outlives its device (its immediate context dropped while it records)
-    /// hears nothing after device destruction but this, at its drop (R-D3): the objects are
-    /// destroyed already, so its open context-local handles are released without
-    /// [`Driver::close_local`], and Finish and Abandon drop the recording without a hook
-    /// (they answer [`crate::Error::DeviceRemoved`]).
+    /// hears after device destruction only [`Driver::close_local`] for each handle it had
+    /// open, when Finish, Abandon or its drop ends the recording, and this, at its drop
+    /// (R-D3): device destruction leaves the objects its handles hold (a call that began
+    /// before the removal may still hand them to a hook), and destroys them once the
+    /// device's last reference goes. Finish and Abandon answer
+    /// [`crate::Error::DeviceRemoved`], with no abandon, unbind, recycle or create hook.
     fn destroy_deferred_context(&self, dc: Self::Deferred);
 
     /// Abandon's second step (R-C2), on the deferred context's thread: the binding at

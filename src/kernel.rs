@@ -217,7 +217,10 @@ pub trait Kernel: Send + Sync + 'static {
     /// before the submit of the last buffer that could reference the allocation (R-D1, R-D2);
     /// inside the destroy of a primary (R-P1); or during device destruction (R-D3). A create
     /// that fails after allocating gives its memory back on the creating thread (no buffer
-    /// ever referenced it).
+    /// ever referenced it). The memory of objects that device destruction left to deferred
+    /// contexts still alive (the immediate context dropped under them) is freed on the thread
+    /// that lets the device's last reference go, once the immediate context is gone and no
+    /// other call on the device can run.
     fn deallocate(&self, allocation: AllocationHandle);
 
     /// Submits a closed command buffer (the render callback). Called on the immediate

@@ -10,3 +10,11 @@ pub(crate) use loom::sync::atomic::{
 pub(crate) use core::sync::atomic::{
     fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
+
+/// Lets another thread run while this one waits (a spin that yields).
+#[cfg(loom)]
+pub(crate) use loom::thread::yield_now;
+
+/// Lets another thread run while this one waits (a spin that yields).
+#[cfg(not(loom))]
+pub(crate) use std::thread::yield_now;

@@ -177,9 +177,7 @@ impl<D: Driver> ClsTable<D> {
     ) -> Result<()> {
         let local = &mut self.open[at];
         let entry = local.held.entry();
-        if !entry.is_live() {
-            return Err(AppError::StaleHandle.into());
-        }
+        entry.check_live()?;
         let (Some(dc), Some(block)) = (dc, local.block.as_mut()) else {
             return Ok(());
         };
@@ -298,18 +296,16 @@ impl<D: Driver> ClsTable<D> {
     /// state-refresh queries answer meanwhile. Each closed handle's hold on its object is
     /// passed to `keep` (a command list takes it) or released when `keep` is `None`.
     /// Needs no pin: every handle reaches its object through its hold.
+    ///
+    /// After device destruction too: an open handle holds its object, which the drain left
+    /// to its holders (R-D3), so every object outlives its handles (R-H2).
     pub(crate) fn close_all(
         &mut self,
         driver: &D,
         mut dc: Option<&mut D::Deferred>,
-        registry: &Registry<D>,
         state: StateView<'_>,
         mut keep: Option<&mut Vec<HeldEntry<D>>>,
     ) {
-        // After device destruction the objects are destroyed already: their handles are
-        // released without closing (R-H2 was kept by refusing DestroyDevice while contexts
-        // live; only dropping the immediate context gets here).
-        let removed = registry.is_removed();
         while let Some(LocalHandle {
             held, ty, block, ..
         }) = self.open.pop()
@@ -330,7 +326,7 @@ impl<D: Driver> ClsTable<D> {
                         debug_assert!(freed.is_ok(), "blocks come from this context's allocator");
                     }
                 });
-            let (Some(dc), false) = (dc.as_deref_mut(), removed) else {
+            let Some(dc) = dc.as_deref_mut() else {
                 continue;
             };
             let (bucket, block, held) = &mut *closing;

@@ -436,17 +436,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// context locally (R-E3).
     #[inline]
     fn settle<T>(&mut self, result: Result<T>) -> Result<T> {
-        if let Err(error) = &result {
-            self.refused(*error);
-        }
-        result
+        result.map_err(|error| self.refused(error))
     }
 
     /// [`DeferredContext::settle`]'s failure, kept out of line: the recording path is the
-    /// success path.
+    /// success path. An application error of a call that raced device destruction (an
+    /// object the drain destroyed looks stale) is [`Error::DeviceRemoved`]: the removal is
+    /// the call's answer, as it is for every call that begins after it (R-D3).
     #[cold]
     #[inline(never)]
-    fn refused(&mut self, error: Error) {
+    fn refused(&mut self, error: Error) -> Error {
+        let error = match error {
+            Error::Application(_) if self.device.is_removed() => Error::DeviceRemoved,
+            error => error,
+        };
         self.device
             .shared
             .kernel()
@@ -454,6 +457,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if error == Error::OutOfMemory {
             self.remove_locally();
         }
+        error
     }
 
     /// Context-local removal (R-E3): the partial list is abandoned as after any error
@@ -483,8 +487,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.bindings.clear();
         let s = &*self.device.shared;
         if let Ok(dc) = self.dc.for_hooks() {
-            self.cls
-                .close_all(s.driver(), dc, s.registry(), StateView::empty(), None);
+            self.cls.close_all(s.driver(), dc, StateView::empty(), None);
         }
         executed.clear();
         self.rec.lists = executed; // its capacity kept
@@ -597,9 +600,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 if !T::accepts(view.ty()) {
                     return Err(AppError::WrongType.into());
                 }
-                if !view.entry().is_live() {
-                    return Err(AppError::StaleHandle.into());
-                }
+                view.entry().check_live()?;
                 Ok((check(view)?, Some(at)))
             }
             None => {
@@ -1114,13 +1115,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             let dc = self.dc.for_hooks()?;
             let body = &mut node.value.body;
             body.held.clear();
-            self.cls.close_all(
-                s.driver(),
-                dc,
-                s.registry(),
-                StateView::empty(),
-                Some(&mut body.held),
-            );
+            self.cls
+                .close_all(s.driver(), dc, StateView::empty(), Some(&mut body.held));
             // The recording becomes the list's; the list's empty recording (its capacity
             // kept: cleared when the list was recycled, `ListPool::take_destroyed`) becomes
             // the context's next. Both are boxed: the swap moves two pointers.
@@ -1297,10 +1293,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// R-C2's sequence: AbandonCommandList, the bindings undone one by one, every handle
     /// closed, the context recycled (or recreated).
     ///
-    /// After device destruction (R-D3) the recording is dropped and its handles released
-    /// without a hook, and the answer is [`Error::DeviceRemoved`]: the driver's objects are
-    /// destroyed already, and of a context that outlives its device the driver hears only
-    /// the DestroyDeferredContext of its drop.
+    /// After device destruction (R-D3) the recording is dropped, its handles closed, and the
+    /// answer is [`Error::DeviceRemoved`]: no abandon or unbind hook, nor a recycle, on a
+    /// destroyed device. Of a context that outlives its device the driver hears only the
+    /// closes of the handles it had open and the DestroyDeferredContext of its drop; the
+    /// objects those handles held outlive them (the drain leaves them, R-H2).
     fn abandon_sequence(&mut self) -> Result<()> {
         // The abandoned recording's span ends here; the next call opens the next one's.
         #[cfg(feature = "trace")]

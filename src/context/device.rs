@@ -23,7 +23,7 @@ use crate::kernel::{AllocationDesc, ContextId, DeferredId, Kernel};
 use crate::list_mode::ListMode;
 use crate::lists::list_clock::ListClock;
 use crate::lists::recycle::DropStack;
-use crate::primitive::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 use crate::registry::retire::Clock;
 use crate::registry::tag::DeviceTag;
 use crate::registry::{NewEntry, ObjectRef, Registry};
@@ -134,9 +134,6 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     config: DeviceConfig,
     /// The next deferred context's number.
     next_deferred_id: AtomicU32,
-    /// Deferred contexts alive: the device cannot be destroyed while one may still close
-    /// context-local handles (R-H2).
-    live_deferred: AtomicUsize,
     /// Command lists ended for good while a buffer that executed them may still read their
     /// memory; the immediate context frees them once the list clock has passed.
     retired_lists: DropStack<ListData<D, K>>,
@@ -151,6 +148,26 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// thread without locks.
     frame_stats: ArcSwap<FrameStats>,
     _tag: DeviceTag,
+}
+
+impl<D: Driver, K: Kernel> Drop for DeviceShared<D, K> {
+    /// The device's last reference (its last context, command list or handle) is gone, on
+    /// whichever thread let it go: the objects device destruction left to their holders
+    /// (live deferred contexts, R-D3) are destroyed now, views first, each with its
+    /// allocation, when nothing is left that could hand them to a hook.
+    fn drop(&mut self) {
+        let (driver, kernel) = (&self.driver, &self.kernel);
+        self.registry.destroy_left(|entry, ic| {
+            let allocation = entry.allocation();
+            // The allocation goes even if the hook panics.
+            let _deallocate = scopeguard::guard(allocation, |allocation| {
+                if let Some(allocation) = allocation {
+                    kernel.deallocate(allocation);
+                }
+            });
+            driver.destroy_object(entry.ty(), entry.object(), &mut ic.data);
+        });
+    }
 }
 
 impl<D: Driver, K: Kernel> DeviceShared<D, K> {
@@ -212,21 +229,21 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
         DeferredId::new(self.next_deferred_id.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// A deferred context came to life (its driver state exists). SeqCst, with
-    /// [`DeviceShared::deferred_gone`] and [`DeviceShared::has_live_deferred`]: device
-    /// destruction sees every context that may still close handles (R-H2).
+    /// A deferred context came to life (its driver state exists): counted in the registry's
+    /// [`Removal`](crate::registry::removal::Removal), which device destruction asks whether
+    /// a context may still close handles (R-H2) or hear the objects it holds (R-D3).
     pub(crate) fn deferred_alive(&self) {
-        self.live_deferred.fetch_add(1, Ordering::SeqCst);
+        self.registry.removal().context_alive();
     }
 
     /// A deferred context is gone (its handles closed, its state destroyed).
     pub(crate) fn deferred_gone(&self) {
-        self.live_deferred.fetch_sub(1, Ordering::SeqCst);
+        self.registry.removal().context_gone();
     }
 
     /// Whether a deferred context is alive.
     pub(crate) fn has_live_deferred(&self) -> bool {
-        self.live_deferred.load(Ordering::SeqCst) > 0
+        self.registry.removal().contexts_alive()
     }
 
     /// How many times the immediate context asked the deferred contexts to trim (R-A1).
@@ -355,7 +372,6 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 handle_sizes,
                 config,
                 next_deferred_id: AtomicU32::new(0),
-                live_deferred: AtomicUsize::new(0),
                 retired_lists: DropStack::new(),
                 trim_epoch: CachePadded::new(AtomicU64::new(0)),
                 list_clock: ListClock::new(list_clock),

@@ -22,7 +22,7 @@ use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::list_mode::ListMode;
 use crate::lists::record::Recorded;
 use crate::primitive::Ordering;
-use crate::registry::retire::{Clock, Clocks, Pass, RetireQueue, RetireStats};
+use crate::registry::retire::{Clock, Clocks, Drain, Pass, RetireQueue, RetireStats};
 use crate::registry::{Entry, IcDataRefs, IcToken, ObjectView, Registry, Resolver};
 use crate::trace::span;
 
@@ -913,7 +913,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let clocks = Clocks {
             submitted_through: through,
             completed,
-            drain: false,
+            drain: Drain::No,
         };
         {
             let _span = span!("deferred_destruction");
@@ -1087,7 +1087,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let everything_due = Clocks {
                 submitted_through: u64::MAX,
                 completed: u64::MAX,
-                drain: false,
+                drain: Drain::No,
             };
             let mut pass = Self::pass(s, &mut ic.token, Clock::Submitted, everything_due, &guard);
             let mut sealed = scopeguard::guard(&mut pass, |pass| {
@@ -1106,8 +1106,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// While deferred contexts of the device are alive it is an application error and
     /// changes nothing: their context-local handles must close before the objects behind
     /// them are destroyed (R-H2). Dropping the immediate context destroys the device
-    /// regardless; live contexts then release their handles without closing them (the
-    /// objects are gone) and every call on them fails.
+    /// regardless, with one difference: what a live context holds (the objects its handles
+    /// and lists name) is left to it, since a call on it that began before the removal may
+    /// still hand those objects to a hook. The context closes its handles when its recording
+    /// ends, every later call on it answers [`Error::DeviceRemoved`], and the objects it
+    /// held are destroyed and deallocated when the device's last reference goes, on that
+    /// thread. No hook hears an object after its destroy hook, whatever the threads do.
     pub fn destroy_device(&mut self) -> Result<()> {
         let result = if self.device.shared.has_live_deferred() {
             Err(AppError::DeferredContextsAlive.into())
@@ -1147,11 +1151,29 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// linked destroyed (dependents first) and every allocation deallocated. Each step
     /// leaves its queue before its hook runs, so after a hook panics, calling this again
     /// (the immediate context's drop does) finishes the rest without repeating anything.
+    ///
+    /// What a live deferred context may still hear is left to it: a context in a call that
+    /// passed its device check before the removal can hand the driver any object it holds, so
+    /// while one is alive ([`Drain::LeaveHeld`]) held objects stay, and the device's last
+    /// reference destroys them (`DeviceShared`'s drop). The count is read after the removal,
+    /// so that a context it misses finds the device removed at its first call
+    /// (`Removal::contexts_alive_after_removal`).
     fn drain(&mut self) {
         let _span = span!("deferred_destruction");
         let s = &*self.device.shared;
         Self::free_retired_lists(s, &mut self.lists_in_flight, true);
         let guard = epoch::pin();
+        // The context's own bindings hold what they bind: given back first, so that only the
+        // holds of others decide what a drain leaves.
+        let registry = s.registry();
+        for (_, handle) in self.bindings.iter() {
+            Self::release_hold(registry, &guard, handle);
+        }
+        self.bindings.clear();
+        let drain = match registry.removal().contexts_alive_after_removal() {
+            true => Drain::LeaveHeld,
+            false => Drain::Everything,
+        };
         // Every entry still linked is destroyed now: the live ones as if by the application,
         // and also those destroyed by a thread that has not pushed them onto the retire
         // stack yet (it may never be collected again). Each slot is queued once.
@@ -1166,7 +1188,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let clocks = Clocks {
             submitted_through: u64::MAX,
             completed: u64::MAX,
-            drain: true,
+            drain,
         };
         let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
         self.retire.process(pass);

@@ -43,6 +43,7 @@
 mod current_allocation;
 pub(crate) mod index_stack;
 pub(crate) mod reclaim;
+pub(crate) mod removal;
 pub(crate) mod retire;
 pub(crate) mod tag;
 
@@ -62,10 +63,11 @@ use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
 use crate::kernel::AllocationHandle;
-use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::registry::current_allocation::CurrentAllocation;
 use crate::registry::index_stack::{IndexStack, TakeAllStack, NIL};
 use crate::registry::reclaim::Limbo;
+use removal::{CreateGate, Removal};
 
 /// Slots in the first page; page `k` holds `PAGE_BASE << k`. 32 keeps a device with a few
 /// objects small while 20 pages reach past [`MAX_SLOTS`].
@@ -212,6 +214,25 @@ impl<D: Driver> Entry<D> {
         self.state.load(Ordering::SeqCst) == LIVE
     }
 
+    /// `Ok` while the object is live; else why it cannot be named: the application destroyed
+    /// it (a stale handle, R-E1), or device destruction claimed it, which a call that began
+    /// before the removal can still find (R-D3).
+    #[inline]
+    pub(crate) fn check_live(&self) -> Result<()> {
+        match self.state.load(Ordering::SeqCst) {
+            LIVE => Ok(()),
+            state => Err(Self::not_live(state)),
+        }
+    }
+
+    #[cold]
+    fn not_live(state: u32) -> Error {
+        match state {
+            CLAIMED => Error::DeviceRemoved,
+            _ => AppError::StaleHandle.into(),
+        }
+    }
+
     /// Marks the entry destroyed; false if it already was (a double destroy).
     pub(crate) fn mark_destroyed(&self) -> bool {
         // SeqCst pairs with the immediate context's SeqCst bump of its open buffer number:
@@ -245,8 +266,14 @@ impl<D: Driver> Entry<D> {
         self.holders.fetch_sub(1, Ordering::AcqRel);
     }
 
-    /// For device destruction: marks the object freed whatever holds it (the holders can no
-    /// longer use it: every call on the device fails from now on).
+    /// Whether the object was really destroyed (its destroy hook ran or is running).
+    pub(crate) fn is_freed(&self) -> bool {
+        self.holders.load(Ordering::Acquire) & FREED != 0
+    }
+
+    /// For device destruction when no deferred context is alive: marks the object freed
+    /// whatever holds it (only command lists can still hold it, and no context is left to
+    /// execute them: they can only be dropped, which hears no object).
     pub(crate) fn seal(&self) {
         self.holders.fetch_or(FREED, Ordering::AcqRel);
     }
@@ -663,11 +690,10 @@ pub(crate) struct Registry<D: Driver> {
     free: IndexStack,
     /// Destroyed objects waiting for the immediate context (R-D1).
     pub(crate) retired: TakeAllStack,
-    removed: AtomicBool,
-    /// Creates in progress. Device destruction marks the registry removed, then waits for
-    /// this to reach zero: every create either sees the removal before any hook, or is
-    /// linked before the drain looks (R-D3, R-H3).
-    creating: AtomicUsize,
+    /// Whether the device is removed; the creates in progress, which device destruction
+    /// waits for (every create either sees the removal before any hook, or is linked before
+    /// the drain looks, R-D3, R-H3); the deferred contexts alive, whose holds it leaves.
+    removal: Removal,
     /// Entries the immediate context unlinked, waiting for the CPU epoch: reached only with
     /// the [`IcToken`] (on lines of their own, away from the heads other threads CAS).
     reclaim: CachePadded<UnsafeCell<Limbo>>,
@@ -710,17 +736,6 @@ impl<D: Driver> Drop for ReservedSlot<'_, D> {
     }
 }
 
-/// A create in progress (see [`Registry::begin_create`]); ends when dropped, also on unwind.
-pub(crate) struct CreateGate<'a> {
-    creating: &'a AtomicUsize,
-}
-
-impl Drop for CreateGate<'_> {
-    fn drop(&mut self) {
-        self.creating.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 fn page_of(index: u32) -> (usize, usize) {
     let v = index + PAGE_BASE;
     let page = (31 - v.leading_zeros()) - PAGE_BASE_LOG2;
@@ -739,8 +754,7 @@ impl<D: Driver> Registry<D> {
             reserved: AtomicU32::new(0),
             free: IndexStack::new(),
             retired: TakeAllStack::new(),
-            removed: AtomicBool::new(false),
-            creating: AtomicUsize::new(0),
+            removal: Removal::default(),
             reclaim: CachePadded::new(UnsafeCell::new(Limbo::default())),
             token_taken: AtomicBool::new(false),
         }
@@ -774,8 +788,8 @@ impl<D: Driver> Registry<D> {
             .map_err(|_| Error::OutOfMemory)?;
         slots.extend((0..len).map(|_| Slot::new()));
         let fresh = Box::into_raw(slots.into_boxed_slice()) as *mut Slot<D>;
-        // SeqCst, like the entry store and `removed`: device destruction scanning the slots
-        // sees a page a racing create published, or the create sees the removal.
+        // Device destruction scans the slots only after every create in progress ended (its
+        // gate's release, `Removal::mark_removed`), so it sees a page a create published.
         if let Err(_winner) = self.pages[page].compare_exchange(
             core::ptr::null_mut(),
             fresh,
@@ -862,8 +876,8 @@ impl<D: Driver> Registry<D> {
         // SAFETY: `memory` is an `Entry`-sized allocation owned by this thread, fresh or the
         // slot's spare whose old value is gone (dropped just above or before).
         unsafe { memory.write(entry) };
-        // SeqCst, like `removed` and the page publication: device destruction scanning the
-        // slots sees every entry a create linked before the drain.
+        // Device destruction scans the slots only after every create in progress ended (its
+        // gate's release, `Removal::mark_removed`), so it sees every entry a create linked.
         slot.entry
             .store(Shared::from(memory.cast_const()), Ordering::SeqCst);
         Handle::new(self.tag, index, generation)
@@ -876,7 +890,7 @@ impl<D: Driver> Registry<D> {
         handle: Handle<T>,
         guard: &'g Guard,
     ) -> Result<&'g Entry<D>> {
-        if self.removed.load(Ordering::Acquire) {
+        if self.removal.is_removed() {
             return Err(Error::DeviceRemoved);
         }
         self.find_linked(handle, guard)
@@ -912,9 +926,7 @@ impl<D: Driver> Registry<D> {
         guard: &'g Guard,
     ) -> Result<ObjectView<'g, D>> {
         let entry = self.find(handle, guard)?;
-        if !entry.is_live() {
-            return Err(AppError::StaleHandle.into());
-        }
+        entry.check_live()?;
         Ok(ObjectView {
             handle: handle.any(),
             entry,
@@ -1080,32 +1092,70 @@ impl<D: Driver> Registry<D> {
         }
     }
 
-    /// Starts a create: [`Error::DeviceRemoved`] once the registry is removed; otherwise the
-    /// removal waits until the returned gate is dropped.
+    /// Device removal, the creates in progress and the deferred contexts alive.
+    pub(crate) fn removal(&self) -> &Removal {
+        &self.removal
+    }
+
+    /// Starts a create ([`Removal::begin_create`]).
     pub(crate) fn begin_create(&self) -> Result<CreateGate<'_>> {
-        // SeqCst on both sides (this increment then the flag; the flag then the count in
-        // `mark_removed`): either this create sees the removal, or the removal sees it.
-        self.creating.fetch_add(1, Ordering::SeqCst);
-        let gate = CreateGate {
-            creating: &self.creating,
-        };
-        if self.removed.load(Ordering::SeqCst) {
-            return Err(Error::DeviceRemoved);
-        }
-        Ok(gate)
+        self.removal.begin_create()
     }
 
     /// From now on every lookup and create is [`Error::DeviceRemoved`]; returns once every
     /// create that started before has finished, so all their entries are linked.
     pub(crate) fn mark_removed(&self) {
-        self.removed.store(true, Ordering::SeqCst);
-        while self.creating.load(Ordering::SeqCst) != 0 {
-            std::thread::yield_now();
-        }
+        self.removal.mark_removed();
     }
 
+    #[inline]
     pub(crate) fn is_removed(&self) -> bool {
-        self.removed.load(Ordering::SeqCst)
+        self.removal.is_removed()
+    }
+
+    /// The objects device destruction left to their holders (R-D3): every entry still
+    /// linked and not freed, views before resources (R-H3). Each is marked freed, then handed
+    /// to `destroy` with its IC side, exclusively: `&mut self` is the proof that no context,
+    /// list or handle of the device is left to reach it (each of them holds the device that
+    /// owns this registry), so its destroy hook is the last thing that hears it.
+    pub(crate) fn destroy_left(&mut self, mut destroy: impl FnMut(&Entry<D>, &mut IcSide<D>)) {
+        for views in [true, false] {
+            for (page, ptr) in self.pages.iter().enumerate() {
+                let base = ptr.load(Ordering::Acquire);
+                if base.is_null() {
+                    continue;
+                }
+                for i in 0..(PAGE_BASE as usize) << page {
+                    // SAFETY: `&mut self`: no other thread can reach the slots (see above);
+                    // the page came from `Box::into_raw` of `PAGE_BASE << page` slots, so
+                    // `i` is in bounds, and a slot's linked entry is a whole `Entry` that
+                    // only the registry's drop frees.
+                    let entry = unsafe {
+                        let slot = &*base.add(i);
+                        match slot
+                            .entry
+                            .load(Ordering::Relaxed, epoch::unprotected())
+                            .as_ref()
+                        {
+                            Some(entry) => entry,
+                            None => continue,
+                        }
+                    };
+                    if entry.ty.is_view() != views || entry.is_freed() {
+                        continue;
+                    }
+                    // Freed before the hook runs: a hook that panics never has it destroyed
+                    // twice (the registry's drop then drops the entries left, unheard).
+                    entry.seal();
+                    // SAFETY: the IC side is reached through `Entry::ic_side` with the
+                    // immediate context's token, or here; `&mut self` excludes the first
+                    // (the token's context holds the device), and this is the only
+                    // reference made here to this entry's IC side.
+                    let ic = unsafe { &mut *entry.ic.get() };
+                    destroy(entry, ic);
+                }
+            }
+        }
     }
 }
 
@@ -1188,6 +1238,64 @@ mod tests {
             }
             let object_end = object + core::mem::size_of::<crate::soft::SoftObject>();
             assert!(object_end <= ic);
+        }
+
+        /// R-D3: what a live deferred context holds when the immediate context is dropped
+        /// outlives the drain, and the device's last reference destroys it (views first) and
+        /// deallocates its memory: `destroy_left` walks the slots with `&mut` access.
+        #[test]
+        fn r_d3_what_a_live_context_holds_is_destroyed_with_the_last_reference() {
+            use crate::soft::Hook;
+            use crate::{BindClass, BindPoint, Stage, ViewDesc};
+            let native = SoftConfig {
+                command_lists: true,
+                trace: true,
+                ..config()
+            };
+            let (device, ic, world) = soft::device(native, DeviceConfig::default()).unwrap();
+            let buffer = ResourceDesc {
+                byte_size: 16,
+                ..Default::default()
+            };
+            let r = device.create_resource(buffer).unwrap();
+            let v = device
+                .create_view(
+                    HandleType::ShaderResourceView,
+                    ViewDesc {
+                        resource: r,
+                        first_byte: 0,
+                        byte_len: 8,
+                    },
+                )
+                .unwrap();
+            let unheld = device.create_resource(buffer).unwrap();
+            let id = |h: crate::AnyHandle| device.object(h).unwrap().id;
+            let (v_id, r_id, unheld_id) = (id(v.any()), id(r.any()), id(unheld.any()));
+            let mut dc = device.create_deferred_context().unwrap();
+            let point = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
+            dc.bind(point, Some(v.any())).unwrap();
+            let destroyed = |world: &soft::SoftWorld| {
+                world
+                    .trace()
+                    .iter()
+                    .filter(|e| e.hook == Hook::DestroyObject)
+                    .map(|e| e.object)
+                    .collect::<Vec<_>>()
+            };
+            drop(ic); // destroys the unheld resource, leaves the view and its resource
+            assert_eq!(destroyed(&world), [unheld_id]);
+            drop(dc);
+            assert_eq!(
+                destroyed(&world),
+                [unheld_id],
+                "the device is still referenced"
+            );
+            drop(device);
+            // The view before the resource it depends on (R-H3).
+            assert_eq!(destroyed(&world), [unheld_id, v_id, r_id]);
+            assert_eq!(world.soft_objects_alive(), 0);
+            let violations = world.check_after_device_destroyed();
+            assert!(violations.is_empty(), "{violations:#?}");
         }
 
         /// Rotation hands the driver every rotated resource's IC data at once (the one place

@@ -84,8 +84,32 @@ pub(crate) struct Clocks {
     pub(crate) submitted_through: u64,
     /// The kernel's completed fence.
     pub(crate) completed: u64,
-    /// Device destruction: the GPU is idle, destroy everything.
-    pub(crate) drain: bool,
+    /// Whether this is device destruction's drain, and what it leaves.
+    pub(crate) drain: Drain,
+}
+
+/// Device destruction's drain (R-D3): the GPU is idle, every object is due, and what
+/// happens to an object something still holds depends on who may still hear it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Drain {
+    /// Not a drain: the clocks and the holds decide.
+    No,
+    /// No deferred context is alive, so nothing can hear an object any more (a command list
+    /// the application still has can only be dropped): everything is destroyed, held or
+    /// not.
+    Everything,
+    /// Deferred contexts are alive (the immediate context was dropped under them): one may
+    /// be in a call that began before the removal and hands the driver an object it holds,
+    /// so what is held is left to its holders. The device's last reference destroys it
+    /// ([`Registry::destroy_left`]); what nothing holds is destroyed now, and no hold can be
+    /// taken on it afterwards (a hold needs the object not freed).
+    LeaveHeld,
+}
+
+impl Drain {
+    fn is_on(self) -> bool {
+        self != Drain::No
+    }
 }
 
 /// What a pass over the queue needs: the immediate context's view of its device.
@@ -167,7 +191,7 @@ impl RetireQueue {
             let mut i = 0;
             while i < self.waiting.len() {
                 let w = self.waiting[i];
-                let due = clocks.drain || w.tag <= clocks.submitted_through;
+                let due = clocks.drain.is_on() || w.tag <= clocks.submitted_through;
                 match due
                     .then(|| Self::claim(&pass, w.index, resources))
                     .flatten()
@@ -184,7 +208,7 @@ impl RetireQueue {
         let mut i = 0;
         while i < self.deallocations.len() {
             let d = self.deallocations[i];
-            if clocks.drain || d.fence <= clocks.completed {
+            if clocks.drain.is_on() || d.fence <= clocks.completed {
                 self.deallocations.swap_remove(i);
                 self.deallocated += 1;
                 pass.kernel.deallocate(d.allocation);
@@ -196,7 +220,7 @@ impl RetireQueue {
     }
 
     /// The entry in slot `index`, sealed for its real destruction, if it is of the pass's
-    /// kind and nothing holds it (at device destruction, whatever holds it).
+    /// kind and nothing holds it (at a drain of everything, whatever holds it).
     fn claim<'g, D: Driver, K: Kernel>(
         pass: &Pass<'g, D, K>,
         index: u32,
@@ -207,10 +231,12 @@ impl RetireQueue {
         if (entry.ty() == HandleType::Resource) != resources {
             return None;
         }
-        if pass.clocks.drain {
+        if pass.clocks.drain == Drain::Everything {
             entry.seal();
         } else if !entry.try_seal() {
-            return None; // held by views (R-H3), context-local handles or command lists
+            // Held by views (R-H3), context-local handles or command lists: at a drain that
+            // leaves what is held, it stays queued until the queue goes with its context.
+            return None;
         }
         Some(entry)
     }
@@ -240,7 +266,7 @@ impl RetireQueue {
             registry.free(token, index, guard);
             queue.destroyed += 1;
             if let Some(allocation) = allocation {
-                if clock == Clock::Submitted || clocks.drain || fence <= clocks.completed {
+                if clock == Clock::Submitted || clocks.drain.is_on() || fence <= clocks.completed {
                     queue.deallocated += 1;
                     kernel.deallocate(allocation);
                 } else {

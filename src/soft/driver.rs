@@ -136,6 +136,21 @@ impl Command for SoftCommand {
     }
 }
 
+/// The soft driver's immediate-context state. Dropped with the immediate context, after
+/// device destruction's drain: from then on the immediate context's thread is gone, and
+/// what the drain left to live deferred contexts (R-D3) is destroyed and deallocated on
+/// whichever thread lets the device's last reference go, which the world then accepts.
+#[derive(Debug)]
+pub struct SoftIc {
+    world: Arc<SoftWorld>,
+}
+
+impl Drop for SoftIc {
+    fn drop(&mut self) {
+        self.world.lock().ic_ended = true;
+    }
+}
+
 /// A soft object (the IC handle's data).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SoftObject {
@@ -153,7 +168,48 @@ pub struct SoftObject {
     pub resource_id: u64,
     /// Counts this object among its world's live soft objects until it is dropped.
     pub(crate) tally: Tally,
+    /// Set by its destroy hook: a hook that hears the object afterwards is a violation.
+    pub(crate) destroyed: Destroyed,
 }
+
+/// Whether an object's destroy hook ran: every hook that hears the object checks it, so a
+/// driver that would touch freed memory in C shows a violation here (R-D3: no hook hears an
+/// object after its destroy hook, whatever the threads do).
+#[derive(Debug, Default)]
+pub(crate) struct Destroyed(std::sync::atomic::AtomicBool);
+
+impl Destroyed {
+    /// Marks the object destroyed; false when it was already (destroyed twice).
+    fn mark(&self) -> bool {
+        !self.0.swap(true, Ordering::SeqCst)
+    }
+
+    /// Flags a violation when `object` is heard by `hook` after its destroy hook ran.
+    pub(crate) fn check(s: &mut State, object: &SoftObject, hook: &str) {
+        if object.destroyed.0.load(Ordering::SeqCst) {
+            let what = format!(
+                "object {} heard by {hook} after its destroy hook ran",
+                object.id
+            );
+            SoftWorld::violate(s, "R-D3", what);
+        }
+    }
+}
+
+/// A copy of an object describes it: not yet destroyed.
+impl Clone for Destroyed {
+    fn clone(&self) -> Self {
+        Destroyed::default()
+    }
+}
+
+/// Objects compare by what they describe.
+impl PartialEq for Destroyed {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Destroyed {}
 
 /// One soft object counted alive in its world ([`SoftWorld::soft_objects_alive`]): made with
 /// the object, counted again by a clone, uncounted when dropped, so a test can check that
@@ -732,7 +788,7 @@ impl SoftDriver {
 impl Driver for SoftDriver {
     type Object = SoftObject;
     type IcData = u64;
-    type Immediate = ();
+    type Immediate = SoftIc;
     type Command = SoftCommand;
     type Deferred = SoftDeferred;
 
@@ -839,6 +895,7 @@ impl Driver for SoftDriver {
                 view,
                 resource_id,
                 tally: Tally::new(&self.world.objects_alive),
+                destroyed: Destroyed::default(),
             },
             0,
         ))
@@ -846,25 +903,30 @@ impl Driver for SoftDriver {
 
     fn destroy_object(&self, ty: HandleType, object: &SoftObject, ic: &mut u64) {
         *ic += 1;
+        if !object.destroyed.mark() {
+            let mut s = self.world.lock();
+            let what = format!("object {} destroyed twice", object.id);
+            SoftWorld::violate(&mut s, "R-D1", what);
+        }
         if !self.world.config.trace && !self.world.any_open_locals() {
             return; // nothing to record, nothing to check: no lock
         }
         let mut s = self.world.lock();
-        // An open context-local handle holds its object (R-H2), so only device destruction
-        // with deferred contexts still alive (the immediate context dropped) destroys one:
-        // their handles are then released without closing, as the engine documents.
-        if s.open_locals.keys().any(|&(_, id)| id == object.id) {
-            let released: Vec<u32> = s
-                .open_locals
-                .keys()
-                .filter(|&&(_, id)| id == object.id)
-                .map(|&(dc, _)| dc)
-                .collect();
-            for dc in released {
-                s.open_locals.remove(&(dc, object.id));
-                *s.released_unclosed.entry(dc).or_default() += 1;
-            }
-            self.world.note_open_locals(&s);
+        // An open context-local handle holds its object (R-H2): the IC handle goes last, also
+        // at device destruction with deferred contexts still alive (the drain leaves what
+        // they hold).
+        let open: Vec<u32> = s
+            .open_locals
+            .keys()
+            .filter(|&&(_, id)| id == object.id)
+            .map(|&(dc, _)| dc)
+            .collect();
+        if !open.is_empty() {
+            let what = format!(
+                "object {} destroyed while context-local handles of contexts {open:?} are open",
+                object.id
+            );
+            SoftWorld::violate(&mut s, "R-H2", what);
         }
         if !self.world.config.trace {
             return; // nothing to record, nothing else to check
@@ -876,16 +938,23 @@ impl Driver for SoftDriver {
         Lifetimes::object_destroyed(&mut s, object.id);
     }
 
-    fn create_immediate(&self) -> Result<()> {
+    fn create_immediate(&self) -> Result<SoftIc> {
         self.world.lock().ic_thread = Some(std::thread::current().id());
-        Ok(())
+        Ok(SoftIc {
+            world: Arc::clone(&self.world),
+        })
     }
 
-    fn execute(&self, imm: &mut (), objects: &Resolver<'_, Self>, op: Op<'_, Self>) -> Result<()> {
+    fn execute(
+        &self,
+        imm: &mut SoftIc,
+        objects: &Resolver<'_, Self>,
+        op: Op<'_, Self>,
+    ) -> Result<()> {
         self.execute_for(imm, objects, op)
     }
 
-    fn flush(&self, _imm: &mut ()) {
+    fn flush(&self, _imm: &mut SoftIc) {
         let mut s = self.world.lock();
         self.world.note(&mut s, TraceEvent::of(Hook::Flush));
     }
@@ -900,7 +969,7 @@ impl Driver for SoftDriver {
 
     fn execute_command_list(
         &self,
-        imm: &mut (),
+        imm: &mut SoftIc,
         list: &[u8],
         objects: &Resolver<'_, Self>,
     ) -> Result<()> {
@@ -1064,13 +1133,10 @@ impl Driver for SoftDriver {
         if self.world.config.trace {
             Lifetimes::context_destroyed(&mut s, dc.id);
         }
-        // Handles whose objects device destruction took were released without closing.
-        let released = s.released_unclosed.remove(&dc.id.get()).unwrap_or(0);
-        if dc.open_handles != released {
+        if dc.open_handles != 0 {
             let what = format!(
                 "context {} destroyed with {} handles open",
-                dc.id,
-                dc.open_handles.abs_diff(released)
+                dc.id, dc.open_handles
             );
             SoftWorld::violate(&mut s, "R-C1", what);
         }
@@ -1087,6 +1153,7 @@ impl Driver for SoftDriver {
         let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "open_local");
+        Destroyed::check(&mut s, object, "open_local");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::OpenLocal)
@@ -1143,6 +1210,7 @@ impl Driver for SoftDriver {
         let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "use_local");
+        Destroyed::check(&mut s, object, "use_local");
         self.world.note(
             &mut s,
             TraceEvent::of(Hook::UseLocal)
@@ -1171,6 +1239,7 @@ impl Driver for SoftDriver {
         let _hook = DeferredHook::enter();
         let mut s = self.world.lock();
         self.deferred_hook(&mut s, "close_local");
+        Destroyed::check(&mut s, object, "close_local");
         s.open_locals.remove(&(dc.id.get(), object.id));
         self.world.note_open_locals(&s);
         // R-H3: dependents close before what they depend on.
@@ -1319,7 +1388,7 @@ impl Driver for SoftDriver {
         BltCaps::ROTATION
     }
 
-    fn rotate_identities(&self, _imm: &mut (), ic: &mut [&mut u64]) {
+    fn rotate_identities(&self, _imm: &mut SoftIc, ic: &mut [&mut u64]) {
         let mut s = self.world.lock();
         let event = TraceEvent::of(Hook::RotateIdentities).state(ic.len());
         self.world.note(&mut s, event);
@@ -1327,7 +1396,7 @@ impl Driver for SoftDriver {
 
     fn refresh_view(
         &self,
-        imm: &mut (),
+        imm: &mut SoftIc,
         view: ObjectView<'_, Self>,
         ic: &mut u64,
         resource: ObjectView<'_, Self>,
@@ -1337,7 +1406,7 @@ impl Driver for SoftDriver {
 
     fn blt(
         &self,
-        imm: &mut (),
+        imm: &mut SoftIc,
         objects: &Resolver<'_, Self>,
         src: ObjectView<'_, Self>,
         dst: ObjectView<'_, Self>,
@@ -1352,7 +1421,7 @@ impl Driver for SoftDriver {
 impl Wrappable for SoftDriver {
     fn execute_for<W: SameTypes<Self>>(
         &self,
-        _imm: &mut (),
+        _imm: &mut SoftIc,
         objects: &Resolver<'_, W>,
         op: Op<'_, W>,
     ) -> Result<()> {
@@ -1380,7 +1449,7 @@ impl Wrappable for SoftDriver {
 
     fn execute_command_list_for<W: SameTypes<Self>>(
         &self,
-        _imm: &mut (),
+        _imm: &mut SoftIc,
         list: &[u8],
         objects: &Resolver<'_, W>,
     ) -> Result<()> {
@@ -1425,7 +1494,7 @@ impl Wrappable for SoftDriver {
 
     fn refresh_view_for<W: SameTypes<Self>>(
         &self,
-        _imm: &mut (),
+        _imm: &mut SoftIc,
         view: ObjectView<'_, W>,
         _ic: &mut u64,
         resource: ObjectView<'_, W>,
@@ -1440,7 +1509,7 @@ impl Wrappable for SoftDriver {
 
     fn blt_for<W: SameTypes<Self>>(
         &self,
-        _imm: &mut (),
+        _imm: &mut SoftIc,
         objects: &Resolver<'_, W>,
         src: ObjectView<'_, W>,
         dst: ObjectView<'_, W>,

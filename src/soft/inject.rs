@@ -16,6 +16,9 @@
 //! - [`Fault::WrongLength`]: [`Driver::map_discard_deferred`] runs and returns its memory
 //!   one byte short of the length asked (a driver's error the engine must refuse, R-E1);
 //!   any other hook runs normally, as at a [`Fault::Error`] that injects nothing.
+//! - [`Fault::Pause`]: the hook waits before its inner hook runs until the test calls
+//!   [`FaultPlan::resume`] ([`FaultPlan::wait_paused`] waits for it to get there), so a test
+//!   can act from another thread while a call is inside a hook.
 //!
 //! A test runs its scenario once with [`FaultPlan::counting`] to learn how many calls it
 //! makes (and, [`FaultPlan::with_log`], which hook each one is), then once per call number
@@ -70,7 +73,7 @@
 use core::fmt;
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, Once, OnceLock};
 
 use super::{SoftConfig, SoftDriver, SoftKernel, SoftWorld};
 use crate::bind::{BindPoint, StateView};
@@ -99,6 +102,10 @@ pub enum Fault {
     /// memory (of a resource of at least one byte): memory of the wrong length, which the
     /// engine must refuse (R-E1). Other hooks run normally.
     WrongLength,
+    /// The hook waits, before its inner hook runs, until [`FaultPlan::resume`]; meanwhile
+    /// [`FaultPlan::wait_paused`] returns. For tests of what other threads may do while a
+    /// call is inside a hook (drop the immediate context, destroy objects).
+    Pause,
 }
 
 /// The call that reached a plan's target.
@@ -160,6 +167,19 @@ pub struct FaultPlan {
     calls: AtomicU64,
     hit: OnceLock<Hit>,
     log: Option<Mutex<Vec<&'static str>>>,
+    pause: (Mutex<Paused>, Condvar),
+}
+
+/// Where a [`Fault::Pause`] stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Paused {
+    /// The target call has not come.
+    #[default]
+    NotYet,
+    /// The target call waits in its hook.
+    Waiting,
+    /// Resumed (before or after the call came): the call goes on, or does not wait.
+    Resumed,
 }
 
 impl FaultPlan {
@@ -172,6 +192,7 @@ impl FaultPlan {
             calls: AtomicU64::new(0),
             hit: OnceLock::new(),
             log: None,
+            pause: (Mutex::new(Paused::NotYet), Condvar::new()),
         }
     }
 
@@ -223,6 +244,36 @@ impl FaultPlan {
         self.hit().is_some_and(|h| h.injected)
     }
 
+    /// Returns once the target call waits in its hook ([`Fault::Pause`]).
+    pub fn wait_paused(&self) {
+        let (state, changed) = &self.pause;
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        while *state == Paused::NotYet {
+            state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Lets the paused call go on ([`Fault::Pause`]); a target call that comes later does
+    /// not wait.
+    pub fn resume(&self) {
+        let (state, changed) = &self.pause;
+        *state.lock().unwrap_or_else(|e| e.into_inner()) = Paused::Resumed;
+        changed.notify_all();
+    }
+
+    /// The target call of a [`Fault::Pause`]: waits until resumed.
+    fn pause_here(&self) {
+        let (state, changed) = &self.pause;
+        let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+        if *state == Paused::NotYet {
+            *state = Paused::Waiting;
+            changed.notify_all();
+        }
+        while *state != Paused::Resumed {
+            state = changed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
     /// The hooks called so far, in call order (empty without [`FaultPlan::with_log`]).
     pub fn log(&self) -> Vec<&'static str> {
         match &self.log {
@@ -258,6 +309,7 @@ impl FaultPlan {
             Fault::Panic => true,
             Fault::Error(_) => fallible,
             Fault::WrongLength => sized,
+            Fault::Pause => true,
         };
         let _ = self.hit.set(Hit {
             call,
@@ -269,6 +321,10 @@ impl FaultPlan {
             Fault::Error(error) if fallible => Err(error),
             Fault::Error(_) => Ok(false),
             Fault::WrongLength => Ok(sized),
+            Fault::Pause => {
+                self.pause_here();
+                Ok(false)
+            }
         }
     }
 

@@ -103,7 +103,11 @@ impl Kernel for SoftKernel {
                         ),
                     );
                 }
-                if a.ever_referenced && ic_thread.is_some() && ic_thread != Some(thread) {
+                if a.ever_referenced
+                    && !s.ic_ended
+                    && ic_thread.is_some()
+                    && ic_thread != Some(thread)
+                {
                     SoftWorld::violate(
                         &mut s,
                         "R-D1",

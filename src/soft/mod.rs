@@ -23,7 +23,7 @@ mod lifetime;
 pub mod null;
 mod world;
 
-pub use driver::{draw_word, SoftCommand, SoftDeferred, SoftDriver, SoftObject};
+pub use driver::{draw_word, SoftCommand, SoftDeferred, SoftDriver, SoftIc, SoftObject};
 pub use inject::{Fault, FaultDriver, FaultKernel, FaultPlan, InjectedPanic, Wrappable};
 pub use kernel::SoftKernel;
 pub use world::{Gpu, Hook, SoftConfig, SoftEnvError, SoftWorld, TraceEvent, Violation};

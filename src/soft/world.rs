@@ -426,6 +426,9 @@ pub(crate) struct State {
     pub(crate) last_submitted: u64,
     pub(crate) completed: u64,
     pub(crate) ic_thread: Option<ThreadId>,
+    /// The immediate context is gone (its driver state dropped): deallocations may then
+    /// come from the thread that lets the device's last reference go.
+    pub(crate) ic_ended: bool,
     pub(crate) violations: Vec<Violation>,
     pub(crate) errors: Vec<(ContextId, Error)>,
     pub(crate) trace: Vec<TraceEvent>,
@@ -457,9 +460,6 @@ pub(crate) struct State {
     /// Context-local handles open: (context, object id) to the id of the object it depends
     /// on (a view's resource; 0: none).
     pub(crate) open_locals: HashMap<(u32, u64), u64>,
-    /// Per context, handles released without closing because device destruction destroyed
-    /// their objects (the immediate context dropped while the context lived).
-    pub(crate) released_unclosed: HashMap<u32, u64>,
 }
 
 /// What the soft driver's immediate context has bound, point by point: a vector kept

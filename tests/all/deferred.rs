@@ -1098,11 +1098,12 @@ fn r_e3_r_r3_deferred_context_modes() {
 }
 
 /// Dropping the immediate context destroys the device even while a deferred context still
-/// has context-local handles open (R-D3): those handles are released without closing (their
-/// objects are gone), as `ImmediateContext::destroy_device` documents, and the soft world
-/// agrees: no R-C1 violation when the context is dropped after.
+/// has context-local handles open (R-D3): the objects those handles hold outlive them, so
+/// the context closes each handle when it is dropped (R-C1), before its own destruction, and
+/// the objects are destroyed after, with the device's last reference (R-H2: the IC handle
+/// goes last), as `ImmediateContext::destroy_device` documents.
 #[test]
-fn r_d3_dropping_the_immediate_context_releases_open_handles_without_closing() {
+fn r_d3_dropping_the_immediate_context_leaves_open_handles_to_close_before_their_objects() {
     let (device, ic, world) = setup_native(DeviceConfig::default());
     let (a, b) = (resource(&device, 16), resource(&device, 16));
     let v = view(&device, a, 0, 8);
@@ -1119,11 +1120,23 @@ fn r_d3_dropping_the_immediate_context_releases_open_handles_without_closing() {
         dc.command(SoftCommand::Fill { dst: a, value: 1 }),
         Err(Error::DeviceRemoved)
     );
+    let destroyed_before = count(&world.trace(), Hook::DestroyObject);
     drop(dc);
     let events = world.trace();
-    assert_eq!(count(&events, Hook::CloseLocal), 0, "released, not closed");
+    assert_eq!(count(&events, Hook::CloseLocal), 3, "each handle closed");
     assert_eq!(count(&events, Hook::DestroyDeferredContext), 1);
+    assert_eq!(
+        count(&events, Hook::DestroyObject),
+        destroyed_before,
+        "the device's last reference is still here"
+    );
+    drop(device);
+    let events = world.trace();
+    assert_eq!(
+        count(&events, Hook::DestroyObject),
+        destroyed_before + 3,
+        "what the context held, destroyed with the device's last reference"
+    );
     let violations = world.check_after_device_destroyed();
     assert!(violations.is_empty(), "{violations:#?}");
-    drop(device);
 }

@@ -216,13 +216,14 @@ fn r_e1_errors_name_their_kind_and_rule() {
 }
 
 /// A deferred context that outlives its device (the immediate context dropped while it
-/// records, one handle open): device destruction destroyed the objects, so the context's
-/// handles are released without closing, and the driver hears nothing more of the context
-/// but its DestroyDeferredContext when it is dropped (no abandon, close, recycle or create
-/// hook on a destroyed device). Finish and Abandon answer `DeviceRemoved`; no rule is broken
-/// (R-C1, R-C2, R-D3), in every list mode.
+/// records, one handle open): device destruction leaves the object the handle holds, so the
+/// driver hears of the context only the handle's close when the recording is dropped and
+/// its DestroyDeferredContext when it is dropped (no abandon, unbind, recycle or create hook
+/// on a destroyed device), and the object's destroy after, with the device's last reference.
+/// Finish and Abandon answer `DeviceRemoved`; no rule is broken (R-C1, R-C2, R-D3, R-H2), in
+/// every list mode.
 #[test]
-fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_destroy() {
+fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_closes_and_destroy() {
     for (command_lists, driver_built) in [(false, false), (true, false), (true, true)] {
         for finish in [true, false] {
             let config = SoftConfig {
@@ -257,7 +258,7 @@ fn r_c1_r_d3_a_context_outliving_its_device_hears_only_its_destroy() {
                 .map(|e| e.hook)
                 .collect();
             let expected: &[Hook] = match command_lists {
-                true => &[Hook::DestroyDeferredContext],
+                true => &[Hook::CloseLocal, Hook::DestroyDeferredContext],
                 false => &[],
             };
             assert_eq!(heard, expected, "{mode:?}");

@@ -4,6 +4,7 @@ mod bound;
 mod cls;
 mod common;
 mod deferred;
+mod device_drop;
 mod docs;
 mod draw;
 mod driver_built;

@@ -705,6 +705,7 @@ fn report(failures: &[&Failure]) -> String {
                 Fault::Panic => String::new(),
                 Fault::Error(error) => format!("{error:?} "),
                 Fault::WrongLength => "wrong length ".to_string(),
+                Fault::Pause => "pause ".to_string(),
             };
             out += &format!(
                 "{fault}call {:>3} {:<32} in {:<32} {}\n",
