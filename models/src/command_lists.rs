@@ -251,6 +251,9 @@ pub enum Close {
     FinishKeep,
     /// FinishCommandList, dropping the list at once.
     FinishDrop,
+    /// FinishCommandList with RestoreDeferredContextState, keeping the list: the context
+    /// records on with its bindings, bound again in the next recording (R-C5).
+    FinishRestoring,
     /// AbandonCommandList (R-C2).
     Abandon,
     /// Drops the context (with whatever it was recording) and creates a new one.
@@ -510,6 +513,8 @@ pub struct Coverage {
     pub finished: u64,
     /// Finishes that answered out of memory after a removal (R-E3).
     pub finish_after_removal: u64,
+    /// Bindings bound again by a Finish that keeps the state (R-C5).
+    pub rebinds: u64,
     /// Finishes that ended still-begun queries (R-C4), within the budget their Begins
     /// reserved (R-E3).
     pub finish_ended_queries: u64,
@@ -548,6 +553,7 @@ impl core::ops::AddAssign for Coverage {
         self.removals += o.removals;
         self.finished += o.finished;
         self.finish_after_removal += o.finish_after_removal;
+        self.rebinds += o.rebinds;
         self.finish_ended_queries += o.finish_ended_queries;
         self.executed += o.executed;
         self.executed_with_destroyed += o.executed_with_destroyed;
@@ -1024,6 +1030,32 @@ impl Model {
 
     /// A deferred context's use of `key` (R-H1, R-H3): opens its context-local handle, and a
     /// view's resource's first, on the first use in the recording.
+    /// Opens `key`'s handle in `rec` if it is not open, destroyed or not: something holds it
+    /// (the list a Finish that keeps the state just made, R-C5).
+    fn dc_use_held(&self, rec: &mut MRec, key: Key) {
+        if rec.open.contains(&key) {
+            return;
+        }
+        if let Key::V(v) = key {
+            let r = Key::R(self.views[v].res);
+            if !rec.open.contains(&r) {
+                rec.open.push(r);
+            }
+        }
+        rec.open.push(key);
+    }
+
+    /// The model's key of `handle`.
+    fn key_of(&self, handle: AnyHandle) -> Option<Key> {
+        let resources = (0..self.res.len()).map(Key::R);
+        let views = (0..self.views.len()).map(Key::V);
+        let queries = (0..self.queries.len()).map(Key::Q);
+        resources
+            .chain(views)
+            .chain(queries)
+            .find(|&k| self.any(k) == handle)
+    }
+
     fn dc_use(&self, rec: &mut MRec, key: Key) -> Result<(), Fault> {
         if rec.open.contains(&key) {
             if self.destroyed(key) {
@@ -1420,8 +1452,9 @@ impl Harness {
             Step::Close { dc, how } => {
                 let d = usize::from(dc) % CONTEXTS;
                 match how {
-                    Close::FinishKeep => self.finish(d, true),
-                    Close::FinishDrop => self.finish(d, false),
+                    Close::FinishKeep => self.finish(d, true, false),
+                    Close::FinishDrop => self.finish(d, false, false),
+                    Close::FinishRestoring => self.finish(d, true, true),
                     Close::Abandon => {
                         let slot = self.slot(d);
                         assert_eq!(slot.dc.abandon(), Ok(()), "abandon");
@@ -1835,11 +1868,20 @@ impl Harness {
         }
     }
 
-    fn finish(&mut self, d: usize, keep: bool) {
+    /// Finish (`restore`: keeping the state, R-C5), checked against the model; the list is
+    /// kept for later steps with `keep`.
+    fn finish(&mut self, d: usize, keep: bool, restore: bool) {
         self.slot(d);
         let slot = self.dcs[d].as_mut().expect("made above");
         let rec = core::mem::take(&mut slot.rec);
-        let actual = slot.dc.finish();
+        let saved: Vec<(BindPoint, AnyHandle)> = match restore {
+            true => rec.bindings.iter().map(|(p, h)| (*p, *h)).collect(),
+            false => Vec::new(),
+        };
+        let actual = match restore {
+            true => slot.dc.finish_restoring_state(),
+            false => slot.dc.finish(),
+        };
         if slot.removed {
             // R-E3: the finish after a removal returns out of memory (a return value, not
             // reported), and the context records normally again.
@@ -1887,6 +1929,44 @@ impl Harness {
         };
         if keep && self.lists.len() < MAX_LISTS {
             self.lists.push(kept);
+        }
+        if restore {
+            self.rebind(d, &saved);
+        }
+    }
+
+    /// The re-binds of a Finish that keeps the state (R-C5): each a bind of the next
+    /// recording, of an object the finished list holds (bound even if destroyed); one that
+    /// runs out of memory removes the context (R-E3), and the rest change nothing.
+    fn rebind(&mut self, d: usize, saved: &[(BindPoint, AnyHandle)]) {
+        let op_size = cmdlist::OPERATION_BYTES;
+        let budget = self.budget;
+        for &(point, handle) in saved {
+            let key = self
+                .m
+                .key_of(handle)
+                .expect("the model's bindings are its objects");
+            let slot = self.dcs[d].as_mut().expect("finished above");
+            if slot.removed {
+                return;
+            }
+            let rec = &mut slot.rec;
+            let fits = rec.bytes() + rec.owed() * op_size + op_size <= budget
+                && rec.replay_count() < REPLAY_LIMIT;
+            if !fits {
+                let id = ContextId::from(slot.dc.id());
+                slot.rec = MRec::default();
+                slot.removed = true;
+                slot.removals += 1;
+                self.removals += 1;
+                self.cov.removals += 1;
+                self.expected_errors.push((id, Error::OutOfMemory));
+                return;
+            }
+            self.m.dc_use_held(rec, key);
+            rec.bindings.insert(point, handle);
+            rec.ops.push(MOp::Nop);
+            self.cov.rebinds += 1;
         }
     }
 

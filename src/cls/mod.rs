@@ -206,6 +206,22 @@ impl<D: Driver> ClsTable<D> {
         Ok(())
     }
 
+    /// Uses `handle`, whose object this context still holds though its handle may be closed
+    /// (a binding carried over a Finish, R-C5): opened if it is not open, used otherwise,
+    /// even if the application destroyed it meanwhile (the binding kept it, as D3D's
+    /// references do).
+    pub(crate) fn use_held(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<()> {
+        match self.position_of(handle) {
+            Some(_) => self.use_open(ctx, handle),
+            None => {
+                if ctx.registry.is_removed() {
+                    return Err(Error::DeviceRemoved);
+                }
+                self.open_new(ctx, handle, true).map(drop)
+            }
+        }
+    }
+
     /// The position of `handle`'s context-local handle, opened now if it is not open yet
     /// (for a view's resource: see [`ClsTable::open_new`]).
     fn dependency_handle(&mut self, ctx: &mut ClsCtx<'_, D>, handle: AnyHandle) -> Result<usize> {

@@ -1030,6 +1030,46 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(())
     }
 
+    /// FinishCommandList with RestoreDeferredContextState (R-C5): [`DeferredContext::finish`],
+    /// then everything the context had bound is bound again in the next recording, each
+    /// heard by the driver as a bind (its handle opened first, R-H1), in every list mode, so
+    /// the context records on with the state it had. A bound object the application
+    /// destroyed meanwhile is bound again all the same: the binding kept it, as D3D's
+    /// references do.
+    ///
+    /// The re-binds belong to the next recording: a re-bind that fails is reported as a call
+    /// of that recording would be (R-E2; out of memory removes the context, R-E3, so that
+    /// its next Finish answers it) and the binding is left out, while the list is returned
+    /// all the same. When Finish itself fails, nothing is bound again (the recording was
+    /// abandoned, R-C2).
+    pub fn finish_restoring_state(&mut self) -> Result<CommandList<D, K>> {
+        let mut saved = core::mem::take(&mut self.restore);
+        saved.clear();
+        saved.extend(self.bindings.iter());
+        let list = self.finish();
+        if list.is_ok() {
+            for &(point, object) in &saved {
+                // Each a call of the next recording, settled as such; a failure leaves that
+                // binding out and the others go on.
+                let _ = self.record(|dc| dc.bind_held(point, object));
+            }
+        }
+        self.restore = saved;
+        list
+    }
+
+    /// Binds `object` at `point` again after a Finish that restores the state (R-C5): the
+    /// finished list holds it, so it is bound even if the application destroyed it.
+    fn bind_held(&mut self, point: BindPoint, object: AnyHandle) -> Result<()> {
+        self.reserve_op()?;
+        {
+            let guard = epoch::pin();
+            let (cls, mut ctx) = self.cls_parts(&guard)?;
+            cls.use_held(&mut ctx, object)?;
+        }
+        self.record_bind(point, Some(object))
+    }
+
     /// FinishCommandList (R-C1, R-C4, R-R7). On success the context is ready to record the
     /// next list. After a context-local removal it returns [`Error::OutOfMemory`] once and
     /// the context records normally again (R-E3).

@@ -1,7 +1,8 @@
 //! ExecuteCommandList with RestoreContextState (R-C3), as Wine's deferred-context tests
 //! check it: after the list, the executing context's bindings are in force again, on the
 //! immediate context (re-bound through the driver) and on a deferred context (re-bound in
-//! its recording), nested lists included, in every list mode.
+//! its recording), nested lists included, in every list mode. And FinishCommandList with
+//! RestoreDeferredContextState (R-C5): the deferred context records on with its bindings.
 
 use std::sync::Arc;
 
@@ -322,6 +323,173 @@ fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
                 [],
                 "{mode:?}: a panic at call {call} ({hook}) left the bound objects held"
             );
+        }
+    }
+}
+
+/// Finish restoring the state (R-C5, Wine's `test_deferred_context_state`): the list is made
+/// as by a plain Finish (it ends with nothing bound), and the context records on with the
+/// bindings it had, each bound again in the next recording and heard as a bind, its handle
+/// opened first (R-H1); the next list's draw writes the restored target. A plain Finish
+/// leaves nothing bound. In every list mode.
+#[test]
+fn r_c5_a_finish_restoring_the_state_records_on_with_the_bindings() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode);
+        let (a, b) = (
+            device.create_resource(buffer(8)).unwrap(),
+            device.create_resource(buffer(8)).unwrap(),
+        );
+        let blend = device
+            .create(&ObjectDesc::State {
+                ty: HandleType::BlendState,
+                desc: &[1; 8],
+            })
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.bind(RT0, Some(a.any())).unwrap();
+        dc.bind(BLEND, Some(blend)).unwrap();
+        dc.command(fill_bound(3)).unwrap();
+        let before: Vec<_> = dc.bindings().collect();
+        let from = world.trace().len();
+        let first = dc.finish_restoring_state().unwrap();
+        assert_eq!(dc.bindings().collect::<Vec<_>>(), before, "{mode:?}");
+        if mode.has_driver_lists() {
+            // After the Finish's own hooks: each object's handle opened, then its bind.
+            let after: Vec<_> = world.trace()[from..]
+                .iter()
+                .filter(|e| e.context == Some(dc.id()))
+                .map(|e| (e.hook, e.object))
+                .collect();
+            let tail: Vec<_> = after
+                .iter()
+                .rev()
+                .take(4)
+                .rev()
+                .map(|&(hook, _)| hook)
+                .collect();
+            let bind = Hook::RecordDeferred;
+            assert_eq!(
+                tail,
+                [Hook::OpenLocal, bind, Hook::OpenLocal, bind],
+                "{mode:?}: {after:?}"
+            );
+        }
+        // The next list draws with the restored target, and without rebinding it.
+        dc.command(fill_bound(9)).unwrap();
+        let second = dc.finish().unwrap();
+        assert_eq!(dc.bindings().count(), 0, "{mode:?}: a plain Finish clears");
+        ic.execute_command_list(&first).unwrap();
+        ic.execute_command_list(&second).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(bytes(&world, &device, a), vec![9; 8], "{mode:?}");
+        assert_eq!(bytes(&world, &device, b), vec![0; 8], "{mode:?}");
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((first, second, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
+/// A bound object the application destroys before a Finish restoring the state is bound
+/// again (the binding kept it, as D3D's references do, R-C5), stays until unbound, and is
+/// then really destroyed (R-D4): no hold leaks.
+#[test]
+fn r_c5_r_h2_a_destroyed_bound_object_is_bound_again_and_then_released() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode);
+        let a = device.create_resource(buffer(8)).unwrap();
+        let memory = allocation(&device, a);
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.bind(RT0, Some(a.any())).unwrap();
+        device.destroy(a).unwrap();
+        let first = dc.finish_restoring_state().unwrap();
+        assert_eq!(dc.binding(RT0), Some(a.any()), "{mode:?}");
+        dc.command(fill_bound(4)).unwrap();
+        let second = dc.finish().unwrap();
+        ic.execute_command_list(&first).unwrap();
+        ic.execute_command_list(&second).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(
+            world.read(memory),
+            Some(vec![4; 8]),
+            "{mode:?}: still there"
+        );
+        drop((first, second));
+        ic.flush().unwrap();
+        let destroyed = world
+            .trace()
+            .iter()
+            .filter(|e| e.hook == Hook::DestroyObject)
+            .count();
+        assert_eq!(destroyed, 1, "{mode:?}: destroyed once nothing holds it");
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
+/// The re-binds belong to the next recording (R-C5, R-E2, R-E3): when the driver refuses
+/// one, the list is the application's all the same and that binding is left out while the
+/// other is bound; when it runs out of memory, the context is removed and its next Finish
+/// answers out of memory once. In both list modes with deferred-context hooks.
+#[test]
+fn r_c5_r_e3_a_failing_re_bind_is_the_next_recordings_failure() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::{Device, Error};
+    for driver_built in [false, true] {
+        for error in [Error::InvalidArg, Error::OutOfMemory] {
+            let config = SoftConfig {
+                command_lists: true,
+                driver_built,
+                ..SoftConfig::from_env().unwrap()
+            };
+            let scenario = |plan: &Arc<FaultPlan>| {
+                let (driver, kernel, world) = inject::new(plan, config.clone());
+                let (device, ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+                let a = device.create_resource(buffer(8)).unwrap();
+                let blend = device
+                    .create(&ObjectDesc::State {
+                        ty: HandleType::BlendState,
+                        desc: &[1; 8],
+                    })
+                    .unwrap();
+                let mut dc = device.create_deferred_context().unwrap();
+                dc.bind(RT0, Some(a.any())).unwrap();
+                dc.bind(BLEND, Some(blend)).unwrap();
+                let list = dc.finish_restoring_state();
+                (device, ic, dc, world, list, a.any())
+            };
+            // The reference run: the last hook is the second re-bind's.
+            let counting = Arc::new(FaultPlan::counting().with_log());
+            let (_device, _ic, _dc, _world, list, _) = scenario(&counting);
+            assert!(list.is_ok());
+            let log = counting.log();
+            let last = log.iter().rposition(|&h| h == "record_deferred").unwrap() as u64;
+            let plan = Arc::new(FaultPlan::at(last, Fault::Error(error)));
+            let (_device, mut ic, mut dc, world, list, a) = scenario(&plan);
+            let case = (driver_built, error, plan.hit());
+            assert!(plan.injected(), "{case:?}");
+            let list = list.unwrap_or_else(|e| panic!("{case:?}: {e:?}"));
+            assert!(world.errors().iter().any(|&(_, e)| e == error), "{case:?}");
+            match error {
+                Error::OutOfMemory => {
+                    assert_eq!(dc.finish().map(drop), Err(Error::OutOfMemory), "{case:?}");
+                    assert_eq!(dc.bindings().count(), 0, "{case:?}");
+                }
+                _ => {
+                    // The first re-bind stands, the refused one is left out.
+                    assert_eq!(dc.bindings().collect::<Vec<_>>(), [(RT0, a)], "{case:?}");
+                }
+            }
+            ic.execute_command_list(&list).unwrap();
+            drop((list, dc));
+            ic.destroy_device().unwrap();
+            world.assert_clean();
         }
     }
 }

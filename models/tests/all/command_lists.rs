@@ -34,7 +34,7 @@ fn input_bytes(input: u64) -> Vec<u8> {
 }
 
 #[test]
-fn r_c3_r_c4_r_e3_r_x5_command_lists_random_inputs_match_model() {
+fn r_c3_r_c4_r_c5_r_e3_r_x5_command_lists_random_inputs_match_model() {
     let mut total = Coverage::default();
     for input in 0..INPUTS {
         let _report = Report(input);
@@ -53,6 +53,10 @@ fn r_c3_r_c4_r_e3_r_x5_command_lists_random_inputs_match_model() {
         "{total:#?}"
     );
     assert!(total.finish_ended_queries > 0, "{total:#?}");
+    assert!(
+        total.rebinds > 10,
+        "bindings kept over a Finish (R-C5): {total:#?}"
+    );
     assert!(
         total.failed_replays > 0 && total.elsewhere > 100,
         "{total:#?}"
