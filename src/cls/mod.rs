@@ -129,6 +129,16 @@ impl<D: Driver> ClsTable<D> {
         page[slot % TABLE_PAGE] = value;
     }
 
+    /// Takes a closing handle out of the slot-to-position table: its page exists, since
+    /// opening it set its entry.
+    #[inline(always)]
+    fn clear_position(&mut self, handle: AnyHandle) {
+        let slot = handle.slot() as usize;
+        if let Some(Some(page)) = self.table.get_mut(slot / TABLE_PAGE) {
+            page[slot % TABLE_PAGE] = 0;
+        }
+    }
+
     /// Uses `handle`, which the application named, in the recording: it must be live (an
     /// object the application destroyed cannot be named again, even if this recording
     /// still holds it). Opens its context-local handle on first use (dependency first), else
@@ -311,13 +321,16 @@ impl<D: Driver> ClsTable<D> {
         // live; only dropping the immediate context gets here).
         let removed = registry.is_removed();
         while let Some(LocalHandle {
-            held, ty, block, ..
+            held,
+            ty,
+            len,
+            block,
         }) = self.open.pop()
         {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).
-            self.set_position(held.handle(), 0);
+            self.clear_position(held.handle());
             let keep_it = keep.as_deref_mut();
             let mut closing =
                 scopeguard::guard((&mut self.bucket, block, held), |(bucket, block, held)| {
@@ -334,8 +347,11 @@ impl<D: Driver> ClsTable<D> {
                 continue;
             };
             let (bucket, block, held) = &mut *closing;
-            // The block is this context's own, so its bytes are always there.
-            if let Some(Ok(bytes)) = block.as_mut().map(|b| bucket.bytes_mut(b)) {
+            if let Some(block) = block {
+                // SAFETY: an open handle's block is this table's allocator's, freed only when
+                // the handle closes (by the guard above, after this), and `len` is the length
+                // its allocation answered (`open_new`).
+                let bytes = unsafe { bucket.bytes_mut_of_len(block, len as usize) };
                 driver.close_local(dc, ty, held.entry().object(), bytes, state);
             }
         }
