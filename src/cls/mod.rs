@@ -256,8 +256,8 @@ impl<D: Driver> ClsTable<D> {
         // the driver's answer.
         let class = view.entry().local_class().ok_or(Error::InvalidArg)?;
         // The dependency's context-local bytes, copied for the open hook (R-H5).
-        self.scratch.clear();
         if let Some(dep) = dependency {
+            self.scratch.clear();
             if let Some(block) = &self.open[dep].block {
                 self.scratch.extend_from_slice(self.bucket.bytes(block)?);
             }
@@ -266,15 +266,17 @@ impl<D: Driver> ClsTable<D> {
         // hold and the block.
         let held = HeldEntry::take(view).ok_or(AppError::StaleHandle)?;
         let held = scopeguard::guard(held, HeldEntry::release);
-        let block = self.bucket.alloc_class(class)?;
+        let (block, len) = self.bucket.alloc_class_len(class)?;
         let mut block = scopeguard::guard((&mut self.bucket, block), |(bucket, block)| {
             let _ = bucket.free(block);
         });
         let (bucket, block_ref) = &mut *block;
-        let local = bucket.bytes_mut(block_ref)?;
+        // SAFETY: the block was just allocated from this allocator, which answered `len` as
+        // its length.
+        let local = unsafe { bucket.bytes_mut_of_len(block_ref, len) };
         // At most `HandleSizeTable::MAX_HANDLE_SIZE` (1 MiB), as the table that made the
         // block's class requires (R-H4): it fits.
-        let len = local.len() as u32;
+        let len = len as u32;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
             .open_local(dc, ty, view.object(), dep_bytes, local)?;
