@@ -659,6 +659,15 @@ impl BucketAllocator {
         self.alloc_at(usize::from(index))
     }
 
+    /// [`BucketAllocator::alloc_class`] with the block's length, as
+    /// [`BucketAllocator::bytes_mut`] would answer it: a holder that keeps it reaches the
+    /// bytes without a class lookup ([`BucketAllocator::bytes_mut_of_len`]).
+    #[inline]
+    pub(crate) fn alloc_class_len(&mut self, index: u16) -> Result<(Block, usize)> {
+        let block = self.alloc_at(usize::from(index))?;
+        Ok((block, self.classes[usize::from(index)].size))
+    }
+
     #[inline]
     fn alloc_at(&mut self, index: usize) -> Result<Block> {
         let class = self.classes.get_mut(index).ok_or(Error::InvalidArg)?;

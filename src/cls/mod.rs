@@ -129,6 +129,16 @@ impl<D: Driver> ClsTable<D> {
         page[slot % TABLE_PAGE] = value;
     }
 
+    /// Takes a closing handle out of the slot-to-position table: its page exists, since
+    /// opening it set its entry.
+    #[inline(always)]
+    fn clear_position(&mut self, handle: AnyHandle) {
+        let slot = handle.slot() as usize;
+        if let Some(Some(page)) = self.table.get_mut(slot / TABLE_PAGE) {
+            page[slot % TABLE_PAGE] = 0;
+        }
+    }
+
     /// Uses `handle`, which the application named, in the recording: it must be live (an
     /// object the application destroyed cannot be named again, even if this recording
     /// still holds it). Opens its context-local handle on first use (dependency first), else
@@ -260,8 +270,8 @@ impl<D: Driver> ClsTable<D> {
         // the driver's answer.
         let class = view.entry().local_class().ok_or(Error::InvalidArg)?;
         // The dependency's context-local bytes, copied for the open hook (R-H5).
-        self.scratch.clear();
         if let Some(dep) = dependency {
+            self.scratch.clear();
             if let Some(block) = &self.open[dep].block {
                 self.scratch.extend_from_slice(self.bucket.bytes(block)?);
             }
@@ -270,15 +280,17 @@ impl<D: Driver> ClsTable<D> {
         // hold and the block.
         let held = HeldEntry::take(view).ok_or(AppError::StaleHandle)?;
         let held = scopeguard::guard(held, HeldEntry::release);
-        let block = self.bucket.alloc_class(class)?;
+        let (block, len) = self.bucket.alloc_class_len(class)?;
         let mut block = scopeguard::guard((&mut self.bucket, block), |(bucket, block)| {
             let _ = bucket.free(block);
         });
         let (bucket, block_ref) = &mut *block;
-        let local = bucket.bytes_mut(block_ref)?;
+        // SAFETY: the block was just allocated from this allocator, which answered `len` as
+        // its length.
+        let local = unsafe { bucket.bytes_mut_of_len(block_ref, len) };
         // At most `HandleSizeTable::MAX_HANDLE_SIZE` (1 MiB), as the table that made the
         // block's class requires (R-H4): it fits.
-        let len = local.len() as u32;
+        let len = len as u32;
         let dep_bytes = dependency.map(|_| &self.scratch[..]);
         ctx.driver
             .open_local(dc, ty, view.object(), dep_bytes, local)?;
@@ -323,13 +335,16 @@ impl<D: Driver> ClsTable<D> {
         mut keep: Option<&mut Vec<HeldEntry<D>>>,
     ) {
         while let Some(LocalHandle {
-            held, ty, block, ..
+            held,
+            ty,
+            len,
+            block,
         }) = self.open.pop()
         {
             // Out of the table before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).
-            self.set_position(held.handle(), 0);
+            self.clear_position(held.handle());
             let keep_it = keep.as_deref_mut();
             let mut closing =
                 scopeguard::guard((&mut self.bucket, block, held), |(bucket, block, held)| {
@@ -346,8 +361,11 @@ impl<D: Driver> ClsTable<D> {
                 continue;
             };
             let (bucket, block, held) = &mut *closing;
-            // The block is this context's own, so its bytes are always there.
-            if let Some(Ok(bytes)) = block.as_mut().map(|b| bucket.bytes_mut(b)) {
+            if let Some(block) = block {
+                // SAFETY: an open handle's block is this table's allocator's, freed only when
+                // the handle closes (by the guard above, after this), and `len` is the length
+                // its allocation answered (`open_new`).
+                let bytes = unsafe { bucket.bytes_mut_of_len(block, len as usize) };
                 driver.close_local(dc, ty, held.entry().object(), bytes, state);
             }
         }

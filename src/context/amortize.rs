@@ -48,19 +48,31 @@ const MAX_SKIP: u64 = 1024;
 impl Amortizer {
     /// After a flush: whether to perform now. `submitted` says whether the flush submitted;
     /// `now` reads the clock, called only when the decision needs it.
+    ///
+    /// Inline: almost every flush lets the clock go by (`skip`), which is a few compares;
+    /// the decision that reads the clock is [`Amortizer::decide`], out of line.
+    #[inline]
     pub(crate) fn after_flush(&mut self, submitted: bool, now: impl FnOnce() -> Instant) -> bool {
         self.due |= submitted;
         if !self.due {
             return false; // never twice back to back
         }
         self.flushes += 1;
-        if self.last.is_none() || (submitted && self.frame != self.frame_at_last) {
-            self.performed(now());
-            return true;
-        }
-        if self.skip > 0 {
+        let first_of_frame = self.last.is_none() || (submitted && self.frame != self.frame_at_last);
+        if !first_of_frame && self.skip > 0 {
             self.skip -= 1;
             return false;
+        }
+        self.decide(first_of_frame, now)
+    }
+
+    /// [`Amortizer::after_flush`] where it reads the clock: at the first submit of a frame
+    /// (or the first flush ever), or once the flushes to let go by are used up.
+    #[inline(never)]
+    fn decide(&mut self, first_of_frame: bool, now: impl FnOnce() -> Instant) -> bool {
+        if first_of_frame {
+            self.performed(now());
+            return true;
         }
         let now = now();
         let since = now.duration_since(self.last.unwrap_or(now));

@@ -184,8 +184,13 @@ pub(crate) fn end_unfinished<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>
 }
 
 /// Releases what a list holds (no hook runs, no lookup, no pin).
+#[inline]
 fn release_holds<D: Driver, K: Kernel>(data: &mut ListData<D, K>) {
-    data.body.held.drain(..).for_each(HeldEntry::release);
+    // Popped one by one (a list holds a few objects, often one or two): no unrolled loop
+    // to enter, and a hold released is out of the vector.
+    while let Some(held) = data.body.held.pop() {
+        held.release();
+    }
 }
 
 impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
@@ -233,6 +238,7 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
 /// The end of a list nobody can execute any more (R-R4): its holds are released; while its
 /// context lives and the device recycles, RecycleDestroyCommandList and the list goes to its
 /// context's inbox; otherwise it ends for good.
+#[inline]
 fn end_unexecutable<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
     if let Some(node) = begin_end(node) {
         send_home(node);
@@ -242,6 +248,7 @@ fn end_unexecutable<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
 /// [`end_unexecutable`] but for the trip home: the list's holds released, and either the
 /// list ended for good (`None`), or RecycleDestroyCommandList done (where it has a driver
 /// side) and the list returned for [`send_home`].
+#[inline(always)]
 fn begin_end<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) -> Option<Box<ListNode<D, K>>> {
     release_holds(&mut node.value);
     if !node.value.device.shared.recycles() || node.value.home.destroyed.is_closed() {
@@ -416,6 +423,7 @@ impl<D: Driver, K: Kernel> CommandList<D, K> {
 
 /// Pushes a recycle-destroyed list onto its context's list of destroyed ones; if the context
 /// is gone, the list ends for good here.
+#[inline]
 fn send_home<D: Driver, K: Kernel>(node: Box<ListNode<D, K>>) {
     let home: *const DropStack<ListData<D, K>> = &node.value.home.destroyed;
     // SAFETY: the node keeps its home alive until the node is dropped; `push` reads the

@@ -573,7 +573,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         command.for_each_object(&mut |h| {
             seen += 1;
             if seen > skip && failed.is_none() {
-                failed = cls.use_object(&mut ctx, h).err();
+                // With nothing open (a recording's first objects), no lookup can find it.
+                failed = match cls.len() {
+                    0 => cls.use_first(&mut ctx, h),
+                    _ => cls.use_object(&mut ctx, h),
+                }
+                .err();
             }
         });
         failed.map_or(Ok(()), Err)

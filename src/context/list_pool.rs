@@ -21,6 +21,23 @@ use crate::driver::Driver;
 use crate::kernel::Kernel;
 use crate::lists::recycle::DropStack;
 
+/// Puts a destroyed list whose buffer passed the clock into the cache, its recording
+/// cleared, then calls `recycle` (RecycleCommandList, R-R5) on it there.
+#[inline(always)]
+#[allow(clippy::vec_box)]
+fn cache_and_recycle<D: Driver, K: Kernel>(
+    cache: &mut Vec<Box<ListNode<D, K>>>,
+    mut node: Box<ListNode<D, K>>,
+    recycle: &mut impl FnMut(&mut ListNode<D, K>),
+) {
+    if node.value.state != ListState::Emulated {
+        node.value.state = ListState::Cached;
+    }
+    node.value.body.rec.clear();
+    cache.push(node);
+    recycle(cache.last_mut().expect("pushed just above"));
+}
+
 /// A deferred context's pool of list memory. See the module docs.
 pub(crate) struct ListPool<D: Driver, K: Kernel> {
     /// Shared with the context's lists: the inbox of destroyed ones. Padded: written by
@@ -59,22 +76,34 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
     /// R-R5, at Finish: takes the whole inbox at once and recycles every list whose buffer
     /// passed the clock into the cache, calling `recycle` (RecycleCommandList) for each; the
     /// rest wait. A list is in the cache before its hook runs, so it ends there even if the
-    /// hook panics.
+    /// hook panics; the lists of the inbox not reached by then wait, never dropped without
+    /// their hooks.
+    ///
+    /// The lists that waited at earlier Finishes are looked at first; those of the inbox
+    /// go from it to the cache directly (the steady state: the list dropped since the last
+    /// Finish, whose buffer was flushed), not through the waiting vector.
     pub(crate) fn take_destroyed(&mut self, mut recycle: impl FnMut(&mut ListNode<D, K>)) {
-        self.waiting.extend(self.home.destroyed.take_all());
         let mut i = 0;
         while i < self.waiting.len() {
             if self.waiting[i].value.in_flight() {
                 i += 1;
                 continue;
             }
-            let mut node = self.waiting.swap_remove(i);
-            if node.value.state != ListState::Emulated {
-                node.value.state = ListState::Cached;
+            let node = self.waiting.swap_remove(i);
+            cache_and_recycle(&mut self.cache, node, &mut recycle);
+        }
+        // Whatever the loop leaves (nothing, unless a hook panics) waits.
+        let mut taken = scopeguard::guard(
+            (self.home.destroyed.take_all(), &mut self.waiting),
+            |(rest, waiting)| waiting.extend(rest),
+        );
+        let (inbox, waiting) = &mut *taken;
+        for node in inbox {
+            if node.value.in_flight() {
+                waiting.push(node);
+            } else {
+                cache_and_recycle(&mut self.cache, node, &mut recycle);
             }
-            node.value.body.rec.clear();
-            self.cache.push(node);
-            recycle(self.cache.last_mut().expect("pushed just above"));
         }
     }
 

@@ -48,6 +48,7 @@ impl ListClock {
     }
 
     /// After a flush, on the immediate context's thread: where the clocks stand now.
+    #[inline]
     pub(crate) fn publish(&self, submitted_through: u64, completed: u64) {
         self.submitted_through
             .store(submitted_through, Ordering::Release);
@@ -88,10 +89,12 @@ impl ListStamp {
     }
 
     /// A new life of the list: never executed.
+    #[inline]
     pub(crate) fn reset(&self) {
         self.0.store(0, Ordering::Relaxed);
     }
 
+    #[inline]
     fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }

@@ -125,6 +125,7 @@ impl Payloads {
     }
 
     /// Frees every payload at once; keeps the largest chunk for reuse (bumpalo's reset).
+    #[inline]
     pub(crate) fn reset(&mut self) {
         if core::mem::take(&mut self.used) {
             self.bump.reset();
@@ -252,6 +253,7 @@ impl<C, L> Recording<C, L> {
     }
 
     /// Empties the recording, keeping its capacity; the lists it executed are given up.
+    #[inline]
     pub(crate) fn clear(&mut self) {
         self.ops.clear();
         self.operations = 0;

@@ -9,9 +9,10 @@
 //! # Orderings, once
 //! As `Arc`'s: taking another owner is Relaxed (the taker already owns one, which keeps the
 //! node alive); giving one up is a Release decrement, and the thread that brings the count to
-//! zero issues an Acquire fence before it touches the node, so everything every owner did
-//! through the node (the immediate context's stamps of the buffers that executed it,
-//! included) happens before the node is ended.
+//! zero issues an Acquire fence before it touches the node (an owner that reads, with an
+//! Acquire load, that it is the only one left skips the decrement: nobody can share it
+//! meanwhile), so everything every owner did through the node (the immediate context's
+//! stamps of the buffers that executed it, included) happens before the node is ended.
 //!
 //! The loom model below runs this code with owners given up on two threads at once.
 
@@ -91,12 +92,21 @@ impl<T: Shareable> Shared<T> {
     /// [`Shareable::last_owner_gone`] runs here).
     pub(crate) fn release(self) -> Option<Box<Node<T>>> {
         let this = ManuallyDrop::new(self);
-        // Release: what this owner did through the node happens before its end.
-        if this.get().owners().0.fetch_sub(1, Ordering::Release) != 1 {
-            return None;
+        let owners = &this.get().owners().0;
+        // The only owner (the common case: a list nothing executes): no other owner is left
+        // to take another (only an owner can, and this one is given up by value), so the
+        // count cannot change and needs no decrement; it is set again when the node is
+        // shared anew (`new`). Acquire, as the fence below: the end happens after what every
+        // earlier owner did (each gave itself up with a Release decrement, which this load
+        // reads from).
+        if owners.load(Ordering::Acquire) != 1 {
+            // Release: what this owner did through the node happens before its end.
+            if owners.fetch_sub(1, Ordering::Release) != 1 {
+                return None;
+            }
+            // Acquire: the end happens after what every other owner did.
+            fence(Ordering::Acquire);
         }
-        // Acquire: the end happens after what every other owner did.
-        fence(Ordering::Acquire);
         // SAFETY: the count reached zero here, so no owner is left and no reference through
         // one is alive; the pointer came from `Box::leak` in `new` and is taken back once.
         Some(unsafe { Box::from_raw(this.node.as_ptr()) })

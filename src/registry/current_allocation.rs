@@ -21,6 +21,7 @@ impl CurrentAllocation {
     }
 
     /// The allocation now.
+    #[inline]
     pub(crate) fn get(&self) -> Option<AllocationHandle> {
         NonZeroU64::new(self.0.load(Ordering::Relaxed)).map(AllocationHandle)
     }

@@ -125,6 +125,7 @@ impl TakeAllStack {
     }
 
     /// Whether the stack looks empty (a relaxed hint: a racing push is seen next time).
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.head.load(Ordering::Relaxed) == NIL
     }
