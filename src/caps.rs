@@ -1,4 +1,5 @@
-//! Threading capabilities the driver reports (`D3D11DDI_THREADING_CAPS`), R-F1.
+//! Capabilities the driver reports: threading (`D3D11DDI_THREADING_CAPS`, R-F1) and the
+//! Map types beyond D3D11.0's (`D3D11_FEATURE_DATA_D3D11_OPTIONS`, R-M3).
 
 use bitflags::bitflags;
 
@@ -18,6 +19,19 @@ bitflags! {
         /// `D3D11DDICAPS_COMMANDLISTS_BUILD_2`: the driver supports the recycle hooks
         /// (R-R1..R-R7); requires [`ThreadingCaps::COMMANDLISTS`].
         const COMMANDLISTS_BUILD_2 = 0x4;
+    }
+}
+
+bitflags! {
+    /// Which dynamic buffers beyond vertex and index buffers take Map(NO_OVERWRITE) (R-M3):
+    /// the D3D11.1 options a driver reports in `D3D11_FEATURE_DATA_D3D11_OPTIONS`. Asked once,
+    /// at device creation ([`crate::Driver::map_caps`]).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct MapCaps: u32 {
+        /// `MapNoOverwriteOnDynamicConstantBuffer`: dynamic constant buffers too.
+        const NO_OVERWRITE_CONSTANT_BUFFER = 0x1;
+        /// `MapNoOverwriteOnDynamicBufferSRV`: dynamic buffers bound as shader resources too.
+        const NO_OVERWRITE_BUFFER_SRV = 0x2;
     }
 }
 

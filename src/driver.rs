@@ -188,6 +188,16 @@ pub enum DeferredCall<'a, D: Driver> {
         /// Bytes of its new contents.
         len: usize,
     },
+    /// Map(NO_OVERWRITE) of `resource` in [`crate::ListMode::Replayed`] (R-M2): the engine
+    /// hands out again the `len` bytes of the resource's last Map(DISCARD) in this recording,
+    /// with what was written into them, and replays them with that discard. (Where the
+    /// driver builds its lists, [`Driver::map_no_overwrite_deferred`] is the Map instead.)
+    MapNoOverwrite {
+        /// The resource mapped.
+        resource: Handle<Resource>,
+        /// Bytes of its contents.
+        len: usize,
+    },
     /// Unmap of `resource` (also the one Finish makes of a resource still mapped, R-C4).
     Unmap {
         /// The resource unmapped.
@@ -232,6 +242,11 @@ where
                 .finish(),
             DeferredCall::MapDiscard { resource, len } => f
                 .debug_struct("MapDiscard")
+                .field("resource", resource)
+                .field("len", len)
+                .finish(),
+            DeferredCall::MapNoOverwrite { resource, len } => f
+                .debug_struct("MapNoOverwrite")
                 .field("resource", resource)
                 .field("len", len)
                 .finish(),
@@ -795,6 +810,33 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> Result<&'a mut [u8]> {
         let _ = (dc, resource, len, locals);
         Err(crate::Error::Unsupported)
+    }
+
+    /// Map(NO_OVERWRITE) on a deferred context whose driver builds its lists (R-M2), on that
+    /// context's thread: the same `len` bytes the driver handed out at the resource's last
+    /// [`Driver::map_discard_deferred`] in this recording, with what was written into them,
+    /// so that the list leaves the resource with that discard and every later NO_OVERWRITE
+    /// write applied. The engine calls it only after such a discard (an application that
+    /// maps without one gets `MapWithoutDiscard`, and the driver hears nothing) and after
+    /// R-M3's checks; the resource is unmapped. Errors and lengths are as for
+    /// [`Driver::map_discard_deferred`], and the Unmap is heard the same way
+    /// ([`DeferredCall::Unmap`] with `data: None`). Default: [`crate::Error::Unsupported`].
+    fn map_no_overwrite_deferred<'a>(
+        &self,
+        dc: &'a mut Self::Deferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        let _ = (dc, resource, len, locals);
+        Err(crate::Error::Unsupported)
+    }
+
+    /// The Map types beyond D3D11.0's that the driver serves (R-M3): asked once, at device
+    /// creation, on the creating thread. Default: none (vertex and index buffers only take
+    /// Map(NO_OVERWRITE)).
+    fn map_caps(&self) -> crate::caps::MapCaps {
+        crate::caps::MapCaps::empty()
     }
 
     /// Creates the driver's state of a deferred context (CreateDeferredContext): on the

@@ -94,6 +94,7 @@ mod error;
 mod kernel;
 mod list_mode;
 mod lists;
+mod map_type;
 mod primitive;
 mod registry;
 
@@ -103,7 +104,7 @@ pub mod trace;
 
 pub use cls::bucket;
 
-pub use caps::ThreadingCaps;
+pub use caps::{MapCaps, ThreadingCaps};
 pub use error::{AppError, Error, Result};
 pub use handle::{AnyHandle, Handle, HandleSize, HandleSizeTable, HandleType, ObjectKind};
 
@@ -122,6 +123,7 @@ pub use driver::{Command, DeferredCall, Driver, ListMemory, Op};
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
 pub use list_mode::ListMode;
 pub use lists::record::OPERATION_BYTES;
+pub use map_type::MapType;
 pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};
 

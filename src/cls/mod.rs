@@ -339,6 +339,7 @@ impl<D: Driver> ClsTable<D> {
             ty,
             len,
             block,
+            ..
         }) = self.open.pop()
         {
             // Out of the table before the hook runs; its hold and block are handed on even

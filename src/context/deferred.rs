@@ -31,7 +31,7 @@ use crate::registry::ObjectView;
 use crate::trace::span;
 
 mod map;
-use map::MapMemory;
+use map::OpenMap;
 
 /// Counters and memory of a deferred context.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -151,7 +151,7 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     bindings: Bindings,
     /// Resources mapped and not yet unmapped, with their payload, and queries begun and not
     /// yet ended (R-C4).
-    open: MappedAndBegun<MapMemory>,
+    open: MappedAndBegun<OpenMap>,
     calls: Calls,
     /// Whether the engine keeps the recording's operations to replay them (the device's
     /// [`ListMode::replays`](crate::ListMode::replays), kept here: asked at every recorded
@@ -969,8 +969,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.hear(DeferredCall::EndQuery(query))?;
             self.push_op(Recorded::EndQuery(query));
         }
-        while let Some((resource, memory)) = self.open.pop_mapped() {
-            self.record_unmap(resource, memory)?;
+        while let Some((resource, map)) = self.open.pop_mapped() {
+            self.record_unmap(resource, map)?;
         }
         // Noted unsorted while recording; sorted once, for the executes' R-C4 checks.
         self.rec.sort_sets();
@@ -1341,6 +1341,50 @@ mod tests {
         drop(dc);
         ic.destroy_device().unwrap();
         world.assert_clean();
+    }
+
+    /// Map(NO_OVERWRITE) for miri, in both list modes with deferred-context hooks: the
+    /// discard's bytes handed out again after its Unmap recorded them (the arena's payload,
+    /// or the driver's memory of the discard), written in place, and replayed with the
+    /// discard.
+    #[test]
+    fn map_no_overwrite_hands_out_the_discards_bytes_again() {
+        use crate::BindFlags;
+        for driver_built in [false, true] {
+            let config = SoftConfig {
+                driver_built,
+                ..native()
+            };
+            let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+            let ring = device
+                .create_resource(ResourceDesc {
+                    bind: BindFlags::VERTEX_BUFFER,
+                    ..dynamic_16()
+                })
+                .unwrap();
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.map_discard(ring).unwrap()[..8].fill(1);
+            dc.unmap(ring).unwrap();
+            let bytes = dc.map_no_overwrite(ring).unwrap();
+            assert_eq!(&bytes[..8], &[1; 8]);
+            bytes[8..].fill(2);
+            dc.unmap(ring).unwrap();
+            let list = dc.finish().unwrap();
+            ic.execute_command_list(&list).unwrap();
+            drop(list);
+            ic.flush().unwrap();
+            let bytes = world
+                .read(device.object(ring).unwrap().allocation().unwrap())
+                .unwrap();
+            assert_eq!(
+                bytes,
+                [[1; 8], [2; 8]].concat(),
+                "driver_built {driver_built}"
+            );
+            drop(dc);
+            ic.destroy_device().unwrap();
+            world.assert_clean();
+        }
     }
 
     /// Nested lists for miri: the walk's pointers into lists (replay and stamping), and the

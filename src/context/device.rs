@@ -9,7 +9,7 @@ use crossbeam_epoch as epoch;
 use crossbeam_utils::CachePadded;
 use scopeguard::ScopeGuard;
 
-use crate::caps::ThreadingCaps;
+use crate::caps::{MapCaps, ThreadingCaps};
 use crate::context::command_list::ListData;
 use crate::context::immediate::ImmediateContext;
 use crate::desc::{ObjectDesc, QueryKind, ResourceDesc, ViewDesc};
@@ -128,6 +128,8 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     /// Written by the IC at each flush, read by destroying threads.
     open_buffer: CachePadded<AtomicU64>,
     caps: ThreadingCaps,
+    /// The Map types beyond D3D11.0's the driver serves (R-M3).
+    map_caps: MapCaps,
     /// Who records and who executes command lists, decided at creation.
     mode: ListMode,
     handle_sizes: HandleSizeTable,
@@ -181,6 +183,11 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
 
     pub(crate) fn registry(&self) -> &Registry<D> {
         &self.registry
+    }
+
+    /// The Map types beyond D3D11.0's the driver serves (R-M3).
+    pub(crate) fn map_caps(&self) -> MapCaps {
+        self.map_caps
     }
 
     pub(crate) fn config(&self) -> &DeviceConfig {
@@ -343,6 +350,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         config: DeviceConfig,
     ) -> Result<(Self, ImmediateContext<D, K>)> {
         let caps = driver.threading_caps().validate()?;
+        let map_caps = driver.map_caps();
         // Without command-list support the driver has no context-local handles to size.
         let handle_sizes = if caps.contains(ThreadingCaps::COMMANDLISTS) {
             HandleSizeTable::from_two_polls(|out| driver.check_deferred_context_handle_sizes(out))?
@@ -368,6 +376,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 registry,
                 open_buffer: CachePadded::new(AtomicU64::new(1)),
                 caps,
+                map_caps,
                 mode,
                 handle_sizes,
                 config,

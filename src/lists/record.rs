@@ -162,6 +162,22 @@ pub(crate) struct Recording<C, L> {
     /// The lists the recording executes, in the order of their [`Recorded::ExecuteList`]s (a
     /// list executed twice is here twice).
     pub(crate) lists: Vec<L>,
+    /// Where the driver builds its lists, the resources the recording itself discarded
+    /// (not the lists it executes): noted as `maps` is, for Map(NO_OVERWRITE) (R-M2).
+    pub(crate) discarded: Vec<Handle<Resource>>,
+    /// Where the engine replays lists, each resource mapped with NO_OVERWRITE in the
+    /// recording: its last discard's operation, as last looked up (R-M2).
+    pub(crate) rings: Vec<Ring>,
+}
+
+/// A resource a recording maps with NO_OVERWRITE, where the engine replays lists: the
+/// operation of its last Map(DISCARD) as found, and how many operations had been recorded
+/// then, so that the next lookup looks only through the operations after them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ring {
+    pub(crate) resource: Handle<Resource>,
+    pub(crate) discard: usize,
+    pub(crate) seen: usize,
 }
 
 impl<C, L> Default for Recording<C, L> {
@@ -175,6 +191,8 @@ impl<C, L> Default for Recording<C, L> {
             queries: Vec::new(),
             nested_ops: 0,
             lists: Vec::new(),
+            discarded: Vec::new(),
+            rings: Vec::new(),
         }
     }
 }
@@ -186,7 +204,7 @@ impl<C, L> Default for Recording<C, L> {
 /// free: a sort of n items comes after at least n/2 appends, so each append's share of the
 /// sorting is O(log n) comparisons, and the vector holds about twice the distinct items at
 /// most (memory proportional to content).
-#[inline]
+#[inline(always)]
 pub(crate) fn note_in_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
     if set.last() == Some(&item) {
         return;
@@ -240,6 +258,8 @@ impl<C, L> Recording<C, L> {
             + self.maps.capacity() * core::mem::size_of::<Handle<Resource>>()
             + self.queries.capacity() * core::mem::size_of::<Handle<Query>>()
             + self.lists.capacity() * core::mem::size_of::<L>()
+            + self.discarded.capacity() * core::mem::size_of::<Handle<Resource>>()
+            + self.rings.capacity() * core::mem::size_of::<Ring>()
     }
 
     /// Sorts the sets of Maps and queries noted while recording ([`note_in_set`]), at Finish.
@@ -263,6 +283,8 @@ impl<C, L> Recording<C, L> {
         self.queries.clear();
         self.nested_ops = 0;
         self.lists.clear();
+        self.discarded.clear();
+        self.rings.clear();
     }
 }
 

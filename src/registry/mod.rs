@@ -58,6 +58,7 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
 use crossbeam_utils::CachePadded;
 
 use crate::bind::StateView;
+use crate::caps::MapCaps;
 use crate::desc::{BindFlags, Texture2d, Usage};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
@@ -431,6 +432,30 @@ impl<'a, D: Driver> ObjectView<'a, D> {
             return Err(AppError::InvalidState.into());
         }
         usize::try_from(self.entry.byte_size).map_err(|_| Error::OutOfMemory)
+    }
+
+    /// The bytes a Map(NO_OVERWRITE) hands out (R-M3): a dynamic buffer, not a texture,
+    /// bound as a vertex or index buffer, or as a constant buffer or shader resource where
+    /// the driver's `caps` allow it (and never bound in a way they leave out); an
+    /// application error otherwise.
+    pub(crate) fn no_overwrite_len(&self, caps: MapCaps) -> Result<usize> {
+        let e = self.entry;
+        let mut allowed = BindFlags::VERTEX_BUFFER | BindFlags::INDEX_BUFFER;
+        if caps.contains(MapCaps::NO_OVERWRITE_CONSTANT_BUFFER) {
+            allowed |= BindFlags::CONSTANT_BUFFER;
+        }
+        if caps.contains(MapCaps::NO_OVERWRITE_BUFFER_SRV) {
+            allowed |= BindFlags::SHADER_RESOURCE;
+        }
+        let limited = BindFlags::CONSTANT_BUFFER | BindFlags::SHADER_RESOURCE;
+        let ok = e.usage == Usage::Dynamic
+            && e.texture.is_none()
+            && e.bind.intersects(allowed)
+            && (e.bind & (limited - allowed)).is_empty();
+        if !ok {
+            return Err(AppError::NotMappable.into());
+        }
+        usize::try_from(e.byte_size).map_err(|_| Error::OutOfMemory)
     }
 }
 

@@ -123,6 +123,11 @@ pub(crate) struct Building {
     pub(crate) expected: Runs,
     /// Open Map(DISCARD)s: the memory handed out, until the Unmap encodes it.
     pub(crate) mapped: Vec<(Handle<Resource>, Vec<u8>)>,
+    /// Each resource's last Map(DISCARD) in this list: where its bytes lie in `bytes`, which
+    /// a Map(NO_OVERWRITE) hands out again (R-M2).
+    pub(crate) discarded: Vec<(Handle<Resource>, Range<usize>)>,
+    /// Open Map(NO_OVERWRITE)s: their Unmap encodes nothing (the bytes are the discard's).
+    pub(crate) mapped_again: Vec<Handle<Resource>>,
     /// Map memory given back by Unmaps, for the next Maps.
     pub(crate) spare_maps: Vec<Vec<u8>>,
     /// A recycled list's buffer, for the next Finish: steady state allocates nothing.
@@ -144,6 +149,7 @@ impl Building {
         core::mem::swap(&mut built.packets, &mut self.packets);
         core::mem::swap(&mut built.bytes, &mut self.bytes);
         built.expected = core::mem::take(&mut self.expected);
+        self.discarded.clear();
         list
     }
 
@@ -154,6 +160,8 @@ impl Building {
         let mapped = self.mapped.drain(..).map(|(_, bytes)| bytes);
         self.spare_maps.extend(mapped);
         self.expected = Runs::default();
+        self.discarded.clear();
+        self.mapped_again.clear();
     }
 
     /// Copies `data` into the arena; where it lies.
@@ -164,7 +172,7 @@ impl Building {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.packets.is_empty() && self.mapped.is_empty()
+        self.packets.is_empty() && self.mapped.is_empty() && self.mapped_again.is_empty()
     }
 }
 
@@ -196,6 +204,7 @@ fn named<W: SameTypes<SoftDriver>>(call: &DeferredCall<'_, W>) -> [Option<AnyHan
         }
         DeferredCall::Update { resource, .. }
         | DeferredCall::MapDiscard { resource, .. }
+        | DeferredCall::MapNoOverwrite { resource, .. }
         | DeferredCall::Unmap { resource, .. } => named[0] = Some(resource.any()),
         DeferredCall::Bind { object, .. } => named[0] = *object,
         DeferredCall::BeginQuery(q) | DeferredCall::EndQuery(q) => named[0] = Some(q.any()),
@@ -282,6 +291,12 @@ impl SoftDriver {
                 data: dc.building.keep(data),
             },
             DeferredCall::Unmap { resource, .. } => {
+                let again = &mut dc.building.mapped_again;
+                if let Some(at) = again.iter().position(|r| *r == resource) {
+                    // A Map(NO_OVERWRITE): written in place, in the discard's bytes.
+                    again.swap_remove(at);
+                    return Ok(());
+                }
                 let mapped = &mut dc.building.mapped;
                 let Some(at) = mapped.iter().position(|(r, _)| *r == resource) else {
                     let what = format!("Unmap of {resource:?}, which the driver never mapped");
@@ -291,6 +306,11 @@ impl SoftDriver {
                 let (_, contents) = mapped.swap_remove(at);
                 let data = dc.building.keep(&contents);
                 dc.building.spare_maps.push(contents);
+                let discarded = &mut dc.building.discarded;
+                match discarded.iter_mut().find(|(r, _)| *r == resource) {
+                    Some((_, range)) => *range = data.clone(),
+                    None => discarded.push((resource, data.clone())),
+                }
                 Packet::WriteDiscard { resource, data }
             }
             DeferredCall::Bind { point, object } => Packet::Bind { point, object },
@@ -339,6 +359,39 @@ impl SoftDriver {
         dc.building.mapped.push((resource, bytes));
         let (_, bytes) = dc.building.mapped.last_mut().expect("just pushed");
         Ok(bytes)
+    }
+
+    /// [`crate::Driver::map_no_overwrite_deferred`] for the engine running driver `W`: the
+    /// bytes of the resource's last Map(DISCARD) in this list, in the list's arena, written
+    /// in place (R-M2).
+    pub(crate) fn map_no_overwrite_for<'a, W: SameTypes<Self>>(
+        &self,
+        dc: &'a mut SoftDeferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<&'a mut [u8]> {
+        let _hook = DeferredHook::enter();
+        let mut s = self.world.lock();
+        self.deferred_hook(&mut s, "map_no_overwrite_deferred");
+        let id = check_local(&mut s, dc.id, locals, resource.any());
+        let event = TraceEvent::of(Hook::MapNoOverwriteDeferred)
+            .object(id)
+            .context(dc.id);
+        self.world.note(&mut s, event);
+        let building = &mut dc.building;
+        let Some((_, range)) = building.discarded.iter().find(|(r, _)| *r == resource) else {
+            let what = format!("Map(NO_OVERWRITE) of {resource:?} with no discard in the list");
+            SoftWorld::violate(&mut s, "R-M2", what);
+            return Err(Error::InvalidArg);
+        };
+        if range.len() != len {
+            let what = format!("Map(NO_OVERWRITE) of {len} bytes after a discard of {range:?}");
+            SoftWorld::violate(&mut s, "R-M2", what);
+        }
+        let range = range.clone();
+        building.mapped_again.push(resource);
+        Ok(&mut building.bytes[range])
     }
 
     /// Chains finished list `inner` into the context's list (its execute on a deferred

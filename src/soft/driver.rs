@@ -10,7 +10,7 @@ use super::inject::{SameTypes, Wrappable};
 use super::lifetime::Lifetimes;
 use super::world::{Hook, SoftWorld, State, TraceEvent};
 use crate::bind::{BindPoint, StateView};
-use crate::caps::ThreadingCaps;
+use crate::caps::{MapCaps, ThreadingCaps};
 use crate::cls::local_handles::LocalHandles;
 use crate::desc::ObjectDesc;
 use crate::desc::Subresource;
@@ -999,6 +999,20 @@ impl Driver for SoftDriver {
         self.map_discard_for(dc, resource, len, locals)
     }
 
+    fn map_no_overwrite_deferred<'a>(
+        &self,
+        dc: &'a mut SoftDeferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        self.map_no_overwrite_for(dc, resource, len, locals)
+    }
+
+    fn map_caps(&self) -> MapCaps {
+        self.world.config.map_caps
+    }
+
     fn execute_command_list_deferred(
         &self,
         dc: &mut SoftDeferred,
@@ -1490,6 +1504,16 @@ impl Wrappable for SoftDriver {
         locals: &mut LocalHandles<'_, W>,
     ) -> Result<&'a mut [u8]> {
         self.map_discard_for(dc, resource, len, locals)
+    }
+
+    fn map_no_overwrite_deferred_for<'a, W: SameTypes<Self>>(
+        &self,
+        dc: &'a mut SoftDeferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<&'a mut [u8]> {
+        self.map_no_overwrite_for(dc, resource, len, locals)
     }
 
     fn refresh_view_for<W: SameTypes<Self>>(

@@ -410,6 +410,19 @@ pub trait Wrappable: Driver {
         Err(Error::Unsupported)
     }
 
+    /// [`Driver::map_no_overwrite_deferred`] for the engine running driver `W`. The default
+    /// does what the default of [`Driver::map_no_overwrite_deferred`] does.
+    fn map_no_overwrite_deferred_for<'a, W: SameTypes<Self>>(
+        &self,
+        dc: &'a mut Self::Deferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, W>,
+    ) -> Result<&'a mut [u8]> {
+        let _ = (dc, resource, len, locals);
+        Err(Error::Unsupported)
+    }
+
     /// [`Driver::blt`] for the engine running driver `W`. The default does what the default
     /// of [`Driver::blt`] does.
     fn blt_for<W: SameTypes<Self>>(
@@ -582,6 +595,32 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
             }
             false => Ok(bytes),
         }
+    }
+
+    fn map_no_overwrite_deferred<'a>(
+        &self,
+        dc: &'a mut Self::Deferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        let short = self
+            .plan
+            .tick_sized("map_no_overwrite_deferred", true, true)?;
+        let bytes = self
+            .inner
+            .map_no_overwrite_deferred_for(dc, resource, len, locals)?;
+        match short {
+            true => {
+                let end = len.min(bytes.len()).saturating_sub(1);
+                Ok(&mut bytes[..end])
+            }
+            false => Ok(bytes),
+        }
+    }
+
+    fn map_caps(&self) -> crate::caps::MapCaps {
+        self.inner.map_caps()
     }
 
     fn execute_command_list_deferred(

@@ -157,6 +157,24 @@ impl Driver for NullDriver {
         Ok(&mut dc.staging)
     }
 
+    /// The staging bytes of the last discard, kept: a null driver keeps one Map's memory
+    /// per context, which is enough for one ring at a time.
+    #[inline]
+    fn map_no_overwrite_deferred<'a>(
+        &self,
+        dc: &'a mut NullDeferred,
+        _resource: Handle<Resource>,
+        len: usize,
+        _locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        dc.staging.get_mut(..len).ok_or(Error::InvalidArg)
+    }
+
+    #[inline]
+    fn map_caps(&self) -> crate::MapCaps {
+        crate::MapCaps::all()
+    }
+
     #[inline]
     fn check_deferred_context_handle_sizes(&self, out: Option<&mut [HandleSize]>) -> usize {
         self.sizes.answer_poll(out)

@@ -72,6 +72,9 @@ pub struct SoftConfig {
     /// [`SoftConfig::from_env`] for `CMDLIST_SOFT_DRIVER_BUILT=1`), the engine records and
     /// replays ([`crate::ListMode::Replayed`]).
     pub driver_built: bool,
+    /// The Map types beyond D3D11.0's the driver reports ([`crate::Driver::map_caps`],
+    /// R-M3): all by default, as a D3D11.1 driver's.
+    pub map_caps: crate::MapCaps,
 }
 
 /// The plain settings: a GPU completed by hand, strict about R-D4, tracing, and a driver that
@@ -89,6 +92,7 @@ impl Default for SoftConfig {
             resources_without_memory: false,
             command_lists: true,
             driver_built: false,
+            map_caps: crate::MapCaps::all(),
         }
     }
 }
@@ -260,6 +264,8 @@ pub enum Hook {
     RecordDeferred,
     /// Driver: Map(DISCARD) on a deferred context whose driver builds its lists.
     MapDiscardDeferred,
+    /// Driver: Map(NO_OVERWRITE) on a deferred context whose driver builds its lists.
+    MapNoOverwriteDeferred,
     /// Kernel: the present callback (R-X1).
     Present,
     /// Kernel: the set-display-mode callback (R-X2).
@@ -288,6 +294,7 @@ impl Hook {
                 | Hook::ExecuteCommandListDeferred
                 | Hook::RecordDeferred
                 | Hook::MapDiscardDeferred
+                | Hook::MapNoOverwriteDeferred
                 | Hook::CreateDeferredContext
                 | Hook::DestroyDeferredContext
                 | Hook::AbandonUnbind

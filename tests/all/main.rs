@@ -13,6 +13,7 @@ mod emulated;
 mod finish_faults;
 mod hardening;
 mod heard;
+mod map_modes;
 mod nested;
 mod owed;
 mod panic_safety;

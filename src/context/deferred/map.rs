@@ -7,12 +7,13 @@ use super::{Calls, DeferredContext};
 use crate::bind::StateView;
 use crate::cls::local_handles::LocalHandles;
 use crate::driver::{DeferredCall, Driver};
-use crate::error::{Error, Result};
+use crate::error::{AppError, Error, Result};
 use crate::handle::{Handle, Resource};
 use crate::kernel::Kernel;
-use crate::lists::record::{note_in_set, Payload, Recorded, OPERATION_BYTES};
+use crate::lists::record::{note_in_set, sort_set, Payload, Recorded, Ring, OPERATION_BYTES};
+use crate::map_type::MapType;
 
-/// Where the contents written through a deferred context's open Map(DISCARD) go.
+/// Where the contents written through a deferred context's open Map go.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum MapMemory {
     /// The recording's arena, replayed with the list.
@@ -20,6 +21,32 @@ pub(super) enum MapMemory {
     /// The driver's memory, of this many bytes
     /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)).
     Driver(usize),
+}
+
+/// An open Map on a deferred context: which Map it is, and where its bytes are (R-M1). One
+/// level of variants, so that it is as small as [`MapMemory`].
+#[derive(Clone, Copy, Debug)]
+pub(super) enum OpenMap {
+    /// Map(DISCARD) into the recording's arena: new contents, recorded at the Unmap.
+    Discard(Payload),
+    /// Map(DISCARD) into the driver's memory.
+    DriverDiscard,
+    /// Map(NO_OVERWRITE): the bytes of the resource's last discard in the recording again,
+    /// written in place; its Unmap records nothing more (R-M2).
+    NoOverwrite(Payload),
+    /// Map(NO_OVERWRITE) into the driver's memory of the last discard.
+    DriverNoOverwrite,
+}
+
+impl OpenMap {
+    fn new(memory: MapMemory, again: bool) -> Self {
+        match (memory, again) {
+            (MapMemory::Arena(payload), false) => OpenMap::Discard(payload),
+            (MapMemory::Driver(_), false) => OpenMap::DriverDiscard,
+            (MapMemory::Arena(payload), true) => OpenMap::NoOverwrite(payload),
+            (MapMemory::Driver(_), true) => OpenMap::DriverNoOverwrite,
+        }
+    }
 }
 
 impl<D: Driver, K: Kernel> DeferredContext<D, K> {
@@ -34,7 +61,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             return self.scratch_map(resource);
         }
         let _recording = self.trace_recording();
-        let result = self.map(resource);
+        let result = self.map_new(resource);
         match self.settle(result) {
             // SAFETY: the payload was just allocated in this recording's arena, which is not
             // reset while `&mut self` is borrowed by the result, and nothing else refers to
@@ -123,7 +150,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Checks and notes a Map(DISCARD): the arena's zeroed bytes where the engine replays
     /// lists (the driver hears the Map), nothing where the driver hands out the memory.
-    fn map(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
+    fn map_new(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
         let mut guard = None;
@@ -133,7 +160,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         drop(guard);
         if !self.replays {
             // The driver's Map comes next (`map_with_driver`), which counts the bytes.
-            self.open.map(resource, MapMemory::Driver(size));
+            self.open.map(resource, OpenMap::DriverDiscard);
             return Ok(MapMemory::Driver(size));
         }
         // Allocated before the driver hears the Map, as an update's copy is.
@@ -143,15 +170,174 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             resource,
             len: size,
         })?;
-        self.open.map(resource, MapMemory::Arena(payload));
+        self.open.map(resource, OpenMap::Discard(payload));
         Ok(MapMemory::Arena(payload))
     }
 
-    /// Unmap: records the contents written since [`DeferredContext::map_discard`].
+    /// Map(NO_OVERWRITE) of a dynamic buffer (R-M1..R-M3), only after a
+    /// [`DeferredContext::map_discard`] of it earlier in this recording (else
+    /// [`AppError::MapWithoutDiscard`](crate::AppError::MapWithoutDiscard), nothing recorded
+    /// and nothing heard): the bytes of that last discard, with what was written into them
+    /// since, for the application to write more where the GPU does not read (a ring's next
+    /// stretch), until [`DeferredContext::unmap`]. Executed, the list leaves the resource
+    /// with that discard and every later NO_OVERWRITE write applied, in every list mode: the
+    /// bytes are the discard's, replayed with it (or, where the driver builds its lists, the
+    /// driver's memory of that discard, [`Driver::map_no_overwrite_deferred`]). It records
+    /// no operation and counts nothing more against the budget.
+    ///
+    /// Refused ([`AppError::NotMappable`](crate::AppError::NotMappable)) on a texture, on a
+    /// resource that is not dynamic, and on a buffer bound in a way the driver's
+    /// [`crate::MapCaps`] leave out (R-M3); a second Map of a mapped resource is
+    /// [`AppError::InvalidState`](crate::AppError::InvalidState), as for any Map (R-C4).
+    pub fn map_no_overwrite(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        if self.calls == Calls::Removed {
+            return self.scratch_map(resource);
+        }
+        let _recording = self.trace_recording();
+        let result = self.map_again(resource);
+        match self.settle(result) {
+            // SAFETY: the payload is the discard's, in this recording's arena, which is not
+            // reset while `&mut self` is borrowed by the result. The operation that replays
+            // it reads its bytes only once the recording is finished, after this borrow
+            // ended, and the driver heard the discard's bytes for the length of a call.
+            Ok(MapMemory::Arena(payload)) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
+            Ok(MapMemory::Driver(len)) => self.map_again_with_driver(resource, len),
+            Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Map of `ty`, as a C shim's ResourceMap passes it: [`DeferredContext::map_discard`] or
+    /// [`DeferredContext::map_no_overwrite`]; READ, WRITE and READ_WRITE are refused
+    /// ([`AppError::NotMappable`](crate::AppError::NotMappable), R-M1), nothing recorded and
+    /// nothing heard, and so is a Map of a removed context's.
+    pub fn map(&mut self, resource: Handle<Resource>, ty: MapType) -> Result<&mut [u8]> {
+        match ty {
+            MapType::WriteDiscard => self.map_discard(resource),
+            MapType::WriteNoOverwrite => self.map_no_overwrite(resource),
+            MapType::Read | MapType::Write | MapType::ReadWrite => {
+                let refused = Err(AppError::NotMappable.into());
+                self.settle(refused)
+            }
+        }
+    }
+
+    /// Checks and notes a Map(NO_OVERWRITE): the discard's memory (R-M2).
+    fn map_again(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
+        self.check_alive()?;
+        self.open.check_map(resource)?;
+        let caps = self.device.shared.map_caps();
+        let mut guard = None;
+        let (len, open) =
+            self.with_live(resource, &mut guard, |view| view.no_overwrite_len(caps))?;
+        let memory = match self.replays {
+            true => MapMemory::Arena(self.last_discard(resource)?),
+            false => {
+                sort_set(&mut self.rec.discarded);
+                match self.rec.discarded.binary_search(&resource) {
+                    Ok(_) => MapMemory::Driver(len),
+                    Err(_) => return Err(AppError::MapWithoutDiscard.into()),
+                }
+            }
+        };
+        // Its Unmap is owed as any Map's (R-E3), though it records nothing.
+        self.reserve(0)?;
+        self.use_checked(resource.any(), open, &mut guard)?;
+        drop(guard);
+        if let MapMemory::Arena(_) = memory {
+            self.hear(DeferredCall::MapNoOverwrite { resource, len })?;
+        }
+        self.open.map(resource, OpenMap::new(memory, true));
+        Ok(memory)
+    }
+
+    /// The payload of the last Map(DISCARD) of `resource` in this recording, where the engine
+    /// replays lists: the operation its Unmap recorded (R-M2). Each lookup looks only
+    /// through the operations recorded since the last one for this resource (`Ring`), so a
+    /// ring's appends cost no more however long the recording, and a discard costs nothing
+    /// more than before.
+    fn last_discard(&mut self, resource: Handle<Resource>) -> Result<Payload> {
+        let rec = &mut *self.rec;
+        let ring = rec.rings.iter().position(|r| r.resource == resource);
+        let (known, from) = match ring {
+            Some(i) => (Some(rec.rings[i].discard), rec.rings[i].seen),
+            None => (None, 0),
+        };
+        let is_discard = |op: &Recorded<_>| matches!(op, Recorded::WriteDiscard { resource: r, .. } if *r == resource);
+        let newer = rec.ops[from..]
+            .iter()
+            .rposition(is_discard)
+            .map(|i| from + i);
+        let discard = newer.or(known).ok_or(AppError::MapWithoutDiscard)?;
+        let seen = rec.ops.len();
+        match ring {
+            Some(i) => {
+                rec.rings[i] = Ring {
+                    resource,
+                    discard,
+                    seen,
+                }
+            }
+            None => rec.rings.push(Ring {
+                resource,
+                discard,
+                seen,
+            }),
+        }
+        match rec.ops.get(discard) {
+            Some(Recorded::WriteDiscard { payload, .. }) => Ok(*payload),
+            _ => Err(Error::InvalidArg),
+        }
+    }
+
+    /// The driver's memory of the resource's last discard, for a Map(NO_OVERWRITE) the engine
+    /// noted already ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)); a refusal
+    /// ends the Map and is settled as any failed call.
+    fn map_again_with_driver(
+        &mut self,
+        resource: Handle<Resource>,
+        len: usize,
+    ) -> Result<&mut [u8]> {
+        let s = &*self.device.shared;
+        let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
+        if let Ok(Some(dc)) = self.dc.for_hooks() {
+            let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+            // Guarded: a hook that panics ends the Map, as a refusal does.
+            let open = &mut self.open;
+            let unmapped = scopeguard::guard_on_unwind((), |()| {
+                let _ = open.unmap(resource);
+            });
+            answer = s
+                .driver()
+                .map_no_overwrite_deferred(dc, resource, len, &mut locals)
+                .map(|bytes| bytes as *mut [u8])
+                // The discard's length, or the driver's error (R-E1).
+                .and_then(|bytes| match bytes.len() == len {
+                    true => Ok(bytes),
+                    false => Err(Error::InvalidArg),
+                });
+            ScopeGuard::into_inner(unmapped);
+        }
+        match answer {
+            // SAFETY: as in `map_with_driver`: the bytes are borrowed from the driver's state
+            // of this context, kept alive and untouched by the returned borrow of `&mut self`.
+            Ok(bytes) => Ok(unsafe { &mut *bytes }),
+            Err(e) => {
+                let _ = self.open.unmap(resource);
+                match self.settle(Err(e)) {
+                    Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// Unmap: records the contents written since [`DeferredContext::map_discard`] (those
+    /// written since [`DeferredContext::map_no_overwrite`] are in the discard's bytes).
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.record(|dc| {
-            let memory = *dc.open.mapped(resource)?;
-            dc.record_unmap(resource, memory)?;
+            let map = *dc.open.mapped(resource)?;
+            dc.record_unmap(resource, map)?;
             // Ended once heard: a refused (or panicking) Unmap leaves the resource mapped.
             dc.open.unmap(resource).map(|_| ())
         })
@@ -161,30 +347,35 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// The Map stays open here: the caller ends it once this succeeds, so that a refusal (or
     /// a panicking hook) leaves the resource mapped. The Map reserved the operation's bytes
     /// already.
-    #[inline]
-    pub(super) fn record_unmap(
-        &mut self,
-        resource: Handle<Resource>,
-        memory: MapMemory,
-    ) -> Result<()> {
+    #[inline(always)]
+    pub(super) fn record_unmap(&mut self, resource: Handle<Resource>, map: OpenMap) -> Result<()> {
         let s = &*self.device.shared;
         if let Some(dc) = self.dc.for_hooks()? {
-            let data = match memory {
-                // SAFETY: the payload comes from this recording's arena, not reset since
-                // the Map; the application's borrow of its bytes ended with the Map's.
-                MapMemory::Arena(payload) => Some(unsafe { self.rec.payloads.bytes(payload) }),
-                MapMemory::Driver(_) => None,
+            let data = match map {
+                OpenMap::Discard(payload) | OpenMap::NoOverwrite(payload) => {
+                    // SAFETY: the payload comes from this recording's arena, not reset since
+                    // the Map; the application's borrow of its bytes ended with the Map's.
+                    Some(unsafe { self.rec.payloads.bytes(payload) })
+                }
+                OpenMap::DriverDiscard | OpenMap::DriverNoOverwrite => None,
             };
             let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
             let call = DeferredCall::Unmap { resource, data };
             s.driver().record_deferred(dc, call, &mut locals)?;
         }
-        note_in_set(&mut self.rec.maps, resource);
-        match memory {
-            MapMemory::Arena(payload) => {
+        match map {
+            OpenMap::Discard(payload) => {
+                note_in_set(&mut self.rec.maps, resource);
                 self.push_op(Recorded::WriteDiscard { resource, payload });
             }
-            MapMemory::Driver(_) => self.rec.operations += 1,
+            OpenMap::DriverDiscard => {
+                note_in_set(&mut self.rec.maps, resource);
+                note_in_set(&mut self.rec.discarded, resource);
+                self.rec.operations += 1;
+            }
+            // The discard's operation replays these bytes; the list maps the resource
+            // already (R-C4).
+            OpenMap::NoOverwrite(_) | OpenMap::DriverNoOverwrite => {}
         }
         Ok(())
     }

@@ -1,0 +1,293 @@
+//! CPU access beyond Map(DISCARD) (R-M1..R-M3): Map(NO_OVERWRITE) on a deferred context,
+//! after a discard of the same resource in the recording, in every list mode, as Wine's
+//! `test_deferred_context_map` and `test_dynamic_map_synchronization` use it.
+
+use std::sync::Arc;
+
+use cmdlist::dxgi::DisplayFormat;
+use cmdlist::handle::Resource;
+use cmdlist::soft::{self, Gpu, Hook, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
+use cmdlist::{
+    AppError, BindFlags, DeviceConfig, Handle, ListMode, MapCaps, ResourceDesc, Texture2d, Usage,
+};
+
+use crate::common::{allocation, app, count, events_of};
+
+fn setup(mode: ListMode, map_caps: MapCaps) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
+        gpu: Gpu::Immediate,
+        command_lists: mode.has_driver_lists(),
+        driver_built: mode == ListMode::DriverBuilt,
+        map_caps,
+        ..SoftConfig::from_env().unwrap()
+    };
+    soft::device(config, DeviceConfig::default()).unwrap()
+}
+
+/// A dynamic buffer of `bytes` bytes bound as `bind`.
+fn dynamic(bytes: u64, bind: BindFlags) -> ResourceDesc {
+    ResourceDesc {
+        byte_size: bytes,
+        bind,
+        usage: Usage::Dynamic,
+        ..Default::default()
+    }
+}
+
+fn ring(device: &SoftDevice) -> Handle<Resource> {
+    device
+        .create_resource(dynamic(64, BindFlags::VERTEX_BUFFER))
+        .unwrap()
+}
+
+/// A ring on a deferred context: one Map(DISCARD), then Map(NO_OVERWRITE)s that find what
+/// was written before and append after it. Executed (twice), the list leaves the resource
+/// with the discard and every later write, in every list mode; the driver heard each Map.
+#[test]
+fn r_m2_a_deferred_ring_lands_as_its_discard_with_every_append() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let r = ring(&device);
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.map_discard(r).unwrap()[..16].fill(1);
+        dc.unmap(r).unwrap();
+        for (i, value) in [2u8, 3].into_iter().enumerate() {
+            let bytes = dc.map_no_overwrite(r).unwrap();
+            assert_eq!(bytes.len(), 64, "{mode:?}");
+            assert!(
+                bytes[..16].iter().all(|&b| b == 1),
+                "{mode:?}: contents kept"
+            );
+            let at = 16 * (i + 1);
+            bytes[at..at + 16].fill(value);
+            dc.unmap(r).unwrap();
+        }
+        // Left mapped: Finish's Unmap (R-C4) records nothing more, the bytes are there.
+        dc.map_no_overwrite(r).unwrap()[48..].fill(4);
+        let operations = dc.stats().operations;
+        let list = dc.finish().unwrap();
+        assert_eq!(operations, 1, "{mode:?}: the discard's operation only");
+        let expected: Vec<u8> = [1u8, 2, 3, 4].iter().flat_map(|&v| [v; 16]).collect();
+        for _ in 0..2 {
+            ic.update(r, 0, &[9; 64]).unwrap();
+            ic.execute_command_list(&list).unwrap();
+            ic.flush().unwrap();
+            assert_eq!(
+                world.read(allocation(&device, r)),
+                Some(expected.clone()),
+                "{mode:?}"
+            );
+        }
+        if mode.has_driver_lists() {
+            let events = events_of(&world, dc.id());
+            let heard = match mode {
+                ListMode::DriverBuilt => count(&events, Hook::MapNoOverwriteDeferred),
+                _ => events
+                    .iter()
+                    .filter(|e| e.hook == Hook::RecordDeferred)
+                    .count()
+                    .saturating_sub(5), // the discard's Map and four Unmaps
+            };
+            assert_eq!(heard, 3, "{mode:?}: each Map(NO_OVERWRITE) heard");
+        }
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
+/// Map(NO_OVERWRITE) needs a discard of the resource earlier in the same recording (R-M2):
+/// without one, or after one in an earlier recording, it is refused with
+/// `MapWithoutDiscard`, nothing is recorded and the driver hears nothing; the next discard
+/// makes it valid again. A second discard in the recording is the one handed out.
+#[test]
+fn r_m2_no_overwrite_without_a_discard_in_the_recording_is_refused_unheard() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let r = ring(&device);
+        let mut dc = device.create_deferred_context().unwrap();
+        let heard = |world: &SoftWorld, dc: &cmdlist::soft::SoftDeferredContext| {
+            events_of(world, dc.id()).len()
+        };
+        let before = heard(&world, &dc);
+        assert_eq!(
+            dc.map_no_overwrite(r).map(drop),
+            Err(app(AppError::MapWithoutDiscard)),
+            "{mode:?}"
+        );
+        assert_eq!(heard(&world, &dc), before, "{mode:?}: nothing heard");
+        assert_eq!(dc.stats().operations, 0);
+        dc.map_discard(r).unwrap().fill(1);
+        dc.unmap(r).unwrap();
+        dc.map_discard(r).unwrap().fill(2);
+        dc.unmap(r).unwrap();
+        assert!(dc.map_no_overwrite(r).unwrap().iter().all(|&b| b == 2));
+        dc.unmap(r).unwrap();
+        let list = dc.finish().unwrap();
+        // The next recording has not discarded it.
+        assert_eq!(
+            dc.map_no_overwrite(r).map(drop),
+            Err(app(AppError::MapWithoutDiscard)),
+            "{mode:?}"
+        );
+        // A discard on the immediate context does not count either.
+        ic.map_discard(r).unwrap().fill(5);
+        ic.unmap(r).unwrap();
+        assert_eq!(
+            dc.map_no_overwrite(r).map(drop),
+            Err(app(AppError::MapWithoutDiscard)),
+            "{mode:?}"
+        );
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(world.read(allocation(&device, r)), Some(vec![2; 64]));
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
+/// R-M3: Map(NO_OVERWRITE) takes dynamic buffers only: vertex and index buffers always,
+/// constant buffers and buffers bound as shader resources only where the driver's caps say
+/// so (D3D11.1); a texture, a resource that is not dynamic, or a buffer bound in a way the
+/// caps leave out is refused with `NotMappable` (after its discard, so that only the
+/// resource is at fault). A resource still mapped is refused as any second Map (R-C4).
+#[test]
+fn r_m3_no_overwrite_takes_the_buffers_the_caps_allow() {
+    let texture = ResourceDesc {
+        usage: Usage::Dynamic,
+        ..ResourceDesc::texture(
+            Texture2d {
+                width: 4,
+                height: 4,
+                array_size: 1,
+                mip_levels: 1,
+                samples: 1,
+                format: DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+            },
+            BindFlags::SHADER_RESOURCE,
+        )
+        .unwrap()
+    };
+    let cases = [
+        (
+            dynamic(64, BindFlags::VERTEX_BUFFER),
+            MapCaps::empty(),
+            true,
+        ),
+        (dynamic(64, BindFlags::INDEX_BUFFER), MapCaps::empty(), true),
+        (
+            dynamic(64, BindFlags::CONSTANT_BUFFER),
+            MapCaps::empty(),
+            false,
+        ),
+        (
+            dynamic(64, BindFlags::CONSTANT_BUFFER),
+            MapCaps::NO_OVERWRITE_CONSTANT_BUFFER,
+            true,
+        ),
+        (
+            dynamic(64, BindFlags::SHADER_RESOURCE),
+            MapCaps::empty(),
+            false,
+        ),
+        (
+            dynamic(64, BindFlags::SHADER_RESOURCE),
+            MapCaps::NO_OVERWRITE_BUFFER_SRV,
+            true,
+        ),
+        (
+            dynamic(64, BindFlags::VERTEX_BUFFER | BindFlags::SHADER_RESOURCE),
+            MapCaps::NO_OVERWRITE_CONSTANT_BUFFER,
+            false,
+        ),
+        (dynamic(64, BindFlags::empty()), MapCaps::all(), false),
+        (texture, MapCaps::all(), false),
+    ];
+    for mode in ListMode::ALL {
+        for (desc, caps, allowed) in cases {
+            let (device, mut ic, world) = setup(mode, caps);
+            let r = device.create_resource(desc).unwrap();
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.map_discard(r).unwrap();
+            let mapped = dc.map_no_overwrite(r).map(drop);
+            assert_eq!(mapped, Err(app(AppError::InvalidState)), "still mapped");
+            dc.unmap(r).unwrap();
+            let expected = match allowed {
+                true => Ok(()),
+                false => Err(app(AppError::NotMappable)),
+            };
+            let case = (mode, desc.bind, caps);
+            assert_eq!(dc.map_no_overwrite(r).map(drop), expected, "{case:?}");
+            drop(dc);
+            ic.destroy_device().unwrap();
+            world.assert_clean();
+        }
+    }
+    // Not dynamic: no discard either, and no NO_OVERWRITE.
+    let (device, mut ic, world) = setup(ListMode::Replayed, MapCaps::all());
+    let plain = device
+        .create_resource(ResourceDesc {
+            byte_size: 64,
+            bind: BindFlags::VERTEX_BUFFER,
+            ..Default::default()
+        })
+        .unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    assert_eq!(
+        dc.map_no_overwrite(plain).map(drop),
+        Err(app(AppError::NotMappable))
+    );
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
+
+/// R-M1: a deferred context takes WRITE_DISCARD and WRITE_NO_OVERWRITE only; READ, WRITE and
+/// READ_WRITE (a C shim's ResourceMap passes them on) are refused with `NotMappable`,
+/// reported, recorded nowhere and heard by no driver hook, in every list mode.
+#[test]
+fn r_m1_a_deferred_context_refuses_read_and_write_maps_unheard() {
+    use cmdlist::MapType;
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let r = ring(&device);
+        let mut dc = device.create_deferred_context().unwrap();
+        let before = events_of(&world, dc.id()).len();
+        for ty in [MapType::Read, MapType::Write, MapType::ReadWrite] {
+            assert_eq!(
+                dc.map(r, ty).map(drop),
+                Err(app(AppError::NotMappable)),
+                "{mode:?} {ty:?}"
+            );
+        }
+        assert_eq!(
+            events_of(&world, dc.id()).len(),
+            before,
+            "{mode:?}: unheard"
+        );
+        assert_eq!(dc.stats().operations, 0);
+        let reported = world
+            .errors()
+            .iter()
+            .filter(|(_, e)| *e == app(AppError::NotMappable))
+            .count();
+        assert_eq!(reported, 3, "{mode:?}: each reported (R-E2)");
+        dc.map(r, MapType::WriteDiscard).unwrap().fill(7);
+        dc.unmap(r).unwrap();
+        assert!(dc
+            .map(r, MapType::WriteNoOverwrite)
+            .unwrap()
+            .iter()
+            .all(|&b| b == 7));
+        dc.unmap(r).unwrap();
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
