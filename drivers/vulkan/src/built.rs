@@ -45,6 +45,7 @@ use cmdlist::{
 
 use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
 use crate::encode::{hazard_barrier, Arena, Encoder, Span};
+use crate::hazard::Tracker;
 use crate::world::{lock, BuiltEvent, Chunk, VulkanWorld};
 
 /// A deferred context's command pool.
@@ -232,6 +233,9 @@ pub struct VulkanDeferred {
     free_secondaries: Vec<vk::CommandBuffer>,
     free_chunks: Vec<Chunk>,
     building: Building,
+    /// What the current secondary read and wrote since its last barrier (kept across
+    /// secondaries).
+    hazards: Tracker,
 }
 
 impl VulkanDeferred {
@@ -265,6 +269,7 @@ impl VulkanDeferred {
             free_secondaries: Vec::new(),
             free_chunks: Vec::new(),
             building: Building::default(),
+            hazards: Tracker::default(),
         })
     }
 
@@ -288,6 +293,7 @@ impl VulkanDeferred {
     /// Ends the current secondary, making it a segment.
     fn end_segment(&mut self, world: &VulkanWorld) -> Result<()> {
         if let Some(cmd) = self.building.current.take() {
+            world.count_barriers(self.hazards.take_barriers());
             // SAFETY: recording state, no render pass (VUID-vkEndCommandBuffer-commandBuffer
             // -00059, -00060); the pool is this context's, on its thread.
             unsafe { world.device.end_command_buffer(cmd) }.map_err(|_| Error::OutOfMemory)?;
@@ -325,8 +331,12 @@ impl VulkanDeferred {
         // this context's pool, on its thread.
         unsafe { world.device.begin_command_buffer(cmd, &begin) }
             .map_err(|_| Error::OutOfMemory)?;
-        // Its first command orders it after everything earlier in submission order.
+        // Its first command orders it after everything earlier in submission order: the
+        // primary's commands before the vkCmdExecuteCommands that runs it, and the segments
+        // before it in that call (a nested list's, or this list's own, executed twice).
         hazard_barrier(world, cmd);
+        self.hazards.begin();
+        self.hazards.barrier();
         self.building.current = Some(cmd);
         Ok(cmd)
     }
@@ -530,6 +540,7 @@ pub(crate) fn record(
         arena: &mut dc.building.arena,
         free: &mut dc.free_chunks,
         refs: &mut dc.building.allocations,
+        hazards: &mut dc.hazards,
     };
     let packet = match work {
         Work::Common(command) => {

@@ -17,7 +17,8 @@ use cmdlist::{
 
 use crate::blt::Side;
 use crate::built::{self, BuiltList, Packet, Patch, VulkanDeferred};
-use crate::encode::{host_barrier, Arena, Encoder, Span};
+use crate::encode::{hazard_barrier, host_barrier, Arena, Encoder, Span};
+use crate::hazard::{Range, Tracker};
 use crate::world::{lock, BuiltEvent, Closed, VulkanWorld};
 
 /// Bytes of every context-local handle and of a command list's private memory: the driver
@@ -44,6 +45,8 @@ pub struct VulkanImmediate {
     bound: Vec<(BindPoint, AnyHandle)>,
     /// The FillIcByte values of the list being executed (kept: no allocation per execute).
     fills: Vec<(Patch, u8)>,
+    /// What the open primary read and wrote since its last barrier (kept across primaries).
+    hazards: Tracker,
 }
 
 impl Drop for VulkanImmediate {
@@ -212,7 +215,9 @@ impl VulkanDriver {
         work: impl FnOnce(&mut Encoder<'_>) -> Result<T>,
     ) -> Result<T> {
         let world = &*self.world;
-        let (cmd, arena) = self.primary(imm)?;
+        self.primary(imm)?;
+        let VulkanImmediate { open, hazards, .. } = imm;
+        let (cmd, arena) = open.as_mut().expect("opened above");
         let mut guard = lock(&world.ic);
         let ic = &mut *guard;
         work(&mut Encoder {
@@ -221,6 +226,7 @@ impl VulkanDriver {
             arena,
             free: &mut ic.free_chunks,
             refs: &mut ic.open_refs,
+            hazards,
         })
     }
 
@@ -269,6 +275,7 @@ impl VulkanDriver {
             unsafe { world.device.begin_command_buffer(cmd, &begin) }
                 .map_err(|_| Error::OutOfMemory)?;
             imm.open = Some((cmd, Arena::default()));
+            imm.hazards.begin();
         }
         Ok(imm.open.as_mut().expect("opened above"))
     }
@@ -534,6 +541,7 @@ impl Driver for VulkanDriver {
             open: None,
             bound: Vec::new(),
             fills: Vec::new(),
+            hazards: Tracker::default(),
         })
     }
 
@@ -578,6 +586,7 @@ impl Driver for VulkanDriver {
         };
         let world = &*self.world;
         host_barrier(world, cmd);
+        world.count_barriers(imm.hazards.take_barriers());
         let mut ic = lock(&world.ic);
         let mut refs = std::mem::take(&mut ic.open_refs);
         refs.sort_unstable();
@@ -641,6 +650,11 @@ impl Driver for VulkanDriver {
         let (cmd, _) = self.primary(imm)?;
         let cmd = *cmd;
         for &(patch, value) in &imm.fills {
+            // Ordered after an earlier execute of the list that read these bytes.
+            let bytes = Range::new(patch.buffer, patch.offset, patch.len4);
+            if imm.hazards.access(&[], &[bytes]) {
+                hazard_barrier(world, cmd);
+            }
             // SAFETY: recording primary outside a render pass; the patch range is 4-aligned,
             // a multiple of 4 long and inside the list's upload buffer
             // (VUID-vkCmdFillBuffer-dstOffset-00024, -00025, -size-00027, -00028), which has
@@ -655,7 +669,8 @@ impl Driver for VulkanDriver {
                 );
             }
         }
-        crate::encode::hazard_barrier(world, cmd);
+        // No barrier here: the list's first segment starts with one, whose first scope is
+        // every command earlier in submission order, this primary's included.
         lock(&world.ic)
             .open_refs
             .extend_from_slice(&list.allocations);
@@ -670,7 +685,8 @@ impl Driver for VulkanDriver {
         // timeline passed it (`note_execute` above, `built::park_if_pending`).
         unsafe { world.device.cmd_execute_commands(cmd, &list.segments) };
         world.execute_commands.fetch_add(1, Ordering::Relaxed);
-        crate::encode::hazard_barrier(world, cmd);
+        // The primary does not know the list's ranges: its next command waits for a barrier.
+        imm.hazards.unknown();
         Ok(())
     }
 

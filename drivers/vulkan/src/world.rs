@@ -388,6 +388,8 @@ pub struct VulkanWorld {
     pub(crate) rotations: AtomicU64,
     /// `vkCmdExecuteCommands` recorded.
     pub(crate) execute_commands: AtomicU64,
+    /// The hazard rule's barriers in ended command buffers.
+    hazard_barriers: AtomicU64,
     pub(crate) built_stats: [AtomicU64; 4],
     pub(crate) ic_thread: Mutex<Option<ThreadId>>,
     pub(crate) pools: Mutex<HashMap<u32, PoolRecord>>,
@@ -739,6 +741,7 @@ impl VulkanWorld {
             errors: Mutex::default(),
             rotations: AtomicU64::new(0),
             execute_commands: AtomicU64::new(0),
+            hazard_barriers: AtomicU64::new(0),
             built_stats: Default::default(),
             ic_thread: Mutex::new(None),
             pools: Mutex::default(),
@@ -789,6 +792,21 @@ impl VulkanWorld {
     /// executed on the immediate context, whatever its length.
     pub fn execute_commands(&self) -> u64 {
         self.execute_commands.load(Ordering::Relaxed)
+    }
+
+    /// How many barriers the hazard rule recorded (the crate docs) in the command buffers
+    /// ended so far, primaries and secondaries: one at the start of each secondary, and one
+    /// before each command that reads or writes bytes an earlier command of its buffer wrote
+    /// since the last barrier, or writes bytes one read. Counted whether or not
+    /// [`VulkanConfig::hazard_barriers`] lets them be recorded.
+    pub fn hazard_barriers(&self) -> u64 {
+        self.hazard_barriers.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_barriers(&self, n: u64) {
+        if n > 0 {
+            self.hazard_barriers.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// What became of driver-built lists' secondaries so far, and how their executes ran.
