@@ -779,6 +779,50 @@ fn submissions_in_a_row_are_ordered_by_the_end_barrier() {
     assert_clean(&world);
 }
 
+/// The barrier that starts each secondary: a nested list's segments run in one
+/// `vkCmdExecuteCommands`, with no command of the primary between them, so only a barrier
+/// inside the secondaries orders one segment after another. Here the outer list fills x in
+/// its own segment, then chains an inner list (copy x into y) twice (the same secondary
+/// twice in one call: its second run writes y after the first), then copies y into z in a
+/// segment of its own. Without the start barrier the validation layer reports the hazards
+/// between the segments (read after write on x, write after write on y, read after write
+/// on y), even with barriers around the `vkCmdExecuteCommands` in the primary.
+#[test]
+fn nested_segments_are_ordered_by_their_start_barrier() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let [x, y, z] = [0; 3].map(|_| device.create_resource(buffer(64)).unwrap());
+    let outer = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut dc = device.create_deferred_context().unwrap();
+                dc.command(SoftCommand::Copy { dst: y, src: x }).unwrap();
+                let inner = dc.finish().unwrap();
+                dc.command(SoftCommand::Fill {
+                    dst: x,
+                    value: 0x21,
+                })
+                .unwrap();
+                dc.execute_command_list(&inner).unwrap();
+                dc.execute_command_list(&inner).unwrap();
+                dc.command(SoftCommand::Copy { dst: z, src: y }).unwrap();
+                dc.finish().unwrap()
+            })
+            .join()
+            .unwrap()
+    });
+    ic.execute_command_list(&outer).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let za = device.object(z).unwrap().allocation().unwrap();
+    assert_eq!(world.read(za, 64).unwrap(), vec![0x21; 64]);
+    drop(outer);
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
 // ---------------------------------------------------------------------------------------
 // The timeline semaphore holds R-D1 and R-D4
 // ---------------------------------------------------------------------------------------
