@@ -46,7 +46,7 @@ use cmdlist::{
 use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
 use crate::encode::{hazard_barrier, Arena, Encoder, Span};
 use crate::hazard::Tracker;
-use crate::world::{lock, BuiltEvent, Chunk, VulkanWorld};
+use crate::world::{lock, BuiltEvent, Chunk, Fault, VulkanWorld};
 
 /// A deferred context's command pool.
 pub(crate) struct Pool {
@@ -246,7 +246,9 @@ impl VulkanDeferred {
                 .queue_family_index(world.queue_family);
             // SAFETY: the device's queue family (VUID-vkCreateCommandPool-queueFamilyIndex
             // -01937); creating a pool needs no synchronisation with other pools.
-            let pool = unsafe { world.device.create_command_pool(&info, None) }
+            let pool = world
+                .inject(Fault::Pool)
+                .and_then(|()| unsafe { world.device.create_command_pool(&info, None) })
                 .map_err(|_| Error::OutOfMemory)?;
             world.note_pool_thread(id.get(), true);
             Some(Arc::new(Pool {
@@ -317,7 +319,9 @@ impl VulkanDeferred {
                     .level(vk::CommandBufferLevel::SECONDARY)
                     .command_buffer_count(1);
                 // SAFETY: this context's pool, on its thread (external synchronisation).
-                unsafe { world.device.allocate_command_buffers(&info) }
+                world
+                    .inject(Fault::CommandBuffer)
+                    .and_then(|()| unsafe { world.device.allocate_command_buffers(&info) })
                     .map_err(|_| Error::OutOfMemory)?[0]
             }
         };
@@ -329,8 +333,14 @@ impl VulkanDeferred {
         // (VUID-vkBeginCommandBuffer-commandBuffer-00049); a secondary's inheritance info is
         // given (-00051) without render pass, so RENDER_PASS_CONTINUE is not set (-00053);
         // this context's pool, on its thread.
-        unsafe { world.device.begin_command_buffer(cmd, &begin) }
-            .map_err(|_| Error::OutOfMemory)?;
+        let begun = world
+            .inject(Fault::CommandBuffer)
+            .and_then(|()| unsafe { world.device.begin_command_buffer(cmd, &begin) });
+        if begun.is_err() {
+            // Kept for the next recording, which begins it again.
+            self.free_secondaries.push(cmd);
+            return Err(Error::OutOfMemory);
+        }
         // Its first command orders it after everything earlier in submission order: the
         // primary's commands before the vkCmdExecuteCommands that runs it, and the segments
         // before it in that call (a nested list's, or this list's own, executed twice).

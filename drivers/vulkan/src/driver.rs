@@ -19,7 +19,7 @@ use crate::blt::Side;
 use crate::built::{self, BuiltList, Packet, Patch, VulkanDeferred};
 use crate::encode::{hazard_barrier, host_barrier, Arena, Encoder, Span};
 use crate::hazard::{Range, Tracker};
-use crate::world::{lock, BuiltEvent, Closed, VulkanWorld};
+use crate::world::{lock, BuiltEvent, Closed, Fault, VulkanWorld};
 
 /// Bytes of every context-local handle and of a command list's private memory: the driver
 /// keeps nothing per context-local handle, and a list's private memory holds one pointer.
@@ -263,7 +263,9 @@ impl VulkanDriver {
                     // context's thread touches (checked; `retire` elsewhere does not): host
                     // access to the pool is externally synchronised (vkAllocateCommandBuffers
                     // host synchronisation).
-                    unsafe { world.device.allocate_command_buffers(&info) }
+                    world
+                        .inject(Fault::CommandBuffer)
+                        .and_then(|()| unsafe { world.device.allocate_command_buffers(&info) })
                         .map_err(|_| Error::OutOfMemory)?[0]
                 }
             };
@@ -272,8 +274,14 @@ impl VulkanDriver {
             // SAFETY: a new or reset primary, not pending nor recording
             // (VUID-vkBeginCommandBuffer-commandBuffer-00049); its pool is touched on the
             // immediate context's thread only, this one.
-            unsafe { world.device.begin_command_buffer(cmd, &begin) }
-                .map_err(|_| Error::OutOfMemory)?;
+            let begun = world
+                .inject(Fault::CommandBuffer)
+                .and_then(|()| unsafe { world.device.begin_command_buffer(cmd, &begin) });
+            if begun.is_err() {
+                // Kept for the next primary, which resets and begins it again.
+                ic.free_primaries.push(cmd);
+                return Err(Error::OutOfMemory);
+            }
             imm.open = Some((cmd, Arena::default()));
             imm.hazards.begin();
         }

@@ -149,7 +149,7 @@ mod world;
 pub use built::VulkanDeferred;
 pub use driver::{VulkanDriver, VulkanImmediate, VulkanObject};
 pub use kernel::VulkanKernel;
-pub use world::{BuiltStats, Unavailable, Violation, VulkanConfig, VulkanWorld};
+pub use world::{BuiltStats, Faults, Unavailable, Violation, VulkanConfig, VulkanWorld};
 
 use std::sync::Arc;
 

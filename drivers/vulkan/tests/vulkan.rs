@@ -18,7 +18,7 @@ use cmdlist::{
     Driver, Handle, HandleType, ImmediateContext, Kernel, ListMode, ResourceDesc, Stage, Usage,
     ViewDesc,
 };
-use cmdlist_vulkan::{VulkanConfig, VulkanDevice, VulkanImmediateContext, VulkanWorld};
+use cmdlist_vulkan::{Faults, VulkanConfig, VulkanDevice, VulkanImmediateContext, VulkanWorld};
 
 // ---------------------------------------------------------------------------------------
 // Set-up
@@ -1016,6 +1016,71 @@ fn r_d1_kernel_flags_memory_freed_under_an_unsubmitted_buffer() {
     let rules: Vec<_> = world.violations().iter().map(|v| v.rule).collect();
     assert_eq!(rules, ["R-D1", "R-D1"]);
     assert_eq!(world.validation_messages(), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------------------------
+// Vulkan faults (Faults): errors, never a panic, a hang or a leak
+// ---------------------------------------------------------------------------------------
+
+/// World creation failing at each of its steps in turn (`Faults::creation_step` 1, 2, ...
+/// until a world with the validation layer on is made) returns `Unavailable` and leaves
+/// nothing made: the validation layer, watching `vkDestroyInstance` through the messenger
+/// chained to the instance's creation, reports no object left undestroyed (nor anything
+/// else).
+#[test]
+fn world_creation_failing_at_any_step_leaks_nothing() {
+    match VulkanWorld::new(VulkanConfig::default()) {
+        Ok(world) if world.validation_enabled() => drop(world),
+        Ok(_) if !required() => return eprintln!("skipped: no validation layer"),
+        Err(e) if !required() => return eprintln!("skipped: {e}"),
+        Ok(_) => panic!("CMDLIST_VULKAN_REQUIRED=1 but no validation layer"),
+        Err(e) => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
+    }
+    let mut failed = Vec::new();
+    for step in 1..100 {
+        let config = VulkanConfig {
+            faults: Faults {
+                creation_step: step,
+                ..Faults::default()
+            },
+            ..VulkanConfig::default()
+        };
+        match VulkanWorld::new(config) {
+            Ok(world) if world.validation_enabled() => {
+                assert!(
+                    world.validation_messages().is_empty(),
+                    "step {step}: {:#?}",
+                    world.validation_messages()
+                );
+                eprintln!(
+                    "creation failed at each of its {} steps: {failed:#?}",
+                    step - 1
+                );
+                // The instance, the device, the messenger, the pipelines' five objects,
+                // two semaphores and the pool: a step each.
+                assert!(step > 10, "only {} steps: {failed:#?}", step - 1);
+                return;
+            }
+            // The messenger's step: made without it (the layer's messages off), as when
+            // its creation really fails.
+            Ok(world) => drop(world),
+            Err(e) => {
+                assert!(
+                    e.reason.contains("host memory allocation has failed"),
+                    "step {step}: {}",
+                    e.reason
+                );
+                assert_eq!(
+                    e.validation_messages,
+                    Vec::<String>::new(),
+                    "step {step} ({}): what the layer reported",
+                    e.reason
+                );
+                failed.push(e.reason);
+            }
+        }
+    }
+    panic!("creation never succeeded: {failed:#?}");
 }
 
 // ---------------------------------------------------------------------------------------
