@@ -1083,6 +1083,244 @@ fn world_creation_failing_at_any_step_leaks_nothing() {
     panic!("creation never succeeded: {failed:#?}");
 }
 
+/// A driver-built list executed in a buffer whose submit failed (`Faults::submit`): the
+/// engine keeps the buffer open and submits it again, with the same fence, at the next
+/// flush; under the submitted list clock it then destroys the list at once, and the driver
+/// parks the list's secondaries until the timeline passes the buffer that really carries
+/// them. The GPU is held meanwhile: nothing is released, the layer sees no pending command
+/// buffer freed, and the list's bytes land once the GPU runs.
+#[test]
+fn list_parked_on_a_failed_submit_waits_for_the_buffer_that_carries_it() {
+    let config = VulkanConfig {
+        faults: Faults {
+            submit: 1,
+            ..Faults::default()
+        },
+        ..VulkanConfig::for_mode(ListMode::DriverBuilt)
+    };
+    let device_config = DeviceConfig::default().with_list_clock(Clock::Submitted);
+    let Some((device, mut ic, world)) = vulkan_with(config, device_config) else {
+        return;
+    };
+    let [r, s, t] = [0; 3].map(|_| device.create_resource(buffer(256)).unwrap());
+    let list = list_of(
+        &device,
+        vec![
+            SoftCommand::Fill { dst: r, value: 5 },
+            SoftCommand::Copy { dst: s, src: r },
+        ],
+    );
+    world.hold_gpu();
+    ic.execute_command_list(&list).unwrap();
+    assert_eq!(
+        ic.flush(),
+        Err(cmdlist::Error::OutOfMemory),
+        "the injected fault"
+    );
+    assert_eq!(world.faults_injected(), 1);
+    assert_eq!(world.last_submitted(), 0, "nothing reached the queue");
+    drop(list);
+    ic.flush().unwrap();
+    let carrying = world.last_submitted();
+    assert!(carrying >= 1);
+    for round in 0..3u8 {
+        ic.command(&SoftCommand::Fill {
+            dst: t,
+            value: round,
+        })
+        .unwrap();
+        ic.flush().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(world.completed() < carrying, "the GPU is held");
+    let stats = world.built_stats();
+    assert_eq!(
+        stats.handed_back + stats.freed_orphaned + stats.recycled,
+        0,
+        "the list's secondaries released before the buffer that carries them ran: \
+         {stats:?}"
+    );
+    world.release_gpu();
+    world.wait_gpu().unwrap();
+    ic.flush().unwrap();
+    let stats = world.built_stats();
+    assert!(stats.freed_orphaned >= 1, "released once it ran: {stats:?}");
+    let sa = device.object(s).unwrap().allocation().unwrap();
+    assert_eq!(world.read(sa, 256).unwrap(), vec![5; 256]);
+    ic.destroy_device().unwrap();
+    assert_eq!(world.violations(), vec![]);
+    assert_eq!(world.validation_messages(), Vec::<String>::new());
+    assert_eq!(world.live_allocations(), 0);
+    assert_eq!(world.zombie_allocations(), 0);
+}
+
+/// A stream touching every kind of Vulkan call `Faults` can fail: allocations, upload
+/// memory, a deferred context's pool, secondaries and primaries, submits, a draw, a list
+/// executed and nested. Returns the errors the calls returned (each call's error is a
+/// `cmdlist::Error`, by its type; the point is that they return).
+fn fault_stream(device: &VulkanDevice, ic: &mut VulkanImmediateContext) -> Vec<cmdlist::Error> {
+    let mut errors = Vec::new();
+    let mut note = |r: cmdlist::Result<()>| {
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    };
+    let made: Result<Vec<_>, _> = [16u64, 64, 256, 100_000]
+        .into_iter()
+        .map(|n| device.create_resource(buffer(n)))
+        .collect();
+    let [c, v, t, big] = match made {
+        Ok(made) => [made[0], made[1], made[2], made[3]],
+        Err(e) => {
+            note(Err(e));
+            return errors;
+        }
+    };
+    note(ic.update(c, 0, &words_le(&[3, 1, 7, 0xF0])));
+    note(ic.update(big, 3, &pattern(70_000, 4)));
+    note(ic.command(&SoftCommand::Fill { dst: v, value: 9 }));
+    note(ic.bind(RT0, Some(t.any())));
+    note(ic.command(&SoftCommand::Draw {
+        constants: c,
+        vertices: v,
+        point: RT0,
+    }));
+    note(ic.flush());
+    let lists = std::thread::scope(|scope| {
+        scope
+            .spawn(|| -> cmdlist::Result<_> {
+                let mut dc = device.create_deferred_context()?;
+                dc.command(SoftCommand::Copy { dst: v, src: t })?;
+                dc.update(big, 70_000, &pattern(20_000, 6))?;
+                let inner = dc.finish()?;
+                dc.bind(RT0, Some(t.any()))?;
+                dc.command(SoftCommand::Draw {
+                    constants: c,
+                    vertices: v,
+                    point: RT0,
+                })?;
+                dc.execute_command_list(&inner)?;
+                dc.command(SoftCommand::Fill { dst: c, value: 1 })?;
+                let outer = dc.finish()?;
+                Ok((inner, outer))
+            })
+            .join()
+            .expect("the recording thread did not panic")
+    });
+    match lists {
+        Ok((inner, outer)) => {
+            for list in [&inner, &outer, &inner] {
+                note(ic.execute_command_list(list));
+                note(ic.flush());
+            }
+        }
+        Err(e) => note(Err(e)),
+    }
+    note(ic.command(&SoftCommand::Copy { dst: big, src: t }));
+    note(ic.flush());
+    note(ic.flush());
+    errors
+}
+
+/// Each kind of Vulkan call `Faults` names, failing at its 1st, 2nd, ... call until the
+/// stream makes no more of them, in each list mode: every failure comes back as a `cmdlist::Error` (the
+/// stream's calls, device creation, device destruction), within a minute (no hang) and
+/// without a panic; after device destruction no allocation is left and the validation
+/// layer reported nothing.
+#[test]
+fn injected_vulkan_faults_are_errors() {
+    if vulkan(ListMode::DriverBuilt, DeviceConfig::default()).is_none() {
+        return;
+    }
+    type Fields = fn(&mut Faults) -> &mut u32;
+    let kinds: [(&str, Fields); 5] = [
+        ("submit", |f| &mut f.submit),
+        ("memory", |f| &mut f.memory),
+        ("buffer", |f| &mut f.buffer),
+        ("pool", |f| &mut f.pool),
+        ("command_buffer", |f| &mut f.command_buffer),
+    ];
+    for (mode, (name, field)) in ListMode::ALL
+        .into_iter()
+        .flat_map(|mode| kinds.map(|kind| (mode, kind)))
+    {
+        let mut calls = 0;
+        for nth in 1..200 {
+            let mut faults = Faults::default();
+            *field(&mut faults) = nth;
+            let config = VulkanConfig {
+                faults,
+                ..VulkanConfig::for_mode(mode)
+            };
+            let (done, outcome) = mpsc::channel();
+            std::thread::spawn(move || {
+                let (device, mut ic, world) =
+                    match cmdlist_vulkan::device(config, DeviceConfig::default()) {
+                        Ok(made) => made,
+                        Err(e) => {
+                            let error = e.downcast::<cmdlist::Error>().map(|e| *e);
+                            let _ = done.send(Err(format!("{error:?}")));
+                            return;
+                        }
+                    };
+                let errors = fault_stream(&device, &mut ic);
+                let destroyed = ic.destroy_device();
+                let _ = done.send(Ok((errors, destroyed, world)));
+            });
+            let outcome = outcome
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|e| {
+                    panic!("{mode:?}: {name} #{nth}: no outcome in a minute ({e})")
+                });
+            let (errors, destroyed, world) = match outcome {
+                Ok(o) => o,
+                Err(creation) => {
+                    assert!(
+                        creation.starts_with("Ok("),
+                        "{mode:?}: {name} #{nth}: device creation failed with {creation}"
+                    );
+                    calls = nth;
+                    continue;
+                }
+            };
+            let injected = world.faults_injected();
+            if injected == 0 {
+                assert_eq!(
+                    errors,
+                    vec![],
+                    "{mode:?}: {name} #{nth}: errors without a fault"
+                );
+                break;
+            }
+            calls = nth;
+            assert!(
+                !errors.is_empty() || destroyed.is_err() || !world.errors().is_empty(),
+                "{mode:?}: {name} #{nth}: a fault injected, no error seen"
+            );
+            assert_eq!(
+                world.live_allocations(),
+                0,
+                "{mode:?}: {name} #{nth}: allocations left"
+            );
+            assert_eq!(world.zombie_allocations(), 0, "{mode:?}: {name} #{nth}");
+            assert_eq!(
+                world.validation_messages(),
+                Vec::<String>::new(),
+                "{mode:?}: {name} #{nth}: {errors:?}"
+            );
+            let violations = world.violations();
+            assert_eq!(violations, vec![], "{mode:?}: {name} #{nth}: {errors:?}");
+        }
+        eprintln!("{mode:?}: {name}: failed each of {calls} calls in turn");
+        // Only driver-built lists have pools of their own.
+        let pools = mode == ListMode::DriverBuilt;
+        assert!(
+            calls > 0 || (name == "pool" && !pools),
+            "{mode:?}: {name}: the stream made no such call"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Lists and their contexts' pools
 // ---------------------------------------------------------------------------------------
