@@ -133,6 +133,14 @@
 //!   the surfaces and names the submitted buffer, which [`VulkanWorld::screen`] waits for
 //!   before it reads the screen.
 //!
+//! # Vulkan failures
+//! A Vulkan call that fails reaches the engine as a [`cmdlist::Error`] (`OutOfMemory` for
+//! the out-of-memory results, `DeviceRemoved` otherwise): a refused submit keeps its buffers
+//! for the next one, which carries the same fence (a list parked on it waits for that
+//! buffer); a world whose creation fails destroys what it made and returns [`Unavailable`].
+//! [`VulkanConfig::faults`] ([`Faults`]) makes chosen calls fail, for the tests that hold
+//! this.
+//!
 //! # Not in this version
 //! Queries do nothing on the GPU. The Blt's other formats, resolves and rotations (above).
 #![forbid(unsafe_op_in_unsafe_fn)]
