@@ -784,9 +784,9 @@ fn submissions_in_a_row_are_ordered_by_the_end_barrier() {
 /// inside the secondaries orders one segment after another. Here the outer list fills x in
 /// its own segment, then chains an inner list (copy x into y) twice (the same secondary
 /// twice in one call: its second run writes y after the first), then copies y into z in a
-/// segment of its own. Without the start barrier the validation layer reports the hazards
-/// between the segments (read after write on x, write after write on y, read after write
-/// on y), even with barriers around the `vkCmdExecuteCommands` in the primary.
+/// segment of its own. Without the start barrier the validation layer reports a hazard
+/// between the segments (`SYNC-HAZARD-READ-AFTER-WRITE` in `vkCmdExecuteCommands`), even
+/// with barriers before and after the `vkCmdExecuteCommands` in the primary.
 #[test]
 fn nested_segments_are_ordered_by_their_start_barrier() {
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
