@@ -398,21 +398,27 @@ impl Encoder<'_> {
     }
 
     /// Fills `dst` with `value`: `vkCmdFillBuffer` for its 4-aligned middle, upload copies
-    /// for the up to three bytes at either end.
+    /// for the up to three bytes at either end. The ends' upload bytes are reserved first:
+    /// a fill that cannot have them records nothing (a refused call must leave no command
+    /// behind: the immediate context's primary runs whatever it holds).
     pub(crate) fn fill(&mut self, dst: Span, value: u8) -> Result<()> {
         let end = dst.offset + dst.len;
         let start4 = dst.offset.next_multiple_of(4).min(end);
         let end4 = (end / 4 * 4).max(start4);
-        if start4 > dst.offset {
-            let head = [value; 3];
-            let n = (start4 - dst.offset) as usize;
-            self.write(
-                Span {
-                    len: n as u64,
-                    ..dst
-                },
-                &head[..n],
-            )?;
+        let (head, tail) = (start4 - dst.offset, end - end4);
+        let ends = match head + tail {
+            0 => None,
+            len => {
+                let (buffer, at, ptr) = self.arena.reserve(self.world, self.free, len)?;
+                // SAFETY: `reserve` handed out `len` (at most 6) bytes at `ptr`, this
+                // encoder's alone.
+                unsafe { std::ptr::write_bytes(ptr, value, len as usize) };
+                Some((buffer, at))
+            }
+        };
+        if let Some((buffer, at)) = ends.filter(|_| head > 0) {
+            let to = Span { len: head, ..dst };
+            self.raw_copy(to, Span::upload(buffer, at, head), head);
         }
         if end4 > start4 {
             self.note(dst);
@@ -430,17 +436,13 @@ impl Encoder<'_> {
                 );
             }
         }
-        if end > end4 {
-            let tail = [value; 3];
-            let n = (end - end4) as usize;
-            self.write(
-                Span {
-                    offset: end4,
-                    len: n as u64,
-                    ..dst
-                },
-                &tail[..n],
-            )?;
+        if let Some((buffer, at)) = ends.filter(|_| tail > 0) {
+            let to = Span {
+                offset: end4,
+                len: tail,
+                ..dst
+            };
+            self.raw_copy(to, Span::upload(buffer, at + head, tail), tail);
         }
         Ok(())
     }

@@ -1154,6 +1154,62 @@ fn list_parked_on_a_failed_submit_waits_for_the_buffer_that_carries_it() {
     assert_eq!(world.zombie_allocations(), 0);
 }
 
+/// A clear on the immediate context whose upload memory for its unaligned ends runs out
+/// is refused whole or made whole: the fourth `vkAllocateMemory` fails (the two resources'
+/// took the first two, the primary's first upload chunk the third), after an update that
+/// leaves 1 to 11 bytes of that chunk free, so the clear's ends (a byte each) find room for
+/// both, one, or neither. Either the call returns `OutOfMemory` and none of its bytes land,
+/// or it succeeds and all do. The engine takes a refused call as never made; the immediate
+/// context's primary runs whatever was recorded (a deferred context's list is refused at
+/// Finish after such an error).
+#[test]
+fn a_clear_that_runs_out_of_upload_memory_part_way_writes_nothing() {
+    const CHUNK: usize = 64 << 10;
+    for free in 1..12 {
+        let config = VulkanConfig {
+            faults: Faults {
+                memory: 4,
+                ..Faults::default()
+            },
+            ..VulkanConfig::for_mode(ListMode::Replayed)
+        };
+        let Some((device, mut ic, world)) = vulkan_with(config, DeviceConfig::default()) else {
+            return;
+        };
+        let r = device.create_resource(buffer(16)).unwrap();
+        let big = device.create_resource(buffer(CHUNK as u64)).unwrap();
+        let view = device
+            .create_view(
+                HandleType::RenderTargetView,
+                ViewDesc {
+                    resource: r,
+                    first_byte: 3,
+                    byte_len: 10,
+                },
+            )
+            .unwrap();
+        ic.update(big, 0, &pattern(CHUNK - free, 8)).unwrap();
+        let clear = ic.command(&SoftCommand::ClearView { view, value: 0xC1 });
+        ic.flush().unwrap();
+        world.wait_gpu().unwrap();
+        let ra = device.object(r).unwrap().allocation().unwrap();
+        let mut want = vec![0u8; 16];
+        match clear {
+            Ok(()) => want[3..13].fill(0xC1),
+            Err(e) => assert_eq!(e, cmdlist::Error::OutOfMemory, "{free} bytes free"),
+        }
+        assert_eq!(
+            world.read(ra, 16).unwrap(),
+            want,
+            "{free} bytes free: the clear {clear:?}"
+        );
+        ic.destroy_device().unwrap();
+        assert_eq!(world.violations(), vec![]);
+        assert_eq!(world.validation_messages(), Vec::<String>::new());
+        assert_eq!(world.live_allocations(), 0);
+    }
+}
+
 /// A stream touching every kind of Vulkan call `Faults` can fail: allocations, upload
 /// memory, a deferred context's pool, secondaries and primaries, submits, a draw, a list
 /// executed and nested. Returns the errors the calls returned (each call's error is a
