@@ -23,7 +23,8 @@
 //! to the timeline semaphore reaching it, is timed apart and printed after each function
 //! (on lavapipe the "GPU" is the CPU's other threads), with where the recording threads'
 //! time went (Linux's per-thread schedstat): on a core, and waiting for one (other
-//! processes on the machine take the cores the frame's threads are ready to run on).
+//! processes on the machine take the cores the frame's threads are ready to run on), and
+//! the hazard rule's barriers per frame.
 //!
 //! Run: `cargo bench -p cmdlist-vulkan --bench vulkan_frame`. Without a Vulkan device it
 //! prints why and measures nothing.
@@ -265,6 +266,8 @@ struct Breakdown {
     ic: ThreadTimes,
     /// The deferred contexts' threads while recording (both summed).
     workers: ThreadTimes,
+    /// The hazard rule's barriers recorded ([`VulkanWorld::hazard_barriers`]).
+    barriers: u64,
 }
 
 impl Breakdown {
@@ -277,7 +280,7 @@ impl Breakdown {
             "vulkan_frame/{name}: per frame, GPU execution {:.1} ms (submit to timeline, mean of \
              {} frames); immediate context's thread {:.2} ms on a core, {:.2} ms waiting for \
              one; deferred contexts' threads (both) {:.2} ms on a core, {:.2} ms waiting, the \
-             slower one's recording {:.2} ms from start to end",
+             slower one's recording {:.2} ms from start to end; {} hazard barriers recorded",
             ms(self.gpu),
             self.frames,
             ms(self.ic.on_cpu),
@@ -285,6 +288,7 @@ impl Breakdown {
             ms(self.workers.on_cpu),
             ms(self.workers.waiting),
             ms(self.workers.wall),
+            self.barriers / u64::from(self.frames),
         );
     }
 }
@@ -300,11 +304,13 @@ fn frames(
     let mut timed = Duration::ZERO;
     for _ in 0..iters {
         world.wait_gpu().expect("idle");
+        let barriers = world.hazard_barriers();
         let ic_before = thread_times();
         let start = Instant::now();
         frame(&mut breakdown.workers);
         let submitted = Instant::now();
         breakdown.ic += thread_times() - ic_before;
+        breakdown.barriers += world.hazard_barriers() - barriers;
         timed += submitted - start;
         world.wait_gpu().expect("idle");
         breakdown.gpu += submitted.elapsed();

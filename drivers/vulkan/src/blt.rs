@@ -17,7 +17,7 @@ use ash::vk;
 use cmdlist::dxgi::{DisplayFormat, Rect};
 use cmdlist::{Error, Result, Subresource};
 
-use crate::encode::{hazard_barrier, Encoder, Span};
+use crate::encode::{bound, Encoder, Span};
 
 /// One side of a Blt: the bytes of its resource (the whole allocation's span), where its
 /// subresource lies, its format and rectangle.
@@ -98,8 +98,9 @@ fn push_constants(src: &Side, dst: &Side) -> Result<[u32; 15]> {
 }
 
 impl Encoder<'_> {
-    /// A Blt from `src` to `dst` (never the same subresource: R-X7), then the hazard rule's
-    /// barrier. Refused (unsupported formats or sizes) before anything is recorded.
+    /// A Blt from `src` to `dst` (never the same subresource: R-X7), ordered by the hazard
+    /// rule (a read of the bytes the source's descriptor covers, a write of the
+    /// destination's). Refused (unsupported formats or sizes) before anything is recorded.
     pub(crate) fn blt(&mut self, src: &Side, dst: &Side) -> Result<()> {
         let push = push_constants(src, dst)?;
         let compute = self.world.compute.as_ref().ok_or(Error::Unsupported)?;
@@ -111,6 +112,7 @@ impl Encoder<'_> {
             b.copy_from_slice(&w.to_ne_bytes());
         }
         let (dw, dh) = (dst.rect.width(), dst.rect.height());
+        self.order(&[bound(src.span)], &[bound(dst.span)]);
         // SAFETY: recording state, outside a render pass, the Blt pipeline and its
         // descriptors bound just above; 60 bytes of push constants at offset 0, inside the
         // layout's COMPUTE range (VUID-vkCmdPushConstants-offset-01795, -size-00369); group
@@ -123,7 +125,6 @@ impl Encoder<'_> {
             device.cmd_push_constants(self.cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
             device.cmd_dispatch(self.cmd, dw.div_ceil(8), dh.div_ceil(8), 1);
         }
-        hazard_barrier(self.world, self.cmd);
         Ok(())
     }
 }

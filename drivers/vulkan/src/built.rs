@@ -45,7 +45,8 @@ use cmdlist::{
 
 use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
 use crate::encode::{hazard_barrier, Arena, Encoder, Span};
-use crate::world::{lock, BuiltEvent, Chunk, VulkanWorld};
+use crate::hazard::Tracker;
+use crate::world::{lock, BuiltEvent, Chunk, Fault, VulkanWorld};
 
 /// A deferred context's command pool.
 pub(crate) struct Pool {
@@ -232,6 +233,9 @@ pub struct VulkanDeferred {
     free_secondaries: Vec<vk::CommandBuffer>,
     free_chunks: Vec<Chunk>,
     building: Building,
+    /// What the current secondary read and wrote since its last barrier (kept across
+    /// secondaries).
+    hazards: Tracker,
 }
 
 impl VulkanDeferred {
@@ -242,7 +246,9 @@ impl VulkanDeferred {
                 .queue_family_index(world.queue_family);
             // SAFETY: the device's queue family (VUID-vkCreateCommandPool-queueFamilyIndex
             // -01937); creating a pool needs no synchronisation with other pools.
-            let pool = unsafe { world.device.create_command_pool(&info, None) }
+            let pool = world
+                .inject(Fault::Pool)
+                .and_then(|()| unsafe { world.device.create_command_pool(&info, None) })
                 .map_err(|_| Error::OutOfMemory)?;
             world.note_pool_thread(id.get(), true);
             Some(Arc::new(Pool {
@@ -265,6 +271,7 @@ impl VulkanDeferred {
             free_secondaries: Vec::new(),
             free_chunks: Vec::new(),
             building: Building::default(),
+            hazards: Tracker::default(),
         })
     }
 
@@ -288,6 +295,7 @@ impl VulkanDeferred {
     /// Ends the current secondary, making it a segment.
     fn end_segment(&mut self, world: &VulkanWorld) -> Result<()> {
         if let Some(cmd) = self.building.current.take() {
+            world.count_barriers(self.hazards.take_barriers());
             // SAFETY: recording state, no render pass (VUID-vkEndCommandBuffer-commandBuffer
             // -00059, -00060); the pool is this context's, on its thread.
             unsafe { world.device.end_command_buffer(cmd) }.map_err(|_| Error::OutOfMemory)?;
@@ -311,7 +319,9 @@ impl VulkanDeferred {
                     .level(vk::CommandBufferLevel::SECONDARY)
                     .command_buffer_count(1);
                 // SAFETY: this context's pool, on its thread (external synchronisation).
-                unsafe { world.device.allocate_command_buffers(&info) }
+                world
+                    .inject(Fault::CommandBuffer)
+                    .and_then(|()| unsafe { world.device.allocate_command_buffers(&info) })
                     .map_err(|_| Error::OutOfMemory)?[0]
             }
         };
@@ -323,10 +333,20 @@ impl VulkanDeferred {
         // (VUID-vkBeginCommandBuffer-commandBuffer-00049); a secondary's inheritance info is
         // given (-00051) without render pass, so RENDER_PASS_CONTINUE is not set (-00053);
         // this context's pool, on its thread.
-        unsafe { world.device.begin_command_buffer(cmd, &begin) }
-            .map_err(|_| Error::OutOfMemory)?;
-        // Its first command orders it after everything earlier in submission order.
+        let begun = world
+            .inject(Fault::CommandBuffer)
+            .and_then(|()| unsafe { world.device.begin_command_buffer(cmd, &begin) });
+        if begun.is_err() {
+            // Kept for the next recording, which begins it again.
+            self.free_secondaries.push(cmd);
+            return Err(Error::OutOfMemory);
+        }
+        // Its first command orders it after everything earlier in submission order: the
+        // primary's commands before the vkCmdExecuteCommands that runs it, and the segments
+        // before it in that call (a nested list's, or this list's own, executed twice).
         hazard_barrier(world, cmd);
+        self.hazards.begin();
+        self.hazards.barrier();
         self.building.current = Some(cmd);
         Ok(cmd)
     }
@@ -530,6 +550,7 @@ pub(crate) fn record(
         arena: &mut dc.building.arena,
         free: &mut dc.free_chunks,
         refs: &mut dc.building.allocations,
+        hazards: &mut dc.hazards,
     };
     let packet = match work {
         Work::Common(command) => {

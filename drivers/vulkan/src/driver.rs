@@ -17,8 +17,9 @@ use cmdlist::{
 
 use crate::blt::Side;
 use crate::built::{self, BuiltList, Packet, Patch, VulkanDeferred};
-use crate::encode::{host_barrier, Arena, Encoder, Span};
-use crate::world::{lock, BuiltEvent, Closed, VulkanWorld};
+use crate::encode::{hazard_barrier, host_barrier, Arena, Encoder, Span};
+use crate::hazard::{Range, Tracker};
+use crate::world::{lock, BuiltEvent, Closed, Fault, VulkanWorld};
 
 /// Bytes of every context-local handle and of a command list's private memory: the driver
 /// keeps nothing per context-local handle, and a list's private memory holds one pointer.
@@ -44,6 +45,8 @@ pub struct VulkanImmediate {
     bound: Vec<(BindPoint, AnyHandle)>,
     /// The FillIcByte values of the list being executed (kept: no allocation per execute).
     fills: Vec<(Patch, u8)>,
+    /// What the open primary read and wrote since its last barrier (kept across primaries).
+    hazards: Tracker,
 }
 
 impl Drop for VulkanImmediate {
@@ -212,7 +215,9 @@ impl VulkanDriver {
         work: impl FnOnce(&mut Encoder<'_>) -> Result<T>,
     ) -> Result<T> {
         let world = &*self.world;
-        let (cmd, arena) = self.primary(imm)?;
+        self.primary(imm)?;
+        let VulkanImmediate { open, hazards, .. } = imm;
+        let (cmd, arena) = open.as_mut().expect("opened above");
         let mut guard = lock(&world.ic);
         let ic = &mut *guard;
         work(&mut Encoder {
@@ -221,6 +226,7 @@ impl VulkanDriver {
             arena,
             free: &mut ic.free_chunks,
             refs: &mut ic.open_refs,
+            hazards,
         })
     }
 
@@ -257,7 +263,9 @@ impl VulkanDriver {
                     // context's thread touches (checked; `retire` elsewhere does not): host
                     // access to the pool is externally synchronised (vkAllocateCommandBuffers
                     // host synchronisation).
-                    unsafe { world.device.allocate_command_buffers(&info) }
+                    world
+                        .inject(Fault::CommandBuffer)
+                        .and_then(|()| unsafe { world.device.allocate_command_buffers(&info) })
                         .map_err(|_| Error::OutOfMemory)?[0]
                 }
             };
@@ -266,9 +274,16 @@ impl VulkanDriver {
             // SAFETY: a new or reset primary, not pending nor recording
             // (VUID-vkBeginCommandBuffer-commandBuffer-00049); its pool is touched on the
             // immediate context's thread only, this one.
-            unsafe { world.device.begin_command_buffer(cmd, &begin) }
-                .map_err(|_| Error::OutOfMemory)?;
+            let begun = world
+                .inject(Fault::CommandBuffer)
+                .and_then(|()| unsafe { world.device.begin_command_buffer(cmd, &begin) });
+            if begun.is_err() {
+                // Kept for the next primary, which resets and begins it again.
+                ic.free_primaries.push(cmd);
+                return Err(Error::OutOfMemory);
+            }
             imm.open = Some((cmd, Arena::default()));
+            imm.hazards.begin();
         }
         Ok(imm.open.as_mut().expect("opened above"))
     }
@@ -534,6 +549,7 @@ impl Driver for VulkanDriver {
             open: None,
             bound: Vec::new(),
             fills: Vec::new(),
+            hazards: Tracker::default(),
         })
     }
 
@@ -578,6 +594,7 @@ impl Driver for VulkanDriver {
         };
         let world = &*self.world;
         host_barrier(world, cmd);
+        world.count_barriers(imm.hazards.take_barriers());
         let mut ic = lock(&world.ic);
         let mut refs = std::mem::take(&mut ic.open_refs);
         refs.sort_unstable();
@@ -641,6 +658,11 @@ impl Driver for VulkanDriver {
         let (cmd, _) = self.primary(imm)?;
         let cmd = *cmd;
         for &(patch, value) in &imm.fills {
+            // Ordered after an earlier execute of the list that read these bytes.
+            let bytes = Range::new(patch.buffer, patch.offset, patch.len4);
+            if imm.hazards.access(&[], &[bytes]) {
+                hazard_barrier(world, cmd);
+            }
             // SAFETY: recording primary outside a render pass; the patch range is 4-aligned,
             // a multiple of 4 long and inside the list's upload buffer
             // (VUID-vkCmdFillBuffer-dstOffset-00024, -00025, -size-00027, -00028), which has
@@ -655,7 +677,8 @@ impl Driver for VulkanDriver {
                 );
             }
         }
-        crate::encode::hazard_barrier(world, cmd);
+        // No barrier here: the list's first segment starts with one, whose first scope is
+        // every command earlier in submission order, this primary's included.
         lock(&world.ic)
             .open_refs
             .extend_from_slice(&list.allocations);
@@ -670,7 +693,8 @@ impl Driver for VulkanDriver {
         // timeline passed it (`note_execute` above, `built::park_if_pending`).
         unsafe { world.device.cmd_execute_commands(cmd, &list.segments) };
         world.execute_commands.fetch_add(1, Ordering::Relaxed);
-        crate::encode::hazard_barrier(world, cmd);
+        // The primary does not know the list's ranges: its next command waits for a barrier.
+        imm.hazards.unknown();
         Ok(())
     }
 

@@ -1,9 +1,12 @@
 //! Recording transfer work into a command buffer, primary or secondary: byte-granular
-//! copies, fills and writes, each followed by the hazard rule's barrier (the crate docs).
+//! copies, fills and writes, each preceded by the hazard rule's barrier where it reads or
+//! writes what an earlier command of the buffer touched since the last one (the crate docs,
+//! [`crate::hazard`]).
 
 use ash::vk;
 use cmdlist::{AppError, Error, Result};
 
+use crate::hazard::{Range, Tracker};
 use crate::world::{Chunk, VulkanWorld, CHUNK_BYTES};
 
 /// A byte range of a buffer: a whole resource, or a view's range of its resource.
@@ -104,6 +107,8 @@ pub(crate) struct Encoder<'a> {
     pub(crate) free: &'a mut Vec<Chunk>,
     /// The allocations the command buffer references (sorted and deduplicated later).
     pub(crate) refs: &'a mut Vec<u64>,
+    /// What the command buffer read and wrote since its last barrier.
+    pub(crate) hazards: &'a mut Tracker,
 }
 
 /// The stages the driver's commands run in: transfer commands and compute dispatches.
@@ -119,7 +124,8 @@ pub(crate) fn work_writes() -> vk::AccessFlags {
 /// The global barrier of the hazard rule: every transfer and shader write before it is
 /// available to, and visible to, every transfer and shader read and write after it (and the
 /// execution dependency, TRANSFER|COMPUTE_SHADER to TRANSFER|COMPUTE_SHADER, orders
-/// write-after-read).
+/// write-after-read). Recorded where [`Tracker::access`] asks for it, and at the start of
+/// each secondary.
 pub(crate) fn hazard_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
     if !world.config.hazard_barriers {
         return;
@@ -150,18 +156,27 @@ pub(crate) fn hazard_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
 }
 
 /// The barrier that ends a primary: transfer and shader writes made visible to host reads,
-/// so a test reads the bytes once the buffer's fence completed.
+/// so a test reads the bytes once the buffer's fence completed, and to the transfer and
+/// shader reads and writes of the buffers submitted after it (whose first commands go
+/// without a barrier: they meet nothing their own buffer tracked).
 pub(crate) fn host_barrier(world: &VulkanWorld, cmd: vk::CommandBuffer) {
     let barrier = vk::MemoryBarrier::default()
         .src_access_mask(work_writes())
-        .dst_access_mask(vk::AccessFlags::HOST_READ);
+        .dst_access_mask(
+            vk::AccessFlags::TRANSFER_READ
+                | vk::AccessFlags::TRANSFER_WRITE
+                | vk::AccessFlags::SHADER_READ
+                | vk::AccessFlags::SHADER_WRITE
+                | vk::AccessFlags::HOST_READ,
+        );
     // SAFETY: as in `hazard_barrier`; HOST is a valid destination stage outside a render
-    // pass (VUID-vkCmdPipelineBarrier-dstStageMask-06462).
+    // pass (VUID-vkCmdPipelineBarrier-dstStageMask-06462), and HOST_READ an access it
+    // performs (-dstAccessMask-02816).
     unsafe {
         world.device.cmd_pipeline_barrier(
             cmd,
             work_stages(),
-            vk::PipelineStageFlags::HOST,
+            work_stages() | vk::PipelineStageFlags::HOST,
             vk::DependencyFlags::empty(),
             &[barrier],
             &[],
@@ -189,7 +204,22 @@ pub(crate) fn check_draw(constants: Span, vertices: Span, target: Span) -> Resul
     Ok(())
 }
 
+/// The bytes a storage-buffer descriptor of [`Encoder::bind_compute`] covers (from byte 0
+/// to the span's end): what the validation layer's synchronisation checks take a dispatch
+/// to access, whichever words its invocations reach.
+pub(crate) fn bound(span: Span) -> Range {
+    Range::new(span.buffer, 0, (span.offset + span.len).max(4))
+}
+
 impl Encoder<'_> {
+    /// Before a command that reads `reads` and writes `writes`: the hazard rule's barrier if
+    /// it conflicts with what the command buffer did since its last one.
+    pub(crate) fn order(&mut self, reads: &[Range], writes: &[Range]) {
+        if self.hazards.access(reads, writes) {
+            hazard_barrier(self.world, self.cmd);
+        }
+    }
+
     /// Binds a compute pipeline and pushes its storage-buffer descriptors: each `(binding,
     /// span)` binds its buffer from byte 0 to the span's end (the shaders take word offsets
     /// in push constants). [`Error::Unsupported`], nothing recorded, where a span ends past
@@ -247,7 +277,8 @@ impl Encoder<'_> {
 
     /// A draw (`SoftCommand::Draw`): the draw pipeline dispatched over the target's words,
     /// the three buffers pushed as storage-buffer descriptors (whole buffers; the word
-    /// offsets go in push constants), each dispatch followed by the hazard rule's barrier.
+    /// offsets go in push constants), each dispatch ordered by the hazard rule (the bytes the
+    /// descriptors cover: reads of the constants and vertices, a write of the target).
     /// Binds its pipeline and descriptors itself: nothing is bound at the start of a
     /// secondary, nor in a primary after `vkCmdExecuteCommands`.
     pub(crate) fn draw(&mut self, constants: Span, vertices: Span, target: Span) -> Result<()> {
@@ -269,8 +300,10 @@ impl Encoder<'_> {
         self.note(constants);
         self.note(vertices);
         self.note(target);
+        let (reads, writes) = ([bound(constants), bound(vertices)], [bound(target)]);
         let mut first = 0u64;
         while first < words {
+            self.order(&reads, &writes);
             let count = (words - first).min(DRAW_WORDS_PER_DISPATCH);
             let push = [c_at, v_at, v_count, o_at, first as u32, count as u32];
             let mut bytes = [0u8; 24];
@@ -294,13 +327,12 @@ impl Encoder<'_> {
                 );
                 device.cmd_dispatch(self.cmd, count.div_ceil(64) as u32, 1, 1);
             }
-            hazard_barrier(self.world, self.cmd);
             first += count;
         }
         Ok(())
     }
 
-    /// `vkCmdCopyBuffer` of one region, then the barrier. Overlapping ranges of one buffer
+    /// `vkCmdCopyBuffer` of one region, ordered by the hazard rule. Overlapping ranges of one buffer
     /// (which vkCmdCopyBuffer forbids, VUID-vkCmdCopyBuffer-pRegions-00117) go through
     /// upload memory, as the soft driver copies through scratch.
     pub(crate) fn copy(&mut self, dst: Span, src: Span) -> Result<()> {
@@ -325,6 +357,10 @@ impl Encoder<'_> {
     fn raw_copy(&mut self, dst: Span, src: Span, len: u64) {
         self.note(dst);
         self.note(src);
+        self.order(
+            &[Range::new(src.buffer, src.offset, len)],
+            &[Range::new(dst.buffer, dst.offset, len)],
+        );
         let region = vk::BufferCopy {
             src_offset: src.offset,
             dst_offset: dst.offset,
@@ -339,7 +375,6 @@ impl Encoder<'_> {
                 .device
                 .cmd_copy_buffer(self.cmd, src.buffer, dst.buffer, &[region]);
         }
-        hazard_barrier(self.world, self.cmd);
     }
 
     pub(crate) fn note(&mut self, span: Span) {
@@ -363,24 +398,31 @@ impl Encoder<'_> {
     }
 
     /// Fills `dst` with `value`: `vkCmdFillBuffer` for its 4-aligned middle, upload copies
-    /// for the up to three bytes at either end.
+    /// for the up to three bytes at either end. The ends' upload bytes are reserved first:
+    /// a fill that cannot have them records nothing (a refused call must leave no command
+    /// behind: the immediate context's primary runs whatever it holds).
     pub(crate) fn fill(&mut self, dst: Span, value: u8) -> Result<()> {
         let end = dst.offset + dst.len;
         let start4 = dst.offset.next_multiple_of(4).min(end);
         let end4 = (end / 4 * 4).max(start4);
-        if start4 > dst.offset {
-            let head = [value; 3];
-            let n = (start4 - dst.offset) as usize;
-            self.write(
-                Span {
-                    len: n as u64,
-                    ..dst
-                },
-                &head[..n],
-            )?;
+        let (head, tail) = (start4 - dst.offset, end - end4);
+        let ends = match head + tail {
+            0 => None,
+            len => {
+                let (buffer, at, ptr) = self.arena.reserve(self.world, self.free, len)?;
+                // SAFETY: `reserve` handed out `len` (at most 6) bytes at `ptr`, this
+                // encoder's alone.
+                unsafe { std::ptr::write_bytes(ptr, value, len as usize) };
+                Some((buffer, at))
+            }
+        };
+        if let Some((buffer, at)) = ends.filter(|_| head > 0) {
+            let to = Span { len: head, ..dst };
+            self.raw_copy(to, Span::upload(buffer, at, head), head);
         }
         if end4 > start4 {
             self.note(dst);
+            self.order(&[], &[Range::new(dst.buffer, start4, end4 - start4)]);
             // SAFETY: recording state, outside a render pass; the buffer has TRANSFER_DST
             // usage; offset and size are multiples of 4 (VUID-vkCmdFillBuffer-dstOffset-00025,
             // -size-00028) and the range lies in the buffer (-dstOffset-00024, -size-00027).
@@ -393,19 +435,14 @@ impl Encoder<'_> {
                     u32::from_ne_bytes([value; 4]),
                 );
             }
-            hazard_barrier(self.world, self.cmd);
         }
-        if end > end4 {
-            let tail = [value; 3];
-            let n = (end - end4) as usize;
-            self.write(
-                Span {
-                    offset: end4,
-                    len: n as u64,
-                    ..dst
-                },
-                &tail[..n],
-            )?;
+        if let Some((buffer, at)) = ends.filter(|_| tail > 0) {
+            let to = Span {
+                offset: end4,
+                len: tail,
+                ..dst
+            };
+            self.raw_copy(to, Span::upload(buffer, at + head, tail), tail);
         }
         Ok(())
     }

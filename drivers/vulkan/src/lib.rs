@@ -49,21 +49,41 @@
 //! driver refuses when the list runs).
 //!
 //! # The hazard rule
-//! Every command buffer is a sequence of transfer commands and compute dispatches, and:
-//! 1. after each of them, a global memory barrier TRANSFER|COMPUTE_SHADER →
-//!    TRANSFER|COMPUTE_SHADER (transfer and shader writes made available and visible to
-//!    transfer and shader reads and writes; the execution dependency orders
-//!    write-after-read), so a draw reads what a copy wrote before it and a copy reads
-//!    what a draw wrote, in a list, across lists and across a list's boundary;
-//! 2. each secondary starts with the same barrier (a barrier's first scope is everything
-//!    earlier in submission order, the primary and earlier secondaries included);
-//! 3. in the primary, the same barrier before and after each `vkCmdExecuteCommands`;
-//! 4. each primary ends with a barrier TRANSFER|COMPUTE_SHADER→HOST (host reads), so the
-//!    host reads what the buffer wrote once its fence completed.
+//! Every command buffer is a sequence of transfer commands and compute dispatches. Each
+//! command buffer, primary or secondary, tracks the byte ranges `(buffer, offset, len)` its
+//! commands wrote and read since its last barrier (a short list, reused: no allocation in
+//! steady state; a dispatch counts the bytes its storage-buffer descriptors cover, from byte
+//! 0 of each buffer, as the validation layer does), and:
+//! 1. before a command that reads or writes bytes a tracked command wrote (read-after-write,
+//!    write-after-write), or writes bytes one read (write-after-read), it records a global
+//!    memory barrier TRANSFER|COMPUTE_SHADER → TRANSFER|COMPUTE_SHADER (transfer and shader
+//!    writes made available and visible to transfer and shader reads and writes; the
+//!    execution dependency orders write-after-read) and forgets the tracked ranges: the
+//!    barrier orders everything before it before everything after it. A command that meets
+//!    nothing tracked goes without one (also when more than 32 ranges are tracked: then it
+//!    barriers, conservatively);
+//! 2. each secondary starts with the same barrier, whose first scope is every command
+//!    earlier in submission order: the primary's commands before the
+//!    `vkCmdExecuteCommands` that runs it, and the segments before it in that call. It is
+//!    what orders a nested list's segments (one call runs the outer list's segment, the
+//!    inner list's, the outer's next, with no command of the primary between them) and a
+//!    list chained twice into another; the primary records no barrier before
+//!    `vkCmdExecuteCommands` (a list's first segment brings its own);
+//! 3. after `vkCmdExecuteCommands` the primary does not know what the list touched: its next
+//!    command barriers first, whatever its ranges;
+//! 4. each primary ends with a barrier TRANSFER|COMPUTE_SHADER → TRANSFER|COMPUTE_SHADER|HOST
+//!    (transfer and shader writes made visible to transfer and shader reads and writes, and
+//!    to host reads): the host reads what the buffer wrote once its fence completed, and the
+//!    next buffer on the queue, whose first command meets nothing tracked, runs after it
+//!    (a barrier's second scope is every command later in submission order, the next
+//!    submissions' included).
 //!
 //! So a list reads what the immediate context wrote just before executing it, two lists
-//! writing the same bytes back to back land in order, and a list executed twice in one
-//! primary runs twice in order. It is the safe first rule: it serialises all GPU work.
+//! writing the same bytes back to back land in order, a list executed twice in one primary
+//! runs twice in order, and independent commands (other buffers, or disjoint ranges of one)
+//! run without a barrier between them. [`VulkanWorld::hazard_barriers`] counts the barriers;
+//! the validation layer's synchronisation checks, which the tests treat as failures, watch
+//! that none is missing.
 //!
 //! # Costs
 //! - Recording a call on a deferred context: its Vulkan commands, one uncontended per-pool
@@ -75,10 +95,11 @@
 //!   for the allocation-list check; after a rotation, a replay of its packets (O(length)).
 //! - A nested execute: O(segments + patches + allocations) of the inner list.
 //! - A draw: a pipeline bind, one push-descriptor set, one push-constant update and one
-//!   dispatch per 4 Mi words of target, each followed by the barrier.
-//! - The hazard rule serialises all GPU work; a finer rule (barriers only between
-//!   commands whose ranges overlap, tracked per buffer) is the obvious next step on real
-//!   GPUs.
+//!   dispatch per 4 Mi words of target, each preceded by a barrier where the hazard rule
+//!   asks for one.
+//! - The hazard rule: a scan of at most 32 tracked ranges per command. Its barriers are
+//!   global memory barriers: a command that conflicts waits for all the work before it, not
+//!   only for the command it conflicts with.
 //!
 //! # Threads
 //! The immediate context's pool and queue are touched only on its thread (checked: a hook
@@ -112,6 +133,14 @@
 //!   the surfaces and names the submitted buffer, which [`VulkanWorld::screen`] waits for
 //!   before it reads the screen.
 //!
+//! # Vulkan failures
+//! A Vulkan call that fails reaches the engine as a [`cmdlist::Error`] (`OutOfMemory` for
+//! the out-of-memory results, `DeviceRemoved` otherwise): a refused submit keeps its buffers
+//! for the next one, which carries the same fence (a list parked on it waits for that
+//! buffer); a world whose creation fails destroys what it made and returns [`Unavailable`].
+//! [`VulkanConfig::faults`] ([`Faults`]) makes chosen calls fail, for the tests that hold
+//! this.
+//!
 //! # Not in this version
 //! Queries do nothing on the GPU. The Blt's other formats, resolves and rotations (above).
 #![forbid(unsafe_op_in_unsafe_fn)]
@@ -121,13 +150,14 @@ mod blt;
 mod built;
 mod driver;
 mod encode;
+mod hazard;
 mod kernel;
 mod world;
 
 pub use built::VulkanDeferred;
 pub use driver::{VulkanDriver, VulkanImmediate, VulkanObject};
 pub use kernel::VulkanKernel;
-pub use world::{BuiltStats, Unavailable, Violation, VulkanConfig, VulkanWorld};
+pub use world::{BuiltStats, Faults, Unavailable, Violation, VulkanConfig, VulkanWorld};
 
 use std::sync::Arc;
 

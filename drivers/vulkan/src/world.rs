@@ -52,6 +52,65 @@ pub struct VulkanConfig {
     /// test that shows the validation layer's synchronisation checks find the hazards the
     /// rule prevents. Default: true.
     pub hazard_barriers: bool,
+    /// A test hook: Vulkan calls made to fail ([`Faults`]). Default: none.
+    pub faults: Faults,
+}
+
+/// A test hook: the Vulkan calls of each kind that fail, as if the implementation had
+/// returned `VK_ERROR_OUT_OF_HOST_MEMORY` (the call is not made). Each field is the
+/// ordinal (from 1, per world) of the one call of its kind that fails; 0: none.
+/// [`VulkanWorld::faults_injected`] says how many did. An out-of-memory Vulkan error
+/// reaches the engine as [`Error::OutOfMemory`]; a step of [`VulkanWorld::new`] that
+/// fails makes it return [`Unavailable`], with everything made before it destroyed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// The step of [`VulkanWorld::new`] that fails, counted over the Vulkan objects it
+    /// makes in order: the instance, the validation layer's messenger (when the layer is
+    /// on: a failure turns the layer's messages off, as a real one does), the device, the
+    /// compute pipelines' descriptor set layout, pipeline layout, shader modules and
+    /// pipelines (with `VK_KHR_push_descriptor`), the two timeline semaphores and the
+    /// immediate context's command pool.
+    pub creation_step: u32,
+    /// The `vkQueueSubmit` that fails (the kernel's submit).
+    pub submit: u32,
+    /// The `vkAllocateMemory` that fails (allocations, upload memory, the screen).
+    pub memory: u32,
+    /// The `vkCreateBuffer` that fails (the same).
+    pub buffer: u32,
+    /// The `vkCreateCommandPool` of a deferred context that fails.
+    pub pool: u32,
+    /// The command-buffer call that fails, counted over `vkAllocateCommandBuffers` and
+    /// `vkBeginCommandBuffer` of primaries and secondaries.
+    pub command_buffer: u32,
+}
+
+/// The kinds of Vulkan call [`Faults`] makes fail after creation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Fault {
+    Submit = 0,
+    Memory = 1,
+    Buffer = 2,
+    Pool = 3,
+    CommandBuffer = 4,
+}
+
+/// Counts the steps of [`VulkanWorld::new`], failing the one [`Faults::creation_step`]
+/// names.
+struct Steps {
+    fail: u32,
+    at: std::cell::Cell<u32>,
+}
+
+impl Steps {
+    /// The next step: an error if it is the one to fail.
+    fn next(&self) -> std::result::Result<(), vk::Result> {
+        let at = self.at.get() + 1;
+        self.at.set(at);
+        match at == self.fail {
+            true => Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY),
+            false => Ok(()),
+        }
+    }
 }
 
 impl Default for VulkanConfig {
@@ -62,6 +121,7 @@ impl Default for VulkanConfig {
             driver_built: true,
             retire_clock: Clock::Completed,
             hazard_barriers: true,
+            faults: Faults::default(),
         }
     }
 }
@@ -82,6 +142,9 @@ impl VulkanConfig {
 pub struct Unavailable {
     /// What failed.
     pub reason: String,
+    /// What the validation layer reported while the failed creation ran and undid itself
+    /// (its reports of objects left undestroyed among them), when the layer was on.
+    pub validation_messages: Vec<String>,
 }
 
 impl fmt::Display for Unavailable {
@@ -100,6 +163,7 @@ impl std::error::Error for Unavailable {}
 fn unavailable(reason: impl Into<String>) -> Unavailable {
     Unavailable {
         reason: reason.into(),
+        validation_messages: Vec::new(),
     }
 }
 
@@ -235,8 +299,10 @@ impl fmt::Debug for Compute {
 }
 
 impl Compute {
-    /// Makes the layouts and pipelines on a device that enabled `VK_KHR_push_descriptor`.
+    /// Makes the layouts and pipelines on a device that enabled `VK_KHR_push_descriptor`;
+    /// on a failure, destroys what it made before it.
     fn new(
+        steps: &Steps,
         instance: &ash::Instance,
         device: &ash::Device,
         physical: vk::PhysicalDevice,
@@ -259,7 +325,9 @@ impl Compute {
         // SAFETY: VK_KHR_push_descriptor is enabled (VUID-VkDescriptorSetLayoutCreateInfo
         // -flags-00280 needs no dynamic buffers, none here); three distinct bindings
         // (-binding-00279), within maxPushDescriptors (at least 32).
-        let set_layout = unsafe { device.create_descriptor_set_layout(&info, None) }
+        let set_layout = steps
+            .next()
+            .and_then(|()| unsafe { device.create_descriptor_set_layout(&info, None) })
             .map_err(|e| unavailable(format!("vkCreateDescriptorSetLayout: {e}")))?;
         let ranges = [vk::PushConstantRange {
             stage_flags: vk::ShaderStageFlags::COMPUTE,
@@ -273,10 +341,29 @@ impl Compute {
         // SAFETY: one push range of 128 bytes, the least maxPushConstantsSize
         // (VUID-VkPushConstantRange-size-00298, -offset-00294); one set layout of this
         // device.
-        let layout = unsafe { device.create_pipeline_layout(&info, None) }
-            .map_err(|e| unavailable(format!("vkCreatePipelineLayout: {e}")))?;
-        let draw = Self::pipeline(device, layout, DRAW_SPV)?;
-        let blt = Self::pipeline(device, layout, BLT_SPV)?;
+        let layout = steps
+            .next()
+            .and_then(|()| unsafe { device.create_pipeline_layout(&info, None) });
+        let layout = match layout {
+            Ok(layout) => layout,
+            Err(e) => {
+                // SAFETY: made above, used by nothing.
+                unsafe { device.destroy_descriptor_set_layout(set_layout, None) };
+                return Err(unavailable(format!("vkCreatePipelineLayout: {e}")));
+            }
+        };
+        let undo = |pipelines: &[vk::Pipeline]| {
+            // SAFETY: made above from this device, used by no command buffer yet.
+            unsafe {
+                for &p in pipelines {
+                    device.destroy_pipeline(p, None);
+                }
+                device.destroy_pipeline_layout(layout, None);
+                device.destroy_descriptor_set_layout(set_layout, None);
+            }
+        };
+        let draw = Self::pipeline(steps, device, layout, DRAW_SPV).inspect_err(|_| undo(&[]))?;
+        let blt = Self::pipeline(steps, device, layout, BLT_SPV).inspect_err(|_| undo(&[draw]))?;
         Ok(Compute {
             push,
             set_layout,
@@ -287,8 +374,10 @@ impl Compute {
         })
     }
 
-    /// A compute pipeline of `layout` running the SPIR-V `spv`'s `main`.
+    /// A compute pipeline of `layout` running the SPIR-V `spv`'s `main` (its shader module
+    /// destroyed, made or not).
     fn pipeline(
+        steps: &Steps,
         device: &ash::Device,
         layout: vk::PipelineLayout,
         spv: &[u8],
@@ -299,7 +388,9 @@ impl Compute {
         // SAFETY: valid SPIR-V (compiled by glslangValidator; `read_spv` checked the size
         // is a multiple of 4 and the words are aligned, VUID-VkShaderModuleCreateInfo
         // -codeSize-01085, -pCode-01376).
-        let module = unsafe { device.create_shader_module(&info, None) }
+        let module = steps
+            .next()
+            .and_then(|()| unsafe { device.create_shader_module(&info, None) })
             .map_err(|e| unavailable(format!("vkCreateShaderModule: {e}")))?;
         let stage = vk::PipelineShaderStageCreateInfo::default()
             .stage(vk::ShaderStageFlags::COMPUTE)
@@ -313,12 +404,17 @@ impl Compute {
         // push block are in the layout (VUID-VkComputePipelineCreateInfo-layout-07987,
         // -07988); then the module is destroyed, which a made pipeline allows.
         let made = unsafe {
-            let made = device.create_compute_pipelines(vk::PipelineCache::null(), &info, None);
+            let made = match steps.next() {
+                Ok(()) => device
+                    .create_compute_pipelines(vk::PipelineCache::null(), &info, None)
+                    .map_err(|(_, e)| e),
+                Err(e) => Err(e),
+            };
             device.destroy_shader_module(module, None);
             made
         };
         made.map(|p| p[0])
-            .map_err(|(_, e)| unavailable(format!("vkCreateComputePipelines: {e}")))
+            .map_err(|e| unavailable(format!("vkCreateComputePipelines: {e}")))
     }
 
     /// Destroys the pipelines and layouts (the device idle).
@@ -388,6 +484,11 @@ pub struct VulkanWorld {
     pub(crate) rotations: AtomicU64,
     /// `vkCmdExecuteCommands` recorded.
     pub(crate) execute_commands: AtomicU64,
+    /// The hazard rule's barriers in ended command buffers.
+    hazard_barriers: AtomicU64,
+    /// Calls of each [`Fault`] kind so far, and the faults injected ([`Faults`]).
+    fault_counts: [std::sync::atomic::AtomicU32; 5],
+    faults_injected: std::sync::atomic::AtomicU32,
     pub(crate) built_stats: [AtomicU64; 4],
     pub(crate) ic_thread: Mutex<Option<ThreadId>>,
     pub(crate) pools: Mutex<HashMap<u32, PoolRecord>>,
@@ -478,24 +579,9 @@ impl VulkanWorld {
         let features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut validation_features =
             vk::ValidationFeaturesEXT::default().enabled_validation_features(&features);
-        let mut info = vk::InstanceCreateInfo::default().application_info(&app);
-        if validation {
-            info = info
-                .enabled_layer_names(&layer_names)
-                .enabled_extension_names(&ext_names)
-                .push_next(&mut validation_features);
-        }
-        // SAFETY: every pointer in `info` points to locals alive for the call
-        // (VUID-vkCreateInstance-pCreateInfo-parameter); the layer and both extensions were
-        // enumerated above; ValidationFeaturesEXT is a valid pNext of VkInstanceCreateInfo
-        // (VUID-VkInstanceCreateInfo-pNext-pNext), chained only with
-        // VK_EXT_validation_features enabled.
-        let instance = unsafe { entry.create_instance(&info, None) }
-            .map_err(|e| unavailable(format!("vkCreateInstance: {e}")))?;
         let messages: Box<Mutex<Vec<String>>> = Box::default();
-        let debug = if validation {
-            let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
-            let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
+        let messenger_info = || {
+            vk::DebugUtilsMessengerCreateInfoEXT::default()
                 .message_severity(
                     vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
                         | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING,
@@ -506,10 +592,43 @@ impl VulkanWorld {
                         | vk::DebugUtilsMessageTypeFlagsEXT::PERFORMANCE,
                 )
                 .pfn_user_callback(Some(on_message))
-                .user_data(&*messages as *const Mutex<Vec<String>> as *mut c_void);
+                .user_data(&*messages as *const Mutex<Vec<String>> as *mut c_void)
+        };
+        // The messenger of vkCreateInstance and vkDestroyInstance themselves: the layer's
+        // reports of objects an instance is destroyed with reach `messages` through it.
+        let mut instance_messenger = messenger_info();
+        let mut info = vk::InstanceCreateInfo::default().application_info(&app);
+        if validation {
+            info = info
+                .enabled_layer_names(&layer_names)
+                .enabled_extension_names(&ext_names)
+                .push_next(&mut validation_features)
+                .push_next(&mut instance_messenger);
+        }
+        let steps = Steps {
+            fail: config.faults.creation_step,
+            at: std::cell::Cell::new(0),
+        };
+        // SAFETY: every pointer in `info` points to locals alive for the call
+        // (VUID-vkCreateInstance-pCreateInfo-parameter); the layer and both extensions were
+        // enumerated above; ValidationFeaturesEXT and DebugUtilsMessengerCreateInfoEXT are
+        // valid pNexts of VkInstanceCreateInfo (VUID-VkInstanceCreateInfo-pNext-pNext),
+        // chained only with VK_EXT_validation_features and VK_EXT_debug_utils enabled; the
+        // messenger's user data, the boxed message list, outlives the instance (destroyed
+        // below on a failure, or by the world that owns both, before the box).
+        let instance = steps
+            .next()
+            .and_then(|()| unsafe { entry.create_instance(&info, None) })
+            .map_err(|e| unavailable(format!("vkCreateInstance: {e}")))?;
+        let debug = if validation {
+            let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
+            let info = messenger_info();
             // SAFETY: the instance enabled VK_EXT_debug_utils; the user data outlives the
             // messenger (destroyed in `Drop` before the box).
-            match unsafe { loader.create_debug_utils_messenger(&info, None) } {
+            let made = steps
+                .next()
+                .and_then(|()| unsafe { loader.create_debug_utils_messenger(&info, None) });
+            match made {
                 Ok(m) => Some((loader, m)),
                 Err(_) => None,
             }
@@ -526,26 +645,29 @@ impl VulkanWorld {
                 instance.destroy_instance(None);
             }
         };
-        match Self::open_device(&instance) {
-            Ok((physical, family, name)) => {
-                match Self::with_device(config, entry, &instance, physical, family) {
-                    Ok(parts) => Ok(Arc::new(Self::assemble(
-                        config,
-                        parts,
-                        instance,
-                        debug,
-                        messages,
-                        (name, family),
-                    ))),
-                    Err(e) => {
-                        destroy_instance(debug);
-                        Err(e)
-                    }
-                }
-            }
+        // The loader (`entry`) stays loaded until the instance is destroyed: dropping it
+        // first would unload the code the destruction calls.
+        let made = Self::open_device(&instance).and_then(|(physical, family, name)| {
+            Self::with_device(&steps, &instance, physical, family)
+                .map(|parts| (parts, name, family))
+        });
+        match made {
+            Ok((parts, name, family)) => Ok(Arc::new(Self::assemble(
+                config,
+                entry,
+                parts,
+                instance,
+                debug,
+                messages,
+                (name, family),
+            ))),
             Err(e) => {
                 destroy_instance(debug);
-                Err(e)
+                let validation_messages = lock(&messages).clone();
+                Err(Unavailable {
+                    validation_messages,
+                    ..e
+                })
             }
         }
     }
@@ -595,16 +717,16 @@ impl VulkanWorld {
         Err(unavailable(format!("no device fits: {}", seen.join("; "))))
     }
 
+    /// The device and what the world makes from it; on a failure, the device destroyed
+    /// with everything made from it.
     #[allow(clippy::type_complexity)]
     fn with_device(
-        config: VulkanConfig,
-        entry: ash::Entry,
+        steps: &Steps,
         instance: &ash::Instance,
         physical: vk::PhysicalDevice,
         family: u32,
     ) -> std::result::Result<
         (
-            ash::Entry,
             ash::Device,
             vk::Queue,
             vk::Semaphore,
@@ -615,7 +737,6 @@ impl VulkanWorld {
         ),
         Unavailable,
     > {
-        let _ = config; // the same device serves every configuration
         let priorities = [1.0f32];
         let queues = [vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
@@ -637,17 +758,65 @@ impl VulkanWorld {
         // `open_device`; VUID-VkDeviceCreateInfo-pNext-pNext allows Vulkan12Features on 1.2);
         // the one extension, if named, was enumerated above
         // (VUID-vkCreateDevice-ppEnabledExtensionNames-01387).
-        let device = unsafe { instance.create_device(physical, &info, None) }
+        let device = steps
+            .next()
+            .and_then(|()| unsafe { instance.create_device(physical, &info, None) })
             .map_err(|e| unavailable(format!("vkCreateDevice: {e}")))?;
+        match Self::device_parts(steps, instance, &device, physical, family, has_push) {
+            Ok((queue, timeline, gate, memory_type, pool, compute)) => {
+                Ok((device, queue, timeline, gate, memory_type, pool, compute))
+            }
+            Err(e) => {
+                // SAFETY: `device_parts` destroyed everything it made from the device, and
+                // nothing else was (VUID-vkDestroyDevice-device-05137); no queue work was
+                // ever submitted.
+                unsafe { device.destroy_device(None) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The queue, semaphores, memory type, command pool and pipelines of a new device; on a
+    /// failure, what it made before destroyed.
+    #[allow(clippy::type_complexity)]
+    fn device_parts(
+        steps: &Steps,
+        instance: &ash::Instance,
+        device: &ash::Device,
+        physical: vk::PhysicalDevice,
+        family: u32,
+        has_push: bool,
+    ) -> std::result::Result<
+        (
+            vk::Queue,
+            vk::Semaphore,
+            vk::Semaphore,
+            u32,
+            vk::CommandPool,
+            Option<Compute>,
+        ),
+        Unavailable,
+    > {
         let compute = match has_push {
-            true => Some(Compute::new(instance, &device, physical)?),
+            true => Some(Compute::new(steps, instance, device, physical)?),
             false => None,
+        };
+        let undo = |semaphores: &[vk::Semaphore]| {
+            // SAFETY: made above from this device, used by nothing yet.
+            unsafe {
+                for &semaphore in semaphores {
+                    device.destroy_semaphore(semaphore, None);
+                }
+            }
+            if let Some(compute) = &compute {
+                compute.destroy(device);
+            }
         };
         // SAFETY: queue 0 of the family was created with the device
         // (VUID-vkGetDeviceQueue-queueIndex-00385).
         let queue = unsafe { device.get_device_queue(family, 0) };
-        let timeline = Self::timeline_semaphore(&device)?;
-        let gate = Self::timeline_semaphore(&device)?;
+        let timeline = Self::timeline_semaphore(steps, device).inspect_err(|_| undo(&[]))?;
+        let gate = Self::timeline_semaphore(steps, device).inspect_err(|_| undo(&[timeline]))?;
         // SAFETY: `physical` came from this instance.
         let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
         let wanted = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
@@ -657,41 +826,41 @@ impl VulkanWorld {
                     .property_flags
                     .contains(wanted)
             })
-            .ok_or_else(|| unavailable("no host-visible, host-coherent memory type"))?;
+            .ok_or_else(|| unavailable("no host-visible, host-coherent memory type"))
+            .inspect_err(|_| undo(&[timeline, gate]))?;
         let pool_info = vk::CommandPoolCreateInfo::default()
             .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER)
             .queue_family_index(family);
         // SAFETY: the family is the device's (VUID-vkCreateCommandPool-queueFamilyIndex-01937).
-        let pool = unsafe { device.create_command_pool(&pool_info, None) }
-            .map_err(|e| unavailable(format!("vkCreateCommandPool: {e}")))?;
-        Ok((
-            entry,
-            device,
-            queue,
-            timeline,
-            gate,
-            memory_type,
-            pool,
-            compute,
-        ))
+        let pool = steps
+            .next()
+            .and_then(|()| unsafe { device.create_command_pool(&pool_info, None) })
+            .map_err(|e| unavailable(format!("vkCreateCommandPool: {e}")))
+            .inspect_err(|_| undo(&[timeline, gate]))?;
+        Ok((queue, timeline, gate, memory_type, pool, compute))
     }
 
-    fn timeline_semaphore(device: &ash::Device) -> std::result::Result<vk::Semaphore, Unavailable> {
+    fn timeline_semaphore(
+        steps: &Steps,
+        device: &ash::Device,
+    ) -> std::result::Result<vk::Semaphore, Unavailable> {
         let mut ty = vk::SemaphoreTypeCreateInfo::default()
             .semaphore_type(vk::SemaphoreType::TIMELINE)
             .initial_value(0);
         let info = vk::SemaphoreCreateInfo::default().push_next(&mut ty);
         // SAFETY: the device enabled timelineSemaphore
         // (VUID-VkSemaphoreTypeCreateInfo-timelineSemaphore-03252).
-        unsafe { device.create_semaphore(&info, None) }
+        steps
+            .next()
+            .and_then(|()| unsafe { device.create_semaphore(&info, None) })
             .map_err(|e| unavailable(format!("vkCreateSemaphore: {e}")))
     }
 
     #[allow(clippy::type_complexity)]
     fn assemble(
         config: VulkanConfig,
-        (entry, device, queue, timeline, gate, memory_type, pool, compute): (
-            ash::Entry,
+        entry: ash::Entry,
+        (device, queue, timeline, gate, memory_type, pool, compute): (
             ash::Device,
             vk::Queue,
             vk::Semaphore,
@@ -739,6 +908,9 @@ impl VulkanWorld {
             errors: Mutex::default(),
             rotations: AtomicU64::new(0),
             execute_commands: AtomicU64::new(0),
+            hazard_barriers: AtomicU64::new(0),
+            fault_counts: Default::default(),
+            faults_injected: Default::default(),
             built_stats: Default::default(),
             ic_thread: Mutex::new(None),
             pools: Mutex::default(),
@@ -789,6 +961,47 @@ impl VulkanWorld {
     /// executed on the immediate context, whatever its length.
     pub fn execute_commands(&self) -> u64 {
         self.execute_commands.load(Ordering::Relaxed)
+    }
+
+    /// How many barriers the hazard rule recorded (the crate docs) in the command buffers
+    /// ended so far, primaries and secondaries: one at the start of each secondary, and one
+    /// before each command that reads or writes bytes an earlier command of its buffer wrote
+    /// since the last barrier, or writes bytes one read. Counted whether or not
+    /// [`VulkanConfig::hazard_barriers`] lets them be recorded.
+    pub fn hazard_barriers(&self) -> u64 {
+        self.hazard_barriers.load(Ordering::Relaxed)
+    }
+
+    /// How many Vulkan calls [`VulkanConfig::faults`] made fail since the world was made.
+    pub fn faults_injected(&self) -> u32 {
+        self.faults_injected.load(Ordering::Relaxed)
+    }
+
+    /// Before a Vulkan call of kind `fault`: the error it fails with if [`Faults`] names it.
+    pub(crate) fn inject(&self, fault: Fault) -> std::result::Result<(), vk::Result> {
+        let f = &self.config.faults;
+        let nth = match fault {
+            Fault::Submit => f.submit,
+            Fault::Memory => f.memory,
+            Fault::Buffer => f.buffer,
+            Fault::Pool => f.pool,
+            Fault::CommandBuffer => f.command_buffer,
+        };
+        if nth == 0 {
+            return Ok(());
+        }
+        let at = self.fault_counts[fault as usize].fetch_add(1, Ordering::Relaxed) + 1;
+        if at != nth {
+            return Ok(());
+        }
+        self.faults_injected.fetch_add(1, Ordering::Relaxed);
+        Err(vk::Result::ERROR_OUT_OF_HOST_MEMORY)
+    }
+
+    pub(crate) fn count_barriers(&self, n: u64) {
+        if n > 0 {
+            self.hazard_barriers.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// What became of driver-built lists' secondaries so far, and how their executes ran.
@@ -920,7 +1133,10 @@ impl VulkanWorld {
         };
         // SAFETY: size > 0 (VUID-VkBufferCreateInfo-size-00912), exclusive sharing, usage
         // flags valid.
-        let buffer = unsafe { self.device.create_buffer(&info, None) }.map_err(oom)?;
+        let buffer = self
+            .inject(Fault::Buffer)
+            .and_then(|()| unsafe { self.device.create_buffer(&info, None) })
+            .map_err(oom)?;
         // SAFETY: a buffer of this device.
         let needs = unsafe { self.device.get_buffer_memory_requirements(buffer) };
         let destroy_buffer = || {
@@ -936,7 +1152,10 @@ impl VulkanWorld {
             .memory_type_index(self.memory_type);
         // SAFETY: a memory type of this device that the buffer accepts (checked above,
         // VUID-vkBindBufferMemory-memory-01035 for the bind below).
-        let memory = match unsafe { self.device.allocate_memory(&alloc, None) } {
+        let memory = self
+            .inject(Fault::Memory)
+            .and_then(|()| unsafe { self.device.allocate_memory(&alloc, None) });
+        let memory = match memory {
             Ok(m) => m,
             Err(e) => {
                 destroy_buffer();
@@ -1153,16 +1372,17 @@ impl VulkanWorld {
         // is greater than every value signalled before (fences grow,
         // VUID-VkSubmitInfo-pSignalSemaphores-03242); the value arrays match the semaphore
         // counts (VUID-VkSubmitInfo-pNext-03240, -03241).
-        unsafe {
-            self.device
-                .queue_submit(*queue, &[submit], vk::Fence::null())
-        }
-        .map_err(|e| match e {
-            vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
-                Error::OutOfMemory
-            }
-            _ => Error::DeviceRemoved,
-        })
+        self.inject(Fault::Submit)
+            .and_then(|()| unsafe {
+                self.device
+                    .queue_submit(*queue, &[submit], vk::Fence::null())
+            })
+            .map_err(|e| match e {
+                vk::Result::ERROR_OUT_OF_HOST_MEMORY | vk::Result::ERROR_OUT_OF_DEVICE_MEMORY => {
+                    Error::OutOfMemory
+                }
+                _ => Error::DeviceRemoved,
+            })
     }
 
     /// Moves buffers the GPU completed back to the free lists, and frees memory whose
