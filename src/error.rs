@@ -135,6 +135,11 @@ pub enum Error {
     /// The driver or kernel does not implement what was asked (a hook or callback left at
     /// its default): `DXGI_DDI_ERR_UNSUPPORTED` / `E_NOTIMPL`.
     Unsupported,
+    /// A staging Map with [`crate::MapFlags::DO_NOT_WAIT`] of a resource a buffer the GPU has
+    /// not finished still uses (R-M4): nothing was waited for and nothing mapped; the open
+    /// buffer was flushed if it used the resource, so that polling makes progress.
+    /// `DXGI_ERROR_WAS_STILL_DRAWING`.
+    WasStillDrawing,
 }
 
 /// `Result` with [`Error`].
@@ -150,6 +155,7 @@ impl fmt::Display for Error {
             Error::Application(kind) => write!(f, "application error: {kind}"),
             Error::DeviceRemoved => f.write_str("device removed or destroyed (R-D3)"),
             Error::Unsupported => f.write_str("unsupported by the driver or kernel"),
+            Error::WasStillDrawing => f.write_str("the GPU still uses the resource (R-M4)"),
         }
     }
 }

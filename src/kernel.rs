@@ -13,6 +13,7 @@ use crate::dxgi::{
     DisplayModeCallback, DisplayModeOutcome, PresentCallback, PresentStatus, ResidencyStatus,
 };
 use crate::error::{Error, Result};
+use crate::mapping::{CpuMapping, LockFlags};
 
 /// A kernel allocation (the memory behind an object that the GPU may read).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -240,6 +241,27 @@ pub trait Kernel: Send + Sync + 'static {
     /// (R-D3): a kernel that cannot wait for its own fence is taken to have lost the device,
     /// whose buffers will not run any more.
     fn wait_for_fence(&self, fence: u64) -> Result<()>;
+
+    /// CPU access to `allocation`'s memory (`pfnLockCb`, R-M4): the bytes a Map of a staging
+    /// resource (READ, WRITE, READ_WRITE) or a Map(NO_OVERWRITE) on the immediate context
+    /// hands the application, until [`Kernel::unlock`]. Called on the immediate context's
+    /// thread, at most once at a time per allocation. `flags` always has
+    /// [`LockFlags::IGNORE_SYNC`]: the engine waited for the newest buffer that uses the
+    /// resource first (a staging Map), or the application promised not to touch what the GPU
+    /// reads (NO_OVERWRITE); a kernel must not wait. Default: [`Error::Unsupported`] (the Map
+    /// fails with it).
+    fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
+        let _ = (allocation, flags);
+        Err(Error::Unsupported)
+    }
+
+    /// Ends CPU access to `allocation` (`pfnUnlockCb`): `mapping` is what [`Kernel::lock`]
+    /// handed out, written as the application wrote it. Called on the immediate context's
+    /// thread at the Unmap (also the one device destruction makes of a Map left open).
+    /// Default: nothing.
+    fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
+        let _ = (allocation, mapping);
+    }
 
     /// Reports an error on the context it happened on (the set-error callback, R-E2). Called
     /// on that context's thread (for free-threaded create and destroy: the calling thread,

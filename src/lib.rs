@@ -95,6 +95,7 @@ mod kernel;
 mod list_mode;
 mod lists;
 mod map_type;
+mod mapping;
 mod primitive;
 mod registry;
 
@@ -123,7 +124,8 @@ pub use driver::{Command, DeferredCall, Driver, ListMemory, Op};
 pub use kernel::{AllocationDesc, AllocationHandle, ContextId, DeferredId, Kernel, Submission};
 pub use list_mode::ListMode;
 pub use lists::record::OPERATION_BYTES;
-pub use map_type::MapType;
+pub use map_type::{MapFlags, MapType};
+pub use mapping::{CpuMapping, LockFlags};
 pub use registry::retire::{Clock, RetireStats};
 pub use registry::{ObjectRef, ObjectView, Resolver};
 

@@ -17,6 +17,17 @@ pub enum MapType {
     WriteNoOverwrite,
 }
 
+bitflags::bitflags! {
+    /// A Map's flags (`D3D11_MAP_FLAG`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct MapFlags: u32 {
+        /// `D3D11_MAP_FLAG_DO_NOT_WAIT`: a staging Map the GPU still uses answers
+        /// [`crate::Error::WasStillDrawing`] instead of waiting (R-M4). Ignored with
+        /// WRITE_DISCARD and WRITE_NO_OVERWRITE, which never wait.
+        const DO_NOT_WAIT = 0x0010_0000;
+    }
+}
+
 impl MapType {
     /// The type of the DDI's (and the API's) map-type value: `D3D10_DDI_MAP_READ` (1) to
     /// `D3D10_DDI_MAP_WRITE_NOOVERWRITE` (5); `None` for any other value.

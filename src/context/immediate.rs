@@ -25,8 +25,10 @@ use crate::primitive::Ordering;
 use crate::registry::retire::{Clock, Clocks, Drain, Pass, RetireQueue, RetireStats};
 use crate::registry::{Entry, IcDataRefs, IcToken, ObjectView, Registry, Resolver};
 use crate::trace::span;
+use map::IcMap;
 
 mod dxgi;
+mod map;
 
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]
@@ -94,7 +96,7 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     retire: RetireQueue,
     /// Resources mapped on this context, with the bytes their new contents are written to,
     /// and queries begun and not yet ended (R-C4).
-    open: MappedAndBegun<Vec<u8>>,
+    open: MappedAndBegun<IcMap>,
     /// Contents buffers of earlier maps, kept for the next ones: a steady map/unmap pattern
     /// allocates nothing.
     spare_contents: Vec<Vec<u8>>,
@@ -506,71 +508,6 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.entry().ic_side(&mut self.token).query_end = self.buffer.number;
         }
         Ok(())
-    }
-
-    /// Map(DISCARD) of a dynamic resource (any other is an application error): the
-    /// resource's new contents, zeroed, to write until [`ImmediateContext::unmap`], which
-    /// hands them to the driver. While mapped, executing a command list that recorded a Map
-    /// of it is an application error (R-C4).
-    ///
-    /// The bytes are the context's own (reused from map to map), allocated fallibly: a
-    /// resource too big for memory is [`Error::OutOfMemory`].
-    pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        self.entry(|ic| ic.map(resource))?;
-        Ok(self.open.mapped(resource)?.as_mut_slice())
-    }
-
-    fn map(&mut self, resource: Handle<Resource>) -> Result<()> {
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let size = self
-            .device
-            .shared
-            .registry()
-            .live(resource, guard)?
-            .discard_len()?;
-        self.open.check_map(resource)?;
-        let mut contents = self.spare_contents.pop().unwrap_or_default();
-        contents.clear();
-        if contents.try_reserve_exact(size).is_err() {
-            self.spare_contents.push(contents);
-            return Err(Error::OutOfMemory);
-        }
-        contents.resize(size, 0);
-        self.open.map(resource, contents);
-        Ok(())
-    }
-
-    /// Unmap after [`ImmediateContext::map_discard`]: the bytes written become the
-    /// resource's contents.
-    pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        self.entry(|ic| {
-            let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            let contents = ic.open.unmap(resource)?;
-            let written = ic
-                .device
-                .shared
-                .registry()
-                .live(resource, guard)
-                .and_then(|view| {
-                    let op = Op::WriteDiscard {
-                        resource: view,
-                        data: &contents,
-                    };
-                    ic.run(guard, &[view], None, op)
-                });
-            match written {
-                Ok(()) => {
-                    ic.spare_contents.push(contents);
-                    Ok(())
-                }
-                // A refused Unmap leaves the resource mapped, as before the call (a driver hook
-                // that panics ends the Map instead).
-                Err(e) => {
-                    ic.open.map(resource, contents);
-                    Err(e)
-                }
-            }
-        })
     }
 
     /// CommandListExecute (R-C3): runs the list from the clear state (it inherits none of
@@ -1132,6 +1069,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             Life::Open => {}
         }
         let flushed = self.flush_inner();
+        // Maps of the resources' own memory end before that memory goes (R-M4).
+        self.unlock_all();
         let s = &*self.device.shared;
         let waited = if self.last_submitted > 0 {
             s.kernel().wait_for_fence(self.last_submitted)

@@ -818,6 +818,20 @@ impl<K: Kernel> Kernel for FaultKernel<K> {
         self.inner.wait_for_fence(fence)
     }
 
+    fn lock(
+        &self,
+        allocation: AllocationHandle,
+        flags: crate::mapping::LockFlags,
+    ) -> Result<crate::mapping::CpuMapping> {
+        self.plan.tick("lock", true)?;
+        self.inner.lock(allocation, flags)
+    }
+
+    fn unlock(&self, allocation: AllocationHandle, mapping: crate::mapping::CpuMapping) {
+        self.inner.unlock(allocation, mapping);
+        self.plan.tick_infallible("unlock");
+    }
+
     fn set_error(&self, context: ContextId, error: Error) {
         self.plan.tick_infallible("set_error");
         self.inner.set_error(context, error);

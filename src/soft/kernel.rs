@@ -9,6 +9,7 @@ use crate::dxgi::{
 };
 use crate::error::{Error, Result};
 use crate::kernel::{AllocationDesc, AllocationHandle, ContextId, Kernel, Submission};
+use crate::mapping::{CpuMapping, LockFlags};
 
 /// The soft kernel. See the module docs of [`crate::soft`].
 #[derive(Debug, Clone)]
@@ -68,6 +69,10 @@ impl Kernel for SoftKernel {
         self.world
             .note(&mut s, TraceEvent::of(Hook::Deallocate).allocation(id));
         let thread = std::thread::current().id();
+        if s.locked.remove(&id).is_some() {
+            let what = format!("allocation {id} deallocated while locked (R-M4)");
+            SoftWorld::violate(&mut s, "R-M4", what);
+        }
         let completed = s.completed;
         let ic_thread = s.ic_thread;
         match s.allocations.remove(&id) {
@@ -203,6 +208,66 @@ impl Kernel for SoftKernel {
             .note(&mut s, TraceEvent::of(Hook::WaitForFence).fence(fence));
         SoftWorld::complete(&mut s, fence);
         Ok(())
+    }
+
+    /// A copy of the allocation's bytes, written back at the unlock unless read-only. A lock
+    /// of memory a buffer the GPU has not finished uses, or the open buffer, is a violation
+    /// (R-M4: the engine waits first), except for a write-only lock, a Map(NO_OVERWRITE)
+    /// whose application writes where the GPU does not read (R-M2). Locking what is locked
+    /// is a violation too (the engine maps a resource once at a time, R-C4).
+    fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
+        let id = allocation.0.get();
+        let mut s = self.world.lock();
+        self.world
+            .note(&mut s, TraceEvent::of(Hook::Lock).allocation(id));
+        Self::check_ic_thread(&mut s, "lock callback");
+        if !flags.contains(LockFlags::IGNORE_SYNC) {
+            let what = format!("allocation {id} locked without IgnoreSync: the kernel would wait");
+            SoftWorld::violate(&mut s, "R-M4", what);
+        }
+        let completed = s.completed;
+        let Some(a) = s.allocations.get(&id) else {
+            let what = format!("allocation {id} locked, never allocated or freed");
+            SoftWorld::violate(&mut s, "R-M4", what);
+            return Err(Error::InvalidArg);
+        };
+        let busy = a.in_open_buffer || a.last_submitted > completed;
+        let bytes = a.bytes.clone().into_boxed_slice();
+        if busy && flags != LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC {
+            let what = format!(
+                "allocation {id} locked while a buffer the GPU has not finished uses it \
+                 (completed {completed})"
+            );
+            SoftWorld::violate(&mut s, "R-M4", what);
+        }
+        if s.locked.insert(id, flags).is_some() {
+            let what = format!("allocation {id} locked twice");
+            SoftWorld::violate(&mut s, "R-M4", what);
+        }
+        Ok(CpuMapping::owned(bytes))
+    }
+
+    fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
+        let id = allocation.0.get();
+        let mut s = self.world.lock();
+        self.world
+            .note(&mut s, TraceEvent::of(Hook::Unlock).allocation(id));
+        let Some(flags) = s.locked.remove(&id) else {
+            let what = format!("allocation {id} unlocked, not locked");
+            SoftWorld::violate(&mut s, "R-M4", what);
+            return;
+        };
+        if flags.contains(LockFlags::READ_ONLY) {
+            return;
+        }
+        let written = mapping.into_owned().unwrap_or_default();
+        match s.allocations.get_mut(&id) {
+            Some(a) if a.bytes.len() == written.len() => a.bytes.copy_from_slice(&written),
+            _ => {
+                let what = format!("allocation {id} unlocked after it changed or went");
+                SoftWorld::violate(&mut s, "R-M4", what);
+            }
+        }
     }
 
     fn set_error(&self, context: ContextId, error: Error) {

@@ -266,6 +266,10 @@ pub enum Hook {
     MapDiscardDeferred,
     /// Driver: Map(NO_OVERWRITE) on a deferred context whose driver builds its lists.
     MapNoOverwriteDeferred,
+    /// Kernel: an allocation locked for the CPU (a Map of the resource's own memory, R-M4).
+    Lock,
+    /// Kernel: its unlock.
+    Unlock,
     /// Kernel: the present callback (R-X1).
     Present,
     /// Kernel: the set-display-mode callback (R-X2).
@@ -467,6 +471,8 @@ pub(crate) struct State {
     /// Context-local handles open: (context, object id) to the id of the object it depends
     /// on (a view's resource; 0: none).
     pub(crate) open_locals: HashMap<(u32, u64), u64>,
+    /// Allocations the kernel has locked for the CPU (R-M4), with the lock's flags.
+    pub(crate) locked: HashMap<u64, crate::mapping::LockFlags>,
 }
 
 /// What the soft driver's immediate context has bound, point by point: a vector kept
@@ -731,6 +737,14 @@ impl SoftWorld {
     pub fn check_after_device_destroyed(&self) -> Vec<Violation> {
         let s = self.lock();
         let mut v = s.violations.clone();
+        let mut locked: Vec<u64> = s.locked.keys().copied().collect();
+        locked.sort_unstable();
+        for id in locked {
+            v.push(Violation {
+                rule: "R-M4",
+                what: format!("allocation {id} still locked after device destruction"),
+            });
+        }
         let mut leaked: Vec<u64> = s.allocations.keys().copied().collect();
         leaked.sort_unstable();
         for id in leaked {

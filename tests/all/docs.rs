@@ -384,7 +384,9 @@ fn the_guides_ddi_table_names_real_hooks_and_covers_them() {
             }
             let exists = match ty {
                 "Driver" => hooks.contains(&method),
-                "DeviceConfig" | "DeferredCall" | "Op" | "ThreadingCaps" | "ContextId" => true,
+                "Kernel" => kernel_methods().contains(&method),
+                "DeviceConfig" | "DeferredCall" | "Op" | "ThreadingCaps" | "ContextId"
+                | "MapFlags" => true,
                 _ => methods.get(ty).is_some_and(|m| m.contains(&method)),
             };
             assert!(

@@ -12,6 +12,7 @@ use cmdlist::{
 };
 
 use crate::common::{allocation, app, count, events_of};
+use cmdlist::Error;
 
 fn setup(mode: ListMode, map_caps: MapCaps) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
@@ -290,4 +291,188 @@ fn r_m1_a_deferred_context_refuses_read_and_write_maps_unheard() {
         ic.destroy_device().unwrap();
         world.assert_clean();
     }
+}
+
+/// A staging resource of `bytes` bytes.
+fn staging(bytes: u64) -> ResourceDesc {
+    ResourceDesc {
+        byte_size: bytes,
+        usage: Usage::Staging,
+        ..Default::default()
+    }
+}
+
+/// A soft device whose GPU completes buffers only when told (or waited for), with D3D11.0's
+/// Map types only.
+fn manual() -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
+        gpu: Gpu::Manual,
+        map_caps: MapCaps::empty(),
+        ..SoftConfig::from_env().unwrap()
+    };
+    soft::device(config, DeviceConfig::default()).unwrap()
+}
+
+/// A readback (R-M4): the GPU copies into a staging resource in the open buffer; Map(READ)
+/// flushes that buffer, waits for its fence (not for a later buffer that does not use the
+/// resource) and hands out the copied bytes; the kernel never locked memory a running buffer
+/// uses (the soft kernel checks).
+#[test]
+fn r_m4_a_staging_read_flushes_and_waits_for_the_newest_buffer_that_uses_it() {
+    use cmdlist::soft::SoftCommand;
+    use cmdlist::{MapFlags, MapType};
+    let (device, mut ic, world) = manual();
+    let src = device.create_resource(crate::common::buffer(16)).unwrap();
+    let other = device.create_resource(crate::common::buffer(16)).unwrap();
+    let readback = device.create_resource(staging(16)).unwrap();
+    ic.update(src, 0, &[7; 16]).unwrap();
+    ic.command(&SoftCommand::Copy { dst: readback, src })
+        .unwrap();
+    assert!(
+        ic.resource_is_busy(readback).unwrap(),
+        "the open buffer uses it"
+    );
+    let bytes = ic.map(readback, MapType::Read, MapFlags::empty()).unwrap();
+    assert_eq!(bytes, &[7; 16]);
+    ic.unmap(readback).unwrap();
+    assert_eq!(world.completed(), 1, "waited for buffer 1");
+    // A later buffer that does not use it is not waited for.
+    ic.update(other, 0, &[1; 16]).unwrap();
+    ic.flush().unwrap();
+    ic.map(readback, MapType::Read, MapFlags::empty()).unwrap();
+    ic.unmap(readback).unwrap();
+    assert_eq!(world.completed(), 1, "buffer 2 still running");
+    assert!(!ic.resource_is_busy(readback).unwrap());
+    let events = world.trace();
+    assert_eq!(count(&events, Hook::Lock), 2);
+    assert_eq!(count(&events, Hook::Unlock), 2);
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+    world.complete_all();
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
+
+/// DO_NOT_WAIT (R-M4): while the GPU has not finished the buffer that uses the staging
+/// resource, the Map answers `WasStillDrawing`, maps nothing and waits for nothing (the open
+/// buffer is flushed once, so polling makes progress); once the buffer completed, it maps.
+#[test]
+fn r_m4_do_not_wait_answers_was_still_drawing_until_the_gpu_is_done() {
+    use cmdlist::soft::SoftCommand;
+    use cmdlist::{MapFlags, MapType};
+    let (device, mut ic, world) = manual();
+    let src = device.create_resource(crate::common::buffer(8)).unwrap();
+    let readback = device.create_resource(staging(8)).unwrap();
+    ic.update(src, 0, &[3; 8]).unwrap();
+    ic.command(&SoftCommand::Copy { dst: readback, src })
+        .unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            ic.map(readback, MapType::Read, MapFlags::DO_NOT_WAIT)
+                .map(drop),
+            Err(Error::WasStillDrawing)
+        );
+    }
+    assert_eq!(world.submits(), 1, "flushed once");
+    assert_eq!(world.completed(), 0, "nothing waited for");
+    assert!(ic.resource_is_busy(readback).unwrap());
+    assert_eq!(count(&world.trace(), Hook::Lock), 0, "nothing mapped");
+    // Still mappable: the refused Maps left it unmapped.
+    world.complete_all();
+    assert!(!ic.resource_is_busy(readback).unwrap());
+    let bytes = ic
+        .map(readback, MapType::Read, MapFlags::DO_NOT_WAIT)
+        .unwrap();
+    assert_eq!(bytes, &[3; 8]);
+    ic.unmap(readback).unwrap();
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
+
+/// WRITE and READ_WRITE of a staging resource (R-M4): what the CPU writes is the resource's
+/// memory at the Unmap, which the GPU then copies; READ changes nothing. A resource that is
+/// not staging is refused (`NotMappable`), as is a second Map of a mapped one (R-C4); a Map
+/// left open is unlocked by device destruction.
+#[test]
+fn r_m4_staging_writes_reach_the_gpu_and_other_resources_are_refused() {
+    use cmdlist::soft::SoftCommand;
+    use cmdlist::{MapFlags, MapType};
+    let (device, mut ic, world) = manual();
+    let upload = device.create_resource(staging(8)).unwrap();
+    let dst = device.create_resource(crate::common::buffer(8)).unwrap();
+    ic.map(upload, MapType::Write, MapFlags::empty())
+        .unwrap()
+        .fill(5);
+    ic.unmap(upload).unwrap();
+    let bytes = ic
+        .map(upload, MapType::ReadWrite, MapFlags::empty())
+        .unwrap();
+    assert_eq!(bytes, &[5; 8]);
+    bytes[0] = 6;
+    assert_eq!(
+        ic.map(upload, MapType::Read, MapFlags::empty()).map(drop),
+        Err(app(AppError::InvalidState)),
+        "mapped already"
+    );
+    ic.unmap(upload).unwrap();
+    ic.map(upload, MapType::Read, MapFlags::empty()).unwrap()[1] = 9; // read-only
+    ic.unmap(upload).unwrap();
+    ic.command(&SoftCommand::Copy { dst, src: upload }).unwrap();
+    ic.flush().unwrap();
+    let mut expected = vec![5; 8];
+    expected[0] = 6;
+    assert_eq!(world.read(allocation(&device, dst)), Some(expected));
+    for ty in [MapType::Read, MapType::Write, MapType::ReadWrite] {
+        assert_eq!(
+            ic.map(dst, ty, MapFlags::empty()).map(drop),
+            Err(app(AppError::NotMappable)),
+            "{ty:?} of a default resource"
+        );
+    }
+    assert_eq!(
+        ic.map(upload, MapType::WriteDiscard, MapFlags::empty())
+            .map(drop),
+        Err(app(AppError::InvalidState)),
+        "a discard of a staging resource"
+    );
+    ic.map(upload, MapType::Write, MapFlags::empty()).unwrap();
+    world.complete_all();
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
+
+/// Map(NO_OVERWRITE) on the immediate context (R-M3): the resource's current memory with
+/// its contents, locked without waiting for the GPU; what is written lands in place and the
+/// next draws read it. Refused for what R-M3 leaves out.
+#[test]
+fn r_m3_no_overwrite_on_the_immediate_context_writes_in_place() {
+    use cmdlist::{MapFlags, MapType};
+    let (device, mut ic, world) = manual();
+    let r = ring(&device);
+    ic.map_discard(r).unwrap()[..16].fill(1);
+    ic.unmap(r).unwrap();
+    ic.flush().unwrap(); // buffer 1 uses it, and runs on
+    let bytes = ic
+        .map(r, MapType::WriteNoOverwrite, MapFlags::empty())
+        .unwrap();
+    assert!(bytes[..16].iter().all(|&b| b == 1), "contents kept");
+    bytes[16..32].fill(2);
+    ic.unmap(r).unwrap();
+    assert_eq!(world.completed(), 0, "nothing waited for");
+    let mut expected = vec![0; 64];
+    expected[..16].fill(1);
+    expected[16..32].fill(2);
+    assert_eq!(world.read(allocation(&device, r)), Some(expected));
+    let cb = device
+        .create_resource(dynamic(64, BindFlags::CONSTANT_BUFFER))
+        .unwrap();
+    assert_eq!(
+        ic.map_no_overwrite(cb).map(drop),
+        Err(app(AppError::NotMappable)),
+        "no caps"
+    );
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+    world.complete_all();
+    ic.destroy_device().unwrap();
+    world.assert_clean();
 }

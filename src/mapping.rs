@@ -1,0 +1,111 @@
+//! CPU access to kernel memory (`pfnLockCb` / `pfnUnlockCb`): what a kernel hands the engine
+//! for a Map that reaches a resource's own memory (R-M4), and the flags it is asked with.
+
+use core::ptr::NonNull;
+
+use bitflags::bitflags;
+
+bitflags! {
+    /// How a lock is asked for (the `D3DDDICB_LOCKFLAGS` the engine uses).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct LockFlags: u32 {
+        /// `ReadOnly`: the CPU reads only (a Map(READ)).
+        const READ_ONLY = 0x1;
+        /// `WriteOnly`: the CPU writes only (Map(WRITE), Map(NO_OVERWRITE)).
+        const WRITE_ONLY = 0x2;
+        /// `IgnoreSync`: do not wait for the GPU. The engine sets it always: it waited itself
+        /// for the newest buffer that uses the resource (R-M4), or the application promised
+        /// not to touch what the GPU uses (Map(NO_OVERWRITE), R-M2).
+        const IGNORE_SYNC = 0x8;
+    }
+}
+
+/// The memory a kernel hands out for a lock, until its unlock: the bytes the application
+/// reads and writes between Map and Unmap.
+///
+/// Either memory the mapping owns (a kernel that keeps allocations elsewhere copies them in
+/// at the lock and back at the unlock: [`CpuMapping::owned`]), or the kernel's own memory
+/// ([`CpuMapping::from_raw`], whose caller promises it stays valid and untouched until the
+/// unlock). The engine gives the mapping back to [`crate::Kernel::unlock`] at the Unmap.
+#[derive(Debug)]
+pub struct CpuMapping {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// The memory, when the mapping owns it.
+    owned: Option<Box<[u8]>>,
+}
+
+// SAFETY: the bytes are either owned (a `Box<[u8]>`, `Send`) or the kernel's memory, which
+// `from_raw`'s caller promised is the mapping's alone until its unlock, wherever that runs.
+unsafe impl Send for CpuMapping {}
+
+impl CpuMapping {
+    /// A mapping of memory it owns.
+    pub fn owned(mut bytes: Box<[u8]>) -> Self {
+        let len = bytes.len();
+        let ptr = NonNull::new(bytes.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        CpuMapping {
+            ptr,
+            len,
+            owned: Some(bytes),
+        }
+    }
+
+    /// A mapping of the kernel's memory at `ptr`, `len` bytes.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `len` bytes, and nothing else reads or writes
+    /// them (nor frees them) until the kernel's [`crate::Kernel::unlock`] for this mapping
+    /// has begun.
+    pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
+        CpuMapping {
+            ptr,
+            len,
+            owned: None,
+        }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: owned memory is the box's, which the mapping keeps and does not move (a
+        // box's contents stay where they are); the kernel's is valid and the mapping's alone
+        // (`from_raw`'s contract). `&self` keeps it from being written meanwhile.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, to write.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The owned memory back (a kernel that copies it back at the unlock), or `None` for the
+    /// kernel's own.
+    pub fn into_owned(self) -> Option<Box<[u8]>> {
+        self.owned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CpuMapping;
+
+    /// Owned memory: written through the mapping, handed back whole; a raw mapping reaches
+    /// the memory it was made of (run under miri).
+    #[test]
+    fn r_m4_a_mapping_reaches_its_memory() {
+        let mut mapping = CpuMapping::owned(vec![0u8; 8].into_boxed_slice());
+        mapping.bytes_mut()[2] = 7;
+        assert_eq!(mapping.bytes()[2], 7);
+        assert_eq!(mapping.into_owned().unwrap()[2], 7);
+        let mut memory = vec![1u8; 4];
+        let ptr = core::ptr::NonNull::new(memory.as_mut_ptr()).unwrap();
+        // SAFETY: `memory` lives past the mapping and is not touched while it does.
+        let mut raw = unsafe { CpuMapping::from_raw(ptr, 4) };
+        raw.bytes_mut()[0] = 9;
+        assert!(raw.into_owned().is_none());
+        assert_eq!(memory, [9, 1, 1, 1]);
+        let empty = CpuMapping::owned(Vec::new().into_boxed_slice());
+        assert!(empty.bytes().is_empty());
+    }
+}
