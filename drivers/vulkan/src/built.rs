@@ -11,7 +11,11 @@
 //!   one at a time, so only overlap is a violation).
 //! - A recording appends each call to the context's current secondary (begun with
 //!   `SIMULTANEOUS_USE` and an inheritance info without render pass) and keeps the bytes it
-//!   uploads (UpdateSubresource, Map(DISCARD)) in the recording's own upload memory.
+//!   uploads (UpdateSubresource, Map(DISCARD)) in the recording's own upload memory. A
+//!   Map(NO_OVERWRITE) hands out the upload bytes of the resource's last Map(DISCARD) in the
+//!   recording again (R-M2): the copy that discard's Unmap recorded carries them, and each
+//!   execute runs it after the whole recording was written, so the NO_OVERWRITE's Unmap
+//!   records nothing.
 //! - A list is a sequence of segments: its own secondaries and, where it executes another
 //!   list, that list's segments, chained in O(segments) (a secondary cannot execute another
 //!   without `VK_EXT_nested_command_buffer`).
@@ -200,8 +204,19 @@ struct Building {
     generation: Option<u64>,
     chained: Vec<usize>,
     bound: Vec<(BindPoint, AnyHandle)>,
-    /// Open Map(DISCARD)s: the resource, and the upload bytes handed out.
-    maps: Vec<(Handle<Resource>, Span)>,
+}
+
+/// Upload bytes a Map handed out: where they are in the recording's arena.
+#[derive(Clone, Copy, Debug)]
+struct Mapped {
+    resource: Handle<Resource>,
+    /// The arena chunk that holds them (its index in [`Arena::chunks`]: chunks are only
+    /// pushed while the recording lasts).
+    chunk: usize,
+    bytes: Span,
+    /// A Map(NO_OVERWRITE): the bytes of the resource's last discard again, whose Unmap
+    /// records nothing.
+    again: bool,
 }
 
 /// The driver's state of a deferred context: where the driver builds its lists, its
@@ -233,6 +248,12 @@ pub struct VulkanDeferred {
     free_secondaries: Vec<vk::CommandBuffer>,
     free_chunks: Vec<Chunk>,
     building: Building,
+    /// Open Maps of the recording (kept out of [`Building`], which Finish hands to the list,
+    /// so that their memory is reused from recording to recording).
+    maps: Vec<Mapped>,
+    /// The last Map(DISCARD) of each resource the recording unmapped, for a later
+    /// Map(NO_OVERWRITE) (R-M2); emptied when the recording ends.
+    discards: Vec<Mapped>,
     /// What the current secondary read and wrote since its last barrier (kept across
     /// secondaries).
     hazards: Tracker,
@@ -271,6 +292,8 @@ impl VulkanDeferred {
             free_secondaries: Vec::new(),
             free_chunks: Vec::new(),
             building: Building::default(),
+            maps: Vec::new(),
+            discards: Vec::new(),
             hazards: Tracker::default(),
         })
     }
@@ -478,8 +501,9 @@ pub(crate) fn record(
         Draw(Packet, [Span; 3]),
         /// Bytes to upload now and copy to `offset` of the resource.
         Write(Handle<Resource>, u64, Span, &'d [u8]),
-        /// Bytes uploaded already (a Map's), copied to the resource's start.
-        Copy(Handle<Resource>, Span, Span),
+        /// Bytes uploaded already (a Map(DISCARD)'s, the `maps` entry at this index), copied
+        /// to the resource's start.
+        Copy(usize, Span),
     }
     let work = match call {
         DeferredCall::Command(command) => match *command {
@@ -527,15 +551,23 @@ pub(crate) fn record(
             )
         }
         DeferredCall::Unmap { resource, .. } => {
-            let at = dc.building.maps.iter().position(|(r, _)| *r == resource);
+            let at = dc.maps.iter().position(|m| m.resource == resource);
             let Some(at) = at else {
                 let what = format!("Unmap of {resource:?}, which the driver never mapped");
                 world.violate("driver-built", what);
                 return Ok(());
             };
-            let (_, bytes) = dc.building.maps.swap_remove(at);
+            if dc.maps[at].again {
+                // The bytes are the last discard's, which the copy its Unmap recorded
+                // carries: each execute runs that copy once the whole recording was
+                // written (R-M2).
+                dc.maps.swap_remove(at);
+                return Ok(());
+            }
+            // The Map ends once its copy is recorded: a refused Unmap leaves it open, as
+            // the engine does.
             let whole = look.span(resource.any())?;
-            Work::Copy(resource, whole.sub(0, bytes.len)?, bytes)
+            Work::Copy(at, whole.sub(0, dc.maps[at].bytes.len)?)
         }
         DeferredCall::Bind { point, object } => {
             set_binding(&mut dc.building.bound, point, object);
@@ -578,12 +610,18 @@ pub(crate) fn record(
                 src,
             }
         }
-        Work::Copy(resource, dst, src) => {
-            enc.copy(dst, src)?;
+        Work::Copy(at, dst) => {
+            let map = dc.maps[at];
+            enc.copy(dst, map.bytes)?;
+            dc.maps.swap_remove(at);
+            match dc.discards.iter_mut().find(|d| d.resource == map.resource) {
+                Some(last) => *last = map,
+                None => dc.discards.push(map),
+            }
             Packet::Upload {
-                dst: resource,
+                dst: map.resource,
                 offset: 0,
-                src,
+                src: map.bytes,
             }
         }
         Work::Patch(resource, dst) => {
@@ -622,14 +660,65 @@ pub(crate) fn map_discard<'a>(
         dc.building
             .arena
             .reserve(world, &mut dc.free_chunks, len as u64)?;
-    dc.building
-        .maps
-        .push((resource, Span::upload(buffer, offset, len as u64)));
+    dc.maps.push(Mapped {
+        resource,
+        // `reserve` hands out bytes of the arena's last chunk.
+        chunk: dc.building.arena.chunks.len() - 1,
+        bytes: Span::upload(buffer, offset, len as u64),
+        again: false,
+    });
     // SAFETY: `reserve` handed out `len` bytes of mapped memory at `ptr`, which the
     // recording's arena owns until Finish or Abandon (both need `&mut dc`, which the result
     // borrows); no other reference to those bytes exists.
     let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
     bytes.fill(0);
+    Ok(bytes)
+}
+
+/// `map_no_overwrite_deferred`: the upload bytes of the resource's last Map(DISCARD) in this
+/// recording, as that discard's Unmap left them, handed out again to be written in place
+/// (R-M2). The copy the discard's Unmap recorded carries them into the resource: each
+/// execute runs it once the recording is finished, so with every later NO_OVERWRITE write
+/// applied, and this Map's Unmap records nothing. Allocates nothing once the context's
+/// `maps` grew to the recording's open Maps.
+pub(crate) fn map_no_overwrite<'a>(
+    world: &VulkanWorld,
+    dc: &'a mut VulkanDeferred,
+    resource: Handle<Resource>,
+    len: usize,
+    locals: &mut LocalHandles<'_, VulkanDriver>,
+) -> Result<&'a mut [u8]> {
+    if locals.get(resource.any()).is_none() {
+        return Err(AppError::InvalidState.into());
+    }
+    let Some(&discard) = dc.discards.iter().find(|d| d.resource == resource) else {
+        let what = format!("Map(NO_OVERWRITE) of {resource:?} with no discard in the list");
+        world.violate("R-M2", what);
+        return Err(Error::InvalidArg);
+    };
+    if discard.bytes.len != len as u64 {
+        let what = format!(
+            "Map(NO_OVERWRITE) of {len} bytes after a discard of {}",
+            discard.bytes.len
+        );
+        world.violate("R-M2", what);
+        return Err(Error::InvalidArg);
+    }
+    let chunk = &dc.building.arena.chunks[discard.chunk];
+    debug_assert_eq!(chunk.host.buffer, discard.bytes.buffer);
+    let start = usize::try_from(discard.bytes.offset).map_err(|_| Error::OutOfMemory)?;
+    // SAFETY: `map_discard` reserved `len` bytes at `start` of this chunk's mapping, which
+    // the recording's arena owns until Finish or Abandon (both need `&mut dc`, which the
+    // result borrows, and both empty `discards`); the chunk is the same one (the arena only
+    // pushes chunks while the recording lasts). The application's borrow of the discard's
+    // bytes ended at its Unmap, the engine maps a resource once at a time (R-C4), and no
+    // GPU work reads them before the recording is finished and executed, so no other
+    // reference to them exists.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(chunk.host.ptr.as_ptr().add(start), len) };
+    dc.maps.push(Mapped {
+        again: true,
+        ..discard
+    });
     Ok(bytes)
 }
 
@@ -670,13 +759,14 @@ pub(crate) fn finish(
     let _use = PoolUse::enter(&pool);
     VulkanDeferred::bury(world, &pool);
     dc.end_segment(world)?;
-    if !dc.building.maps.is_empty() {
+    if !dc.maps.is_empty() {
         world.violate(
             "R-C4",
             "a list finished with a resource still mapped".to_string(),
         );
-        dc.building.maps.clear();
+        dc.maps.clear();
     }
+    dc.discards.clear();
     let mut b = std::mem::take(&mut dc.building);
     b.allocations.sort_unstable();
     b.allocations.dedup();
@@ -701,6 +791,8 @@ pub(crate) fn finish(
 pub(crate) fn abandon(world: &VulkanWorld, dc: &mut VulkanDeferred) {
     let pool = dc.pool.clone().expect("built lists have a pool");
     let _use = PoolUse::enter(&pool);
+    dc.maps.clear();
+    dc.discards.clear();
     let mut b = std::mem::take(&mut dc.building);
     // Reset as it is, recording or not (VUID-vkResetCommandBuffer allows both).
     b.own.extend(b.current.take());

@@ -11,7 +11,7 @@ use cmdlist::handle::Resource;
 use cmdlist::soft::SoftCommand;
 use cmdlist::{
     AllocationHandle, AnyHandle, AppError, BindPoint, DeferredCall, DeferredId, Driver, Error,
-    Handle, HandleSize, HandleSizeTable, HandleType, ListMemory, LocalHandles, ObjectDesc,
+    Handle, HandleSize, HandleSizeTable, HandleType, ListMemory, LocalHandles, MapCaps, ObjectDesc,
     ObjectView, Op, Resolver, Result, StateView, ThreadingCaps,
 };
 
@@ -725,6 +725,25 @@ impl Driver for VulkanDriver {
             return Err(Error::Unsupported);
         }
         built::map_discard(&self.world, dc, resource, len, locals)
+    }
+
+    fn map_no_overwrite_deferred<'a>(
+        &self,
+        dc: &'a mut VulkanDeferred,
+        resource: Handle<Resource>,
+        len: usize,
+        locals: &mut LocalHandles<'_, Self>,
+    ) -> Result<&'a mut [u8]> {
+        if !self.builds_lists() {
+            return Err(Error::Unsupported);
+        }
+        built::map_no_overwrite(&self.world, dc, resource, len, locals)
+    }
+
+    /// Both of D3D11.1's: constant buffers and buffers bound as shader resources are plain
+    /// buffers here, mapped (and, in built lists, renamed) as vertex buffers are.
+    fn map_caps(&self) -> MapCaps {
+        MapCaps::all()
     }
 
     fn execute_command_list_deferred(
