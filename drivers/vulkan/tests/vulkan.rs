@@ -2503,3 +2503,222 @@ fn r_x1_present_copies_the_surface_to_the_screen() {
         assert_clean(&world);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Map(NO_OVERWRITE): a ring of appends after one discard (R-M2, R-M3)
+// ---------------------------------------------------------------------------------------
+
+/// A ring's stretch: the 16 bytes of a draw's constants.
+const STRETCH: usize = 16;
+/// Stretches in a ring.
+const STRETCHES: usize = 6;
+/// A ring's bytes.
+const RING: usize = STRETCH * STRETCHES;
+
+/// Stretch `k` of a ring pass `seed` writes.
+fn stretch(seed: u8, k: usize) -> Vec<u8> {
+    pattern(STRETCH, seed.wrapping_add(13 * k as u8))
+}
+
+/// `out`'s bytes after [`record_ring`] of `seed`: each pass's stretches in turn.
+fn ring_out(seed: u8) -> Vec<u8> {
+    (0..2)
+        .flat_map(|pass| (0..STRETCHES).map(move |k| stretch(seed + 101 * pass, k)))
+        .flatten()
+        .collect()
+}
+
+/// Records a ring on `dc`, twice (it wraps: a second Map(DISCARD) in the recording): a
+/// discard writes stretch 0, then each Map(NO_OVERWRITE) checks that the pass's stretches
+/// so far are there (and zeroes after them) and appends the next; between the appends a
+/// draw reads the ring's first stretch as its constants and a copy reads the stretch
+/// before into `out`, so the GPU reads stretches the CPU wrote earlier while later ones
+/// are written.
+fn record_ring<D, K>(
+    dc: &mut DeferredContext<D, K>,
+    [ring, out, target, vertices]: [Handle<Resource>; 4],
+    seed: u8,
+) where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    dc.bind(RT0, Some(target.any())).unwrap();
+    for pass in 0..2 {
+        let seed = seed + 101 * pass as u8;
+        let copy_out = |k: usize| SoftCommand::CopyRegion {
+            dst: out,
+            dst_offset: ((pass * STRETCHES + k) * STRETCH) as u64,
+            src: ring,
+            src_offset: (k * STRETCH) as u64,
+            len: STRETCH as u64,
+        };
+        let bytes = dc.map_discard(ring).unwrap();
+        assert_eq!(bytes, &[0; RING][..], "a discard's bytes are zeroed");
+        bytes[..STRETCH].copy_from_slice(&stretch(seed, 0));
+        dc.unmap(ring).unwrap();
+        for k in 1..STRETCHES {
+            dc.command(SoftCommand::Draw {
+                constants: ring,
+                vertices,
+                point: RT0,
+            })
+            .unwrap();
+            dc.command(copy_out(k - 1)).unwrap();
+            let bytes = dc.map_no_overwrite(ring).unwrap();
+            assert_eq!(bytes.len(), RING);
+            for j in 0..k {
+                let kept = &bytes[j * STRETCH..][..STRETCH];
+                assert_eq!(
+                    kept,
+                    stretch(seed, j),
+                    "pass {pass}, append {k}: stretch {j}"
+                );
+            }
+            assert!(
+                bytes[k * STRETCH..].iter().all(|&b| b == 0),
+                "pass {pass}, append {k}: past the appends"
+            );
+            bytes[k * STRETCH..][..STRETCH].copy_from_slice(&stretch(seed, k));
+            dc.unmap(ring).unwrap();
+        }
+        dc.command(copy_out(STRETCHES - 1)).unwrap();
+    }
+}
+
+/// Two deferred contexts on their own threads each record a ring ([`record_ring`]): one on
+/// a dynamic constant buffer, one on a dynamic vertex buffer also bound as a shader
+/// resource (R-M3: both need the driver's `MapCaps`, or a vertex bind); a third list nests
+/// the first. The immediate context executes them, overwrites the first ring (its own
+/// Map(DISCARD)) and `out`, then runs the first again, nested: its discard brings the ring
+/// back. Returns the resources to compare, with their sizes.
+fn ring_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> Vec<(Handle<Resource>, u64)>
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let ring = |bind| {
+        let desc = ResourceDesc {
+            bind,
+            ..dynamic_buffer(RING as u64)
+        };
+        device.create_resource(desc).unwrap()
+    };
+    let r0 = ring(BindFlags::CONSTANT_BUFFER);
+    let r1 = ring(BindFlags::VERTEX_BUFFER | BindFlags::SHADER_RESOURCE);
+    let out_len = 2 * RING as u64;
+    let [o0, o1] = [0; 2].map(|_| device.create_resource(buffer(out_len)).unwrap());
+    let [t0, t1] = [0; 2].map(|_| device.create_resource(buffer(256)).unwrap());
+    let verts = device.create_resource(buffer(1024)).unwrap();
+    ic.update(verts, 0, &pattern(1024, 41)).unwrap();
+    std::thread::scope(|scope| {
+        let workers: Vec<Worker<D, K>> = (0..2).map(|_| Worker::spawn(scope, device)).collect();
+        let a = workers[0].run(move |dc| {
+            record_ring(dc, [r0, o0, t0, verts], 1);
+            Arc::new(dc.finish().unwrap())
+        });
+        let b = workers[1].run(move |dc| {
+            record_ring(dc, [r1, o1, t1, verts], 2);
+            Arc::new(dc.finish().unwrap())
+        });
+        let a_for_n = Arc::clone(&a);
+        let n = workers[1].run(move |dc| {
+            dc.execute_command_list(&a_for_n).unwrap();
+            dc.command(SoftCommand::Copy { dst: t1, src: r0 }).unwrap();
+            drop(a_for_n);
+            Arc::new(dc.finish().unwrap())
+        });
+        ic.execute_command_list(&a).unwrap();
+        ic.execute_command_list(&b).unwrap();
+        ic.flush().unwrap();
+        ic.map_discard(r0).unwrap().fill(0xEE);
+        ic.unmap(r0).unwrap();
+        ic.update(o0, 0, &[0x77; 2 * RING]).unwrap();
+        ic.execute_command_list(&n).unwrap();
+        ic.flush().unwrap();
+        drop((a, b, n));
+    });
+    vec![
+        (r0, RING as u64),
+        (r1, RING as u64),
+        (o0, out_len),
+        (o1, out_len),
+        (t0, 256),
+        (t1, 256),
+    ]
+}
+
+fn soft_ring_bytes(mode: ListMode) -> Vec<Vec<u8>> {
+    let (device, mut ic, world) = soft::device(
+        SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: mode != ListMode::Emulated,
+            driver_built: mode == ListMode::DriverBuilt,
+            ..Default::default()
+        },
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    assert_eq!(device.list_mode(), mode);
+    let alive = ring_stream(&device, &mut ic);
+    let bytes = alive
+        .iter()
+        .map(|&(h, _)| {
+            world
+                .read(device.object(h).unwrap().allocation().unwrap())
+                .unwrap()
+        })
+        .collect();
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+    bytes
+}
+
+/// R-M2 on Vulkan, in every list mode: a ring of Map(NO_OVERWRITE) appends after one
+/// Map(DISCARD), wrapping once within the recording, interleaved with draws and copies that
+/// read earlier stretches, hands out the discard's bytes with the appends so far (checked
+/// in the recording), and leaves the bytes the soft driver leaves: every stretch read
+/// where it was written, the ring with its last pass, also when the list runs again
+/// nested after the immediate context overwrote the ring. The validation layer stays
+/// silent (the appends, written into a driver-built list's upload memory after the copy
+/// that reads them was recorded, reach the GPU with the submit).
+#[test]
+fn no_overwrite_ring_same_bytes_as_soft_in_every_mode() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let alive = ring_stream(&device, &mut ic);
+        world.wait_gpu().unwrap();
+        let got: Vec<Vec<u8>> = alive
+            .iter()
+            .map(|&(h, size)| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                world.read(a, size as usize).unwrap()
+            })
+            .collect();
+        let want = soft_ring_bytes(mode);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.len(), w.len(), "{mode:?}: resource {i}'s size");
+            if let Some(at) = g.iter().zip(w).position(|(g, w)| g != w) {
+                panic!(
+                    "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
+                    &g[at..(at + 16).min(g.len())],
+                    &w[at..(at + 16).min(w.len())]
+                );
+            }
+        }
+        // What the rings mean, apart from the soft driver: each ring ends with its second
+        // pass, and `out` with every stretch of both passes where it was read.
+        let last_pass = |seed| ring_out(seed)[RING..].to_vec();
+        assert_eq!(got[0], last_pass(1), "{mode:?}: ring 0");
+        assert_eq!(got[1], last_pass(2), "{mode:?}: ring 1");
+        assert_eq!(got[2], ring_out(1), "{mode:?}: out 0");
+        assert_eq!(got[3], ring_out(2), "{mode:?}: out 1");
+        assert!(got[4].iter().any(|&b| b != 0), "{mode:?}: the draws wrote");
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
