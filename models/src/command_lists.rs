@@ -419,6 +419,18 @@ pub enum DcOp {
         /// What to write (up to the resource's size).
         data: Bytes,
     },
+    /// Map(NO_OVERWRITE): after a Map(DISCARD) of the resource in the recording, its bytes
+    /// again with their contents, `data` written at `offset` (modulo the size); without one,
+    /// refused unheard (R-M2).
+    MapAppend {
+        /// The resource; an even value picks the one the recording discarded last, as a
+        /// ring's appends do (when there is one).
+        resource: u8,
+        /// Where to write, before the modulo.
+        offset: u8,
+        /// What to write (cut at the resource's end).
+        data: Bytes,
+    },
     /// Unmap (records the contents written since the map).
     Unmap {
         /// The resource.
@@ -515,6 +527,8 @@ pub struct Coverage {
     pub finish_after_removal: u64,
     /// Bindings bound again by a Finish that keeps the state (R-C5).
     pub rebinds: u64,
+    /// Map(NO_OVERWRITE)s that found their discard (R-M2).
+    pub appends: u64,
     /// Finishes that ended still-begun queries (R-C4), within the budget their Begins
     /// reserved (R-E3).
     pub finish_ended_queries: u64,
@@ -554,6 +568,7 @@ impl core::ops::AddAssign for Coverage {
         self.finished += o.finished;
         self.finish_after_removal += o.finish_after_removal;
         self.rebinds += o.rebinds;
+        self.appends += o.appends;
         self.finish_ended_queries += o.finish_ended_queries;
         self.executed += o.executed;
         self.executed_with_destroyed += o.executed_with_destroyed;
@@ -742,6 +757,8 @@ struct MRes {
     destroyed: bool,
     /// The kernel was seen to have deallocated it (for good).
     freed: bool,
+    /// A buffer bound as a vertex buffer: Map(NO_OVERWRITE) takes it (R-M3).
+    appendable: bool,
 }
 
 /// A view: its resource and the range it covers.
@@ -1092,6 +1109,8 @@ struct MRec {
     bindings: BTreeMap<BindPoint, AnyHandle>,
     /// Mapped resources and what was written into their new contents.
     mapped: Vec<(usize, Vec<u8>)>,
+    /// Resources mapped with NO_OVERWRITE: written in place, in their discard's operation.
+    appending: Vec<usize>,
     begun: Vec<usize>,
     /// Resources whose Map the recording holds (R-C4).
     maps: Vec<usize>,
@@ -1112,7 +1131,7 @@ impl MRec {
     /// (Finish adds them, R-C4); the budget and the replay limit count them from the Map or
     /// the Begin on (R-E3).
     fn owed(&self) -> usize {
-        self.mapped.len() + self.begun.len()
+        self.mapped.len() + self.appending.len() + self.begun.len()
     }
 
     /// Operations executing the recording replays, with those it owes.
@@ -1174,6 +1193,8 @@ enum Call {
     Update(Handle<Resource>, u64, Vec<u8>),
     Command(SoftCommand),
     Map(Handle<Resource>, Vec<u8>),
+    /// Map(NO_OVERWRITE): the contents it must hand out, then what to write where.
+    MapAppend(Handle<Resource>, Vec<u8>, usize, Vec<u8>),
     Unmap(Handle<Resource>),
     Bind(BindPoint, Option<AnyHandle>),
     Begin(Handle<Query>),
@@ -1181,8 +1202,9 @@ enum Call {
     Execute(Arc<List>),
 }
 
-/// A map's answer: the length of the returned bytes and whether they were all zero.
-type Mapped = Option<(usize, bool)>;
+/// A map's answer: the length of the returned bytes, whether they were all zero, and whether
+/// they were what the model expected (a NO_OVERWRITE's kept contents).
+type Mapped = Option<(usize, bool, bool)>;
 
 /// A deferred-context call and the answer the model predicts for it.
 struct Planned {
@@ -1199,9 +1221,22 @@ fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
         Call::Command(c) => dc.command(*c).map(|()| None),
         Call::Map(r, data) => {
             let bytes = dc.map_discard(*r)?;
-            let seen = (bytes.len(), bytes.iter().all(|b| *b == 0));
+            let seen = (bytes.len(), bytes.iter().all(|b| *b == 0), true);
             let n = data.len().min(bytes.len());
             bytes[..n].copy_from_slice(&data[..n]);
+            Ok(Some(seen))
+        }
+        Call::MapAppend(r, kept, at, data) => {
+            let bytes = dc.map_no_overwrite(*r)?;
+            let seen = (
+                bytes.len(),
+                bytes.iter().all(|b| *b == 0),
+                bytes == &kept[..],
+            );
+            let n = data.len().min(bytes.len().saturating_sub(*at));
+            if let Some(to) = bytes.get_mut(*at..*at + n) {
+                to.copy_from_slice(&data[..n]);
+            }
             Ok(Some(seen))
         }
         Call::Unmap(r) => dc.unmap(*r).map(|()| None),
@@ -1335,6 +1370,7 @@ impl Harness {
             bytes: vec![0; desc.byte_size as usize],
             destroyed: false,
             freed: false,
+            appendable: desc.texture.is_none() && desc.bind.contains(BindFlags::VERTEX_BUFFER),
         });
         let r = self.m.res.len() - 1;
         self.m.index_alloc(Key::R(r));
@@ -1350,7 +1386,10 @@ impl Harness {
                 let size = 1 + usize::from(size) % MAX_RESOURCE_BYTES;
                 self.create_resource(ResourceDesc {
                     byte_size: size as u64,
-                    usage: cmdlist::Usage::Dynamic, // Map(DISCARD) applies to every resource here
+                    // Map(DISCARD) applies to every resource here, and Map(NO_OVERWRITE) to
+                    // every one a discard of the same recording mapped (R-M3).
+                    usage: cmdlist::Usage::Dynamic,
+                    bind: cmdlist::BindFlags::VERTEX_BUFFER,
                     ..ResourceDesc::default()
                 });
             }
@@ -1612,6 +1651,57 @@ impl Harness {
                 let result = predicted();
                 (call, result)
             }
+            DcOp::MapAppend {
+                resource,
+                offset,
+                data,
+            } => {
+                let last_discarded = rec.ops.iter().rev().find_map(|op| match op {
+                    MOp::Write { res, .. } => Some(*res),
+                    _ => None,
+                });
+                let r = match last_discarded {
+                    Some(r) if resource % 2 == 0 => r,
+                    _ => res(resource)?,
+                };
+                let size = m.size(r);
+                let at = usize::from(offset) % size.max(1);
+                let data = data.make(size - at);
+                // The discard this Map finds: the last one the recording's own operations hold.
+                let discard = rec
+                    .ops
+                    .iter()
+                    .rposition(|op| matches!(op, MOp::Write { res, .. } if *res == r));
+                let kept = match discard {
+                    Some(i) => match &rec.ops[i] {
+                        MOp::Write { data, .. } => data.clone(),
+                        _ => unreachable!("found as a write"),
+                    },
+                    None => Vec::new(),
+                };
+                let call = Call::MapAppend(m.res[r].handle, kept, at, data.clone());
+                let mut predicted = || -> Result<(), Fault> {
+                    if rec.mapped.iter().any(|(x, _)| *x == r) || rec.appending.contains(&r) {
+                        return Err(AppError::InvalidState.into());
+                    }
+                    if m.res[r].destroyed {
+                        return Err(AppError::StaleHandle.into());
+                    }
+                    if !m.res[r].appendable {
+                        return Err(AppError::NotMappable.into());
+                    }
+                    let i = discard.ok_or(AppError::MapWithoutDiscard)?;
+                    reserve(rec, 0, 1)?;
+                    m.dc_use(rec, Key::R(r))?;
+                    if let MOp::Write { data: bytes, .. } = &mut rec.ops[i] {
+                        bytes[at..at + data.len()].copy_from_slice(&data);
+                    }
+                    rec.appending.push(r);
+                    Ok(())
+                };
+                let result = predicted();
+                (call, result)
+            }
             DcOp::Unmap { resource } => {
                 let r = res(resource)?;
                 let result = match rec.mapped.iter().position(|(x, _)| *x == r) {
@@ -1620,7 +1710,13 @@ impl Harness {
                         rec.push_map(r, contents);
                         Ok(())
                     }
-                    None => Err(AppError::InvalidState.into()),
+                    None => match rec.appending.iter().position(|x| *x == r) {
+                        Some(i) => {
+                            rec.appending.swap_remove(i);
+                            Ok(())
+                        }
+                        None => Err(AppError::InvalidState.into()),
+                    },
                 };
                 (Call::Unmap(m.res[r].handle), result)
             }
@@ -1809,6 +1905,7 @@ impl Harness {
                 slot.rec = rec;
                 self.cov.recorded += 1;
                 self.cov.nested += u64::from(matches!(op, DcOp::ExecuteList { .. }));
+                self.cov.appends += u64::from(matches!(op, DcOp::MapAppend { .. }));
             }
         }
         Some(planned)
@@ -1826,7 +1923,7 @@ impl Harness {
             // R-E3: a removed context accepts every call and records nothing; a map hands
             // out scratch bytes.
             match (&call_, &actual) {
-                (Call::Map(r, _), Ok(Some((len, zero)))) => {
+                (Call::Map(r, _) | Call::MapAppend(r, ..), Ok(Some((len, zero, _)))) => {
                     let live = self
                         .m
                         .res
@@ -1841,7 +1938,8 @@ impl Harness {
             }
             return;
         }
-        if let Call::Map(r, _) = &call_ {
+        if let Call::Map(r, _) | Call::MapAppend(r, ..) = &call_ {
+            let append = matches!(call_, Call::MapAppend(..));
             let size = self
                 .m
                 .res
@@ -1850,12 +1948,16 @@ impl Harness {
                 .map_or(0, |x| x.bytes.len());
             match (&actual, expected) {
                 // Out of memory while mapping: removed, and scratch bytes to write (R-E3).
-                (Ok(Some((len, zero))), Err(Error::OutOfMemory))
-                | (Ok(Some((len, zero))), Ok(())) => {
-                    assert_eq!(*len, size, "Map(DISCARD) hands out the whole resource");
-                    assert!(*zero, "Map(DISCARD) hands out zeroed contents");
-                    if expected.is_err() {
-                        self.expected_errors.push((id, Error::OutOfMemory));
+                (Ok(Some((len, zero, _))), Err(Error::OutOfMemory)) => {
+                    assert_eq!(*len, size, "scratch of the whole resource");
+                    assert!(*zero, "scratch bytes are zeroed");
+                    self.expected_errors.push((id, Error::OutOfMemory));
+                }
+                (Ok(Some((len, zero, kept))), Ok(())) => {
+                    assert_eq!(*len, size, "a Map hands out the whole resource");
+                    match append {
+                        true => assert!(*kept, "Map(NO_OVERWRITE) hands out the discard's bytes"),
+                        false => assert!(*zero, "Map(DISCARD) hands out zeroed contents"),
                     }
                 }
                 (Err(a), Err(e)) if *a == e && e != Error::OutOfMemory => {

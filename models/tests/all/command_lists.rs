@@ -34,7 +34,7 @@ fn input_bytes(input: u64) -> Vec<u8> {
 }
 
 #[test]
-fn r_c3_r_c4_r_c5_r_e3_r_x5_command_lists_random_inputs_match_model() {
+fn r_c3_r_c4_r_c5_r_e3_r_m2_r_x5_command_lists_random_inputs_match_model() {
     let mut total = Coverage::default();
     for input in 0..INPUTS {
         let _report = Report(input);
@@ -56,6 +56,12 @@ fn r_c3_r_c4_r_c5_r_e3_r_x5_command_lists_random_inputs_match_model() {
     assert!(
         total.rebinds > 10,
         "bindings kept over a Finish (R-C5): {total:#?}"
+    );
+    // Rare in random bursts (an append must follow a discard of the same resource, unmapped,
+    // in the same recording); `r_m2_a_ring_of_appends_matches_the_model` aims at it.
+    assert!(
+        total.appends > 0,
+        "Map(NO_OVERWRITE)s after a discard (R-M2): {total:#?}"
     );
     assert!(
         total.failed_replays > 0 && total.elsewhere > 100,
@@ -622,4 +628,54 @@ fn r_c3_r_d1_committed_seeds_and_regressions_run_clean() {
         command_lists::run_bytes(bytes);
     });
     assert!(inputs > 300, "{inputs} inputs");
+}
+
+/// A ring on a deferred context against the model (R-M2): a discard, appends at growing
+/// offsets that find what was written before (the model checks the bytes handed out), a
+/// command reading the ring between them, an append refused before any discard and one while
+/// the discard is still mapped; the list executed twice lands the discard with every append.
+#[test]
+fn r_m2_a_ring_of_appends_matches_the_model() {
+    let append = |offset: u8, seed: u8| {
+        record(
+            0,
+            DcOp::MapAppend {
+                resource: 0,
+                offset,
+                data: Bytes { len: 8, seed },
+            },
+        )
+    };
+    let steps = vec![
+        resource(64),
+        resource(64),
+        append(0, 1), // no discard yet: refused, unheard
+        record(
+            0,
+            DcOp::MapWrite {
+                resource: 0,
+                data: Bytes { len: 8, seed: 2 },
+            },
+        ),
+        append(8, 3), // still mapped: refused
+        record(0, DcOp::Unmap { resource: 0 }),
+        append(8, 4),
+        record(0, DcOp::Unmap { resource: 0 }),
+        record(
+            0,
+            DcOp::Command(command_lists::Cmd::Copy { dst: 1, src: 0 }),
+        ),
+        append(16, 5),
+        record(0, DcOp::Unmap { resource: 0 }),
+        append(24, 6),
+        finish(0),
+        execute(0),
+        ic_write(0, 9),
+        execute(0),
+        Step::Timeline(Timeline::CompleteAll),
+    ];
+    let cov = command_lists::run_with_budget(DEFAULT_BUDGET, &steps);
+    assert_eq!(cov.appends, 3, "{cov:#?}");
+    assert_eq!(cov.refused, 2, "{cov:#?}");
+    assert_eq!(cov.executed, 2, "{cov:#?}");
 }
