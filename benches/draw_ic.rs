@@ -16,6 +16,12 @@
 //! - `recorded_draw::run immediate_*`: on the immediate context, the same warm-up, then
 //!   [`DRAWS`] draws into the open buffer (every object already referenced by it). The
 //!   flush is per buffer, not per draw, and is not counted.
+//! - `recorded_draw::ring deferred_*`: a ring draw on a deferred context (R-M2): the draw's
+//!   64 bytes appended with Map(WRITE_NO_OVERWRITE) into a dynamic vertex buffer of 1 MiB
+//!   or 16 MiB that the recording discarded once when it began, Unmap, the same command.
+//!   Setup: 4 frames of 64 ring draws, then the ring started and [`DRAWS`] draws to go.
+//!   Gated as the others; the two sizes must cost the same within 5% (an append touches
+//!   only its stretch), and no more than the Map(DISCARD) draw of a 64-byte buffer.
 //! - `recorded_draw::floor`: the application's share alone, the same loop writing the same
 //!   64 bytes per draw into memory of its own; a run minus the floor is the engine's share.
 //!
@@ -43,7 +49,7 @@ use std::hint::black_box;
 
 use cmdlist::soft::null::{NullDriver, NullKernel};
 use cmdlist::{DeferredContext, ImmediateContext, ListMode};
-use draw::{draw_deferred, draw_immediate, warm_device, Draw, PER_LIST};
+use draw::{draw_deferred, draw_immediate, draw_ring, warm_device, Draw, RingDraw, PER_LIST};
 use gungraun::prelude::*;
 
 /// Draws per measured run.
@@ -51,13 +57,22 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 13_629;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 14_107;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_021;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_627;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 13_629;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 20_766;
+const IMMEDIATE_BUDGET_IR: u64 = 21_084;
+/// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
+/// context whose lists the engine replays, whatever the ring's size.
+const RING_REPLAYED_BUDGET_IR: u64 = 15_067;
+/// The same where the driver builds its lists.
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 12_763;
+/// The same on a deferred context the engine emulates.
+const RING_EMULATED_BUDGET_IR: u64 = 15_003;
+/// The rings' sizes.
+const MIB: usize = 1 << 20;
 
 /// A warm device in list mode `mode`, its deferred context, and the draw's objects.
 struct Warm {
@@ -141,6 +156,77 @@ fn run(mut w: Box<Warm>) -> Box<Warm> {
     w
 }
 
+/// A warm device with a ring of `bytes` in list mode `mode`.
+struct WarmRing {
+    dc: DeferredContext<NullDriver, NullKernel>,
+    ic: ImmediateContext<NullDriver, NullKernel>,
+    draw: RingDraw,
+    operations: usize,
+}
+
+/// [`draw::warm_ring`], with [`DRAWS`] ring draws to go in the list being recorded.
+fn warm_ring((mode, bytes): (ListMode, usize)) -> Box<WarmRing> {
+    ic::prepared(move || {
+        let (dc, ic, draw) = draw::warm_ring(mode, bytes, 4, PER_LIST - 1 - DRAWS);
+        let operations = dc.stats().operations;
+        Box::new(WarmRing {
+            dc,
+            ic,
+            draw,
+            operations,
+        })
+    })
+}
+
+/// Checks that the run recorded its ring draws (one operation each: the command; an append
+/// records none) and nothing failed, then destroys the device.
+fn check_ring(w: Box<WarmRing>) {
+    let WarmRing {
+        dc,
+        mut ic,
+        operations,
+        ..
+    } = *w;
+    assert_eq!(dc.stats().operations, operations + DRAWS as usize);
+    assert_eq!(ic.device().kernel().errors(), 0, "a call failed");
+    drop(dc);
+    ic.destroy_device().expect("destroy device");
+}
+
+#[library_benchmark(teardown = check_ring)]
+#[bench::deferred_replayed_1mib(
+    args = ((ListMode::Replayed, MIB)),
+    setup = warm_ring,
+    config = ic::gated(RING_REPLAYED_BUDGET_IR, Some(0))
+)]
+#[bench::deferred_replayed_16mib(
+    args = ((ListMode::Replayed, 16 * MIB)),
+    setup = warm_ring,
+    config = ic::gated(RING_REPLAYED_BUDGET_IR, Some(0))
+)]
+#[bench::deferred_driver_built_1mib(
+    args = ((ListMode::DriverBuilt, MIB)),
+    setup = warm_ring,
+    config = ic::gated(RING_DRIVER_BUILT_BUDGET_IR, Some(0))
+)]
+#[bench::deferred_driver_built_16mib(
+    args = ((ListMode::DriverBuilt, 16 * MIB)),
+    setup = warm_ring,
+    config = ic::gated(RING_DRIVER_BUILT_BUDGET_IR, Some(0))
+)]
+#[bench::deferred_emulated_1mib(
+    args = ((ListMode::Emulated, MIB)),
+    setup = warm_ring,
+    config = ic::gated(RING_EMULATED_BUDGET_IR, Some(0))
+)]
+fn ring(mut w: Box<WarmRing>) -> Box<WarmRing> {
+    let draw = w.draw;
+    for n in 0..DRAWS {
+        draw_ring(&mut w.dc, draw, PER_LIST - DRAWS + n);
+    }
+    w
+}
+
 /// The floor's constant buffer: the application's own 64 bytes.
 fn constants() -> Box<[u8; 64]> {
     Box::new([0; 64])
@@ -159,6 +245,6 @@ fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
     bytes
 }
 
-library_benchmark_group!(name = recorded_draw, benchmarks = [run, floor]);
+library_benchmark_group!(name = recorded_draw, benchmarks = [run, ring, floor]);
 
 main!(config = ic::config(); library_benchmark_groups = recorded_draw);

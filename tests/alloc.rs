@@ -1,4 +1,4 @@
-//! Steady state allocates nothing (R-R1): a warm deferred context recording one copy, Finish,
+//! Steady state allocates nothing (R-R1, R-M2): a warm deferred context recording one copy, Finish,
 //! CommandListExecute, dropping the list and Flush, 10,000 times; and object churn (create,
 //! destroy, flush) allocates nothing per object; with a counting global allocator.
 //!
@@ -120,6 +120,16 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
             ..Default::default()
         })
         .unwrap();
+    // Streamed through as a ring: one Map(DISCARD) per list, then Map(NO_OVERWRITE) appends
+    // (R-M2).
+    let ring = device
+        .create_resource(ResourceDesc {
+            byte_size: 256,
+            bind: BindFlags::VERTEX_BUFFER,
+            usage: Usage::Dynamic,
+            ..Default::default()
+        })
+        .unwrap();
     let mut dcs = [(); 2].map(|()| device.create_deferred_context().unwrap());
     let rt0 = BindPoint::new(BindClass::RenderTarget, 0);
     let back_rtv = device
@@ -139,6 +149,13 @@ fn r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing() {
                       nested: Option<&soft::SoftCommandList>| {
             dc.map_discard(constants).unwrap().fill(value);
             dc.unmap(constants).unwrap();
+            dc.map_discard(ring).unwrap()[..64].fill(value);
+            dc.unmap(ring).unwrap();
+            for stretch in 1..4 {
+                let at = 64 * stretch;
+                dc.map_no_overwrite(ring).unwrap()[at..at + 64].fill(value);
+                dc.unmap(ring).unwrap();
+            }
             dc.update(staging, 0, &[value; 16]).unwrap();
             dc.bind(rt0, Some(canvas.any())).unwrap();
             // The second context executes the first one's list, its bindings restored
