@@ -44,13 +44,16 @@
 mod draw;
 #[path = "common/ic.rs"]
 mod ic;
+#[path = "common/ring_draw.rs"]
+mod ring_draw;
 
 use std::hint::black_box;
 
 use cmdlist::soft::null::{NullDriver, NullKernel};
 use cmdlist::{DeferredContext, ImmediateContext, ListMode};
-use draw::{draw_deferred, draw_immediate, draw_ring, warm_device, Draw, RingDraw, PER_LIST};
+use draw::{draw_deferred, draw_immediate, warm_device, Draw, PER_LIST};
 use gungraun::prelude::*;
+use ring_draw::{draw_ring, RingDraw};
 
 /// Draws per measured run.
 pub const DRAWS: u64 = 32;
@@ -167,7 +170,7 @@ struct WarmRing {
 /// [`draw::warm_ring`], with [`DRAWS`] ring draws to go in the list being recorded.
 fn warm_ring((mode, bytes): (ListMode, usize)) -> Box<WarmRing> {
     ic::prepared(move || {
-        let (dc, ic, draw) = draw::warm_ring(mode, bytes, 4, PER_LIST - 1 - DRAWS);
+        let (dc, ic, draw) = ring_draw::warm_ring(mode, bytes, 4, PER_LIST - 1 - DRAWS);
         let operations = dc.stats().operations;
         Box::new(WarmRing {
             dc,
