@@ -8,15 +8,16 @@
 //!   GPU reads command-list memory too, so the driver's list clock is also
 //!   [`Clock::Completed`]: a destroyed list's memory is reused only once the buffer that
 //!   executed it has completed. Per worker: a target resource with a render-target and a
-//!   shader-resource view of it, a dynamic constant buffer and a few small staging buffers;
-//!   one shared back buffer.
+//!   shader-resource view of it, a dynamic constant buffer (its constants ring) and a few
+//!   small staging buffers; one shared back buffer.
 //! * **Each frame.** `WORKERS` threads each drive their own long-lived [`DeferredContext`]
-//!   (created once, lent to its thread every frame) and record the frame's commands:
-//!   Map(DISCARD), updates, fills, copies, clears through views, binds. The first use of a
-//!   view opens its resource's context-local handle before its own (R-H1..R-H3); `finish`
-//!   closes them all and hands back a command list (R-C1). Meanwhile one more thread
-//!   creates and destroys short-lived objects (free-threaded Create/Destroy, R-F1), then
-//!   destroys the frame's upload buffer while the finished lists still use it: its
+//!   (created once, lent to its thread every frame) and record the frame's commands: its
+//!   constants through a ring (a Map(DISCARD), then Map(NO_OVERWRITE) appends, each copy
+//!   naming its stretch), updates, fills, copies, clears through views, binds. The first
+//!   use of a view opens its resource's context-local handle before its own (R-H1..R-H3);
+//!   `finish` closes them all and hands back a command list (R-C1). Meanwhile one more
+//!   thread creates and destroys short-lived objects (free-threaded Create/Destroy, R-F1),
+//!   then destroys the frame's upload buffer while the finished lists still use it: its
 //!   destruction is deferred (R-D1). The IC executes the lists in worker order (each leaves
 //!   it in clear-state, R-C3), drops them and flushes: the buffer is submitted and the
 //!   deferred destructions run (R-D2); deallocations wait for the fence.

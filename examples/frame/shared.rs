@@ -15,8 +15,9 @@ use cmdlist::dxgi::{
 };
 use cmdlist::handle::{Resource, View};
 use cmdlist::soft::SoftCommand;
+use cmdlist::ViewDesc;
 use cmdlist::{AllocationHandle, AnyHandle, BindClass, BindPoint, Driver, Handle, HandleType};
-use cmdlist::{BindFlags, Kernel, QueryKind, ResourceDesc, Stage, Texture2d, Usage, ViewDesc};
+use cmdlist::{BindFlags, Kernel, MapCaps, QueryKind, ResourceDesc, Stage, Texture2d, Usage};
 use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext, ListMode};
 
 /// The examples' error type.
@@ -27,6 +28,9 @@ pub const FRAMES: u32 = 8;
 pub const WORKERS: usize = 3;
 pub const TARGET: u64 = 256;
 pub const DYNAMIC: u64 = 32;
+/// A stretch of a worker's constants ring: what one reader takes (16 bytes, a draw's four
+/// constants), so the ring holds `DYNAMIC / STRETCH` of them.
+pub const STRETCH: u64 = 16;
 pub const BACK: u64 = 96 * WORKERS as u64 + 64;
 pub const UPLOAD: u64 = 16 * WORKERS as u64 + 32;
 pub const CB0: BindPoint = BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 0);
@@ -162,6 +166,57 @@ pub fn copy(
     }
 }
 
+/// A worker's constants ring: a dynamic buffer of `DYNAMIC` bytes that takes
+/// Map(NO_OVERWRITE) (R-M3): a constant buffer where the driver's `caps` allow it there, a
+/// vertex buffer (D3D11.0's) otherwise.
+pub fn ring_desc(caps: MapCaps) -> ResourceDesc {
+    let bind = match caps.contains(MapCaps::NO_OVERWRITE_CONSTANT_BUFFER) {
+        true => BindFlags::CONSTANT_BUFFER,
+        false => BindFlags::VERTEX_BUFFER,
+    };
+    ResourceDesc {
+        bind,
+        ..buffer(DYNAMIC, Usage::Dynamic)
+    }
+}
+
+/// A worker's constants ring within one recording: each [`Ring::push`] writes the next
+/// `STRETCH`, through a Map(DISCARD) when the ring starts or wraps and a Map(NO_OVERWRITE)
+/// otherwise, so the commands recorded before it keep reading the stretches they name. A
+/// deferred context's Map(NO_OVERWRITE) needs a discard of the resource earlier in the same
+/// recording (R-M2), so each recording starts its ring afresh.
+pub struct Ring {
+    resource: Handle<Resource>,
+    /// The next stretch's offset; `None` before the first push.
+    next: Option<u64>,
+}
+
+impl Ring {
+    pub fn new(resource: Handle<Resource>) -> Ring {
+        Ring {
+            resource,
+            next: None,
+        }
+    }
+
+    /// Writes `stretch` (`STRETCH` bytes) at the ring's next stretch; returns its offset,
+    /// for the command that reads it to name.
+    pub fn push(&mut self, r: &mut impl Recorder, stretch: &[u8]) -> Res<u64> {
+        match self.next.filter(|&at| at + STRETCH <= DYNAMIC) {
+            Some(at) => r.write_no_overwrite(self.resource, at, stretch)?,
+            None => {
+                let mut whole = [0; DYNAMIC as usize];
+                whole[..stretch.len()].copy_from_slice(stretch);
+                r.write_discard(self.resource, &whole)?;
+                self.next = Some(0);
+            }
+        }
+        let at = self.next.unwrap_or(0);
+        self.next = Some(at + STRETCH);
+        Ok(at)
+    }
+}
+
 /// The persistent objects (the same set is created on both devices, in the same order).
 pub struct Scene {
     pub target: Vec<Handle<Resource>>,
@@ -192,7 +247,7 @@ impl Scene {
             rtv.push(device.create_view(HandleType::RenderTargetView, range(16, 96))?);
             srv.push(device.create_view(HandleType::ShaderResourceView, range(0, TARGET))?);
             target.push(resource);
-            dynamic.push(device.create_resource(buffer(DYNAMIC, Usage::Dynamic))?);
+            dynamic.push(device.create_resource(ring_desc(device.driver().map_caps()))?);
             for _ in 0..STAGING {
                 staging.push(device.create_resource(buffer(STAGING_SIZE, Usage::Default))?);
             }
@@ -252,6 +307,19 @@ pub trait Recorder {
     fn bind(&mut self, point: BindPoint, object: AnyHandle) -> Res;
     /// Map(DISCARD), write `data` (the resource's whole new contents), Unmap.
     fn write_discard(&mut self, r: Handle<Resource>, data: &[u8]) -> Res;
+    /// Map(NO_OVERWRITE) (on a deferred context, after a Map(DISCARD) of `r` in the
+    /// recording), write `data` at `offset`, Unmap.
+    fn write_no_overwrite(&mut self, r: Handle<Resource>, offset: u64, data: &[u8]) -> Res;
+}
+
+/// `data` written at `offset` of the mapped `bytes`.
+fn write_at(bytes: &mut [u8], offset: u64, data: &[u8]) -> Res {
+    let stretch = usize::try_from(offset)
+        .ok()
+        .and_then(|at| bytes.get_mut(at..)?.get_mut(..data.len()))
+        .ok_or("a write past the mapped bytes")?;
+    stretch.copy_from_slice(data);
+    Ok(())
 }
 
 impl<D: Driver<Command = SoftCommand>, K: Kernel> Recorder for DeferredContext<D, K> {
@@ -266,6 +334,10 @@ impl<D: Driver<Command = SoftCommand>, K: Kernel> Recorder for DeferredContext<D
     }
     fn write_discard(&mut self, r: Handle<Resource>, data: &[u8]) -> Res {
         self.map_discard(r)?.copy_from_slice(data);
+        Ok(self.unmap(r)?)
+    }
+    fn write_no_overwrite(&mut self, r: Handle<Resource>, offset: u64, data: &[u8]) -> Res {
+        write_at(self.map_no_overwrite(r)?, offset, data)?;
         Ok(self.unmap(r)?)
     }
 }
@@ -284,16 +356,24 @@ impl<D: Driver<Command = SoftCommand>, K: Kernel> Recorder for ImmediateContext<
         self.map_discard(r)?.copy_from_slice(data);
         Ok(self.unmap(r)?)
     }
+    fn write_no_overwrite(&mut self, r: Handle<Resource>, offset: u64, data: &[u8]) -> Res {
+        write_at(self.map_no_overwrite(r)?, offset, data)?;
+        Ok(self.unmap(r)?)
+    }
 }
 
-/// Worker `w`'s commands of frame `f`. Its last copy overlaps its neighbours' part of the
-/// back buffer, so the result depends on executing the lists in worker order.
+/// Worker `w`'s commands of frame `f`. Its constants go through its ring ([`Ring`]), a
+/// stretch per reader: the first by Map(DISCARD), the next by Map(NO_OVERWRITE) after the
+/// copy that reads the first was recorded; each copy names its stretch. Its last copy
+/// overlaps its neighbours' part of the back buffer, so the result depends on executing the
+/// lists in worker order.
 pub fn record(r: &mut impl Recorder, s: &Scene, upload: Handle<Resource>, f: u32, w: usize) -> Res {
     let (f8, w8, at) = (f as u8, w as u8, 16 * w as u64);
     let constants: Vec<u8> = (0..DYNAMIC as u8)
         .map(|i| i ^ f8.wrapping_mul(37) ^ w8)
         .collect();
-    r.write_discard(s.dynamic[w], &constants)?;
+    let (mut ring, mut stretches) = (Ring::new(s.dynamic[w]), constants.chunks(STRETCH as usize));
+    let first = ring.push(r, stretches.next().ok_or("no constants")?)?;
     r.bind(CB0, s.dynamic[w].any())?;
     r.command(SoftCommand::Fill {
         dst: s.target[w],
@@ -306,7 +386,13 @@ pub fn record(r: &mut impl Recorder, s: &Scene, upload: Handle<Resource>, f: u32
     })?;
     r.update(upload, at, &[f8.wrapping_mul(11) ^ w8 << 4; 32])?;
     r.command(copy(s.target[w], 64, upload, at, 32))?;
-    r.command(copy(s.target[w], 128, s.dynamic[w], 0, DYNAMIC))?;
+    // Each copy reads the stretch it names, as a draw would read its constants.
+    let read = |offset| copy(s.target[w], 128 + offset, s.dynamic[w], offset, STRETCH);
+    r.command(read(first))?;
+    for stretch in stretches {
+        let offset = ring.push(r, stretch)?;
+        r.command(read(offset))?;
+    }
     r.bind(SRV0, s.srv[w].any())?;
     r.command(copy(s.back, 96 * w as u64, s.target[w], 8 * f as u64, 160))
 }

@@ -466,6 +466,14 @@ impl super::shared::Recorder for Canvas {
     ) -> super::Res {
         Err("a strip is updates only".into())
     }
+    fn write_no_overwrite(
+        &mut self,
+        _: cmdlist::Handle<cmdlist::handle::Resource>,
+        _: u64,
+        _: &[u8],
+    ) -> super::Res {
+        Err("a strip is updates only".into())
+    }
 }
 
 #[test]

@@ -2,11 +2,11 @@
 //!
 //! The root crate's main job (`examples/frame/main.rs`) over [`cmdlist_vulkan`] instead of
 //! the soft driver: the same scene and frames (`examples/frame/shared.rs`, included here),
-//! `WORKERS` deferred contexts recording on their own threads every frame, Map(DISCARD),
-//! small lists destroyed on other threads and recycled, one list per canvas tile, then the
-//! immediate context's executes, the Blt of the sRGB canvas stretched 2x into the
-//! `B8G8R8A8_UNORM` back buffer (a compute dispatch), the headless present and the swap
-//! chain's rotation.
+//! `WORKERS` deferred contexts recording on their own threads every frame, constants rings
+//! (Map(DISCARD), then Map(NO_OVERWRITE) appends), small lists destroyed on other threads
+//! and recycled, one list per canvas tile, then the immediate context's executes, the Blt
+//! of the sRGB canvas stretched 2x into the `B8G8R8A8_UNORM` back buffer (a compute
+//! dispatch), the headless present and the swap chain's rotation.
 //!
 //! * **Checks.** A soft reference device runs the same commands single-threaded on its
 //!   immediate context every frame (the soft job's reference). After each frame every
