@@ -1652,6 +1652,8 @@ fn driver_built_list_destroyed_while_its_context_lives() {
     });
     // The list went home to its context, which destroyed it as it was dropped.
     assert_eq!(world.built_stats().handed_back, 1);
+    // The resource the context held goes with the device's last reference (R-D3).
+    drop(device);
     assert_eq!(world.violations(), vec![]);
     assert_eq!(world.validation_messages(), Vec::<String>::new());
     assert_eq!(world.live_allocations(), 0);
