@@ -1,15 +1,17 @@
 //! The kernel services on Vulkan ([`VulkanKernel`]): allocations are `VkBuffer`s over
 //! host-visible memory, the submission clock is one timeline semaphore.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmdlist::dxgi::{PresentCallback, PresentStatus};
 use cmdlist::{
-    AllocationDesc, AllocationHandle, Clock, ContextId, Error, Kernel, Result, Submission,
+    AllocationDesc, AllocationHandle, Clock, ContextId, CpuMapping, Error, Kernel, LockFlags,
+    Result, Submission,
 };
 
-use crate::world::{lock, VulkanWorld};
+use crate::world::{lock, HostBuffer, VulkanWorld};
 
 /// How long [`Kernel::wait_for_fence`] waits before it takes the device as lost.
 const WAIT: Duration = Duration::from_secs(60);
@@ -29,15 +31,48 @@ const WAIT: Duration = Duration::from_secs(60);
 ///   submitted references the allocation (R-D1).
 /// - `deallocate`: checks the timeline against the newest submitted buffer that named the
 ///   allocation (a violation under [`Clock::Completed`], R-D4), and frees the memory then,
-///   or, if that buffer is still pending, once the timeline passes it.
+///   or, if that buffer is still pending, once the timeline passes it (and never before the
+///   unlock of a lock still open on it).
+/// - `lock` / `unlock` (R-M4: a staging Map, the immediate context's Map(NO_OVERWRITE)):
+///   the allocation's own memory, in place, with no copy: it is persistently mapped and
+///   host-coherent (the world allocates from a `HOST_VISIBLE | HOST_COHERENT` memory type
+///   and refuses a device without one), so the lock hands out
+///   [`CpuMapping::from_raw`] into the mapping, its length the size the allocation was
+///   asked for, and the unlock has nothing to write back. Coherent memory needs no
+///   `vkFlushMappedMemoryRanges` nor `vkInvalidateMappedMemoryRanges`: what the host wrote
+///   before a `vkQueueSubmit` is visible to the buffers it submits (the submit's host-write
+///   guarantee), and what a buffer wrote is visible to the host once its fence passed on
+///   the timeline, the engine's wait ([`Kernel::wait_for_fence`]: `vkWaitSemaphores` for
+///   that buffer's value), after the host-read barrier every primary ends with. A lock
+///   never waits (the engine always sets [`LockFlags::IGNORE_SYNC`], and waited itself); a
+///   lock that reads (READ, READ_WRITE) of memory a buffer not yet finished uses, a lock
+///   without `IGNORE_SYNC`, a second lock of a locked allocation (refused) and an unlock of
+///   one not locked are [`crate::Violation`]s (R-M4). Unlike the soft kernel, which copies,
+///   bytes written through a Map(READ) land in the memory (D3D11 leaves them undefined).
+///   Known gap: the immediate context's Map(DISCARD) reaches the memory by a GPU copy, so a
+///   Map(NO_OVERWRITE) before that copy's buffer completed sees the bytes before the
+///   discard, and the copy then overwrites what it appends.
 #[derive(Clone)]
 pub struct VulkanKernel {
     world: Arc<VulkanWorld>,
+    /// The allocations locked, until their unlock.
+    locked: Arc<Mutex<HashMap<u64, Locked>>>,
+}
+
+/// A lock open on an allocation.
+struct Locked {
+    /// The memory of an allocation deallocated while locked (its resource destroyed while
+    /// mapped), kept for the mapping until the unlock, with the fence the timeline must
+    /// pass before it is freed.
+    kept: Option<(u64, HostBuffer)>,
 }
 
 impl VulkanKernel {
     pub(crate) fn new(world: Arc<VulkanWorld>) -> Self {
-        VulkanKernel { world }
+        VulkanKernel {
+            world,
+            locked: Arc::default(),
+        }
     }
 
     /// The shared world.
@@ -85,6 +120,17 @@ impl Kernel for VulkanKernel {
             );
         }
         let done = self.world.completed();
+        if let Some(l) = lock(&self.locked).get_mut(&id) {
+            // Destroyed while mapped: the mapping points into this memory until the unlock,
+            // which hands it to the timeline (freed once it passes the buffers that used it).
+            let until = if unsubmitted {
+                ic.last_submitted + 1
+            } else {
+                last
+            };
+            l.kept = Some((until, a.memory));
+            return;
+        }
         if unsubmitted {
             // Still kept from the GPU's harm: freed once the next buffer completed.
             let next = ic.last_submitted + 1;
@@ -187,6 +233,82 @@ impl Kernel for VulkanKernel {
         let mut ic = lock(&self.world.ic);
         self.world.retire(&mut ic);
         Ok(())
+    }
+
+    fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
+        self.check_ic_thread("a lock");
+        let id = allocation.0.get();
+        if !flags.contains(LockFlags::IGNORE_SYNC) {
+            let what = format!("allocation {id} locked without IgnoreSync: the kernel would wait");
+            self.world.violate("R-M4", what);
+        }
+        let Some((ptr, len, last)) = self.world.host_bytes(allocation) else {
+            let what = format!("allocation {id} locked, never allocated or freed");
+            self.world.violate("R-M4", what);
+            return Err(Error::InvalidArg);
+        };
+        if !flags.contains(LockFlags::WRITE_ONLY) {
+            // It reads: the engine waited for every buffer that uses it (R-M4). (A write-only
+            // lock may be a Map(NO_OVERWRITE), which does not wait.)
+            let ic = lock(&self.world.ic);
+            let unsubmitted = ic.open_refs.contains(&id)
+                || ic.closed.iter().any(|c| c.refs.binary_search(&id).is_ok());
+            drop(ic);
+            let done = self.world.completed();
+            if unsubmitted || last > done {
+                let what = format!(
+                    "allocation {id} locked to read while a buffer the GPU has not finished \
+                     uses it (buffer {last}, timeline at {done})"
+                );
+                self.world.violate("R-M4", what);
+            }
+        }
+        let len = usize::try_from(len).map_err(|_| Error::OutOfMemory)?;
+        let mut locked = lock(&self.locked);
+        if locked.contains_key(&id) {
+            // A second mapping of the same bytes would alias the first.
+            drop(locked);
+            self.world
+                .violate("R-M4", format!("allocation {id} locked twice"));
+            return Err(Error::InvalidArg);
+        }
+        locked.insert(id, Locked { kept: None });
+        // SAFETY: `ptr` is the start of the allocation's memory, mapped whole and persistently
+        // (`VulkanWorld::host_buffer`), at least `len` bytes long (`host_bytes` caps `len` at
+        // the buffer's size); it stays mapped until the memory is freed, which waits for this
+        // lock's unlock (`deallocate` keeps the memory of a locked allocation in its
+        // `Locked::kept` until `unlock`, and the world, which frees what is left when it is
+        // dropped, outlives this kernel's mappings: the device holds the kernel, and the
+        // immediate context that holds the mapping holds the device). Nothing else on the host
+        // writes the memory (the driver writes resources through upload memory and GPU copies)
+        // or maps it again until the unlock (a second lock is refused above); only
+        // `VulkanWorld::read`, a test hook, reads it. The GPU: a staging Map waited for the
+        // newest buffer that uses the resource (checked above when the lock reads), and until
+        // the Unmap the application promises, as under D3D11, not to make the GPU use a
+        // mapped staging resource, nor, after a Map(NO_OVERWRITE), to make it write the bytes
+        // it writes or read them (R-M2). Not held by this driver today: its immediate
+        // context's Map(DISCARD) is a GPU copy of the whole resource, so a Map(NO_OVERWRITE)
+        // before that copy's buffer completed shares its bytes with a pending GPU write
+        // (RELIABILITY.md; the ignored test in tests/staging.rs).
+        Ok(unsafe { CpuMapping::from_raw(ptr, len) })
+    }
+
+    fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
+        self.check_ic_thread("an unlock");
+        let id = allocation.0.get();
+        let Some(locked) = lock(&self.locked).remove(&id) else {
+            let what = format!("allocation {id} unlocked, not locked");
+            self.world.violate("R-M4", what);
+            return;
+        };
+        // The bytes are the memory's own, and coherent: nothing to copy back or flush, whatever
+        // the lock's flags.
+        drop(mapping);
+        if let Some(kept) = locked.kept {
+            let mut ic = lock(&self.world.ic);
+            ic.zombies.push(kept);
+            self.world.retire(&mut ic);
+        }
     }
 
     fn set_error(&self, context: ContextId, error: Error) {

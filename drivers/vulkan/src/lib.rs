@@ -9,6 +9,7 @@
 //! | protocol | here |
 //! |---|---|
 //! | an allocation (R-F2) | a `VkBuffer` with its own host-visible, host-coherent memory, persistently mapped, under a non-zero id ([`VulkanKernel`]) |
+//! | CPU access, `pfnLockCb` / `pfnUnlockCb` (R-M4: staging Maps, the immediate context's Map(NO_OVERWRITE)) | the allocation's own persistently mapped, host-coherent memory, handed out in place ([`cmdlist::CpuMapping::from_raw`]): no copy, nothing written back, no flush or invalidate needed ([`VulkanKernel`]) |
 //! | the submission clock, fences (R-D1, R-D4) | one timeline semaphore: each submit signals [`cmdlist::Submission::fence`]; completed = its counter value |
 //! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
 //! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |

@@ -216,14 +216,18 @@ pub(crate) struct HostBuffer {
 // allocation table hands out reads and writes of disjoint, owned ranges only).
 unsafe impl Send for HostBuffer {}
 // SAFETY: shared references only read the handles and the size; the bytes are read through
-// `ptr` by tests after the GPU finished (`VulkanWorld::read`), never concurrently with a
-// host write (nothing writes an allocation from the host).
+// `ptr` by tests after the GPU finished (`VulkanWorld::read`), and written from the host
+// only through the kernel's lock (`VulkanKernel::lock`), on the immediate context's thread,
+// whose mapping is the lock's alone until its unlock.
 unsafe impl Sync for HostBuffer {}
 
 /// A kernel allocation: its memory, and the newest buffer that referenced it.
 #[derive(Debug)]
 pub(crate) struct Allocation {
     pub(crate) memory: HostBuffer,
+    /// The bytes asked for ([`cmdlist::AllocationDesc::size`]; the buffer may be larger):
+    /// what a lock hands out.
+    pub(crate) len: u64,
     /// Fence of the newest submitted buffer whose allocation list named it (0: none).
     pub(crate) last_fence: AtomicU64,
 }
@@ -1216,6 +1220,7 @@ impl VulkanWorld {
             id,
             Allocation {
                 memory,
+                len: size,
                 last_fence: AtomicU64::new(0),
             },
         );
@@ -1240,6 +1245,20 @@ impl VulkanWorld {
         table
             .get(&handle.0.get())
             .map(|a| (a.memory.buffer, a.memory.size))
+    }
+
+    /// For the kernel's lock (R-M4): an allocation's mapped bytes (`len` of them, the size
+    /// it was asked for) and the fence of the newest submitted buffer that named it. The
+    /// pointer stays valid while the allocation is in the table or its memory is kept.
+    pub(crate) fn host_bytes(&self, handle: AllocationHandle) -> Option<(NonNull<u8>, u64, u64)> {
+        let table = self
+            .allocations
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        table.get(&handle.0.get()).map(|a| {
+            let len = a.len.min(a.memory.size);
+            (a.memory.ptr, len, a.last_fence.load(Ordering::Relaxed))
+        })
     }
 
     pub(crate) fn note_submitted(&self, allocations: &[AllocationHandle], fence: u64) {
