@@ -29,10 +29,15 @@ bitflags! {
 /// unlock). The engine gives the mapping back to [`crate::Kernel::unlock`] at the Unmap.
 #[derive(Debug)]
 pub struct CpuMapping {
-    ptr: NonNull<u8>,
-    len: usize,
-    /// The memory, when the mapping owns it.
-    owned: Option<Box<[u8]>>,
+    memory: Memory,
+}
+
+/// Where a mapping's bytes are. The owned ones are reached only through their box (a raw
+/// pointer kept beside it would be invalidated each time the box moves).
+#[derive(Debug)]
+enum Memory {
+    Owned(Box<[u8]>),
+    Kernel { ptr: NonNull<u8>, len: usize },
 }
 
 // SAFETY: the bytes are either owned (a `Box<[u8]>`, `Send`) or the kernel's memory, which
@@ -41,13 +46,9 @@ unsafe impl Send for CpuMapping {}
 
 impl CpuMapping {
     /// A mapping of memory it owns.
-    pub fn owned(mut bytes: Box<[u8]>) -> Self {
-        let len = bytes.len();
-        let ptr = NonNull::new(bytes.as_mut_ptr()).unwrap_or(NonNull::dangling());
+    pub fn owned(bytes: Box<[u8]>) -> Self {
         CpuMapping {
-            ptr,
-            len,
-            owned: Some(bytes),
+            memory: Memory::Owned(bytes),
         }
     }
 
@@ -59,30 +60,41 @@ impl CpuMapping {
     /// has begun.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
         CpuMapping {
-            ptr,
-            len,
-            owned: None,
+            memory: Memory::Kernel { ptr, len },
         }
     }
 
     /// The bytes.
     pub fn bytes(&self) -> &[u8] {
-        // SAFETY: owned memory is the box's, which the mapping keeps and does not move (a
-        // box's contents stay where they are); the kernel's is valid and the mapping's alone
-        // (`from_raw`'s contract). `&self` keeps it from being written meanwhile.
-        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        match &self.memory {
+            Memory::Owned(bytes) => bytes,
+            // SAFETY: the kernel's memory is valid for `len` bytes and the mapping's alone
+            // until its unlock (`from_raw`'s contract); `&self` keeps it from being written
+            // through this mapping meanwhile.
+            Memory::Kernel { ptr, len } => unsafe {
+                core::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+        }
     }
 
     /// The bytes, to write.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        match &mut self.memory {
+            Memory::Owned(bytes) => bytes,
+            // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
+            Memory::Kernel { ptr, len } => unsafe {
+                core::slice::from_raw_parts_mut(ptr.as_ptr(), *len)
+            },
+        }
     }
 
     /// The owned memory back (a kernel that copies it back at the unlock), or `None` for the
     /// kernel's own.
     pub fn into_owned(self) -> Option<Box<[u8]>> {
-        self.owned
+        match self.memory {
+            Memory::Owned(bytes) => Some(bytes),
+            Memory::Kernel { .. } => None,
+        }
     }
 }
 
