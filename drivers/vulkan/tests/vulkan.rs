@@ -2724,3 +2724,53 @@ fn no_overwrite_ring_same_bytes_as_soft_in_every_mode() {
         assert_clean(&world);
     }
 }
+
+/// Where the driver builds its lists, a Map(NO_OVERWRITE)'s Unmap records nothing (the
+/// discard's copy carries the appends): a list of one discard and five appends costs the
+/// hazard rule's barriers of a list of the discard alone, where a copy per append would
+/// add a barrier each (a write after the discard's write), and it leaves every append in
+/// the resource.
+#[test]
+fn driver_built_no_overwrite_unmap_records_nothing() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let desc = ResourceDesc {
+        bind: BindFlags::VERTEX_BUFFER,
+        ..dynamic_buffer(RING as u64)
+    };
+    let ring = device.create_resource(desc).unwrap();
+    let want = ring_out(5)[..RING].to_vec();
+    let mut dc = device.create_deferred_context().unwrap();
+    let before = world.hazard_barriers();
+    dc.map_discard(ring).unwrap()[..STRETCH].copy_from_slice(&want[..STRETCH]);
+    dc.unmap(ring).unwrap();
+    for k in 1..STRETCHES {
+        let at = k * STRETCH..(k + 1) * STRETCH;
+        dc.map_no_overwrite(ring).unwrap()[at.clone()].copy_from_slice(&want[at]);
+        dc.unmap(ring).unwrap();
+    }
+    let appended = dc.finish().unwrap();
+    let with_appends = world.hazard_barriers() - before;
+    let before = world.hazard_barriers();
+    dc.map_discard(ring).unwrap().copy_from_slice(&want);
+    dc.unmap(ring).unwrap();
+    let whole = dc.finish().unwrap();
+    assert_eq!(
+        with_appends,
+        world.hazard_barriers() - before,
+        "barriers of the list with appends, and of the discard alone"
+    );
+    ic.execute_command_list(&whole).unwrap();
+    ic.map_discard(ring).unwrap().fill(0xEE);
+    ic.unmap(ring).unwrap();
+    ic.execute_command_list(&appended).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let a = device.object(ring).unwrap().allocation().unwrap();
+    assert_eq!(world.read(a, RING).unwrap(), want);
+    drop((appended, whole, dc));
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
