@@ -168,9 +168,6 @@ pub(crate) struct BuiltList {
     pub(crate) allocations: Vec<u64>,
     /// The rotation count when its oldest segment began recording (`None`: no segment).
     pub(crate) generation: Option<u64>,
-    /// The rename clock ([`crate::VulkanWorld::write_discard`]) then: an allocation it
-    /// references renamed since makes its executes replay its packets.
-    pub(crate) renames: Option<u64>,
     /// The lists it chained, and theirs (the addresses of their `BuiltList`s, which the
     /// engine keeps alive while this list lives): an execute of this list runs their
     /// secondaries and reads their upload memory too.
@@ -205,7 +202,6 @@ struct Building {
     packets: Vec<Packet>,
     allocations: Vec<u64>,
     generation: Option<u64>,
-    renames: Option<u64>,
     chained: Vec<usize>,
     bound: Vec<(BindPoint, AnyHandle)>,
 }
@@ -495,11 +491,6 @@ pub(crate) fn record(
     if dc.building.generation.is_none() {
         dc.building.generation = Some(world.rotations.load(Ordering::Acquire));
     }
-    // The same for the rename clock: a rename after this is seen (it bumps the clock under
-    // the allocation table's write lock, which the lookups below read under its read lock).
-    if dc.building.renames.is_none() {
-        dc.building.renames = Some(world.renames.load(Ordering::Acquire));
-    }
     let mut look = DcLookup { world, locals };
     // Resolve first: a refused call records nothing.
     enum Work<'d> {
@@ -752,10 +743,6 @@ pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -
         (Some(a), Some(c)) => Some(a.min(c)),
         (a, c) => a.or(c),
     };
-    b.renames = match (b.renames, inner.renames) {
-        (Some(a), Some(c)) => Some(a.min(c)),
-        (a, c) => a.or(c),
-    };
     // After an execute nothing is bound (R-C3).
     b.bound.clear();
     Ok(())
@@ -792,7 +779,6 @@ pub(crate) fn finish(
         packets: b.packets,
         allocations: b.allocations,
         generation: b.generation,
-        renames: b.renames,
         chained: b.chained,
         last_execute: AtomicU64::new(0),
     });

@@ -354,29 +354,6 @@ impl VulkanDriver {
     }
 }
 
-impl VulkanDriver {
-    /// `Op::WriteDiscard` (the immediate context's Map(DISCARD), or a replayed or emulated
-    /// list's, at its Unmap): the CPU writes the bytes into the resource's memory, in place
-    /// if no buffer not yet completed uses it, else into memory its allocation is renamed
-    /// to ([`VulkanWorld::write_discard`]). Nothing is recorded: a later Map(NO_OVERWRITE),
-    /// which locks the allocation's current memory without waiting (R-M3), finds the bytes,
-    /// and the GPU work recorded or submitted before keeps the memory it named. (A GPU copy,
-    /// as before, landed only when the buffer ran: after the NO_OVERWRITE's appends.)
-    fn write_discard(&self, resource: ObjectView<'_, Self>, data: &[u8]) -> Result<()> {
-        let object = resource.object();
-        if object.view.is_some() {
-            return Err(AppError::InvalidState.into());
-        }
-        let allocation = resource.allocation().ok_or(AppError::InvalidState)?;
-        if data.len() as u64 > object.byte_size {
-            return Err(AppError::OutOfRange.into());
-        }
-        let world = &*self.world;
-        let mut ic = lock(&world.ic);
-        world.write_discard(&mut ic, allocation, data)
-    }
-}
-
 /// Subresource `index` of a texture in a display format, as a Blt side covering it whole
 /// (the bytes: `span`, the resource's).
 fn surface(span: Span, view: ObjectView<'_, VulkanDriver>, index: u32) -> Result<Side> {
@@ -590,7 +567,7 @@ impl Driver for VulkanDriver {
                 offset,
                 data,
             } => self.write(imm, objects, resource, offset, data),
-            Op::WriteDiscard { resource, data } => self.write_discard(resource, data),
+            Op::WriteDiscard { resource, data } => self.write(imm, objects, resource, 0, data),
             Op::Bind { point, object } => {
                 set_binding(&mut imm.bound, point, object.map(|o| o.handle()));
                 Ok(())
@@ -668,12 +645,6 @@ impl Driver for VulkanDriver {
             // Its secondaries name the buffers the resources had when it was recorded: the
             // list runs from its packets instead, every handle resolved now (R-X5).
             self.world.count(BuiltEvent::ReplayedAfterRotation, 1);
-            return self.replay_built(imm, objects, list);
-        }
-        if self.world.renamed_since(list.renames, &list.allocations) {
-            // The same where the immediate context's discard renamed the memory of an
-            // allocation it references since it began recording.
-            self.world.count(BuiltEvent::ReplayedAfterRename, 1);
             return self.replay_built(imm, objects, list);
         }
         // Resolve the patches first: a refused execute records nothing.

@@ -1,7 +1,8 @@
 //! The kernel services on Vulkan ([`VulkanKernel`]): allocations are `VkBuffer`s over
 //! host-visible memory, the submission clock is one timeline semaphore.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cmdlist::dxgi::{PresentCallback, PresentStatus};
@@ -48,32 +49,30 @@ const WAIT: Duration = Duration::from_secs(60);
 ///   without `IGNORE_SYNC`, a second lock of a locked allocation (refused) and an unlock of
 ///   one not locked are [`crate::Violation`]s (R-M4). Unlike the soft kernel, which copies,
 ///   bytes written through a Map(READ) land in the memory (D3D11 leaves them undefined).
-///   The immediate context's Map(DISCARD) writes the memory by the CPU, renaming it when a
-///   buffer not yet completed may use it (`VulkanWorld::write_discard`), so a
-///   Map(NO_OVERWRITE) right after it finds its bytes. Known gap: a driver-built list's
-///   Map(DISCARD) still lands by a GPU copy when the list runs, so a Map(NO_OVERWRITE) on
-///   the immediate context right after executing it, before that buffer completed, sees
-///   the bytes before that discard.
-/// - `deallocate` also frees the allocation's memory its renames kept for reuse, and hands
-///   what they retired to the timeline.
+///   Known gap: the immediate context's Map(DISCARD) reaches the memory by a GPU copy, so a
+///   Map(NO_OVERWRITE) before that copy's buffer completed sees the bytes before the
+///   discard, and the copy then overwrites what it appends.
 #[derive(Clone)]
 pub struct VulkanKernel {
     world: Arc<VulkanWorld>,
+    /// The allocations locked, until their unlock.
+    locked: Arc<Mutex<HashMap<u64, Locked>>>,
 }
 
-/// A lock open on an allocation (in [`VulkanWorld::locked`], which the immediate context's
-/// discard checks: a locked allocation is not renamed).
-#[derive(Debug)]
-pub(crate) struct Locked {
+/// A lock open on an allocation.
+struct Locked {
     /// The memory of an allocation deallocated while locked (its resource destroyed while
     /// mapped), kept for the mapping until the unlock, with the fence the timeline must
-    /// pass before it is freed (or until the world goes).
-    pub(crate) kept: Option<(u64, HostBuffer)>,
+    /// pass before it is freed.
+    kept: Option<(u64, HostBuffer)>,
 }
 
 impl VulkanKernel {
     pub(crate) fn new(world: Arc<VulkanWorld>) -> Self {
-        VulkanKernel { world }
+        VulkanKernel {
+            world,
+            locked: Arc::default(),
+        }
     }
 
     /// The shared world.
@@ -112,7 +111,6 @@ impl Kernel for VulkanKernel {
             );
             self.world.violate("R-D1", what);
         }
-        self.world.drop_backings(&mut ic, id);
         self.world.retire(&mut ic);
         if last > ic.last_submitted {
             // Cannot happen: the fence is a submitted one.
@@ -122,7 +120,7 @@ impl Kernel for VulkanKernel {
             );
         }
         let done = self.world.completed();
-        if let Some(l) = lock(&self.world.locked).get_mut(&id) {
+        if let Some(l) = lock(&self.locked).get_mut(&id) {
             // Destroyed while mapped: the mapping points into this memory until the unlock,
             // which hands it to the timeline (freed once it passes the buffers that used it).
             let until = if unsubmitted {
@@ -266,7 +264,7 @@ impl Kernel for VulkanKernel {
             }
         }
         let len = usize::try_from(len).map_err(|_| Error::OutOfMemory)?;
-        let mut locked = lock(&self.world.locked);
+        let mut locked = lock(&self.locked);
         if locked.contains_key(&id) {
             // A second mapping of the same bytes would alias the first.
             drop(locked);
@@ -281,21 +279,16 @@ impl Kernel for VulkanKernel {
         // lock's unlock (`deallocate` keeps the memory of a locked allocation in its
         // `Locked::kept` until `unlock`, and the world, which frees what is left when it is
         // dropped, outlives this kernel's mappings: the device holds the kernel, and the
-        // immediate context that holds the mapping holds the device); a rename
-        // (`VulkanWorld::write_discard`) refuses a locked allocation, so the memory stays the
-        // allocation's until the unlock. Nothing else on the host writes the memory (the
-        // driver writes resources through upload memory and GPU copies, and the immediate
-        // context's discard writes it on this thread, never while it is locked) or maps it
-        // again until the unlock (a second lock is refused above); only `VulkanWorld::read`,
-        // a test hook, reads it. The GPU: a staging Map waited for the newest buffer that uses
-        // the resource (checked above when the lock reads), and until the Unmap the
-        // application promises, as under D3D11, not to make the GPU use a mapped staging
-        // resource, nor, after a Map(NO_OVERWRITE), to make it write the bytes it writes or
-        // read them (R-M2). The immediate context's Map(DISCARD) before it wrote its bytes here
-        // by the CPU (in place, or into memory the allocation was renamed to), with no GPU
-        // copy left to land. Not held by this driver today: a driver-built list's Map(DISCARD)
-        // is a GPU copy from the list's upload memory, so a Map(NO_OVERWRITE) after executing
-        // the list, before that buffer completed, shares its bytes with a pending GPU write
+        // immediate context that holds the mapping holds the device). Nothing else on the host
+        // writes the memory (the driver writes resources through upload memory and GPU copies)
+        // or maps it again until the unlock (a second lock is refused above); only
+        // `VulkanWorld::read`, a test hook, reads it. The GPU: a staging Map waited for the
+        // newest buffer that uses the resource (checked above when the lock reads), and until
+        // the Unmap the application promises, as under D3D11, not to make the GPU use a
+        // mapped staging resource, nor, after a Map(NO_OVERWRITE), to make it write the bytes
+        // it writes or read them (R-M2). Not held by this driver today: its immediate
+        // context's Map(DISCARD) is a GPU copy of the whole resource, so a Map(NO_OVERWRITE)
+        // before that copy's buffer completed shares its bytes with a pending GPU write
         // (RELIABILITY.md; the ignored test in tests/staging.rs).
         Ok(unsafe { CpuMapping::from_raw(ptr, len) })
     }
@@ -303,7 +296,7 @@ impl Kernel for VulkanKernel {
     fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
         self.check_ic_thread("an unlock");
         let id = allocation.0.get();
-        let Some(locked) = lock(&self.world.locked).remove(&id) else {
+        let Some(locked) = lock(&self.locked).remove(&id) else {
             let what = format!("allocation {id} unlocked, not locked");
             self.world.violate("R-M4", what);
             return;

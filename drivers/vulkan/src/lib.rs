@@ -11,8 +11,7 @@
 //! | an allocation (R-F2) | a `VkBuffer` with its own host-visible, host-coherent memory, persistently mapped, under a non-zero id ([`VulkanKernel`]) |
 //! | CPU access, `pfnLockCb` / `pfnUnlockCb` (R-M4: staging Maps, the immediate context's Map(NO_OVERWRITE)) | the allocation's own persistently mapped, host-coherent memory, handed out in place ([`cmdlist::CpuMapping::from_raw`]): no copy, nothing written back, no flush or invalidate needed ([`VulkanKernel`]) |
 //! | the submission clock, fences (R-D1, R-D4) | one timeline semaphore: each submit signals [`cmdlist::Submission::fence`]; completed = its counter value |
-//! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
-//! | the immediate context's Map(DISCARD) (`Op::WriteDiscard`, a replayed or emulated list's too) | the CPU writes the bytes into the allocation's memory: in place when no buffer not yet completed (nor the open one) uses it, else into memory the allocation is renamed to (retired memory of its own the timeline passed, else new), the old memory retired until the timeline passes the buffers that may use it ([`DiscardStats`]) |
+//! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
 //! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |
 //! | CommandListExecute | one `vkCmdExecuteCommands` of the list's segments ([`VulkanWorld::execute_commands`] counts them) |
 //! | a draw ([`cmdlist::soft::SoftCommand::Draw`]) | a compute dispatch, its buffers as push descriptors |
@@ -118,11 +117,7 @@
 //! A driver-built list's secondaries name the buffers its resources had when it was recorded.
 //! The driver counts rotations; a list recorded before one is executed by replaying the
 //! packets it keeps besides its secondaries into the primary, every handle resolved then
-//! (O(length) for those executes only; [`BuiltStats::replayed_after_rotation`]). The same
-//! for a list that references an allocation the immediate context's Map(DISCARD) renamed
-//! after the list began recording ([`BuiltStats::replayed_after_rename`]): a rename clock,
-//! read when the list begins recording, answers in O(1) when nothing was renamed since,
-//! else in O(allocations of the list).
+//! (O(length) for those executes only; [`BuiltStats::replayed_after_rotation`]).
 //!
 //! # DXGI: Blt and present
 //! - Blt (R-X6, R-X7): a compute dispatch of `shaders/blt.comp`, one invocation per
@@ -163,9 +158,7 @@ mod world;
 pub use built::VulkanDeferred;
 pub use driver::{VulkanDriver, VulkanImmediate, VulkanObject};
 pub use kernel::VulkanKernel;
-pub use world::{
-    BuiltStats, DiscardStats, Faults, Unavailable, Violation, VulkanConfig, VulkanWorld,
-};
+pub use world::{BuiltStats, Faults, Unavailable, Violation, VulkanConfig, VulkanWorld};
 
 use std::sync::Arc;
 

@@ -192,29 +192,7 @@ pub struct BuiltStats {
     /// Executes of a list recorded before resource identities rotated (R-X5), replayed into
     /// the primary from its packets instead of executing its secondaries.
     pub replayed_after_rotation: u64,
-    /// Executes of a list recorded before the immediate context's Map(DISCARD) renamed the
-    /// memory of an allocation it references ([`DiscardStats::renamed`]), replayed the same
-    /// way: its secondaries name the old memory.
-    pub replayed_after_rename: u64,
 }
-
-/// How the immediate context's Map(DISCARD)s (`Op::WriteDiscard`, its own or a replayed
-/// list's) reached the resource's memory ([`VulkanWorld::discard_stats`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DiscardStats {
-    /// Written by the CPU into the allocation's current memory: no buffer not yet completed,
-    /// nor the open one, could use it.
-    pub in_place: u64,
-    /// Written by the CPU into other memory that became the allocation's (renamed), the old
-    /// memory retired until the timeline passed the buffers that may use it.
-    pub renamed: u64,
-    /// Renames that made new memory: no retired memory of the size was free of the GPU.
-    /// (The others reused retired memory.)
-    pub new_backings: u64,
-}
-
-/// Retired backings kept for reuse, at most (beyond, they are freed).
-const SPARE_BACKINGS: usize = 64;
 
 #[derive(Clone, Copy)]
 pub(crate) enum BuiltEvent {
@@ -222,7 +200,6 @@ pub(crate) enum BuiltEvent {
     HandedBack = 1,
     FreedOrphaned = 2,
     ReplayedAfterRotation = 3,
-    ReplayedAfterRename = 4,
 }
 
 /// Host-visible, host-coherent memory behind one `VkBuffer`, persistently mapped.
@@ -251,12 +228,8 @@ pub(crate) struct Allocation {
     /// The bytes asked for ([`cmdlist::AllocationDesc::size`]; the buffer may be larger):
     /// what a lock hands out.
     pub(crate) len: u64,
-    /// Fence of the newest submitted buffer whose allocation list named it (0: none). Kept
-    /// across a rename: it may name a buffer that used only the old memory (so a rename is
-    /// decided conservatively).
+    /// Fence of the newest submitted buffer whose allocation list named it (0: none).
     pub(crate) last_fence: AtomicU64,
-    /// The rename clock ([`VulkanWorld::renames`]) at its memory's last rename (0: never).
-    pub(crate) renamed: u64,
 }
 
 /// Upload memory: a host buffer bump-allocated from the start.
@@ -300,15 +273,6 @@ pub(crate) struct IcQueue {
     /// Allocations deallocated while a submitted buffer could still read them, freed once
     /// the timeline passes that buffer's fence.
     pub(crate) zombies: Vec<(u64, HostBuffer)>,
-    /// Memory an allocation's rename ([`VulkanWorld::write_discard`]) replaced while a
-    /// buffer not yet completed, or the open one, could use it: the fence the timeline must
-    /// pass before it is reused, the allocation's id, the memory.
-    pub(crate) retired: Vec<(u64, u64, HostBuffer)>,
-    /// Retired memory the timeline passed (no buffer uses it), with its allocation's id: the
-    /// allocation's next rename takes it (at most [`SPARE_BACKINGS`] in all). The
-    /// allocation's deallocation frees it, and hands what is still retired to the zombies
-    /// ([`VulkanWorld::drop_backings`]).
-    pub(crate) spare_backings: Vec<(u64, HostBuffer)>,
     /// While set, every submit also waits for the gate semaphore to reach this value.
     pub(crate) hold: Option<u64>,
     pub(crate) gate_value: u64,
@@ -509,14 +473,6 @@ pub struct VulkanWorld {
     memory_type: u32,
     allocations: RwLock<HashMap<u64, Allocation>>,
     next_allocation: AtomicU64,
-    /// The rename clock: bumped (under the allocation table's write lock) by every rename of
-    /// an allocation's memory. A driver-built list that began recording at an older value
-    /// and references an allocation renamed since names its old memory.
-    pub(crate) renames: AtomicU64,
-    discard_stats: [AtomicU64; 3],
-    /// The allocations the kernel's lock mapped, until their unlock
-    /// ([`crate::kernel::Locked`]).
-    pub(crate) locked: Mutex<HashMap<u64, crate::kernel::Locked>>,
     pub(crate) ic: Mutex<IcQueue>,
     pub(crate) screen: Mutex<Screen>,
     /// Standard-size chunks nobody uses, for any context.
@@ -537,7 +493,7 @@ pub struct VulkanWorld {
     /// Calls of each [`Fault`] kind so far, and the faults injected ([`Faults`]).
     fault_counts: [std::sync::atomic::AtomicU32; 5],
     faults_injected: std::sync::atomic::AtomicU32,
-    pub(crate) built_stats: [AtomicU64; 5],
+    pub(crate) built_stats: [AtomicU64; 4],
     pub(crate) ic_thread: Mutex<Option<ThreadId>>,
     pub(crate) pools: Mutex<HashMap<u32, PoolRecord>>,
     device_name: String,
@@ -937,9 +893,6 @@ impl VulkanWorld {
             memory_type,
             allocations: RwLock::default(),
             next_allocation: AtomicU64::new(1),
-            renames: AtomicU64::new(0),
-            discard_stats: Default::default(),
-            locked: Mutex::default(),
             ic: Mutex::new(IcQueue {
                 pool,
                 free_primaries: Vec::new(),
@@ -948,8 +901,6 @@ impl VulkanWorld {
                 closed: Vec::new(),
                 in_flight: VecDeque::new(),
                 zombies: Vec::new(),
-                retired: Vec::new(),
-                spare_backings: Vec::new(),
                 hold: None,
                 gate_value: 0,
                 last_submitted: 0,
@@ -1059,37 +1010,16 @@ impl VulkanWorld {
 
     /// What became of driver-built lists' secondaries so far, and how their executes ran.
     pub fn built_stats(&self) -> BuiltStats {
-        let [recycled, handed_back, freed_orphaned, replayed_after_rotation, replayed_after_rename] =
-            self.built_stats
-                .each_ref()
-                .map(|c| c.load(Ordering::Relaxed));
+        let [recycled, handed_back, freed_orphaned, replayed_after_rotation] = self
+            .built_stats
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
         BuiltStats {
             recycled,
             handed_back,
             freed_orphaned,
             replayed_after_rotation,
-            replayed_after_rename,
         }
-    }
-
-    /// How the immediate context's Map(DISCARD)s reached memory so far.
-    pub fn discard_stats(&self) -> DiscardStats {
-        let [in_place, renamed, new_backings] = self
-            .discard_stats
-            .each_ref()
-            .map(|c| c.load(Ordering::Relaxed));
-        DiscardStats {
-            in_place,
-            renamed,
-            new_backings,
-        }
-    }
-
-    /// The memory renames replaced: how much waits for the timeline, and how much the
-    /// timeline passed, kept for the next renames (both freed when the world goes).
-    pub fn retired_backings(&self) -> (usize, usize) {
-        let ic = lock(&self.ic);
-        (ic.retired.len(), ic.spare_backings.len())
     }
 
     pub(crate) fn count(&self, what: BuiltEvent, n: usize) {
@@ -1292,7 +1222,6 @@ impl VulkanWorld {
                 memory,
                 len: size,
                 last_fence: AtomicU64::new(0),
-                renamed: 0,
             },
         );
         Ok(handle)
@@ -1330,141 +1259,6 @@ impl VulkanWorld {
             let len = a.len.min(a.memory.size);
             (a.memory.ptr, len, a.last_fence.load(Ordering::Relaxed))
         })
-    }
-
-    /// `Op::WriteDiscard` on the immediate context (its own Map(DISCARD), or a replayed or
-    /// emulated list's): after it, the allocation's memory, the one later commands, locks
-    /// and readbacks find, holds `data` from byte 0, written by the CPU, while what the GPU
-    /// used before keeps its old bytes until it is done, as a UMD renames an allocation on a
-    /// discard. (The engine's `data` is the resource's whole contents; were it shorter, the
-    /// bytes after it are kept in place, as the soft driver keeps them, and zeros after a
-    /// rename.)
-    ///
-    /// - If no buffer not yet completed, nor a closed or the open one, references the
-    ///   allocation (its newest fence passed, and the allocation lists of the unsubmitted
-    ///   buffers do not name it), the bytes go into its memory in place.
-    /// - Else the allocation is renamed: it gets memory of the same size, retired memory
-    ///   the timeline passed if it has some ([`IcQueue::spare_backings`]), else new; the
-    ///   bytes go there; the old memory is retired until the timeline passes the newest
-    ///   buffer that may use it (the next submission's, if an unsubmitted one references
-    ///   the allocation: the engine submits the open primary at its next flush), then kept
-    ///   for reuse. Commands recorded before keep the old memory (their spans name its
-    ///   buffer); a driver-built list recorded before reads the rename clock to know
-    ///   ([`Self::renamed_since`]).
-    ///
-    /// The decision is by allocation, not by memory: a buffer that used only the memory a
-    /// rename already replaced still counts, so a second discard under it renames again.
-    /// A discard of an allocation the kernel's lock has mapped is a violation (R-C4: a
-    /// resource is mapped once at a time) and is refused.
-    pub(crate) fn write_discard(
-        &self,
-        ic: &mut IcQueue,
-        handle: AllocationHandle,
-        data: &[u8],
-    ) -> Result<()> {
-        let id = handle.0.get();
-        if lock(&self.locked).contains_key(&id) {
-            let what = format!("allocation {id} discarded while the kernel's lock maps it");
-            self.violate("R-C4", what);
-            return Err(Error::InvalidArg);
-        }
-        let unsubmitted = ic.open_refs.contains(&id)
-            || ic.closed.iter().any(|c| c.refs.binary_search(&id).is_ok());
-        // Retired memory the timeline passed becomes spare first.
-        self.retire(ic);
-        let done = self.completed();
-        let mut table = self
-            .allocations
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let a = table.get_mut(&id).ok_or(cmdlist::AppError::StaleHandle)?;
-        let len = a.len.min(a.memory.size);
-        if data.len() as u64 > len {
-            return Err(cmdlist::AppError::OutOfRange.into());
-        }
-        let last = a.last_fence.load(Ordering::Relaxed);
-        if !unsubmitted && last <= done {
-            // SAFETY: the mapping covers `a.memory.size >= len` bytes and lives while the
-            // allocation is in the table (the write lock is held); no buffer the GPU has not
-            // finished uses the memory (checked above), nor any being recorded on the
-            // immediate context (its open primary and closed ones reference no command on
-            // it, and driver-built lists it executes add theirs to them); the kernel's lock
-            // does not map it (checked above). Memory is host-coherent: the next submit sees
-            // these writes.
-            unsafe { write_zero_padded(a.memory.ptr, data.len() as u64, data) };
-            self.discard_stats[0].fetch_add(1, Ordering::Relaxed);
-            return Ok(());
-        }
-        let size = a.memory.size;
-        let spare = ic
-            .spare_backings
-            .iter()
-            .position(|(owner, b)| *owner == id && b.size == size);
-        let fresh = match spare {
-            Some(at) => ic.spare_backings.swap_remove(at).1,
-            None => {
-                let fresh = self.host_buffer(size)?;
-                self.discard_stats[2].fetch_add(1, Ordering::Relaxed);
-                fresh
-            }
-        };
-        // SAFETY: `fresh` covers `size >= len` bytes, mapped, and no one else has it: new, or
-        // retired memory the timeline passed (no buffer the GPU runs uses it), out of the
-        // spare list.
-        unsafe { write_zero_padded(fresh.ptr, len, data) };
-        let old = std::mem::replace(&mut a.memory, fresh);
-        a.renamed = self.renames.fetch_add(1, Ordering::AcqRel) + 1;
-        drop(table);
-        let until = match unsubmitted {
-            true => ic.last_submitted + 1,
-            false => last,
-        };
-        ic.retired.push((until, id, old));
-        self.discard_stats[1].fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// At an allocation's deallocation: its spare memory is freed, and what is still retired
-    /// becomes a zombie (freed once the timeline passes its fence, not reused).
-    pub(crate) fn drop_backings(&self, ic: &mut IcQueue, id: u64) {
-        let mut at = 0;
-        while at < ic.spare_backings.len() {
-            if ic.spare_backings[at].0 == id {
-                let (_, host) = ic.spare_backings.swap_remove(at);
-                self.free_host_buffer(host);
-            } else {
-                at += 1;
-            }
-        }
-        let mut at = 0;
-        while at < ic.retired.len() {
-            if ic.retired[at].1 == id {
-                let (fence, _, host) = ic.retired.swap_remove(at);
-                ic.zombies.push((fence, host));
-            } else {
-                at += 1;
-            }
-        }
-    }
-
-    /// Whether an allocation of `allocations` was renamed after the rename clock read
-    /// `stamp` (a driver-built list's, when it began recording): the list's secondaries then
-    /// name memory that is no longer the allocation's. O(1) when nothing was renamed since,
-    /// else O(allocations) lookups.
-    pub(crate) fn renamed_since(&self, stamp: Option<u64>, allocations: &[u64]) -> bool {
-        let Some(stamp) = stamp else {
-            return false;
-        };
-        if self.renames.load(Ordering::Acquire) <= stamp {
-            return false;
-        }
-        let table = self
-            .allocations
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        allocations
-            .iter()
-            .any(|id| table.get(id).is_some_and(|a| a.renamed > stamp))
     }
 
     pub(crate) fn note_submitted(&self, allocations: &[AllocationHandle], fence: u64) {
@@ -1637,19 +1431,6 @@ impl VulkanWorld {
                 at += 1;
             }
         }
-        let mut at = 0;
-        while at < ic.retired.len() {
-            if ic.retired[at].0 <= done {
-                let (_, owner, host) = ic.retired.swap_remove(at);
-                if ic.spare_backings.len() < SPARE_BACKINGS {
-                    ic.spare_backings.push((owner, host));
-                } else {
-                    self.free_host_buffer(host);
-                }
-            } else {
-                at += 1;
-            }
-        }
         let mut parked = lock(&self.parked);
         let mut at = 0;
         while at < parked.len() {
@@ -1689,21 +1470,6 @@ impl VulkanWorld {
     }
 }
 
-/// Writes `data` at `ptr` and zeros after it, `len` bytes in all.
-///
-/// # Safety
-/// `ptr` is valid for writes of `len >= data.len()` bytes that nothing else reads or writes
-/// meanwhile.
-unsafe fn write_zero_padded(ptr: NonNull<u8>, len: u64, data: &[u8]) {
-    let len = len as usize;
-    // SAFETY: the caller's: `len` bytes at `ptr`, `data.len() <= len`, and `data` (the
-    // engine's bytes) does not overlap the mapped memory.
-    unsafe {
-        std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), data.len());
-        std::ptr::write_bytes(ptr.as_ptr().add(data.len()), 0, len - data.len());
-    }
-}
-
 impl Drop for VulkanWorld {
     fn drop(&mut self) {
         // A held GPU (a test that panicked before releasing it) would never go idle.
@@ -1721,13 +1487,6 @@ impl Drop for VulkanWorld {
             hosts.extend(closed.chunks.into_iter().map(|c| c.host));
         }
         hosts.extend(ic.zombies.drain(..).map(|(_, h)| h));
-        hosts.extend(ic.retired.drain(..).map(|(_, _, h)| h));
-        hosts.extend(ic.spare_backings.drain(..).map(|(_, h)| h));
-        let locked = self
-            .locked
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner);
-        hosts.extend(locked.drain().filter_map(|(_, l)| l.kept.map(|(_, h)| h)));
         let screen = self
             .screen
             .get_mut()
