@@ -662,6 +662,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // The execute is in the buffer from here on (also if a hook below fails or panics):
         // the buffer is submitted, and the lists' memory waits for it.
         ic.buffer.operations += 1;
+        // The resources the list's Map(DISCARD)s write (its maps, nested lists' included):
+        // their bytes reach them in this buffer, which a Map(NO_OVERWRITE) here waits for
+        // (R-M3). The list holds each.
+        for &map in &root.body.rec.maps {
+            if let Ok(view) = resolver.get(map) {
+                view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
+            }
+        }
         if s.mode() == ListMode::DriverBuilt {
             // The driver's whole job, whatever the list's length: it chains what it
             // built and leaves the clear state (R-C3). Every query the list ends (Finish

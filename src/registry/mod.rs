@@ -124,6 +124,11 @@ pub(crate) struct IcSide<D: Driver> {
     pub(crate) last_buffer: u64,
     /// For queries: the buffer in which the newest End was recorded (0: never ended).
     pub(crate) query_end: u64,
+    /// The newest IC command buffer in which a Map(DISCARD)'s bytes were handed to the
+    /// driver for this resource (its Unmap on the immediate context, or a list that maps it
+    /// executed there; 0: none): a Map(NO_OVERWRITE) on the immediate context waits for it
+    /// (R-M3), as a driver may carry those bytes to the GPU's memory when the buffer runs.
+    pub(crate) discarded_in: u64,
     /// A resource's identity: bumped each time rotation gives it another allocation (R-X5).
     /// A view's: its resource's identity when the driver last refreshed the view.
     pub(crate) identity: u64,
@@ -881,6 +886,7 @@ impl<D: Driver> Registry<D> {
             ic: CachePadded::new(UnsafeCell::new(IcSide {
                 last_buffer: 0,
                 query_end: 0,
+                discarded_in: 0,
                 identity: 0,
                 data: new.ic_data,
             })),

@@ -442,26 +442,37 @@ fn r_m4_staging_writes_reach_the_gpu_and_other_resources_are_refused() {
 }
 
 /// Map(NO_OVERWRITE) on the immediate context (R-M3): the resource's current memory with
-/// its contents, locked without waiting for the GPU; what is written lands in place and the
-/// next draws read it. Refused for what R-M3 leaves out.
+/// its contents, locked without waiting for the buffers that read it; what is written lands
+/// in place and the next draws read it. The one wait: for the buffer carrying the
+/// resource's last discard (a driver may copy its bytes on the GPU), once per discard.
+/// Refused for what R-M3 leaves out.
 #[test]
 fn r_m3_no_overwrite_on_the_immediate_context_writes_in_place() {
+    use cmdlist::soft::SoftCommand;
     use cmdlist::{MapFlags, MapType};
     let (device, mut ic, world) = manual();
     let r = ring(&device);
+    let out = device.create_resource(crate::common::buffer(64)).unwrap();
     ic.map_discard(r).unwrap()[..16].fill(1);
     ic.unmap(r).unwrap();
-    ic.flush().unwrap(); // buffer 1 uses it, and runs on
+    // The discard's buffer is open: flushed, then waited for.
     let bytes = ic
         .map(r, MapType::WriteNoOverwrite, MapFlags::empty())
         .unwrap();
     assert!(bytes[..16].iter().all(|&b| b == 1), "contents kept");
     bytes[16..32].fill(2);
     ic.unmap(r).unwrap();
-    assert_eq!(world.completed(), 0, "nothing waited for");
+    assert_eq!(world.completed(), 1, "the discard's buffer waited for");
+    // A buffer that only reads the ring is not waited for.
+    ic.command(&SoftCommand::Copy { dst: out, src: r }).unwrap();
+    ic.flush().unwrap();
+    ic.map_no_overwrite(r).unwrap()[32..48].fill(3);
+    ic.unmap(r).unwrap();
+    assert_eq!(world.completed(), 1, "buffer 2 runs on");
     let mut expected = vec![0; 64];
     expected[..16].fill(1);
     expected[16..32].fill(2);
+    expected[32..48].fill(3);
     assert_eq!(world.read(allocation(&device, r)), Some(expected));
     let cb = device
         .create_resource(dynamic(64, BindFlags::CONSTANT_BUFFER))
@@ -475,4 +486,43 @@ fn r_m3_no_overwrite_on_the_immediate_context_writes_in_place() {
     world.complete_all();
     ic.destroy_device().unwrap();
     world.assert_clean();
+}
+
+/// A list whose recording discarded a resource, executed on the immediate context: a
+/// Map(NO_OVERWRITE) there after it waits for the buffer that carries the list (its
+/// discard's bytes reach the resource when it runs, R-M3) and sees those bytes, in every
+/// list mode.
+#[test]
+fn r_m3_no_overwrite_after_a_lists_discard_waits_for_its_buffer() {
+    for mode in ListMode::ALL {
+        let config = SoftConfig {
+            gpu: Gpu::Manual,
+            command_lists: mode.has_driver_lists(),
+            driver_built: mode == ListMode::DriverBuilt,
+            ..SoftConfig::from_env().unwrap()
+        };
+        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let r = ring(&device);
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.map_discard(r).unwrap().fill(4);
+        dc.unmap(r).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        let bytes = ic.map_no_overwrite(r).unwrap();
+        assert!(
+            bytes.iter().all(|&b| b == 4),
+            "{mode:?}: the list's discard"
+        );
+        ic.unmap(r).unwrap();
+        assert_eq!(world.completed(), 1, "{mode:?}: its buffer waited for");
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((list, dc));
+        world.complete_all();
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
 }

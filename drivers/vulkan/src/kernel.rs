@@ -49,9 +49,9 @@ const WAIT: Duration = Duration::from_secs(60);
 ///   without `IGNORE_SYNC`, a second lock of a locked allocation (refused) and an unlock of
 ///   one not locked are [`crate::Violation`]s (R-M4). Unlike the soft kernel, which copies,
 ///   bytes written through a Map(READ) land in the memory (D3D11 leaves them undefined).
-///   Known gap: the immediate context's Map(DISCARD) reaches the memory by a GPU copy, so a
-///   Map(NO_OVERWRITE) before that copy's buffer completed sees the bytes before the
-///   discard, and the copy then overwrites what it appends.
+///   The immediate context's Map(DISCARD) reaches the memory by a GPU copy; the engine has a
+///   Map(NO_OVERWRITE) wait for that copy's buffer first (R-M3), so the lock sees the
+///   discard's bytes and no GPU write is pending on what it hands out.
 #[derive(Clone)]
 pub struct VulkanKernel {
     world: Arc<VulkanWorld>,
@@ -286,10 +286,9 @@ impl Kernel for VulkanKernel {
         // newest buffer that uses the resource (checked above when the lock reads), and until
         // the Unmap the application promises, as under D3D11, not to make the GPU use a
         // mapped staging resource, nor, after a Map(NO_OVERWRITE), to make it write the bytes
-        // it writes or read them (R-M2). Not held by this driver today: its immediate
-        // context's Map(DISCARD) is a GPU copy of the whole resource, so a Map(NO_OVERWRITE)
-        // before that copy's buffer completed shares its bytes with a pending GPU write
-        // (RELIABILITY.md; the ignored test in tests/staging.rs).
+        // it writes or read them (R-M2). This driver's immediate-context Map(DISCARD) is a GPU
+        // copy of the whole resource: the engine waits for its buffer before a
+        // Map(NO_OVERWRITE) locks the resource (R-M3), so no GPU write is pending here.
         Ok(unsafe { CpuMapping::from_raw(ptr, len) })
     }
 

@@ -499,18 +499,12 @@ fn a_destroyed_or_open_map_is_unlocked_and_freed() {
     }
 }
 
-/// KNOWN FAILURE (ignored): Map(NO_OVERWRITE) on the immediate context right after a
-/// Map(DISCARD) whose buffer has not completed, the sequence of the engine's
-/// `r_m3_no_overwrite_on_the_immediate_context_writes_in_place`. The driver carries a
-/// discard's bytes into the resource with a GPU copy (`Op::WriteDiscard` in driver.rs), so the
-/// lock, which hands out the resource's memory and must not wait, shows the bytes before the
-/// discard (zeros here), and the discard's copy, running later, overwrites the whole buffer,
-/// the appended bytes with it: the Map sees `[0; 16]` and the copy out `[1; 16]` then zeros
-/// where `[2; 16]` was written, in every list mode. The GPU writing bytes the CPU holds also
-/// breaks what the lock's `CpuMapping::from_raw` assumes. A fix belongs to the driver (or the
-/// engine), not to the kernel: see RELIABILITY.md.
+/// Map(NO_OVERWRITE) on the immediate context right after a Map(DISCARD) whose buffer has
+/// not run: the driver carries a discard's bytes into the resource with a GPU copy
+/// (`Op::WriteDiscard`), so the engine waits for that buffer before the lock (R-M3): the Map
+/// sees the discard's bytes and the appended ones survive, in every list mode (without the
+/// wait it saw zeros, and the copy, running later, overwrote the appends).
 #[test]
-#[ignore = "known: a Map(DISCARD)'s GPU copy lands after a Map(NO_OVERWRITE) on the IC"]
 fn no_overwrite_right_after_a_discard_keeps_the_discards_bytes() {
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {

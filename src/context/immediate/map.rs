@@ -92,6 +92,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// waiting for the GPU, for the application to write where the GPU does not read, until
     /// [`ImmediateContext::unmap`]. Refused with
     /// [`AppError::NotMappable`](crate::AppError::NotMappable) for any other resource.
+    ///
+    /// One wait it does make: for the buffer that carries the resource's last Map(DISCARD)
+    /// (its Unmap here, or a list that maps it executed here), until the GPU has run it,
+    /// flushing it first if it is the open one. The discard's bytes reach the resource's
+    /// memory through the driver ([`Op::WriteDiscard`]), which may copy them on the GPU; a
+    /// ring pays this once per wrap, at its first append.
     pub fn map_no_overwrite(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         self.entry(|ic| {
             let caps = ic.device.shared.map_caps();
@@ -100,6 +106,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.no_overwrite_len(caps)?;
             let allocation = view.allocation().ok_or(AppError::NotMappable)?;
             ic.open.check_map(resource)?;
+            ic.wait_for_discard(resource)?;
             ic.lock(resource, allocation, LockFlags::WRITE_ONLY)
         })?;
         Ok(self.open.mapped(resource)?.bytes_mut())
@@ -186,6 +193,25 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
+    /// Waits until the GPU has run the buffer that carries `resource`'s last Map(DISCARD)
+    /// (R-M3), flushing it first if it is the open one.
+    fn wait_for_discard(&mut self, resource: Handle<Resource>) -> Result<()> {
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        let view = self.device.shared.registry().live(resource, guard)?;
+        let discarded = view.entry().ic_side(&mut self.token).discarded_in;
+        if discarded == 0 || discarded <= self.completed {
+            return Ok(());
+        }
+        if discarded >= self.buffer.number {
+            self.flush_inner()?;
+        }
+        if discarded > self.completed_fence()? {
+            self.device.shared.kernel().wait_for_fence(discarded)?;
+            self.completed_fence()?;
+        }
+        Ok(())
+    }
+
     /// Locks `allocation` for a Map of `resource` and notes the Map.
     fn lock(
         &mut self,
@@ -231,7 +257,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         resource: view,
                         data: &contents,
                     };
-                    ic.run(guard, &[view], None, op)
+                    ic.run(guard, &[view], None, op)?;
+                    // What a Map(NO_OVERWRITE) after it waits for (R-M3).
+                    view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
+                    Ok(())
                 });
             match written {
                 Ok(()) => {
