@@ -19,6 +19,7 @@ use cmdlist::ViewDesc;
 use cmdlist::{AllocationHandle, AnyHandle, BindClass, BindPoint, Driver, Handle, HandleType};
 use cmdlist::{BindFlags, Kernel, MapCaps, QueryKind, ResourceDesc, Stage, Texture2d, Usage};
 use cmdlist::{CommandList, DeferredContext, Device, ImmediateContext, ListMode};
+use cmdlist::{MapFlags, MapType};
 
 /// The examples' error type.
 pub type Res<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -228,6 +229,9 @@ pub struct Scene {
     pub back: Handle<Resource>,
     /// The canvas the tiles are painted into.
     pub canvas: Handle<Resource>,
+    /// A staging buffer the immediate context reads a row of the canvas back through, each
+    /// frame (R-M4).
+    pub readback: Handle<Resource>,
     /// The swap chain: the back buffer is always `swap_chain[0]`, whose allocation rotates.
     pub swap_chain: [Handle<Resource>; 2],
 }
@@ -261,6 +265,7 @@ impl Scene {
             present_rt,
         );
         let canvas = device.create_resource(canvas_desc)?;
+        let readback = device.create_resource(buffer(READBACK, Usage::Staging))?;
         let screen = texture(SCREEN_W, SCREEN_H, DisplayFormat::B8G8R8A8Unorm, present_rt);
         let swap_chain = [
             device.create_resource(screen)?,
@@ -274,12 +279,14 @@ impl Scene {
             staging,
             back,
             canvas,
+            readback,
             swap_chain,
         })
     }
 
     /// Every persistent resource's bytes, `read` from its allocation: the workers' targets,
-    /// constant buffers and staging buffers, the shared back buffer, the canvas, then the
+    /// constant buffers and staging buffers, the shared back buffer, the canvas, the
+    /// readback buffer, then the
     /// swap chain's two surfaces (the last [`SURFACES`]).
     pub fn contents<D: Driver, K: Kernel>(
         &self,
@@ -288,7 +295,7 @@ impl Scene {
     ) -> Res<Vec<Vec<u8>>> {
         let all = self.target.iter().chain(&self.dynamic).chain(&self.staging);
         let all = all
-            .chain([&self.back, &self.canvas])
+            .chain([&self.back, &self.canvas, &self.readback])
             .chain(&self.swap_chain);
         all.map(|&r| {
             let object = device.object(r)?;
@@ -612,6 +619,46 @@ pub fn churn<D: Driver, K: Kernel>(device: &Device<D, K>) -> Res<usize> {
     Ok(4 * 3)
 }
 
+/// The bytes of the canvas row read back each frame: the top row of the first tile, which
+/// worker 0 paints and no strip covers.
+const READBACK: u64 = 4 * TILE as u64;
+
+/// Reads the top row of the canvas's first tile back through the staging buffer: a copy on
+/// the immediate context, then Map(READ) with DO_NOT_WAIT, polled until the GPU has run the
+/// copy (R-M4: the first poll flushes the buffer; `WasStillDrawing` until then), and checks
+/// the bytes are what worker 0 painted there in frame `f`. Returns the polls that found the
+/// GPU still drawing.
+pub fn read_back<D: Driver<Command = SoftCommand>, K: Kernel>(
+    ic: &mut ImmediateContext<D, K>,
+    s: &Scene,
+    f: u32,
+) -> Res<u32> {
+    ic.command(&copy(s.readback, 0, s.canvas, 0, READBACK))?;
+    let mut polls = 0;
+    let bytes = loop {
+        match ic.map(s.readback, MapType::Read, MapFlags::DO_NOT_WAIT) {
+            Ok(bytes) => break bytes.to_vec(),
+            Err(cmdlist::Error::WasStillDrawing) => {
+                polls += 1;
+                std::thread::yield_now();
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    ic.unmap(s.readback)?;
+    let painted: Vec<u8> = (0..TILE).flat_map(|x| paint(f, x, 0, 0)).collect();
+    if bytes != painted {
+        return Err(format!("frame {f}: the canvas row read back is not what was painted").into());
+    }
+    Ok(polls)
+}
+
+/// Whether an error the kernel heard is a readback's poll finding the GPU still drawing:
+/// reported as every refused call is (R-E2), and expected.
+pub fn is_poll(error: &cmdlist::Error) -> bool {
+    *error == cmdlist::Error::WasStillDrawing
+}
+
 /// The frame's Blt, present and swap-chain rotation on one IC (both devices do the same).
 pub fn present<D: Driver, K: Kernel>(ic: &mut ImmediateContext<D, K>, s: &Scene) -> Res {
     ic.blt(&BltArgs {
@@ -646,6 +693,8 @@ pub struct FrameDone {
     pub churned: usize,
     /// Lists the immediate context executed.
     pub lists: usize,
+    /// Polls of the readback that found the GPU still drawing.
+    pub polls: u32,
 }
 
 /// One frame of the job on `device`: each worker records its lists on its own thread
@@ -749,6 +798,8 @@ where
     // Each tile's strip: whether its lists came from recycled memory, this frame and before.
     history.push(marked.clone());
     history.draw(ic, scene.canvas)?;
+    // A row of the canvas read back through a staging buffer, polled (R-M4).
+    let polls = read_back(ic, scene, f)?;
     // Blt, present (which flushes the buffer first: R-X1) and rotate the swap chain. The
     // present is the Present point: amortised processing runs at least once per frame
     // (R-A1), which also tells each context to trim its pools at its next `finish`.
@@ -757,6 +808,7 @@ where
         marked,
         churned,
         lists: WORKERS + WORKERS * SMALL + tiles().count(),
+        polls,
     })
 }
 
@@ -786,6 +838,7 @@ where
     }
     history.draw(ic, scene.canvas)?;
     device.destroy(upload)?;
+    read_back(ic, scene, f)?;
     present(ic, scene)
 }
 
