@@ -484,7 +484,8 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     ic.flush()?;
     let stats = ic.retire_stats();
     let pending = stats.waiting_destruction + stats.waiting_deallocation;
-    if pending != 0 || stats.destroyed != created as u64 || world.submits() != 2 * u64::from(frames) {
+    if pending != 0 || stats.destroyed != created as u64 || world.submits() != 2 * u64::from(frames)
+    {
         return Err(format!("after idle flushes: {stats:?}, {} submits", world.submits()).into());
     }
 
