@@ -361,6 +361,55 @@ fn r_e1_driver_map_memory_of_the_wrong_length_is_refused() {
     assert_eq!(bytes, Some(vec![5; 64]));
 }
 
+/// The same for a Map(NO_OVERWRITE) whose memory the driver hands out one byte short
+/// (R-E1, R-M2): refused with `InvalidArg`, the driver's Map dropped with its recording
+/// (a local removal, R-E3), and the next recording clean.
+#[test]
+fn r_e1_r_m2_driver_no_overwrite_memory_of_the_wrong_length_is_refused() {
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, config(ListMode::DriverBuilt));
+        let (device, mut ic) = Device::new(driver, kernel, device_config()).unwrap();
+        let ring = device
+            .create_resource(cmdlist::ResourceDesc {
+                bind: cmdlist::BindFlags::VERTEX_BUFFER,
+                ..dynamic_buffer(64)
+            })
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.map_discard(ring).unwrap().fill(1);
+        dc.unmap(ring).unwrap();
+        let mapped = dc.map_no_overwrite(ring).map(|b| b.len());
+        let mode = dc.mode();
+        let finished = dc.finish().map(drop);
+        dc.map_discard(ring).unwrap().fill(5);
+        dc.unmap(ring).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        let bytes = world.read(device.object(ring).unwrap().allocation().unwrap());
+        assert!(world.violations().is_empty(), "{:?}", world.violations());
+        drop((list, dc));
+        world.complete_all();
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+        (mapped, mode, finished, bytes)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    assert_eq!(run(&counting).0, Ok(64));
+    let call = counting
+        .log()
+        .iter()
+        .position(|h| *h == "map_no_overwrite_deferred")
+        .unwrap() as u64;
+    let plan = Arc::new(FaultPlan::at(call, Fault::WrongLength));
+    let (mapped, mode, finished, bytes) = run(&plan);
+    assert!(plan.injected());
+    assert_eq!(mapped, Err(Error::InvalidArg));
+    assert_eq!(mode, DeferredMode::Removed);
+    assert_eq!(finished, Err(Error::OutOfMemory));
+    assert_eq!(bytes, Some(vec![5; 64]));
+}
+
 /// A bind the driver refuses at record time fails with the driver's error (R-E1) and
 /// leaves the old binding in force: the state-refresh query answers it (R-C1), the list
 /// draws into it, and that list's Finish and the next list are clean, in both modes where

@@ -300,6 +300,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     ) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
         let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
+        let mut wrong_length = false;
         if let Ok(Some(dc)) = self.dc.for_hooks() {
             let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
             // Guarded: a hook that panics ends the Map, as a refusal does.
@@ -314,7 +315,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 // The discard's length, or the driver's error (R-E1).
                 .and_then(|bytes| match bytes.len() == len {
                     true => Ok(bytes),
-                    false => Err(Error::InvalidArg),
+                    false => {
+                        wrong_length = true;
+                        Err(Error::InvalidArg)
+                    }
                 });
             ScopeGuard::into_inner(unmapped);
         }
@@ -324,7 +328,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             Ok(bytes) => Ok(unsafe { &mut *bytes }),
             Err(e) => {
                 let _ = self.open.unmap(resource);
-                match self.settle(Err(e)) {
+                let result = self.settle(Err(e));
+                if wrong_length {
+                    // As in `map_with_driver`: the driver holds a Map the engine refused.
+                    self.remove_locally();
+                    return result;
+                }
+                match result {
                     Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
                     other => other,
                 }
