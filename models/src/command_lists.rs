@@ -1634,7 +1634,8 @@ impl Harness {
                 let data = data.make(size);
                 let call = Call::Map(m.res[r].handle, data.clone());
                 let mut predicted = || -> Result<(), Fault> {
-                    if rec.mapped.iter().any(|(x, _)| *x == r) {
+                    // Mapped already, by a discard or a NO_OVERWRITE (R-C4).
+                    if rec.mapped.iter().any(|(x, _)| *x == r) || rec.appending.contains(&r) {
                         return Err(AppError::InvalidState.into());
                     }
                     if m.res[r].destroyed {
@@ -1786,11 +1787,9 @@ impl Harness {
                     }
                     // R-C4 at every depth: the inner list's maps and queries are its own
                     // and those of the lists it executes.
-                    if inner
-                        .maps
-                        .iter()
-                        .any(|r| rec.mapped.iter().any(|(x, _)| x == r))
-                    {
+                    if inner.maps.iter().any(|r| {
+                        rec.mapped.iter().any(|(x, _)| x == r) || rec.appending.contains(r)
+                    }) {
                         return Err(AppError::MapConflict.into());
                     }
                     if inner.queries.iter().any(|q| rec.begun.contains(q)) {
