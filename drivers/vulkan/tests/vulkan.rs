@@ -1309,7 +1309,7 @@ fn injected_vulkan_faults_are_errors() {
                 ..VulkanConfig::for_mode(mode)
             };
             let (done, outcome) = mpsc::channel();
-            std::thread::spawn(move || {
+            let scenario = std::thread::spawn(move || {
                 let (device, mut ic, world) =
                     match cmdlist_vulkan::device(config, DeviceConfig::default()) {
                         Ok(made) => made,
@@ -1328,6 +1328,9 @@ fn injected_vulkan_faults_are_errors() {
                 .unwrap_or_else(|e| {
                     panic!("{mode:?}: {name} #{nth}: no outcome in a minute ({e})")
                 });
+            // Joined before going on: the scenario's thread still drops its device, and a
+            // thread left to drop a Vulkan device as the process exits crashes it.
+            scenario.join().expect("the scenario's thread panicked");
             let (errors, destroyed, world) = match outcome {
                 Ok(o) => o,
                 Err(creation) => {
