@@ -60,18 +60,18 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 14_107;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 14_139;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_627;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_691;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_075;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
 const IMMEDIATE_BUDGET_IR: u64 = 21_308;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 15_067;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 12_763;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 12_795;
 /// The same on a deferred context the engine emulates.
 const RING_EMULATED_BUDGET_IR: u64 = 15_003;
 /// The rings' sizes.

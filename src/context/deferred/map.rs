@@ -114,21 +114,31 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 // then only another field (the recording's byte count) was written.
                 Ok(unsafe { &mut *bytes })
             }
-            Err(e) => {
-                let _ = self.open.unmap(resource);
-                let result = self.settle(Err(e));
-                if wrong_length {
-                    // The driver holds a Map the engine refused, and no call tells it so:
-                    // its recording is dropped (AbandonCommandList) by a local removal, and
-                    // Finish reports the lost recording (R-E3).
-                    self.remove_locally();
-                    return result;
-                }
-                match result {
-                    Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
-                    other => other,
-                }
-            }
+            Err(e) => self.driver_map_refused(resource, e, wrong_length),
+        }
+    }
+
+    /// A Map the driver refused (`e`), or answered with memory of the wrong length: the Map
+    /// ends and the failure is settled as any failed call's. Where the driver made its Map
+    /// but the engine refused the memory, the driver holds a Map no call will end: its
+    /// recording is dropped (AbandonCommandList) by a local removal, and Finish reports the
+    /// lost recording (R-E3).
+    #[cold]
+    fn driver_map_refused(
+        &mut self,
+        resource: Handle<Resource>,
+        e: Error,
+        wrong_length: bool,
+    ) -> Result<&mut [u8]> {
+        let _ = self.open.unmap(resource);
+        let result = self.settle(Err(e));
+        if wrong_length {
+            self.remove_locally();
+            return result;
+        }
+        match result {
+            Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
+            other => other,
         }
     }
 
@@ -326,19 +336,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             // SAFETY: as in `map_with_driver`: the bytes are borrowed from the driver's state
             // of this context, kept alive and untouched by the returned borrow of `&mut self`.
             Ok(bytes) => Ok(unsafe { &mut *bytes }),
-            Err(e) => {
-                let _ = self.open.unmap(resource);
-                let result = self.settle(Err(e));
-                if wrong_length {
-                    // As in `map_with_driver`: the driver holds a Map the engine refused.
-                    self.remove_locally();
-                    return result;
-                }
-                match result {
-                    Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
-                    other => other,
-                }
-            }
+            Err(e) => self.driver_map_refused(resource, e, wrong_length),
         }
     }
 
