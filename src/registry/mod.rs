@@ -220,22 +220,14 @@ impl<D: Driver> Entry<D> {
         self.state.load(Ordering::SeqCst) == LIVE
     }
 
-    /// `Ok` while the object is live; else why it cannot be named: the application destroyed
-    /// it (a stale handle, R-E1), or device destruction claimed it, which a call that began
-    /// before the removal can still find (R-D3).
+    /// `Ok` while the object is live; a stale handle (R-E1) once the application destroyed
+    /// it. (A deferred context's call that finds an object device destruction claimed answers
+    /// `DeviceRemoved`: it settles every application error so once the device is removed.)
     #[inline]
     pub(crate) fn check_live(&self) -> Result<()> {
-        match self.state.load(Ordering::SeqCst) {
-            LIVE => Ok(()),
-            state => Err(Self::not_live(state)),
-        }
-    }
-
-    #[cold]
-    fn not_live(state: u32) -> Error {
-        match state {
-            CLAIMED => Error::DeviceRemoved,
-            _ => AppError::StaleHandle.into(),
+        match self.is_live() {
+            true => Ok(()),
+            false => Err(AppError::StaleHandle.into()),
         }
     }
 
