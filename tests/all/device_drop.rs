@@ -186,3 +186,50 @@ fn r_d3_the_immediate_context_dropped_under_recording_threads_destroys_nothing_t
         }
     }
 }
+
+/// What the immediate context itself binds is no live context's: dropping it under a live
+/// deferred context gives its bindings' holds back before the drain, so a bound object is
+/// destroyed then, with the rest nothing holds, and not left to the device's last reference
+/// as what the context holds is (R-D3).
+#[test]
+fn r_d3_the_immediate_contexts_own_bindings_do_not_keep_objects_past_the_drain() {
+    use cmdlist::soft::Hook;
+    let config = SoftConfig {
+        command_lists: true,
+        ..SoftConfig::from_env().unwrap()
+    };
+    let (device, mut ic, world) = cmdlist::soft::device(config, DeviceConfig::default()).unwrap();
+    let (bound, held) = (
+        device.create_resource(buffer(16)).unwrap(),
+        device.create_resource(buffer(16)).unwrap(),
+    );
+    let id = |h: cmdlist::Handle<cmdlist::handle::Resource>| device.object(h).unwrap().id;
+    let (bound_id, held_id) = (id(bound), id(held));
+    let point = BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 0);
+    ic.bind(point, Some(bound.any())).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::Fill {
+        dst: held,
+        value: 1,
+    })
+    .unwrap();
+    drop(ic);
+    let destroyed = |world: &cmdlist::soft::SoftWorld| -> Vec<u64> {
+        world
+            .trace()
+            .iter()
+            .filter(|e| e.hook == Hook::DestroyObject)
+            .map(|e| e.object)
+            .collect()
+    };
+    assert_eq!(
+        destroyed(&world),
+        [bound_id],
+        "bound by the IC: destroyed by the drain"
+    );
+    drop(dc);
+    drop(device);
+    assert_eq!(destroyed(&world), [bound_id, held_id]);
+    let violations = world.check_after_device_destroyed();
+    assert!(violations.is_empty(), "{violations:#?}");
+}
