@@ -39,12 +39,11 @@ pub(super) enum OpenMap {
 }
 
 impl OpenMap {
-    fn new(memory: MapMemory, again: bool) -> Self {
-        match (memory, again) {
-            (MapMemory::Arena(payload), false) => OpenMap::Discard(payload),
-            (MapMemory::Driver(_), false) => OpenMap::DriverDiscard,
-            (MapMemory::Arena(payload), true) => OpenMap::NoOverwrite(payload),
-            (MapMemory::Driver(_), true) => OpenMap::DriverNoOverwrite,
+    /// A Map(NO_OVERWRITE) of the discard's `memory`.
+    fn again(memory: MapMemory) -> Self {
+        match memory {
+            MapMemory::Arena(payload) => OpenMap::NoOverwrite(payload),
+            MapMemory::Driver(_) => OpenMap::DriverNoOverwrite,
         }
     }
 }
@@ -257,7 +256,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if let MapMemory::Arena(_) = memory {
             self.hear(DeferredCall::MapNoOverwrite { resource, len })?;
         }
-        self.open.map(resource, OpenMap::new(memory, true));
+        self.open.map(resource, OpenMap::again(memory));
         Ok(memory)
     }
 
