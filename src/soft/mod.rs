@@ -21,6 +21,7 @@ pub mod inject;
 mod kernel;
 mod lifetime;
 pub mod null;
+mod null_memory;
 mod world;
 
 pub use driver::{draw_word, SoftCommand, SoftDeferred, SoftDriver, SoftIc, SoftObject};

@@ -1,10 +1,12 @@
 //! The smallest complete [`Driver`] and [`Kernel`]: a template to start a driver from, and
 //! the null driver the benches measure the engine with.
 //!
-//! Every hook is a no-op (no lock, no allocation, no trace): [`NullDriver`] answers its
-//! context-local handle sizes from a table that lists them all (R-H4), creates objects and
-//! command lists with nothing in them, and executes nothing; [`NullKernel`] hands out
-//! allocation handles from a counter and completes every submission at once. A real driver
+//! Every driver hook is a no-op (no lock, no allocation, no trace): [`NullDriver`] answers
+//! its context-local handle sizes from a table that lists them all (R-H4), creates objects
+//! and command lists with nothing in them, and executes nothing; [`NullKernel`] hands out
+//! allocation handles from a counter, completes every submission at once, and keeps a table
+//! of each allocation's size, with memory for the ones a Map locks (a mutex that creates,
+//! destroys and Maps take). A real driver
 //! keeps the shape and fills in the hooks: its objects in `Object` and `IcData`, its command
 //! buffer in `Immediate`, its deferred-context state in `Deferred`, its commands in
 //! `Command`; `docs/EMBEDDING.md` in the repository says how its DDI entry points map to
@@ -39,6 +41,7 @@
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::null_memory::NullMemory;
 use crate::handle::Resource;
 use crate::{
     AllocationDesc, AllocationHandle, AnyHandle, Command, ContextId, DeferredId, Device,
@@ -46,6 +49,7 @@ use crate::{
     Kernel, ListMemory, ListMode, LocalHandles, ObjectDesc, Op, Resolver, ResourceDesc, Result,
     StateView, Submission, ThreadingCaps,
 };
+use crate::{CpuMapping, LockFlags};
 
 /// The null driver's one command, CopyResource: two handles, the two-pointer payload of
 /// R-R1's example.
@@ -279,10 +283,12 @@ impl Driver for NullDriver {
     fn abandon_command_list(&self, _dc: &mut NullDeferred) {}
 }
 
-/// A kernel whose GPU completes every submission at once; allocations are counter values.
+/// A kernel whose GPU completes every submission at once; allocations are counter values,
+/// with memory only for the ones a Map locks (R-M4, R-M5).
 #[derive(Debug, Default)]
 pub struct NullKernel {
     next_allocation: AtomicU64,
+    memory: NullMemory,
     completed: AtomicU64,
     errors: AtomicU64,
 }
@@ -296,15 +302,18 @@ impl NullKernel {
 
 impl Kernel for NullKernel {
     #[inline]
-    fn allocate(&self, _desc: &AllocationDesc) -> Result<AllocationHandle> {
+    fn allocate(&self, desc: &AllocationDesc) -> Result<AllocationHandle> {
         let id = self.next_allocation.fetch_add(1, Ordering::Relaxed) + 1;
-        Ok(AllocationHandle(
-            NonZeroU64::new(id).expect("ids start at 1"),
-        ))
+        let allocation = AllocationHandle(NonZeroU64::new(id).expect("ids start at 1"));
+        // Its size, for a Map's lock.
+        self.memory.allocated(allocation, desc.size);
+        Ok(allocation)
     }
 
     #[inline]
-    fn deallocate(&self, _allocation: AllocationHandle) {}
+    fn deallocate(&self, allocation: AllocationHandle) {
+        self.memory.deallocated(allocation);
+    }
 
     #[inline]
     fn submit(&self, submission: &Submission<'_>) -> Result<()> {
@@ -330,6 +339,15 @@ impl Kernel for NullKernel {
 
     #[inline]
     fn perform_amortized_processing(&self, _context: ContextId) {}
+
+    fn lock(&self, allocation: AllocationHandle, _flags: LockFlags) -> Result<CpuMapping> {
+        // The GPU is always done (every submission completes at once): nothing to wait for.
+        self.memory.lock(allocation)
+    }
+
+    fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
+        self.memory.unlock(allocation, mapping);
+    }
 }
 
 /// A device of the null driver and kernel.

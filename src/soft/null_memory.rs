@@ -1,0 +1,144 @@
+//! The null kernel's memory (R-M4, R-M5): each allocation's size, and bytes for the ones a
+//! Map locks, made at their first lock and kept until the allocation goes, so that a steady
+//! pattern of Maps allocates nothing. An allocation deallocated while locked keeps its bytes
+//! until the unlock (the mapping points into them).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use core::ptr::NonNull;
+
+use crate::error::{Error, Result};
+use crate::kernel::AllocationHandle;
+use crate::mapping::CpuMapping;
+
+/// One allocation's memory.
+#[derive(Debug)]
+struct Memory {
+    size: u64,
+    /// Made at the first lock.
+    bytes: Option<Box<[u8]>>,
+    locked: bool,
+    /// Deallocated while locked: goes at the unlock.
+    freed: bool,
+}
+
+/// The table, behind a mutex: allocations come from any creating thread (R-F1); locks only
+/// from the immediate context's.
+#[derive(Debug, Default)]
+pub(crate) struct NullMemory {
+    table: Mutex<HashMap<u64, Memory>>,
+}
+
+impl NullMemory {
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Memory>> {
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Notes a new allocation of `size` bytes.
+    pub(crate) fn allocated(&self, allocation: AllocationHandle, size: u64) {
+        let memory = Memory {
+            size,
+            bytes: None,
+            locked: false,
+            freed: false,
+        };
+        self.table().insert(allocation.0.get(), memory);
+    }
+
+    /// Forgets an allocation (its bytes stay until the unlock if it is locked).
+    pub(crate) fn deallocated(&self, allocation: AllocationHandle) {
+        let mut table = self.table();
+        let id = allocation.0.get();
+        match table.get_mut(&id) {
+            Some(m) if m.locked => m.freed = true,
+            _ => {
+                table.remove(&id);
+            }
+        }
+    }
+
+    /// The allocation's bytes for the CPU until [`NullMemory::unlock`]: an unknown allocation
+    /// or a second lock is [`Error::InvalidArg`]; bytes this process cannot have, out of
+    /// memory.
+    pub(crate) fn lock(&self, allocation: AllocationHandle) -> Result<CpuMapping> {
+        let mut table = self.table();
+        let memory = match table.get_mut(&allocation.0.get()) {
+            Some(m) if !m.locked && !m.freed => m,
+            _ => return Err(Error::InvalidArg),
+        };
+        let len = usize::try_from(memory.size).map_err(|_| Error::OutOfMemory)?;
+        let bytes = match &mut memory.bytes {
+            Some(bytes) => bytes,
+            none => {
+                let mut bytes = Vec::new();
+                bytes
+                    .try_reserve_exact(len)
+                    .map_err(|_| Error::OutOfMemory)?;
+                bytes.resize(len, 0);
+                none.insert(bytes.into_boxed_slice())
+            }
+        };
+        memory.locked = true;
+        let ptr = NonNull::new(bytes.as_mut_ptr()).expect("a box's pointer is never null");
+        // SAFETY: `ptr` is the start of a boxed slice of `len` bytes, which stays where it is
+        // (moving the table's entry moves the box, not its bytes) and is neither freed nor
+        // handed out again until the unlock: `locked` refuses a second lock, and
+        // `deallocated` keeps a locked allocation's bytes until `unlock`. The table only
+        // holds the box; nothing reads or writes its bytes but the mapping.
+        Ok(unsafe { CpuMapping::from_raw(ptr, len) })
+    }
+
+    /// Ends the lock; the mapping's bytes are already the allocation's.
+    pub(crate) fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
+        let mut table = self.table();
+        let id = allocation.0.get();
+        // The mapping goes first: its bytes may go with the entry below.
+        drop(mapping);
+        if let Some(m) = table.get_mut(&id) {
+            m.locked = false;
+            if m.freed {
+                table.remove(&id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::num::NonZeroU64;
+
+    fn a(id: u64) -> AllocationHandle {
+        AllocationHandle(NonZeroU64::new(id).unwrap())
+    }
+
+    #[test]
+    fn locked_bytes_are_the_allocations_from_lock_to_lock() {
+        let memory = NullMemory::default();
+        memory.allocated(a(1), 8);
+        let mut mapping = memory.lock(a(1)).unwrap();
+        assert!(memory.lock(a(1)).is_err(), "locked twice");
+        mapping.bytes_mut().copy_from_slice(&[7; 8]);
+        memory.unlock(a(1), mapping);
+        let mut again = memory.lock(a(1)).unwrap();
+        assert_eq!(again.bytes_mut(), &[7; 8]);
+        memory.unlock(a(1), again);
+        memory.deallocated(a(1));
+        assert!(memory.lock(a(1)).is_err(), "gone");
+    }
+
+    #[test]
+    fn a_locked_allocation_deallocated_keeps_its_bytes_until_the_unlock() {
+        let memory = NullMemory::default();
+        memory.allocated(a(2), 4);
+        let mut mapping = memory.lock(a(2)).unwrap();
+        memory.deallocated(a(2));
+        // Written after the deallocation: still the mapping's bytes (miri checks).
+        mapping.bytes_mut().fill(3);
+        assert_eq!(mapping.bytes_mut(), &[3; 4]);
+        memory.unlock(a(2), mapping);
+        assert!(memory.lock(a(2)).is_err());
+        assert!(memory.table().is_empty());
+    }
+}
