@@ -23,15 +23,24 @@ bitflags! {
 }
 
 bitflags! {
-    /// Which dynamic buffers beyond vertex and index buffers take Map(NO_OVERWRITE) (R-M3):
-    /// the D3D11.1 options a driver reports in `D3D11_FEATURE_DATA_D3D11_OPTIONS`. Asked once,
-    /// at device creation ([`crate::Driver::map_caps`]).
+    /// How the driver serves the Map types: which dynamic buffers beyond vertex and index
+    /// buffers take Map(NO_OVERWRITE) (R-M3), the D3D11.1 options a driver reports in
+    /// `D3D11_FEATURE_DATA_D3D11_OPTIONS`; and whether a Map(DISCARD) on the immediate
+    /// context renames (R-M5). Asked once, at device creation ([`crate::Driver::map_caps`]).
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
     pub struct MapCaps: u32 {
         /// `MapNoOverwriteOnDynamicConstantBuffer`: dynamic constant buffers too.
         const NO_OVERWRITE_CONSTANT_BUFFER = 0x1;
         /// `MapNoOverwriteOnDynamicBufferSRV`: dynamic buffers bound as shader resources too.
         const NO_OVERWRITE_BUFFER_SRV = 0x2;
+        /// Not a D3D option: a resource's bytes are its kernel allocation, from byte 0, so
+        /// that a Map(DISCARD) on the immediate context may hand out another allocation of
+        /// the same size and make it the resource's (R-M5), with no copy through the
+        /// engine. The driver reads [`crate::ObjectView::allocation`] when it uses a
+        /// resource and hears each rename ([`crate::Driver::renamed`]); the kernel serves
+        /// [`crate::Kernel::lock`]. Without it, the Map's bytes reach the driver at the Unmap
+        /// ([`crate::Op::WriteDiscard`]).
+        const DISCARD_RENAMES = 0x4;
     }
 }
 

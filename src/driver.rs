@@ -832,9 +832,10 @@ pub trait Driver: Send + Sync + Sized + 'static {
         Err(crate::Error::Unsupported)
     }
 
-    /// The Map types beyond D3D11.0's that the driver serves (R-M3): asked once, at device
-    /// creation, on the creating thread. Default: none (vertex and index buffers only take
-    /// Map(NO_OVERWRITE)).
+    /// The Map types beyond D3D11.0's that the driver serves (R-M3), and whether a
+    /// Map(DISCARD) on the immediate context renames (R-M5): asked once, at device creation,
+    /// on the creating thread. Default: none (vertex and index buffers only take
+    /// Map(NO_OVERWRITE); a discard's bytes reach the driver at the Unmap).
     fn map_caps(&self) -> crate::caps::MapCaps {
         crate::caps::MapCaps::empty()
     }
@@ -1031,5 +1032,23 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> Result<()> {
         let _ = (imm, view, ic, resource);
         Ok(())
+    }
+
+    /// A Map(DISCARD) on the immediate context renamed `resource` (R-M5, with
+    /// [`crate::MapCaps::DISCARD_RENAMES`]): at its Unmap, on the immediate context's thread,
+    /// [`ObjectView::allocation`] became the allocation the application just wrote, and
+    /// `previous` is what the operations before it in the open buffer read, kept by the
+    /// engine until the GPU finished them. Remake what `ic` (the resource's IC data) or the
+    /// driver's own state embeds of the old allocation; views of the resource are refreshed
+    /// before their next use ([`Driver::refresh_view`]). Nothing can fail: the rename is
+    /// done. Default: nothing (a driver that reads the allocation at each use).
+    fn renamed(
+        &self,
+        imm: &mut Self::Immediate,
+        resource: ObjectView<'_, Self>,
+        ic: &mut Self::IcData,
+        previous: AllocationHandle,
+    ) {
+        let _ = (imm, resource, ic, previous);
     }
 }

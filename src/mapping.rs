@@ -17,6 +17,10 @@ bitflags! {
         /// for the newest buffer that uses the resource (R-M4), or the application promised
         /// not to touch what the GPU uses (Map(NO_OVERWRITE), R-M2).
         const IGNORE_SYNC = 0x8;
+        /// `NoExistingReference`: no command buffer, submitted and unfinished or still
+        /// open, references the allocation; the engine asks it of the allocation a
+        /// Map(DISCARD) renames to (R-M5), whose buffers the GPU finished.
+        const NO_EXISTING_REFERENCE = 0x100;
     }
 }
 

@@ -855,6 +855,27 @@ impl Model {
         }
     }
 
+    /// A Map(DISCARD) on the immediate context renamed resource `r` to `new` (R-M5): the
+    /// allocation it had leaves the model (the engine's rename pool keeps it, and the soft
+    /// kernel flags it handed out again before the GPU is done with it); `new`, fresh or
+    /// from that pool, is the resource's.
+    fn renamed(&mut self, r: usize, new: AllocationHandle) {
+        let old = self.res[r].alloc.0.get();
+        if let Ok(at) = self.allocs.binary_search_by_key(&old, |(a, _)| *a) {
+            self.allocs.remove(at);
+        }
+        let id = new.0.get();
+        match self.allocs.binary_search_by_key(&id, |(a, _)| *a) {
+            Ok(at) => panic!(
+                "{:?} renamed to {id}, which is {:?}'s",
+                Key::R(r),
+                self.allocs[at].1
+            ),
+            Err(at) => self.allocs.insert(at, (id, Key::R(r))),
+        }
+        self.res[r].alloc = new;
+    }
+
     fn index_alloc(&mut self, key: Key) {
         let id = self.alloc(key).0.get();
         let at = self.allocs.partition_point(|(a, _)| *a < id);
@@ -2185,6 +2206,13 @@ impl Harness {
                         let written = m.apply(&write);
                         if let (Err(_), MOp::Write { data, .. }) = (&written, write) {
                             self.ic_mapped.push((r, data)); // still mapped
+                        } else if actual.is_ok() {
+                            // The soft driver renames (R-M5): the resource's bytes are in
+                            // another allocation, never one it had.
+                            let object = self.device.object(m.res[r].handle).expect("live");
+                            let new = object.allocation().expect("a resource's memory");
+                            assert_ne!(new, m.res[r].alloc, "Map(DISCARD) renames (R-M5)");
+                            m.renamed(r, new);
                         }
                         written
                     }

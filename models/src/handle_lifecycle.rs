@@ -399,6 +399,26 @@ struct Obj {
     bytes: Vec<u8>,
     /// Queries: the buffer of the newest End (0: never ended).
     query_end: u64,
+    /// A resource a Map(DISCARD) renames (R-M5): with memory, neither shared nor primary.
+    renamable: bool,
+}
+
+/// The allocation a Map(DISCARD) that renames took (R-M5).
+#[derive(Clone, Copy, Debug)]
+enum Taken {
+    /// The pool's.
+    Pooled(u64),
+    /// A new one: its id is above every one the run had seen at the Map.
+    New { above: u64 },
+}
+
+/// An allocation the immediate context's rename pool keeps (R-M5), in the order it came.
+#[derive(Clone, Copy, Debug)]
+struct Pooled {
+    size: usize,
+    id: u64,
+    /// The newest buffer that may read it (stamps never fall along one size).
+    stamp: u64,
 }
 
 impl Obj {
@@ -491,6 +511,12 @@ struct Harness {
     /// Resources mapped on the immediate context, with the bytes written to their new
     /// contents: a prefix of that length and value, zeros after it.
     mapped: Vec<(AnyHandle, usize, u8)>,
+    /// The immediate context's rename pool as the model has it (R-M5): each size's
+    /// allocations in the order they came, the oldest taken first once the GPU is done
+    /// with it.
+    pool: Vec<Pooled>,
+    /// The open Map(DISCARD)s that rename, and the allocation each took.
+    renaming: Vec<(AnyHandle, Taken)>,
     /// The step being run (`None`: setup or the final checks), for failure messages.
     at: Option<(usize, Step)>,
 }
@@ -550,6 +576,8 @@ impl Harness {
             bindings: BTreeMap::new(),
             begun: Vec::new(),
             mapped: Vec::new(),
+            pool: Vec::new(),
+            renaming: Vec::new(),
             at: None,
         }
     }
@@ -623,7 +651,7 @@ impl Harness {
     }
 
     /// Records a new object after its create succeeded, checking what the device says of it.
-    fn add(&mut self, handle: AnyHandle, kind: Kind, size: usize) -> usize {
+    fn add(&mut self, handle: AnyHandle, kind: Kind, size: usize, shared: bool) -> usize {
         let bits = handle.to_bits();
         if let Some(&old) = self.by_bits.get(&bits) {
             self.fail(format_args!(
@@ -675,6 +703,7 @@ impl Harness {
                 Vec::new()
             },
             query_end: 0,
+            renamable: kind == (Kind::Resource { primary: false }) && !shared && size > 0,
         });
         if let Some(allocation) = allocation {
             let id = allocation.0.get();
@@ -926,7 +955,12 @@ impl Harness {
         let Some(h) = self.expect("create_resource", r, Want::Ok, true) else {
             return;
         };
-        let i = self.add(h.any(), Kind::Resource { primary: false }, size as usize);
+        let i = self.add(
+            h.any(),
+            Kind::Resource { primary: false },
+            size as usize,
+            shared,
+        );
         if view {
             self.create_view(i, HandleType::ShaderResourceView, 0, size as usize);
         }
@@ -961,6 +995,7 @@ impl Harness {
                     len,
                 },
                 0,
+                false,
             );
         }
     }
@@ -968,7 +1003,7 @@ impl Harness {
     fn create_query(&mut self, kind: QueryKind) -> Option<usize> {
         let r = self.device.create_query(kind);
         let h = self.expect("create_query", r, Want::Ok, true)?;
-        Some(self.add(h.any(), Kind::Query, 0))
+        Some(self.add(h.any(), Kind::Query, 0, false))
     }
 
     fn create_primary(&mut self, size: u8, via_device: bool) {
@@ -987,7 +1022,12 @@ impl Harness {
         }
         let r = self.ic().create_primary(desc);
         if let Some(h) = self.expect("create_primary", r, Want::Ok, true) {
-            self.add(h.any(), Kind::Resource { primary: true }, size as usize);
+            self.add(
+                h.any(),
+                Kind::Resource { primary: true },
+                size as usize,
+                false,
+            );
         }
     }
 
@@ -1425,7 +1465,76 @@ impl Harness {
                 ));
             }
             self.mapped.push((h, len, byte));
+            if self.objs[i].renamable {
+                // The pool's oldest allocation of the size, if the GPU is done with it.
+                let completed = self.world.completed();
+                let taken = self.pool.iter().position(|p| p.size == size);
+                let taken = taken.filter(|&at| self.pool[at].stamp <= completed);
+                let taken = match taken {
+                    Some(at) => Taken::Pooled(self.pool.remove(at).id),
+                    None => Taken::New {
+                        above: self.newest_allocation(),
+                    },
+                };
+                self.renaming.push((h, taken));
+            }
         }
+    }
+
+    /// The Unmap of a Map(DISCARD) that renamed (R-M5): the resource, stamped with the open
+    /// buffer, has the allocation the Map took (the pool's, or a new one: an id above every
+    /// one the run has seen); the one it had joins the pool, stamped with that buffer.
+    /// The newest allocation id the run has seen (the kernel numbers them in order).
+    fn newest_allocation(&self) -> u64 {
+        let newest = self.allocs.last().map_or(0, |(a, _)| *a);
+        let newest = self.pool.iter().map(|p| p.id).fold(newest, u64::max);
+        let open = self.renaming.iter().filter_map(|(_, t)| match t {
+            Taken::Pooled(id) => Some(*id),
+            Taken::New { .. } => None,
+        });
+        open.fold(newest, u64::max)
+    }
+
+    fn renamed(&mut self, i: usize, taken: Taken) {
+        self.stamp(i);
+        let h = self.objs[i].handle;
+        let old = self.objs[i]
+            .allocation
+            .expect("a renamable resource has memory");
+        let new = match self.device.object(h).map(|o| o.allocation()) {
+            Ok(Some(new)) => new,
+            other => self.fail(format_args!("renamed resource {i}: allocation {other:?}")),
+        };
+        let right = match taken {
+            Taken::Pooled(id) => new.0.get() == id,
+            Taken::New { above } => new.0.get() > above,
+        };
+        if !right {
+            self.fail(format_args!(
+                "R-M5: resource {i} renamed to allocation {}, the model's pick {taken:?} \
+                 (pool {:?})",
+                new.0.get(),
+                self.pool
+            ));
+        }
+        let size = self.objs[i].bytes.len();
+        let stamp = self
+            .pool
+            .iter()
+            .filter(|p| p.size == size)
+            .fold(self.open, |s, p| s.max(p.stamp));
+        self.pool.push(Pooled {
+            size,
+            id: old.0.get(),
+            stamp,
+        });
+        if let Ok(at) = self.allocs.binary_search_by_key(&old.0.get(), |(a, _)| *a) {
+            self.allocs.remove(at);
+        }
+        let id = new.0.get();
+        let at = self.allocs.partition_point(|(a, _)| *a < id);
+        self.allocs.insert(at, (id, i));
+        self.objs[i].allocation = Some(new);
     }
 
     /// Unmap: the contents written since the map become the resource's bytes.
@@ -1446,11 +1555,19 @@ impl Harness {
         };
         let r = self.ic().unmap(h.retype());
         self.expect("unmap", r, want, true);
-        self.after_driver(&[i], resolves);
+        // A rename's Unmap hands the driver no operation (R-M5): it stamps the resource only
+        // (below).
+        if !self.renaming.iter().any(|(r, _)| *r == h) {
+            self.after_driver(&[i], resolves);
+        }
         if let (Want::Ok, Some(m)) = (want, mapped) {
             let (_, len, byte) = self.mapped.swap_remove(m);
             self.objs[i].bytes.fill(0);
             self.write(i, 0, len, byte);
+            if let Some(at) = self.renaming.iter().position(|(r, _)| *r == h) {
+                let (_, taken) = self.renaming.swap_remove(at);
+                self.renamed(i, taken);
+            }
         }
     }
 
@@ -1672,7 +1789,32 @@ impl Harness {
                 ));
             }
         });
-        let mut allocated = 0;
+        // The pool's: live until a trim gives them back, which only the GPU's being done
+        // with them allows (R-M5, R-D1); a trim takes each size's oldest first.
+        let mut pooled_live = 0;
+        let mut kept = Vec::with_capacity(self.pool.len());
+        for p in core::mem::take(&mut self.pool) {
+            let handle = AllocationHandle(std::num::NonZeroU64::new(p.id).expect("ids start at 1"));
+            if self.world.read(handle).is_some() {
+                pooled_live += 1;
+                kept.push(p);
+            } else if p.stamp > completed {
+                self.fail(format_args!(
+                    "R-M5: pooled allocation {} freed before the GPU finished buffer {} \
+                     (completed {completed})",
+                    p.id, p.stamp
+                ));
+            } else if kept.iter().any(|k| k.size == p.size) {
+                self.fail(format_args!(
+                    "R-M5: pooled allocation {} freed before an older one of its size",
+                    p.id
+                ));
+            }
+        }
+        self.pool = kept;
+        // The open renames' allocations (taken from the pool or new) are live too.
+        let renaming_live = self.renaming.len();
+        let mut allocated = pooled_live + renaming_live;
         let mut freed = Vec::new();
         for (k, &(id, i)) in self.allocs.iter().enumerate() {
             let o = &self.objs[i];

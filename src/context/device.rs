@@ -550,6 +550,12 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             NewEntry {
                 ty,
                 primary: desc.is_primary(),
+                // A shared or primary allocation is the one other devices or the display
+                // know: never renamed.
+                allocation_size: match allocation {
+                    Some(_) if !desc.is_shared() && !desc.is_primary() => size as u64,
+                    _ => 0,
+                },
                 allocation: allocation.map(ScopeGuard::into_inner),
                 dependency: desc.dependency().map(Handle::any),
                 byte_size: match desc {

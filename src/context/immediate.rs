@@ -26,9 +26,11 @@ use crate::registry::retire::{Clock, Clocks, Drain, Pass, RetireQueue, RetireSta
 use crate::registry::{Entry, IcDataRefs, IcToken, ObjectView, Registry, Resolver};
 use crate::trace::span;
 use map::IcMap;
+use rename_pool::RenamePool;
 
 mod dxgi;
 mod map;
+mod rename_pool;
 
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]
@@ -100,6 +102,9 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Contents buffers of earlier maps, kept for the next ones: a steady map/unmap pattern
     /// allocates nothing.
     spare_contents: Vec<Vec<u8>>,
+    /// Allocations a Map(DISCARD) renamed resources away from, until the GPU is done with
+    /// them and another rename takes them (R-M5).
+    rename_pool: RenamePool,
     amortizer: Amortizer,
     /// Proves this is the device's one immediate context: the single reclaimer of entries.
     token: IcToken,
@@ -157,6 +162,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             retire: RetireQueue::default(),
             open: MappedAndBegun::default(),
             spare_contents: Vec::new(),
+            rename_pool: RenamePool::default(),
             amortizer: Amortizer::default(),
             lists_in_flight: Vec::new(),
             rotations: 0,
@@ -927,6 +933,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let _span = span!("amortize");
         self.retire.trim();
         let s = &*self.device.shared;
+        self.rename_pool.trim(self.completed, |allocation| {
+            s.kernel().deallocate(allocation)
+        });
         s.registry().amortize(&mut self.token);
         s.ask_deferred_to_trim();
         s.kernel()
@@ -955,10 +964,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.amortizer.count()
     }
 
-    /// Gives back memory the context keeps beyond its high watermarks now (R-A1); flushes
-    /// do this by themselves when they perform amortised processing.
+    /// Gives back memory the context keeps beyond its high watermarks now (R-A1), and every
+    /// allocation of its rename pool the GPU is done with (R-M5), as a runtime's Trim asks;
+    /// flushes do the first by themselves when they perform amortised processing, and give
+    /// back the pool's allocations that sat unused for a while.
     pub fn trim(&mut self) {
         self.retire.trim();
+        let kernel = self.device.shared.kernel();
+        self.rename_pool
+            .release_done(self.completed, |allocation| kernel.deallocate(allocation));
         self.device.shared.registry().amortize(&mut self.token);
     }
 
@@ -1085,6 +1099,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         } else {
             Ok(())
         };
+        // Nothing reads what renames left (the GPU is idle, or the wait failed and the
+        // device is lost either way).
+        self.rename_pool
+            .drain(|allocation| s.kernel().deallocate(allocation));
         self.life = Life::Draining;
         s.registry().mark_removed();
         // The GPU is idle: every retired list's memory can go, and lists ended from now on

@@ -132,6 +132,10 @@ pub(crate) struct IcSide<D: Driver> {
     /// A resource's identity: bumped each time rotation gives it another allocation (R-X5).
     /// A view's: its resource's identity when the driver last refreshed the view.
     pub(crate) identity: u64,
+    /// The size of the object's kernel allocation where a rename may replace it (R-M5): 0
+    /// for none, and for a shared or primary allocation, which other devices or the display
+    /// know by its handle.
+    pub(crate) allocation_size: u64,
     /// The driver's IC data.
     pub(crate) data: D::IcData,
 }
@@ -692,6 +696,8 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) ty: HandleType,
     pub(crate) primary: bool,
     pub(crate) allocation: Option<AllocationHandle>,
+    /// The allocation's size where a rename may replace it (see [`IcSide`]).
+    pub(crate) allocation_size: u64,
     pub(crate) dependency: Option<AnyHandle>,
     pub(crate) byte_size: u64,
     pub(crate) local_class: Option<u16>,
@@ -880,6 +886,7 @@ impl<D: Driver> Registry<D> {
                 query_end: 0,
                 discarded_in: 0,
                 identity: 0,
+                allocation_size: new.allocation_size,
                 data: new.ic_data,
             })),
         };

@@ -1418,6 +1418,16 @@ impl Driver for SoftDriver {
         self.refresh_view_for(imm, view, ic, resource)
     }
 
+    fn renamed(
+        &self,
+        imm: &mut SoftIc,
+        resource: ObjectView<'_, Self>,
+        ic: &mut u64,
+        previous: AllocationHandle,
+    ) {
+        self.renamed_for(imm, resource, ic, previous);
+    }
+
     fn blt(
         &self,
         imm: &mut SoftIc,
@@ -1529,6 +1539,21 @@ impl Wrappable for SoftDriver {
             .allocation(resource.allocation().map_or(0, |a| a.0.get()));
         self.world.note(&mut s, event);
         Ok(())
+    }
+
+    fn renamed_for<W: SameTypes<Self>>(
+        &self,
+        _imm: &mut SoftIc,
+        resource: ObjectView<'_, W>,
+        _ic: &mut u64,
+        previous: AllocationHandle,
+    ) {
+        let mut s = self.world.lock();
+        Destroyed::check(&mut s, resource.object(), "renamed");
+        let event = TraceEvent::of(Hook::Renamed)
+            .object(resource.object().id)
+            .allocation(previous.0.get());
+        self.world.note(&mut s, event);
     }
 
     fn blt_for<W: SameTypes<Self>>(

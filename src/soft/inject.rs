@@ -449,6 +449,18 @@ pub trait Wrappable: Driver {
         let _ = (imm, view, ic, resource);
         Ok(())
     }
+
+    /// [`Driver::renamed`] for the engine running driver `W`. The default does what the
+    /// default of [`Driver::renamed`] does (nothing).
+    fn renamed_for<W: SameTypes<Self>>(
+        &self,
+        imm: &mut Self::Immediate,
+        resource: ObjectView<'_, W>,
+        ic: &mut Self::IcData,
+        previous: AllocationHandle,
+    ) {
+        let _ = (imm, resource, ic, previous);
+    }
 }
 
 /// A [`Driver`] that delegates every hook to `D` (its default-bodied hooks included, so `D`'s
@@ -764,6 +776,17 @@ impl<D: Wrappable> Driver for FaultDriver<D> {
     ) -> Result<()> {
         self.plan.tick("refresh_view", true)?;
         self.inner.refresh_view_for(imm, view, ic, resource)
+    }
+
+    fn renamed(
+        &self,
+        imm: &mut Self::Immediate,
+        resource: ObjectView<'_, Self>,
+        ic: &mut Self::IcData,
+        previous: AllocationHandle,
+    ) {
+        self.plan.tick_infallible("renamed");
+        self.inner.renamed_for(imm, resource, ic, previous);
     }
 }
 

@@ -233,7 +233,16 @@ impl Kernel for SoftKernel {
         };
         let busy = a.in_open_buffer || a.last_submitted > completed;
         let bytes = a.bytes.clone().into_boxed_slice();
-        if busy && flags != LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC {
+        if flags.contains(LockFlags::NO_EXISTING_REFERENCE) {
+            if busy {
+                // A rename's memory handed out while a buffer may still read what it holds.
+                let what = format!(
+                    "allocation {id} locked as unreferenced while a buffer the GPU has not \
+                     finished uses it (completed {completed})"
+                );
+                SoftWorld::violate(&mut s, "R-M5", what);
+            }
+        } else if busy && flags != LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC {
             let what = format!(
                 "allocation {id} locked while a buffer the GPU has not finished uses it \
                  (completed {completed})"

@@ -283,6 +283,9 @@ pub enum Hook {
     RotateIdentities,
     /// Driver: a view refreshed after its resource's identity changed (R-X5).
     RefreshView,
+    /// Driver: a Map(DISCARD) on the immediate context renamed a resource (R-M5);
+    /// `allocation` is the one it left (the engine's rename pool keeps it).
+    Renamed,
 }
 
 impl Hook {

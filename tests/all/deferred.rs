@@ -8,9 +8,9 @@ use cmdlist::soft::{
     self, Hook, SoftCommand, SoftConfig, SoftDriver, SoftKernel, SoftWorld, TraceEvent,
 };
 use cmdlist::{
-    AllocationHandle, AnyHandle, AppError, BindClass, BindPoint, ContextId, DeferredContext,
-    Device, DeviceConfig, Error, Handle, HandleType, ImmediateContext, ObjectDesc, QueryKind,
-    ResourceDesc, Stage, Usage, ViewDesc,
+    AnyHandle, AppError, BindClass, BindPoint, ContextId, DeferredContext, Device, DeviceConfig,
+    Error, Handle, HandleType, ImmediateContext, ObjectDesc, QueryKind, ResourceDesc, Stage, Usage,
+    ViewDesc,
 };
 
 use crate::common::{allocation, count, events_of, hooks, id_of, native};
@@ -65,8 +65,10 @@ fn query(device: &Dev, kind: QueryKind) -> Handle<Query> {
     device.create_query(kind).unwrap()
 }
 
-fn bytes(world: &SoftWorld, allocation: AllocationHandle) -> Vec<u8> {
-    world.read(allocation).unwrap()
+/// A resource's bytes: those of its current allocation, which a Map(DISCARD) on the
+/// immediate context renames (R-M5).
+fn bytes(world: &SoftWorld, device: &soft::SoftDevice, resource: Handle<Resource>) -> Vec<u8> {
+    world.read(allocation(device, resource)).unwrap()
 }
 
 /// CreateCommandList or RecycleCreateCommandList: the list's creation at Finish (R-R7).
@@ -158,7 +160,7 @@ fn r_c1_state_refresh_reports_bindings_during_create_and_nothing_after() {
     ic.execute_command_list(&list).unwrap();
     ic.execute_command_list(&second).unwrap();
     ic.flush().unwrap();
-    assert_eq!(&bytes(&world, allocation(&device, r2))[..8], &[5; 8]);
+    assert_eq!(&bytes(&world, &device, r2)[..8], &[5; 8]);
     world.assert_no_violations();
     drop((list, second, dc));
     ic.destroy_device().unwrap();
@@ -337,7 +339,7 @@ fn r_c3_execute_clears_state() {
     );
     assert_eq!(ic.binding(SRV0), None);
     assert_eq!(ic.binding(VB0), None);
-    assert_eq!(&bytes(&world, allocation(&device, r2))[4..8], &[6; 4]);
+    assert_eq!(&bytes(&world, &device, r2)[4..8], &[6; 4]);
 
     // From the next call on the state is empty; one new bind is one reported binding.
     world.clear_trace();
@@ -366,7 +368,6 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
     let (device, mut ic, world) = setup(DeviceConfig::default());
     let r = resource(&device, 32);
     let r2 = resource(&device, 32);
-    let (ar, ar2) = (allocation(&device, r), allocation(&device, r2));
     ic.update(r, 0, &[1; 32]).unwrap();
     ic.update(r2, 0, &[2; 32]).unwrap();
 
@@ -401,9 +402,9 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
         0,
         "not even the clear-state: {ev:#?}"
     );
-    assert_eq!(bytes(&world, ar), vec![1; 32]);
+    assert_eq!(bytes(&world, &device, r), vec![1; 32]);
     assert_eq!(
-        bytes(&world, ar2),
+        bytes(&world, &device, r2),
         vec![2; 32],
         "the list's other commands did not run either"
     );
@@ -412,8 +413,8 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
     ic.unmap(r).unwrap();
     ic.map_discard(r2).unwrap().fill(4);
     ic.execute_command_list(&list).unwrap();
-    assert_eq!(bytes(&world, ar), vec![9; 32]);
-    assert_eq!(bytes(&world, ar2), vec![7; 32]);
+    assert_eq!(bytes(&world, &device, r), vec![9; 32]);
+    assert_eq!(bytes(&world, &device, r2), vec![7; 32]);
     ic.unmap(r2).unwrap();
     ic.flush().unwrap();
     world.assert_no_violations();
@@ -426,7 +427,6 @@ fn r_c4_map_conflict_is_application_error_and_changes_nothing() {
 fn r_c4_query_conflict_is_application_error_and_changes_nothing() {
     let (device, mut ic, world) = setup(DeviceConfig::default());
     let r = resource(&device, 16);
-    let ar = allocation(&device, r);
     let q = query(&device, QueryKind::Occlusion);
     let mut dc = device.create_deferred_context().unwrap();
     dc.begin_query(q).unwrap();
@@ -457,13 +457,13 @@ fn r_c4_query_conflict_is_application_error_and_changes_nothing() {
     let ev = world.trace();
     assert_eq!(count(&ev, Hook::ExecuteCommandList), 0, "{ev:#?}");
     assert_eq!(count(&ev, Hook::Execute), 0, "{ev:#?}");
-    assert_eq!(bytes(&world, ar), vec![0; 16]);
+    assert_eq!(bytes(&world, &device, r), vec![0; 16]);
 
     ic.end_query(q).unwrap();
     ic.execute_command_list(&begins_and_ends).unwrap();
-    assert_eq!(bytes(&world, ar), vec![5; 16]);
+    assert_eq!(bytes(&world, &device, r), vec![5; 16]);
     ic.execute_command_list(&only_ends).unwrap();
-    assert_eq!(bytes(&world, ar), vec![6; 16]);
+    assert_eq!(bytes(&world, &device, r), vec![6; 16]);
     ic.flush().unwrap();
     world.assert_no_violations();
     drop((begins_and_ends, only_ends, dc));
@@ -475,7 +475,6 @@ fn r_c4_query_conflict_is_application_error_and_changes_nothing() {
 fn r_c4_finish_ends_begun_queries_and_unmaps() {
     let (device, mut ic, world) = setup(DeviceConfig::default());
     let r = resource(&device, 32);
-    let ar = allocation(&device, r);
     let q = query(&device, QueryKind::Event);
     let qid = id_of(&device, q);
     ic.update(r, 0, &[0xEE; 32]).unwrap();
@@ -501,7 +500,7 @@ fn r_c4_finish_ends_begun_queries_and_unmaps() {
     let mut expect = vec![0; 32];
     expect[..4].copy_from_slice(&[1, 2, 3, 4]);
     assert_eq!(
-        bytes(&world, ar),
+        bytes(&world, &device, r),
         expect,
         "the still-mapped contents landed (zeroed Discard + writes)"
     );
@@ -592,9 +591,9 @@ fn r_c2_abandon_order_hook_unbind_close_recycle() {
         let list = dc.finish().unwrap();
         assert_eq!(list.stats().operations, 1);
         ic.execute_command_list(&list).unwrap();
-        assert_eq!(&bytes(&world, allocation(&device, r2))[..4], &[4; 4]);
+        assert_eq!(&bytes(&world, &device, r2)[..4], &[4; 4]);
         assert_eq!(
-            bytes(&world, allocation(&device, r3)),
+            bytes(&world, &device, r3),
             vec![0; 64],
             "abandoned update never runs"
         );
@@ -667,7 +666,7 @@ fn r_e2_dc_error_goes_to_its_own_sink() {
     let list = a.finish().unwrap();
     assert_eq!(list.stats().operations, 1);
     ic.execute_command_list(&list).unwrap();
-    assert_eq!(&bytes(&world, allocation(&device, r))[..4], &[1; 4]);
+    assert_eq!(&bytes(&world, &device, r)[..4], &[1; 4]);
     assert_eq!(world.errors().len(), 4);
     world.assert_no_violations();
     drop((list, a, b));
@@ -684,7 +683,6 @@ fn r_e3_out_of_memory_removes_context_locally() {
     let other = resource(&device, 64);
     let v = view(&device, r, 0, 16);
     let q = query(&device, QueryKind::Occlusion);
-    let (ar, aother) = (allocation(&device, r), allocation(&device, other));
     let (rid, vid) = (id_of(&device, r), id_of(&device, v));
 
     // Another context, mid-recording, must not notice.
@@ -804,9 +802,9 @@ fn r_e3_out_of_memory_removes_context_locally() {
     let bystander_list = bystander.finish().unwrap();
     ic.update(r, 1000, &[0x22; 8]).unwrap();
     ic.execute_command_list(&bystander_list).unwrap();
-    assert_eq!(bytes(&world, aother), vec![8; 64]);
+    assert_eq!(bytes(&world, &device, other), vec![8; 64]);
     assert_eq!(
-        bytes(&world, ar),
+        bytes(&world, &device, r),
         vec![0x11; 2048],
         "only the bystander's Fill reached r"
     );
@@ -832,11 +830,11 @@ fn r_e3_out_of_memory_removes_context_locally() {
     assert_eq!(list.stats().operations, 2);
     ic.execute_command_list(&list).unwrap();
     assert_eq!(
-        &bytes(&world, ar)[..9],
+        &bytes(&world, &device, r)[..9],
         &[0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x44, 0x11]
     );
     assert_eq!(
-        &bytes(&world, allocation(&device, viewed))[..9],
+        &bytes(&world, &device, viewed)[..9],
         &[0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0]
     );
     assert_eq!(world.errors().len(), 1);
@@ -852,7 +850,6 @@ fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
     let (device, mut ic, world) = setup(DeviceConfig::default().with_deferred_budget(1024));
     let big = resource(&device, 4000);
     let small = resource(&device, 16);
-    let abig = allocation(&device, big);
     let mut dc = device.create_deferred_context().unwrap();
     let c = dc.id();
     dc.update(small, 0, &[1; 16]).unwrap();
@@ -870,7 +867,7 @@ fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
     assert_eq!(dc.stats().open_handles, 0);
     assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
     assert_eq!(
-        bytes(&world, abig),
+        bytes(&world, &device, big),
         vec![0; 4000],
         "the scratch never reaches the resource"
     );
@@ -878,7 +875,7 @@ fn r_e3_map_past_the_budget_hands_out_scratch_and_finish_fails() {
     dc.update(small, 0, &[2; 16]).unwrap();
     let list = dc.finish().unwrap();
     ic.execute_command_list(&list).unwrap();
-    assert_eq!(bytes(&world, allocation(&device, small)), vec![2; 16]);
+    assert_eq!(bytes(&world, &device, small), vec![2; 16]);
     world.assert_no_violations();
     drop((list, dc));
     ic.destroy_device().unwrap();
@@ -933,7 +930,7 @@ fn r_e3_any_entry_point_may_run_out_of_memory() {
         assert_eq!(dc.finish().err(), Some(Error::OutOfMemory), "{name}");
     }
     assert_eq!(
-        bytes(&world, allocation(&device, r)),
+        bytes(&world, &device, r),
         vec![0; BUDGET],
         "nothing of it ever ran"
     );
@@ -970,15 +967,12 @@ fn r_r8_list_from_another_device_is_not_executable() {
         ev.iter().all(|e| e.hook == Hook::SetError),
         "nothing ran on the other device: {ev:#?}"
     );
-    assert_eq!(
-        bytes(&other_world, allocation(&other_device, theirs)),
-        vec![0; 16]
-    );
+    assert_eq!(bytes(&other_world, &other_device, theirs), vec![0; 16]);
     assert!(world.errors().is_empty(), "the owning device saw nothing");
 
     // The list still works where it belongs.
     ic.execute_command_list(&list).unwrap();
-    assert_eq!(bytes(&world, allocation(&device, r)), vec![9; 16]);
+    assert_eq!(bytes(&world, &device, r), vec![9; 16]);
     drop((list, dc));
     ic.destroy_device().unwrap();
     other_ic.destroy_device().unwrap();

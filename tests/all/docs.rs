@@ -385,8 +385,11 @@ fn the_guides_ddi_table_names_real_hooks_and_covers_them() {
             let exists = match ty {
                 "Driver" => hooks.contains(&method),
                 "Kernel" => kernel_methods().contains(&method),
-                "DeviceConfig" | "DeferredCall" | "Op" | "ThreadingCaps" | "ContextId"
-                | "MapFlags" => true,
+                "DeviceConfig" | "DeferredCall" | "Op" | "ThreadingCaps" | "ContextId" => true,
+                // Flags, by name.
+                "MapFlags" => cmdlist::MapFlags::from_name(&method).is_some(),
+                "MapCaps" => cmdlist::MapCaps::from_name(&method).is_some(),
+                "LockFlags" => cmdlist::LockFlags::from_name(&method).is_some(),
                 _ => methods.get(ty).is_some_and(|m| m.contains(&method)),
             };
             assert!(

@@ -21,6 +21,7 @@ mod primary;
 mod recycle;
 mod recycle_memory;
 mod registry;
+mod rename;
 mod replay;
 mod restore;
 mod retire;

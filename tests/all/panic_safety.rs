@@ -565,6 +565,12 @@ fn teardown(
     }
     let mut held_objects = world.live_objects();
     held_objects.retain(|id| !kept_objects.contains(id));
+    // The immediate context's rename pool keeps what its Map(DISCARD)s renamed away (R-M5)
+    // until it is trimmed: an explicit trim gives back all the GPU is done with.
+    run.step("trim", || {
+        ic.trim();
+        Ok(())
+    });
     let mut held_allocations = world.live_allocation_ids();
     held_allocations.retain(|id| !kept_allocations.contains(id));
 

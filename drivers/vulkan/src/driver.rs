@@ -741,7 +741,9 @@ impl Driver for VulkanDriver {
     }
 
     /// Both of D3D11.1's: constant buffers and buffers bound as shader resources are plain
-    /// buffers here, mapped (and, in built lists, renamed) as vertex buffers are.
+    /// buffers here, mapped (and, in built lists, renamed) as vertex buffers are. And a
+    /// resource's bytes are its allocation's `VkBuffer` from byte 0: the immediate context's
+    /// Map(DISCARD) renames (R-M5).
     fn map_caps(&self) -> MapCaps {
         MapCaps::all()
     }
@@ -869,6 +871,19 @@ impl Driver for VulkanDriver {
         // Replayed and emulated lists resolve allocations when they run; a driver-built
         // list recorded before this names the old buffers, and its executes replay its
         // packets instead.
+        self.world.rotations.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn renamed(
+        &self,
+        _imm: &mut VulkanImmediate,
+        _resource: ObjectView<'_, Self>,
+        _ic: &mut u64,
+        _previous: AllocationHandle,
+    ) {
+        // The immediate context's operations find the new buffer when they run; a
+        // driver-built list recorded before names the old one, and replays its packets
+        // instead, as after a rotation.
         self.world.rotations.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -247,20 +247,26 @@ impl Kernel for VulkanKernel {
             self.world.violate("R-M4", what);
             return Err(Error::InvalidArg);
         };
-        if !flags.contains(LockFlags::WRITE_ONLY) {
-            // It reads: the engine waited for every buffer that uses it (R-M4). (A write-only
-            // lock may be a Map(NO_OVERWRITE), which does not wait.)
+        // A lock that reads, or a rename's memory (R-M5), needs every buffer that uses the
+        // allocation finished: the engine waited for them (R-M4) or the pool did. (A
+        // write-only lock may be a Map(NO_OVERWRITE), which does not wait.)
+        let unreferenced = flags.contains(LockFlags::NO_EXISTING_REFERENCE);
+        if unreferenced || !flags.contains(LockFlags::WRITE_ONLY) {
             let ic = lock(&self.world.ic);
             let unsubmitted = ic.open_refs.contains(&id)
                 || ic.closed.iter().any(|c| c.refs.binary_search(&id).is_ok());
             drop(ic);
             let done = self.world.completed();
             if unsubmitted || last > done {
+                let (rule, how) = match unreferenced {
+                    true => ("R-M5", "as unreferenced"),
+                    false => ("R-M4", "to read"),
+                };
                 let what = format!(
-                    "allocation {id} locked to read while a buffer the GPU has not finished \
+                    "allocation {id} locked {how} while a buffer the GPU has not finished \
                      uses it (buffer {last}, timeline at {done})"
                 );
-                self.world.violate("R-M4", what);
+                self.world.violate(rule, what);
             }
         }
         let len = usize::try_from(len).map_err(|_| Error::OutOfMemory)?;

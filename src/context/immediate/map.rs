@@ -1,17 +1,21 @@
-//! CPU access on the immediate context (R-M1, R-M3, R-M4): Map(DISCARD) through the
-//! context's own bytes, handed to the driver at the Unmap; Map(NO_OVERWRITE) of a dynamic
+//! CPU access on the immediate context (R-M1, R-M3..R-M5): Map(DISCARD) of another
+//! allocation that the Unmap makes the resource's (a rename), or, where the driver does not
+//! rename, through the context's own bytes handed to the driver at the Unmap;
+//! Map(NO_OVERWRITE) of a dynamic
 //! buffer and the staging Maps (READ, WRITE, READ_WRITE) through the kernel's lock of the
 //! resource's own memory, a staging Map waiting first for the newest buffer that uses the
 //! resource (or answering that the GPU still draws); and whether a staging resource is busy.
 
 use super::ImmediateContext;
-use crate::desc::Usage;
+use crate::caps::MapCaps;
+use crate::desc::{BindFlags, Usage};
 use crate::driver::{Driver, Op};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{Handle, Resource};
-use crate::kernel::{AllocationHandle, Kernel};
+use crate::kernel::{AllocationDesc, AllocationHandle, Kernel};
 use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
+use scopeguard::ScopeGuard;
 
 /// An open Map on the immediate context.
 #[derive(Debug)]
@@ -24,13 +28,27 @@ pub(super) enum IcMap {
         allocation: AllocationHandle,
         mapping: CpuMapping,
     },
+    /// Map(DISCARD) that renames (R-M5): an allocation no unfinished buffer reads, locked
+    /// until the Unmap makes it the resource's.
+    Renamed {
+        allocation: AllocationHandle,
+        mapping: CpuMapping,
+        /// Its size (the resource's allocation's).
+        size: u64,
+    },
 }
+
+/// Bind flags under which a resource may have views, whose IC data may embed its allocation.
+const VIEWABLE: BindFlags = BindFlags::SHADER_RESOURCE
+    .union(BindFlags::RENDER_TARGET)
+    .union(BindFlags::DEPTH_STENCIL)
+    .union(BindFlags::UNORDERED_ACCESS);
 
 impl IcMap {
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             IcMap::Discard(contents) => contents,
-            IcMap::Locked { mapping, .. } => mapping.bytes_mut(),
+            IcMap::Locked { mapping, .. } | IcMap::Renamed { mapping, .. } => mapping.bytes_mut(),
         }
     }
 }
@@ -55,12 +73,19 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Map(DISCARD) of a dynamic resource (any other is an application error): the
-    /// resource's new contents, zeroed, to write until [`ImmediateContext::unmap`], which
-    /// hands them to the driver. While mapped, executing a command list that recorded a Map
-    /// of it is an application error (R-C4).
+    /// resource's new contents, to write until [`ImmediateContext::unmap`], without waiting
+    /// for the GPU. While mapped, executing a command list that recorded a Map of it is an
+    /// application error (R-C4).
     ///
-    /// The bytes are the context's own (reused from map to map), allocated fallibly: a
-    /// resource too big for memory is [`Error::OutOfMemory`].
+    /// Where the driver's [`crate::MapCaps`] include
+    /// [`DISCARD_RENAMES`](crate::MapCaps::DISCARD_RENAMES) (R-M5), and the resource's
+    /// allocation is neither shared nor a primary's, the bytes are another
+    /// kernel allocation of the resource's size, locked ([`Kernel::lock`]), which the Unmap
+    /// makes the resource's: one the GPU is done with from the context's pool, or a new one
+    /// ([`Kernel::allocate`]), zeroed. The allocation the resource had waits in the pool
+    /// until the GPU finished every buffer that may read it. Otherwise the bytes are the
+    /// context's own, zeroed (reused from map to map, allocated fallibly: a resource too big
+    /// for memory is [`Error::OutOfMemory`]), handed to the driver at the Unmap.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         self.entry(|ic| ic.map_new(resource))?;
         Ok(self.open.mapped(resource)?.bytes_mut())
@@ -68,13 +93,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn map_new(&mut self, resource: Handle<Resource>) -> Result<()> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
-        let size = self
+        let view = self.device.shared.registry().live(resource, guard)?;
+        let size = view.discard_len()?;
+        self.open.check_map(resource)?;
+        if self
             .device
             .shared
-            .registry()
-            .live(resource, guard)?
-            .discard_len()?;
-        self.open.check_map(resource)?;
+            .map_caps()
+            .contains(MapCaps::DISCARD_RENAMES)
+        {
+            // 0: no allocation, or one that other devices or the display know (not renamed).
+            let size = view.entry().ic_side(&mut self.token).allocation_size;
+            if size != 0 {
+                return self.map_renamed(resource, size);
+            }
+        }
         let mut contents = self.spare_contents.pop().unwrap_or_default();
         contents.clear();
         if contents.try_reserve_exact(size).is_err() {
@@ -84,6 +117,81 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         contents.resize(size, 0);
         self.open.map(resource, IcMap::Discard(contents));
         Ok(())
+    }
+
+    /// Locks an allocation of `size` bytes that no unfinished buffer reads, for a
+    /// Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest if the GPU is done
+    /// with it, a new one otherwise.
+    fn map_renamed(&mut self, resource: Handle<Resource>, size: u64) -> Result<()> {
+        let mut pooled = self.rename_pool.take(size, self.completed);
+        if pooled.is_none() {
+            // The fence as the kernel has it now: a pooled allocation may have come free.
+            let completed = self.completed_fence()?;
+            pooled = self.rename_pool.take(size, completed);
+        }
+        let kernel = self.device.shared.kernel();
+        let allocation = match pooled {
+            Some(allocation) => allocation,
+            None => {
+                let desc = AllocationDesc {
+                    size,
+                    shared: false,
+                    primary: false,
+                };
+                kernel.allocate(&desc)?
+            }
+        };
+        // Until the lock hands it out, the allocation is the pool's (no buffer referenced
+        // it): back there if the lock fails or panics.
+        let back = scopeguard::guard(&mut self.rename_pool, |pool| pool.give(size, allocation, 0));
+        let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
+        let mut mapping = kernel.lock(allocation, flags | LockFlags::NO_EXISTING_REFERENCE)?;
+        ScopeGuard::into_inner(back);
+        // Zeroed, as every Map(DISCARD) here hands out (and a deferred context's): the
+        // contents never depend on which allocation the pool had. A ring pays it once per
+        // wrap, as many bytes as its appends write.
+        mapping.bytes_mut().fill(0);
+        let map = IcMap::Renamed {
+            allocation,
+            mapping,
+            size,
+        };
+        self.open.map(resource, map);
+        Ok(())
+    }
+
+    /// The Unmap of a Map(DISCARD) that renamed (R-M5): the allocation written becomes the
+    /// resource's. The one it had may be read by the open buffer (an operation, or a binding
+    /// since its last stamp): it is stamped with the open buffer, which lists both, and
+    /// waits in the pool until the GPU finished that buffer.
+    fn rename(&mut self, resource: Handle<Resource>, allocation: AllocationHandle, size: u64) {
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        let Ok(view) = self.device.shared.registry().live(resource, guard) else {
+            // Gone since the Unmap looked (nothing runs between): never anything's.
+            self.rename_pool.give(size, allocation, 0);
+            return;
+        };
+        let entry = view.entry();
+        Self::stamp(&mut self.buffer, &mut self.token, entry);
+        let previous = entry
+            .allocation()
+            .expect("a renamed resource has an allocation");
+        entry.set_allocation(&mut self.token, Some(allocation));
+        // The buffer's operations from here on read the new one; the resource is stamped
+        // with the buffer already, so its next use would not list it.
+        self.buffer.allocations.push(allocation);
+        self.rename_pool.give(size, previous, self.buffer.number);
+        let side = entry.ic_side(&mut self.token);
+        if view.bind_flags().intersects(VIEWABLE) {
+            // Its views embed the old allocation: refreshed before their next use (R-X5).
+            side.identity += 1;
+            self.rotations += 1;
+        }
+        // Last: the rename is whole whether the hook returns or panics.
+        self.device
+            .shared
+            .driver()
+            .renamed(&mut self.imm, view, &mut side.data, previous);
     }
 
     /// Map(NO_OVERWRITE) of a dynamic buffer (R-M3: vertex and index buffers, constant
@@ -232,8 +340,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Unmap: after [`ImmediateContext::map_discard`], the bytes written become the
-    /// resource's contents (the driver hears them); after a Map of the resource's own memory,
-    /// the kernel unlocks it ([`Kernel::unlock`]).
+    /// resource's contents: the allocation written becomes the resource's (a rename, R-M5:
+    /// the kernel unlocks it, then the driver hears [`Driver::renamed`]), or the driver hears
+    /// the bytes ([`Op::WriteDiscard`]). After a Map of the resource's own memory, the kernel
+    /// unlocks it ([`Kernel::unlock`]).
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
@@ -244,6 +354,31 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     mapping,
                 } => {
                     ic.device.shared.kernel().unlock(allocation, mapping);
+                    return Ok(());
+                }
+                IcMap::Renamed {
+                    allocation,
+                    mapping,
+                    size,
+                } => {
+                    if let Err(e) = ic.device.shared.registry().live(resource, guard) {
+                        // Refused as the copy's Unmap is: still mapped.
+                        let map = IcMap::Renamed {
+                            allocation,
+                            mapping,
+                            size,
+                        };
+                        ic.open.map(resource, map);
+                        return Err(e);
+                    }
+                    // An unlock that panics counts as done: the allocation, never the
+                    // resource's, goes back to the pool.
+                    let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
+                        pool.give(size, allocation, 0)
+                    });
+                    ic.device.shared.kernel().unlock(allocation, mapping);
+                    ScopeGuard::into_inner(back);
+                    ic.rename(resource, allocation, size);
                     return Ok(());
                 }
             };
@@ -281,12 +416,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(super) fn unlock_all(&mut self) {
         let kernel = self.device.shared.kernel();
         while let Some((_, map)) = self.open.pop_mapped() {
-            if let IcMap::Locked {
-                allocation,
-                mapping,
-            } = map
-            {
-                kernel.unlock(allocation, mapping);
+            match map {
+                IcMap::Discard(_) => {}
+                IcMap::Locked {
+                    allocation,
+                    mapping,
+                } => kernel.unlock(allocation, mapping),
+                IcMap::Renamed {
+                    allocation,
+                    mapping,
+                    size,
+                } => {
+                    // Into the pool whether the unlock returns or panics.
+                    let _back =
+                        scopeguard::guard(&mut self.rename_pool, |p| p.give(size, allocation, 0));
+                    kernel.unlock(allocation, mapping);
+                }
             }
         }
     }

@@ -1,0 +1,281 @@
+//! Map(DISCARD) on the immediate context renames (R-M5): the bytes are another allocation,
+//! which the Unmap makes the resource's; the one it had waits in the context's pool until
+//! the GPU finished every buffer that may read it, and only then is handed out again.
+
+use std::sync::Arc;
+
+use cmdlist::handle::Resource;
+use cmdlist::soft::{
+    self, Gpu, Hook, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld,
+};
+use cmdlist::{
+    BindFlags, DeviceConfig, Handle, HandleType, Kernel, ListMode, LockFlags, MapCaps,
+    ResourceDesc, ResourceFlags, Usage, ViewDesc,
+};
+
+use crate::common::{allocation, buffer, count};
+
+fn setup(
+    mode: ListMode,
+    gpu: Gpu,
+    map_caps: MapCaps,
+) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
+        gpu,
+        command_lists: mode.has_driver_lists(),
+        driver_built: mode == ListMode::DriverBuilt,
+        map_caps,
+        ..SoftConfig::from_env().unwrap()
+    };
+    soft::device(config, DeviceConfig::default()).unwrap()
+}
+
+fn dynamic(device: &SoftDevice, bytes: u64, bind: BindFlags) -> Handle<Resource> {
+    let desc = ResourceDesc {
+        byte_size: bytes,
+        bind,
+        usage: Usage::Dynamic,
+        ..Default::default()
+    };
+    device.create_resource(desc).unwrap()
+}
+
+fn write_discard(ic: &mut SoftImmediate, r: Handle<Resource>, value: u8) {
+    let bytes = ic.map_discard(r).unwrap();
+    assert!(
+        bytes.iter().all(|&b| b == 0),
+        "zeroed, whichever allocation"
+    );
+    bytes.fill(value);
+    ic.unmap(r).unwrap();
+}
+
+fn read(device: &SoftDevice, world: &SoftWorld, r: Handle<Resource>) -> Vec<u8> {
+    world.read(allocation(device, r)).unwrap()
+}
+
+/// While the GPU has not finished a buffer that read the resource, each discard takes a new
+/// allocation and leaves the old one as that buffer read it; once the GPU is done, the next
+/// discard takes the oldest back. The driver hears each rename; the soft kernel would flag a
+/// lock of memory a pending buffer reads (and does, below, when asked for one).
+#[test]
+fn r_m5_a_discard_renames_and_the_old_memory_waits_for_the_gpu() {
+    let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Manual, MapCaps::all());
+    let r = dynamic(&device, 32, BindFlags::CONSTANT_BUFFER);
+    let dst = device.create_resource(buffer(32)).unwrap();
+    let first = allocation(&device, r);
+    write_discard(&mut ic, r, 1);
+    let second = allocation(&device, r);
+    assert_ne!(first, second, "renamed");
+    ic.command(&SoftCommand::Copy { dst, src: r }).unwrap();
+    ic.flush().unwrap();
+    // The copy's buffer is submitted, not finished: the next discard cannot take `first`
+    // (stamped with the buffer of the first Unmap) nor `second`.
+    write_discard(&mut ic, r, 2);
+    let third = allocation(&device, r);
+    assert!(third != first && third != second);
+    assert_eq!(
+        world.read(second).unwrap(),
+        [1; 32],
+        "what the copy read, kept"
+    );
+    assert_eq!(read(&device, &world, r), [2; 32]);
+    assert_eq!(read(&device, &world, dst), [1; 32]);
+    let renamed: Vec<(u64, u64)> = world
+        .trace()
+        .iter()
+        .filter(|e| e.hook == Hook::Renamed)
+        .map(|e| (e.object, e.allocation))
+        .collect();
+    let id = device.object(r).unwrap().id;
+    assert_eq!(
+        renamed,
+        [(id, first.0.get()), (id, second.0.get())],
+        "the driver hears each rename with the allocation left"
+    );
+    // The GPU finishes the copy's buffer: the pool's oldest comes back. The next one was
+    // stamped with the buffer of the second Unmap, which held nothing and was never
+    // submitted: it comes back once a later buffer is done.
+    ic.flush().unwrap();
+    world.complete_all();
+    write_discard(&mut ic, r, 3);
+    assert_eq!(allocation(&device, r), first);
+    write_discard(&mut ic, r, 4);
+    assert!(![first, second, third].contains(&allocation(&device, r)));
+    ic.command(&SoftCommand::Copy { dst, src: r }).unwrap();
+    ic.flush().unwrap();
+    world.complete_all();
+    write_discard(&mut ic, r, 4);
+    assert_eq!(allocation(&device, r), second);
+    assert_eq!(read(&device, &world, r), [4; 32]);
+    world.assert_no_violations();
+
+    // The kernel's check: memory a pending buffer reads, locked as unreferenced.
+    ic.command(&SoftCommand::Copy { dst, src: r }).unwrap();
+    ic.flush().unwrap();
+    let busy = allocation(&device, r);
+    let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC | LockFlags::NO_EXISTING_REFERENCE;
+    let mapping = device.kernel().lock(busy, flags).unwrap();
+    device.kernel().unlock(busy, mapping);
+    let violations = world.violations();
+    assert!(
+        violations.iter().any(|v| v.rule == "R-M5"),
+        "the soft kernel flags it: {violations:#?}"
+    );
+}
+
+/// Views of a renamed resource embed its old allocation: the driver refreshes each before
+/// its next use (R-X5's refresh), and hears nothing for a resource that can have none.
+#[test]
+fn r_m5_views_of_a_renamed_resource_are_refreshed_before_their_next_use() {
+    let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Immediate, MapCaps::all());
+    let viewed = dynamic(&device, 16, BindFlags::SHADER_RESOURCE);
+    let view = device
+        .create_view(
+            HandleType::ShaderResourceView,
+            ViewDesc {
+                resource: viewed,
+                first_byte: 0,
+                byte_len: 16,
+            },
+        )
+        .unwrap();
+    let constants = dynamic(&device, 16, BindFlags::CONSTANT_BUFFER);
+    let dst = device.create_resource(buffer(16)).unwrap();
+    ic.command(&SoftCommand::ClearView { view, value: 5 })
+        .unwrap();
+    world.clear_trace();
+    write_discard(&mut ic, constants, 1);
+    ic.command(&SoftCommand::ClearView { view, value: 6 })
+        .unwrap();
+    assert_eq!(count(&world.trace(), Hook::RefreshView), 0, "no view of it");
+    write_discard(&mut ic, viewed, 7);
+    ic.command(&SoftCommand::ClearView { view, value: 8 })
+        .unwrap();
+    let trace = world.trace();
+    assert_eq!(count(&trace, Hook::RefreshView), 1, "{trace:#?}");
+    let refreshed = trace.iter().find(|e| e.hook == Hook::RefreshView).unwrap();
+    assert_eq!(refreshed.allocation, allocation(&device, viewed).0.get());
+    assert_eq!(read(&device, &world, viewed), [8; 16]);
+    ic.command(&SoftCommand::Copy { dst, src: viewed }).unwrap();
+    assert_eq!(read(&device, &world, dst), [8; 16]);
+    ic.flush().unwrap();
+    drop(ic);
+    world.assert_clean();
+}
+
+/// A list recorded before the rename reads the resource's bytes as they are when it runs,
+/// in every list mode.
+#[test]
+fn r_m5_a_list_executed_after_a_rename_reads_the_new_memory() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, Gpu::Manual, MapCaps::all());
+        let r = dynamic(&device, 8, BindFlags::VERTEX_BUFFER);
+        let dst = device.create_resource(buffer(8)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::Copy { dst, src: r }).unwrap();
+        let list = dc.finish().unwrap();
+        write_discard(&mut ic, r, 3);
+        ic.execute_command_list(&list).unwrap();
+        assert_eq!(read(&device, &world, dst), [3; 8], "{mode:?}");
+        write_discard(&mut ic, r, 4);
+        ic.execute_command_list(&list).unwrap();
+        assert_eq!(read(&device, &world, dst), [4; 8], "{mode:?}");
+        drop((list, dc));
+        ic.flush().unwrap();
+        world.complete_all();
+        drop(ic);
+        world.assert_clean();
+    }
+}
+
+/// Map(NO_OVERWRITE) after a rename appends to the renamed memory at once: its bytes are
+/// there already, so nothing is flushed or waited for (R-M3).
+#[test]
+fn r_m5_no_overwrite_after_a_rename_appends_without_a_wait() {
+    let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Manual, MapCaps::all());
+    let ring = dynamic(&device, 64, BindFlags::VERTEX_BUFFER);
+    ic.map_discard(ring).unwrap()[..16].fill(1);
+    ic.unmap(ring).unwrap();
+    world.clear_trace();
+    let bytes = ic.map_no_overwrite(ring).unwrap();
+    assert_eq!(&bytes[..16], &[1; 16], "contents kept");
+    bytes[16..32].fill(2);
+    ic.unmap(ring).unwrap();
+    let trace = world.trace();
+    assert_eq!(count(&trace, Hook::Flush), 0, "{trace:#?}");
+    let mut expect = vec![1; 16];
+    expect.extend([2; 16]);
+    expect.resize(64, 0);
+    assert_eq!(read(&device, &world, ring), expect);
+    ic.flush().unwrap();
+    world.complete_all();
+    drop(ic);
+    world.assert_clean();
+}
+
+/// Without the cap, and for a shared resource, the allocation stays: the driver hears the
+/// bytes at the Unmap.
+#[test]
+fn r_m5_only_a_renaming_driver_and_an_unshared_allocation_rename() {
+    for (caps, flags, renames) in [
+        (MapCaps::empty(), ResourceFlags::empty(), false),
+        (MapCaps::all(), ResourceFlags::SHARED, false),
+        (MapCaps::all(), ResourceFlags::empty(), true),
+    ] {
+        let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Immediate, caps);
+        let desc = ResourceDesc {
+            byte_size: 8,
+            usage: Usage::Dynamic,
+            flags,
+            ..Default::default()
+        };
+        let r = device.create_resource(desc).unwrap();
+        let before = allocation(&device, r);
+        world.clear_trace();
+        write_discard(&mut ic, r, 9);
+        let trace = world.trace();
+        assert_eq!(
+            allocation(&device, r) != before,
+            renames,
+            "{caps:?} {flags:?}"
+        );
+        assert_eq!(count(&trace, Hook::Renamed), usize::from(renames));
+        assert_eq!(
+            count(&trace, Hook::Execute),
+            usize::from(!renames),
+            "the copy"
+        );
+        assert_eq!(read(&device, &world, r), [9; 8]);
+        drop(ic);
+        world.assert_clean();
+    }
+}
+
+/// An explicit trim gives back every pooled allocation the GPU is done with, and device
+/// destruction the rest (the soft kernel reports any left as a leak).
+#[test]
+fn r_m5_trim_gives_back_what_the_gpu_is_done_with() {
+    let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Manual, MapCaps::all());
+    let r = dynamic(&device, 16, BindFlags::VERTEX_BUFFER);
+    let dst = device.create_resource(buffer(16)).unwrap();
+    let base = world.live_allocations();
+    for value in 0..5 {
+        write_discard(&mut ic, r, value);
+        ic.command(&SoftCommand::Copy { dst, src: r }).unwrap();
+        ic.flush().unwrap();
+    }
+    // Five renames in five buffers the GPU has not finished: five allocations pooled.
+    assert_eq!(world.live_allocations(), base + 5);
+    ic.trim();
+    assert_eq!(world.live_allocations(), base + 5, "none done");
+    world.complete_all();
+    ic.flush().unwrap();
+    ic.trim();
+    assert_eq!(world.live_allocations(), base, "all given back");
+    write_discard(&mut ic, r, 6);
+    ic.command(&SoftCommand::Copy { dst, src: r }).unwrap();
+    ic.flush().unwrap();
+    drop(ic);
+    world.assert_clean();
+}
