@@ -538,3 +538,61 @@ fn no_overwrite_right_after_a_discard_keeps_the_discards_bytes() {
         assert_clean(&world, mode);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// (6) Map(DISCARD) on the immediate context renames (R-M5)
+// ---------------------------------------------------------------------------------------
+
+/// While the GPU is held on a copy that reads a dynamic buffer, Map(DISCARD) of it hands out
+/// other memory: the held copy reads the old bytes, one recorded after the Unmap the new
+/// ones, on the immediate context and from a list. Once the GPU is done, later discards take
+/// the pool's memory again (the kernel flags any lock of memory a pending buffer reads), so
+/// rounds of discards keep the number of allocations bounded.
+#[test]
+fn a_discard_on_the_immediate_context_renames_while_the_gpu_reads_the_old_memory() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode) else {
+            return;
+        };
+        let vb = device.create_resource(dynamic_vertex_buffer(64)).unwrap();
+        let [old, new] = [(); 2].map(|()| device.create_resource(staging(64)).unwrap());
+        let mut live_after_first = None;
+        for round in 0..6u8 {
+            let via = VIAS[usize::from(round) % 2];
+            let (a, b) = (pattern(64, 2 * round), pattern(64, 2 * round + 1));
+            world.hold_gpu();
+            ic.map_discard(vb).unwrap().copy_from_slice(&a);
+            ic.unmap(vb).unwrap();
+            copy(&device, &mut ic, via, old, vb);
+            ic.flush().unwrap();
+            let held = device.object(vb).unwrap().allocation();
+            let bytes = ic.map_discard(vb).unwrap();
+            assert!(bytes.iter().all(|&x| x == 0), "{mode:?}: zeroed");
+            bytes.copy_from_slice(&b);
+            ic.unmap(vb).unwrap();
+            let renamed = device.object(vb).unwrap().allocation();
+            assert_ne!(held, renamed, "{mode:?}: renamed");
+            copy(&device, &mut ic, via, new, vb);
+            ic.flush().unwrap();
+            world.release_gpu();
+            assert_eq!(
+                read_back(&mut ic, old),
+                a,
+                "{mode:?} {via:?}: the held copy"
+            );
+            assert_eq!(
+                read_back(&mut ic, new),
+                b,
+                "{mode:?} {via:?}: after the rename"
+            );
+            let live = world.live_allocations();
+            let first = *live_after_first.get_or_insert(live);
+            assert!(
+                live <= first + 2,
+                "{mode:?}: {live} allocations, {first} after round 0"
+            );
+        }
+        ic.destroy_device().unwrap();
+        assert_clean(&world, mode);
+    }
+}
