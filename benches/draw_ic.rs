@@ -22,6 +22,10 @@
 //!   Setup: 4 frames of 64 ring draws, then the ring started and [`DRAWS`] draws to go.
 //!   Gated as the others; the two sizes must cost the same within 5% (an append touches
 //!   only its stretch), and no more than the Map(DISCARD) draw of a 64-byte buffer.
+//! - `recorded_draw::ring immediate_*`: the same ring draw on the immediate context (R-M3):
+//!   Map(WRITE_NO_OVERWRITE) of the ring's own memory through the kernel's lock, 64 bytes
+//!   written at the draw's stretch, Unmap, the command; each frame starts the ring with a
+//!   Map(WRITE_DISCARD), which renames (R-M5). Gated as the others, 1 MiB and 16 MiB alike.
 //! - `recorded_draw::floor`: the application's share alone, the same loop writing the same
 //!   64 bytes per draw into memory of its own; a run minus the floor is the engine's share.
 //!
@@ -32,8 +36,9 @@
 //! Every deferred and immediate run carries a hard limit: its budget below plus 5%, and no
 //! locked instruction at all (`Ge`, callgrind's global bus events: every lock-prefixed
 //! read-modify-write and every `xchg` with memory, which an epoch pin, a reference count or
-//! a shared counter would cost). `cargo bench -p cmdlist-benches --bench draw_ic` exits
-//! with an error above a limit; when a draw gets cheaper, record the new count here. With
+//! a shared counter would cost) but the null kernel's own on the immediate context: its
+//! lock and unlock each take its table's mutex ([`KERNEL_LOCKED_PER_MAP`] a Map). `cargo
+//! bench -p cmdlist-benches --bench draw_ic` exits with an error above a limit; when a draw gets cheaper, record the new count here. With
 //! the feature `trace` the counts are reported and not gated. The plain writes to memory
 //! other contexts share are counted by `examples/draw_writes.rs` (BENCHMARKS.md).
 
@@ -53,7 +58,7 @@ use cmdlist::soft::null::{NullDriver, NullKernel};
 use cmdlist::{DeferredContext, ImmediateContext, ListMode};
 use draw::{draw_deferred, draw_immediate, warm_device, Draw, PER_LIST};
 use gungraun::prelude::*;
-use ring_draw::{draw_ring, RingDraw};
+use ring_draw::{draw_ring, draw_ring_immediate, RingDraw};
 
 /// Draws per measured run.
 pub const DRAWS: u64 = 32;
@@ -66,7 +71,7 @@ const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_691;
 /// The same on a deferred context the engine emulates (a driver without command lists).
 const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_075;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 21_308;
+const IMMEDIATE_BUDGET_IR: u64 = 29_116;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 15_067;
@@ -74,6 +79,13 @@ const RING_REPLAYED_BUDGET_IR: u64 = 15_067;
 const RING_DRIVER_BUILT_BUDGET_IR: u64 = 12_795;
 /// The same on a deferred context the engine emulates.
 const RING_EMULATED_BUDGET_IR: u64 = 15_003;
+/// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
+/// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
+const RING_IMMEDIATE_BUDGET_IR: u64 = 24_035;
+/// Locked instructions per Map on the immediate context that reaches kernel memory: the
+/// null kernel's lock and unlock each take its table's mutex (acquire and release), its
+/// stand-in for a kernel call. The engine's own share has none.
+const KERNEL_LOCKED_PER_MAP: u64 = 4;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
@@ -138,12 +150,12 @@ fn check(w: Box<Warm>) {
 #[bench::immediate_replayed(
     args = ((ListMode::Replayed, true)),
     setup = warm,
-    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(0))
+    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
 )]
 #[bench::immediate_driver_built(
     args = ((ListMode::DriverBuilt, true)),
     setup = warm,
-    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(0))
+    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
 )]
 fn run(mut w: Box<Warm>) -> Box<Warm> {
     let draw = w.draw;
@@ -164,18 +176,22 @@ struct WarmRing {
     dc: DeferredContext<NullDriver, NullKernel>,
     ic: ImmediateContext<NullDriver, NullKernel>,
     draw: RingDraw,
+    on_immediate: bool,
     operations: usize,
 }
 
-/// [`draw::warm_ring`], with [`DRAWS`] ring draws to go in the list being recorded.
-fn warm_ring((mode, bytes): (ListMode, usize)) -> Box<WarmRing> {
+/// [`draw::warm_ring`], with [`DRAWS`] ring draws to go in the list being recorded (or the
+/// immediate context's open buffer).
+fn warm_ring((mode, bytes, on_immediate): (ListMode, usize, bool)) -> Box<WarmRing> {
     ic::prepared(move || {
-        let (dc, ic, draw) = ring_draw::warm_ring(mode, bytes, 4, PER_LIST - 1 - DRAWS);
+        let (dc, ic, draw) =
+            ring_draw::warm_ring(mode, bytes, on_immediate, 4, PER_LIST - 1 - DRAWS);
         let operations = dc.stats().operations;
         Box::new(WarmRing {
             dc,
             ic,
             draw,
+            on_immediate,
             operations,
         })
     })
@@ -187,10 +203,12 @@ fn check_ring(w: Box<WarmRing>) {
     let WarmRing {
         dc,
         mut ic,
+        on_immediate,
         operations,
         ..
     } = *w;
-    assert_eq!(dc.stats().operations, operations + DRAWS as usize);
+    let recorded = if on_immediate { 0 } else { DRAWS as usize };
+    assert_eq!(dc.stats().operations, operations + recorded);
     assert_eq!(ic.device().kernel().errors(), 0, "a call failed");
     drop(dc);
     ic.destroy_device().expect("destroy device");
@@ -198,34 +216,50 @@ fn check_ring(w: Box<WarmRing>) {
 
 #[library_benchmark(teardown = check_ring)]
 #[bench::deferred_replayed_1mib(
-    args = ((ListMode::Replayed, MIB)),
+    args = ((ListMode::Replayed, MIB, false)),
     setup = warm_ring,
     config = ic::gated(RING_REPLAYED_BUDGET_IR, Some(0))
 )]
 #[bench::deferred_replayed_16mib(
-    args = ((ListMode::Replayed, 16 * MIB)),
+    args = ((ListMode::Replayed, 16 * MIB, false)),
     setup = warm_ring,
     config = ic::gated(RING_REPLAYED_BUDGET_IR, Some(0))
 )]
 #[bench::deferred_driver_built_1mib(
-    args = ((ListMode::DriverBuilt, MIB)),
+    args = ((ListMode::DriverBuilt, MIB, false)),
     setup = warm_ring,
     config = ic::gated(RING_DRIVER_BUILT_BUDGET_IR, Some(0))
 )]
 #[bench::deferred_driver_built_16mib(
-    args = ((ListMode::DriverBuilt, 16 * MIB)),
+    args = ((ListMode::DriverBuilt, 16 * MIB, false)),
     setup = warm_ring,
     config = ic::gated(RING_DRIVER_BUILT_BUDGET_IR, Some(0))
 )]
 #[bench::deferred_emulated_1mib(
-    args = ((ListMode::Emulated, MIB)),
+    args = ((ListMode::Emulated, MIB, false)),
     setup = warm_ring,
     config = ic::gated(RING_EMULATED_BUDGET_IR, Some(0))
 )]
+#[bench::immediate_1mib(
+    args = ((ListMode::Replayed, MIB, true)),
+    setup = warm_ring,
+    config = ic::gated(RING_IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
+)]
+#[bench::immediate_16mib(
+    args = ((ListMode::Replayed, 16 * MIB, true)),
+    setup = warm_ring,
+    config = ic::gated(RING_IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
+)]
 fn ring(mut w: Box<WarmRing>) -> Box<WarmRing> {
     let draw = w.draw;
-    for n in 0..DRAWS {
-        draw_ring(&mut w.dc, draw, PER_LIST - DRAWS + n);
+    if w.on_immediate {
+        for n in 0..DRAWS {
+            draw_ring_immediate(&mut w.ic, draw, PER_LIST - DRAWS + n);
+        }
+    } else {
+        for n in 0..DRAWS {
+            draw_ring(&mut w.dc, draw, PER_LIST - DRAWS + n);
+        }
     }
     w
 }

@@ -56,6 +56,62 @@ fn main() {
     println!("r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use: ok");
     r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing();
     println!("r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing: ok");
+    r_m5_warm_renaming_discards_and_ring_appends_on_the_immediate_context_allocate_nothing();
+    println!(
+        "r_m5_warm_renaming_discards_and_ring_appends_on_the_immediate_context_allocate_nothing: ok"
+    );
+}
+
+/// A warm frame on the immediate context of the null device (whose kernel keeps each
+/// allocation's memory from its first lock): constant-buffer draws through Map(DISCARD),
+/// each a rename (R-M5), and a ring started by a renaming discard and appended to with
+/// Map(NO_OVERWRITE) (R-M3), then a flush, after which the GPU is done and the pool's
+/// allocations come back. Nothing is allocated: not the pool's queue, not the kernel's
+/// memory, not the open buffer's allocation list.
+fn r_m5_warm_renaming_discards_and_ring_appends_on_the_immediate_context_allocate_nothing() {
+    use cmdlist::soft::null::{null_device, CopyCommand};
+    let (device, mut ic) = null_device(DeviceConfig::default()).unwrap();
+    let dynamic = |bytes: u64, bind: BindFlags| ResourceDesc {
+        byte_size: bytes,
+        bind,
+        usage: Usage::Dynamic,
+        ..Default::default()
+    };
+    let constants = device
+        .create_resource(dynamic(64, BindFlags::CONSTANT_BUFFER))
+        .unwrap();
+    let ring = device
+        .create_resource(dynamic(4096, BindFlags::VERTEX_BUFFER))
+        .unwrap();
+    let copy = CopyCommand {
+        dst: device.create_resource(ResourceDesc::default()).unwrap(),
+        src: constants,
+    };
+    let mut value = 0u8;
+    let frame = || {
+        value = value.wrapping_add(1);
+        for _ in 0..16 {
+            ic.map_discard(constants).unwrap().fill(value);
+            ic.unmap(constants).unwrap();
+            ic.command(&copy).unwrap();
+        }
+        ic.map_discard(ring).unwrap()[..64].fill(value);
+        ic.unmap(ring).unwrap();
+        for stretch in 1..64 {
+            let at = 64 * stretch;
+            ic.map_no_overwrite(ring).unwrap()[at..at + 64].fill(value);
+            ic.unmap(ring).unwrap();
+            ic.command(&copy).unwrap();
+        }
+        ic.flush().unwrap();
+    };
+    let allocations = allocations_of(1_000, frame);
+    assert_eq!(
+        allocations, 0,
+        "1,000 warm frames allocated {allocations} times"
+    );
+    ic.destroy_device().unwrap();
+    assert_eq!(device.kernel().errors(), 0);
 }
 
 /// Counts the allocations of `frames` runs of `frame`, after as many warm-up runs.

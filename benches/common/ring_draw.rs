@@ -1,6 +1,6 @@
-//! The ring draw that `draw_ic` counts (R-M2): a draw's constants appended with
-//! Map(NO_OVERWRITE) into a dynamic vertex buffer the recording discarded once, and the warm
-//! device it runs on.
+//! The ring draw that `draw_ic` counts (R-M2, R-M3): a draw's constants appended with
+//! Map(NO_OVERWRITE) into a dynamic vertex buffer the recording (or, on the immediate
+//! context, the frame) discarded once, and the warm device it runs on.
 
 use std::hint::black_box;
 
@@ -34,6 +34,21 @@ pub fn draw_ring(dc: &mut DeferredContext<NullDriver, NullKernel>, draw: RingDra
     dc.command(black_box(draw.copy)).expect("command");
 }
 
+/// One ring draw on the immediate context: Map(WRITE_NO_OVERWRITE) of the ring (its own
+/// memory, R-M3), the draw's 64 bytes written at its stretch, Unmap, the command.
+#[inline(always)]
+pub fn draw_ring_immediate(
+    ic: &mut ImmediateContext<NullDriver, NullKernel>,
+    draw: RingDraw,
+    n: u64,
+) {
+    let bytes = ic.map_no_overwrite(draw.ring).expect("map");
+    let at = (n as usize * 64) % draw.bytes;
+    bytes[at..at + 64].fill(black_box(n) as u8);
+    ic.unmap(draw.ring).expect("unmap");
+    ic.command(black_box(&draw.copy)).expect("command");
+}
+
 /// Starts a ring's recording: Map(WRITE_DISCARD) of the whole ring, its first stretch
 /// written, Unmap.
 pub fn start_ring(dc: &mut DeferredContext<NullDriver, NullKernel>, draw: RingDraw) {
@@ -41,13 +56,22 @@ pub fn start_ring(dc: &mut DeferredContext<NullDriver, NullKernel>, draw: RingDr
     dc.unmap(draw.ring).expect("unmap");
 }
 
+/// Starts a ring on the immediate context: Map(WRITE_DISCARD) of the whole ring (a rename,
+/// R-M5), its first stretch written, Unmap.
+pub fn start_ring_immediate(ic: &mut ImmediateContext<NullDriver, NullKernel>, draw: RingDraw) {
+    ic.map_discard(draw.ring).expect("discard")[..64].fill(1);
+    ic.unmap(draw.ring).expect("unmap");
+}
+
 /// A null device in list mode `mode` with a ring of `ring_bytes`, warmed by `frames` frames
 /// of [`PER_LIST`] ring draws on its deferred context (each list starting the ring, finished,
 /// executed, dropped and flushed), then the ring started in the next list and `started` ring
-/// draws recorded into it.
+/// draws recorded into it. `on_immediate`: the same on the immediate context, each frame
+/// starting the ring and flushed.
 pub fn warm_ring(
     mode: ListMode,
     ring_bytes: usize,
+    on_immediate: bool,
     frames: u64,
     started: u64,
 ) -> (
@@ -75,6 +99,21 @@ pub fn warm_ring(
         },
     };
     let mut dc = device.create_deferred_context().expect("dc");
+    if on_immediate {
+        for _ in 0..frames {
+            start_ring_immediate(&mut ic, draw);
+            for n in 1..PER_LIST {
+                draw_ring_immediate(&mut ic, draw, n);
+            }
+            ic.flush().expect("flush");
+            ic.end_frame().expect("end frame");
+        }
+        start_ring_immediate(&mut ic, draw);
+        for n in 1..=started {
+            draw_ring_immediate(&mut ic, draw, n);
+        }
+        return (dc, ic, draw);
+    }
     for _ in 0..frames {
         start_ring(&mut dc, draw);
         for n in 1..PER_LIST {

@@ -4,6 +4,7 @@
 //! until the unlock (the mapping points into them).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Mutex, PoisonError};
 
 use core::ptr::NonNull;
@@ -23,15 +24,39 @@ struct Memory {
     freed: bool,
 }
 
+/// Allocation ids are a counter's values: one multiplication spreads them (SipHash, the
+/// default, would cost a Map more than the engine's own share of it).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Table = HashMap<u64, Memory, BuildHasherDefault<IdHasher>>;
+
 /// The table, behind a mutex: allocations come from any creating thread (R-F1); locks only
-/// from the immediate context's.
+/// from the immediate context's. (A real kernel's lock is a kernel call; this mutex is the
+/// null kernel's whole cost of one.)
 #[derive(Debug, Default)]
 pub(crate) struct NullMemory {
-    table: Mutex<HashMap<u64, Memory>>,
+    table: Mutex<Table>,
 }
 
 impl NullMemory {
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Memory>> {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

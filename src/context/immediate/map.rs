@@ -15,6 +15,7 @@ use crate::handle::{Handle, Resource};
 use crate::kernel::{AllocationDesc, AllocationHandle, Kernel};
 use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
+use crate::registry::ObjectView;
 use scopeguard::ScopeGuard;
 
 /// An open Map on the immediate context.
@@ -35,6 +36,8 @@ pub(super) enum IcMap {
         mapping: CpuMapping,
         /// Its size (the resource's allocation's).
         size: u64,
+        /// The bytes handed out (the resource's; the mapping may be larger).
+        len: usize,
     },
 }
 
@@ -48,7 +51,9 @@ impl IcMap {
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             IcMap::Discard(contents) => contents,
-            IcMap::Locked { mapping, .. } | IcMap::Renamed { mapping, .. } => mapping.bytes_mut(),
+            IcMap::Locked { mapping, .. } => mapping.bytes_mut(),
+            // Checked at the Map: `len` is within the mapping.
+            IcMap::Renamed { mapping, len, .. } => &mut mapping.bytes_mut()[..*len],
         }
     }
 }
@@ -103,9 +108,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             .contains(MapCaps::DISCARD_RENAMES)
         {
             // 0: no allocation, or one that other devices or the display know (not renamed).
-            let size = view.entry().ic_side(&mut self.token).allocation_size;
-            if size != 0 {
-                return self.map_renamed(resource, size);
+            let allocation_size = view.entry().ic_side(&mut self.token).allocation_size;
+            if allocation_size != 0 {
+                return self.map_renamed(resource, allocation_size, size);
             }
         }
         let mut contents = self.spare_contents.pop().unwrap_or_default();
@@ -121,8 +126,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Locks an allocation of `size` bytes that no unfinished buffer reads, for a
     /// Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest if the GPU is done
-    /// with it, a new one otherwise.
-    fn map_renamed(&mut self, resource: Handle<Resource>, size: u64) -> Result<()> {
+    /// with it, a new one otherwise. Its first `len` bytes (the resource's) are handed out;
+    /// a kernel that maps fewer is refused ([`Error::InvalidArg`]).
+    fn map_renamed(&mut self, resource: Handle<Resource>, size: u64, len: usize) -> Result<()> {
         let mut pooled = self.rename_pool.take(size, self.completed);
         if pooled.is_none() {
             // The fence as the kernel has it now: a pooled allocation may have come free.
@@ -146,15 +152,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let back = scopeguard::guard(&mut self.rename_pool, |pool| pool.give(size, allocation, 0));
         let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
         let mut mapping = kernel.lock(allocation, flags | LockFlags::NO_EXISTING_REFERENCE)?;
-        ScopeGuard::into_inner(back);
         // Zeroed, as every Map(DISCARD) here hands out (and a deferred context's): the
         // contents never depend on which allocation the pool had. A ring pays it once per
         // wrap, as many bytes as its appends write.
-        mapping.bytes_mut().fill(0);
+        match mapping.bytes_mut().get_mut(..len) {
+            Some(bytes) => bytes.fill(0),
+            None => {
+                kernel.unlock(allocation, mapping);
+                return Err(Error::InvalidArg);
+            }
+        }
+        ScopeGuard::into_inner(back);
         let map = IcMap::Renamed {
             allocation,
             mapping,
             size,
+            len,
         };
         self.open.map(resource, map);
         Ok(())
@@ -164,13 +177,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// resource's. The one it had may be read by the open buffer (an operation, or a binding
     /// since its last stamp): it is stamped with the open buffer, which lists both, and
     /// waits in the pool until the GPU finished that buffer.
-    fn rename(&mut self, resource: Handle<Resource>, allocation: AllocationHandle, size: u64) {
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let Ok(view) = self.device.shared.registry().live(resource, guard) else {
-            // Gone since the Unmap looked (nothing runs between): never anything's.
-            self.rename_pool.give(size, allocation, 0);
-            return;
-        };
+    fn rename(&mut self, view: ObjectView<'_, D>, allocation: AllocationHandle, size: u64) {
         let entry = view.entry();
         Self::stamp(&mut self.buffer, &mut self.token, entry);
         let previous = entry
@@ -360,17 +367,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     allocation,
                     mapping,
                     size,
+                    len,
                 } => {
-                    if let Err(e) = ic.device.shared.registry().live(resource, guard) {
-                        // Refused as the copy's Unmap is: still mapped.
-                        let map = IcMap::Renamed {
-                            allocation,
-                            mapping,
-                            size,
-                        };
-                        ic.open.map(resource, map);
-                        return Err(e);
-                    }
+                    let view = match ic.device.shared.registry().live(resource, guard) {
+                        Ok(view) => view,
+                        Err(e) => {
+                            // Refused as the copy's Unmap is: still mapped.
+                            let map = IcMap::Renamed {
+                                allocation,
+                                mapping,
+                                size,
+                                len,
+                            };
+                            ic.open.map(resource, map);
+                            return Err(e);
+                        }
+                    };
                     // An unlock that panics counts as done: the allocation, never the
                     // resource's, goes back to the pool.
                     let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
@@ -378,7 +390,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     });
                     ic.device.shared.kernel().unlock(allocation, mapping);
                     ScopeGuard::into_inner(back);
-                    ic.rename(resource, allocation, size);
+                    ic.rename(view, allocation, size);
                     return Ok(());
                 }
             };
@@ -426,6 +438,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     allocation,
                     mapping,
                     size,
+                    ..
                 } => {
                     // Into the pool whether the unlock returns or panics.
                     let _back =
