@@ -102,6 +102,9 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Contents buffers of earlier maps, kept for the next ones: a steady map/unmap pattern
     /// allocates nothing.
     spare_contents: Vec<Vec<u8>>,
+    /// The allocations the open Maps of resources' own memory hold locked (R-M4): the retire
+    /// queue deallocates none before its unlock (a resource destroyed while mapped).
+    locked: Vec<AllocationHandle>,
     /// Allocations a Map(DISCARD) renamed resources away from, until the GPU is done with
     /// them and another rename takes them (R-M5).
     rename_pool: RenamePool,
@@ -162,6 +165,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             retire: RetireQueue::default(),
             open: MappedAndBegun::default(),
             spare_contents: Vec::new(),
+            locked: Vec::new(),
             rename_pool: RenamePool::default(),
             amortizer: Amortizer::default(),
             lists_in_flight: Vec::new(),
@@ -874,7 +878,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
             if self.retire.has_work(s.registry()) {
                 let guard = epoch::pin();
-                let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
+                let (token, locked) = (&mut self.token, &self.locked);
+                let pass = Self::pass(s, token, s.config().retire_clock, clocks, &guard, locked);
                 self.retire.process(pass);
             }
         }
@@ -891,6 +896,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         clock: Clock,
         clocks: Clocks,
         guard: &'a Guard,
+        locked: &'a [AllocationHandle],
     ) -> Pass<'a, D, K> {
         Pass {
             registry: s.registry(),
@@ -900,6 +906,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             clock,
             clocks,
             guard,
+            locked,
         }
     }
 
@@ -1048,7 +1055,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 completed: u64::MAX,
                 drain: Drain::No,
             };
-            let mut pass = Self::pass(s, &mut ic.token, Clock::Submitted, everything_due, &guard);
+            // (A primary is never mapped: nothing locked.)
+            let mut pass = Self::pass(
+                s,
+                &mut ic.token,
+                Clock::Submitted,
+                everything_due,
+                &guard,
+                &[],
+            );
             let mut sealed = scopeguard::guard(&mut pass, |pass| {
                 pass.registry.seal(pass.token, pass.guard);
             });
@@ -1155,7 +1170,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed: u64::MAX,
             drain,
         };
-        let pass = Self::pass(s, &mut self.token, s.config().retire_clock, clocks, &guard);
+        // Every Map was ended before the drain (`unlock_all`): nothing locked.
+        let pass = Self::pass(
+            s,
+            &mut self.token,
+            s.config().retire_clock,
+            clocks,
+            &guard,
+            &[],
+        );
         self.retire.process(pass);
         self.life = Life::Destroyed;
     }

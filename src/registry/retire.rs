@@ -123,6 +123,9 @@ pub(crate) struct Pass<'a, D: Driver, K: Kernel> {
     pub(crate) clock: Clock,
     pub(crate) clocks: Clocks,
     pub(crate) guard: &'a Guard,
+    /// Allocations an open Map on the immediate context holds locked (R-M4): none is
+    /// deallocated before its unlock, whatever the clocks say.
+    pub(crate) locked: &'a [AllocationHandle],
 }
 
 /// The immediate context's queue of pending destructions and deallocations. Its vectors keep
@@ -208,7 +211,8 @@ impl RetireQueue {
         let mut i = 0;
         while i < self.deallocations.len() {
             let d = self.deallocations[i];
-            if clocks.drain.is_on() || d.fence <= clocks.completed {
+            let due = clocks.drain.is_on() || d.fence <= clocks.completed;
+            if due && !pass.locked.contains(&d.allocation) {
                 self.deallocations.swap_remove(i);
                 self.deallocated += 1;
                 pass.kernel.deallocate(d.allocation);
@@ -253,7 +257,7 @@ impl RetireQueue {
         let allocation = entry.allocation();
         let fence = entry.ic_side(pass.token).last_buffer;
         let (registry, guard, clock, clocks) = (pass.registry, pass.guard, pass.clock, pass.clocks);
-        let kernel = pass.kernel;
+        let (kernel, locked) = (pass.kernel, pass.locked);
         let token = &mut *pass.token;
         // The rest, after the hook: run in place when it returns (inlined into the pass), by
         // the guard when it unwinds.
@@ -266,7 +270,9 @@ impl RetireQueue {
             registry.free(token, index, guard);
             queue.destroyed += 1;
             if let Some(allocation) = allocation {
-                if clock == Clock::Submitted || clocks.drain.is_on() || fence <= clocks.completed {
+                let due =
+                    clock == Clock::Submitted || clocks.drain.is_on() || fence <= clocks.completed;
+                if due && !locked.contains(&allocation) {
                     queue.deallocated += 1;
                     kernel.deallocate(allocation);
                 } else {

@@ -526,3 +526,49 @@ fn r_m3_no_overwrite_after_a_lists_discard_waits_for_its_buffer() {
         world.assert_clean();
     }
 }
+
+/// A resource destroyed while a Map of its own memory is open keeps that memory until the
+/// Map ends (R-M4): the retire queue deallocates it only after the unlock, which here is
+/// device destruction's, since the Unmap of a destroyed resource is refused (StaleHandle) and
+/// leaves the Map open. The soft kernel flags a deallocation while locked.
+#[test]
+fn r_m4_a_resource_destroyed_while_mapped_keeps_its_memory_until_the_unlock() {
+    let (device, mut ic, world) = manual();
+    let ring = ring(&device);
+    let upload = device.create_resource(staging(32)).unwrap();
+    let dst = device
+        .create_resource(dynamic(64, BindFlags::empty()))
+        .unwrap();
+    let (ring_memory, upload_memory) = (allocation(&device, ring), allocation(&device, upload));
+    ic.map_no_overwrite(ring).unwrap().fill(5);
+    ic.map(upload, cmdlist::MapType::Write, cmdlist::MapFlags::empty())
+        .unwrap()
+        .fill(6);
+    device.destroy(ring).unwrap();
+    device.destroy(upload).unwrap();
+    for _ in 0..3 {
+        ic.command(&soft::SoftCommand::Fill { dst, value: 1 })
+            .unwrap();
+        ic.flush().unwrap();
+        world.complete_all();
+    }
+    // (The soft kernel's mappings are copies, written back at the unlock.)
+    assert!(world.read(ring_memory).is_some(), "kept while locked");
+    assert!(world.read(upload_memory).is_some(), "kept while locked");
+    for r in [ring, upload] {
+        assert_eq!(ic.unmap(r), Err(app(AppError::StaleHandle)));
+    }
+    ic.destroy_device().unwrap();
+    assert_eq!(
+        world.read(ring_memory),
+        None,
+        "deallocated after the unlock"
+    );
+    assert_eq!(
+        world.read(upload_memory),
+        None,
+        "deallocated after the unlock"
+    );
+    let violations = world.violations();
+    assert!(violations.is_empty(), "{violations:#?}");
+}

@@ -336,6 +336,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     ) -> Result<()> {
         let kernel = self.device.shared.kernel();
         let mapping = kernel.lock(allocation, flags | LockFlags::IGNORE_SYNC)?;
+        self.locked.push(allocation);
         self.open.map(
             resource,
             IcMap::Locked {
@@ -346,43 +347,69 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
+    /// Unlocks a Map of a resource's own memory; its allocation may be deallocated from then
+    /// on (before the unlock, so that an unlock that panics counts as done).
+    fn end_lock(&mut self, allocation: AllocationHandle, mapping: CpuMapping) {
+        if let Some(at) = self.locked.iter().position(|&a| a == allocation) {
+            self.locked.swap_remove(at);
+        }
+        self.device.shared.kernel().unlock(allocation, mapping);
+    }
+
     /// Unmap: after [`ImmediateContext::map_discard`], the bytes written become the
     /// resource's contents: the allocation written becomes the resource's (a rename, R-M5:
     /// the kernel unlocks it, then the driver hears [`Driver::renamed`]), or the driver hears
     /// the bytes ([`Op::WriteDiscard`]). After a Map of the resource's own memory, the kernel
-    /// unlocks it ([`Kernel::unlock`]).
+    /// unlocks it ([`Kernel::unlock`]). The Unmap of a resource destroyed since its Map is
+    /// [`AppError::StaleHandle`](crate::AppError::StaleHandle), whatever the Map's kind: the
+    /// Map stays open, and device destruction ends it.
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            let contents = match ic.open.unmap(resource)? {
-                IcMap::Discard(contents) => contents,
+            let map = ic.open.unmap(resource)?;
+            // A resource gone since its Map: refused, the Map left open, whatever its kind
+            // (device destruction ends it).
+            let view = match ic.device.shared.registry().live(resource, guard) {
+                Ok(view) => view,
+                Err(e) => {
+                    ic.open.map(resource, map);
+                    return Err(e);
+                }
+            };
+            match map {
+                IcMap::Discard(contents) => {
+                    let op = Op::WriteDiscard {
+                        resource: view,
+                        data: &contents,
+                    };
+                    match ic.run(guard, &[view], None, op) {
+                        Ok(()) => {
+                            // What a Map(NO_OVERWRITE) after it waits for (R-M3).
+                            view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
+                            ic.spare_contents.push(contents);
+                            Ok(())
+                        }
+                        // A refused Unmap leaves the resource mapped, as before the call (a
+                        // driver hook that panics ends the Map instead).
+                        Err(e) => {
+                            ic.open.map(resource, IcMap::Discard(contents));
+                            Err(e)
+                        }
+                    }
+                }
                 IcMap::Locked {
                     allocation,
                     mapping,
                 } => {
-                    ic.device.shared.kernel().unlock(allocation, mapping);
-                    return Ok(());
+                    ic.end_lock(allocation, mapping);
+                    Ok(())
                 }
                 IcMap::Renamed {
                     allocation,
                     mapping,
                     size,
-                    len,
+                    ..
                 } => {
-                    let view = match ic.device.shared.registry().live(resource, guard) {
-                        Ok(view) => view,
-                        Err(e) => {
-                            // Refused as the copy's Unmap is: still mapped.
-                            let map = IcMap::Renamed {
-                                allocation,
-                                mapping,
-                                size,
-                                len,
-                            };
-                            ic.open.map(resource, map);
-                            return Err(e);
-                        }
-                    };
                     // An unlock that panics counts as done: the allocation, never the
                     // resource's, goes back to the pool.
                     let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
@@ -391,34 +418,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     ic.device.shared.kernel().unlock(allocation, mapping);
                     ScopeGuard::into_inner(back);
                     ic.rename(view, allocation, size);
-                    return Ok(());
-                }
-            };
-            let written = ic
-                .device
-                .shared
-                .registry()
-                .live(resource, guard)
-                .and_then(|view| {
-                    let op = Op::WriteDiscard {
-                        resource: view,
-                        data: &contents,
-                    };
-                    ic.run(guard, &[view], None, op)?;
-                    // What a Map(NO_OVERWRITE) after it waits for (R-M3).
-                    view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
                     Ok(())
-                });
-            match written {
-                Ok(()) => {
-                    ic.spare_contents.push(contents);
-                    Ok(())
-                }
-                // A refused Unmap leaves the resource mapped, as before the call (a driver hook
-                // that panics ends the Map instead).
-                Err(e) => {
-                    ic.open.map(resource, IcMap::Discard(contents));
-                    Err(e)
                 }
             }
         })
@@ -427,6 +427,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Unlocks every Map of a resource's own memory left open (device destruction).
     pub(super) fn unlock_all(&mut self) {
         let kernel = self.device.shared.kernel();
+        // Each unlocked below, so that an unlock that panics counts as done.
+        self.locked.clear();
         while let Some((_, map)) = self.open.pop_mapped() {
             match map {
                 IcMap::Discard(_) => {}
