@@ -505,6 +505,16 @@ pub enum IcOp {
         /// The query.
         query: u8,
     },
+    /// Map(NO_OVERWRITE): the resource's own memory with its contents, `data` written at
+    /// `offset` (modulo the size), no wait (R-M3); refused for a texture.
+    MapAppend {
+        /// The resource.
+        resource: u8,
+        /// Where to write, before the modulo.
+        offset: u8,
+        /// What to write (cut at the resource's end).
+        data: Bytes,
+    },
 }
 
 /// What a run exercised, for tests that want to know their inputs reach the interesting
@@ -1293,7 +1303,9 @@ struct Harness {
     /// Scratch for [`Harness::check_memory`]: which of [`Model::allocs`] the kernel has.
     seen: Vec<bool>,
     lists: Vec<MList>,
-    ic_mapped: Vec<(usize, Vec<u8>)>,
+    /// Resources mapped on the immediate context: the contents the Unmap makes theirs, and
+    /// whether the Map was a Map(DISCARD) (which renames, R-M5).
+    ic_mapped: Vec<(usize, Vec<u8>, bool)>,
     ic_begun: Vec<usize>,
     ic_bindings: BTreeMap<BindPoint, AnyHandle>,
     /// Errors the soft kernel had received when the step began.
@@ -2097,7 +2109,7 @@ impl Harness {
         let expected = if list
             .maps
             .iter()
-            .any(|r| self.ic_mapped.iter().any(|(x, _)| x == r))
+            .any(|r| self.ic_mapped.iter().any(|(x, ..)| x == r))
         {
             Err(AppError::MapConflict.into())
         } else if list.queries.iter().any(|q| self.ic_begun.contains(q)) {
@@ -2184,12 +2196,47 @@ impl Harness {
                 });
                 let expected = if m.res[r].destroyed {
                     Err(AppError::StaleHandle.into())
-                } else if self.ic_mapped.iter().any(|(x, _)| *x == r) {
+                } else if self.ic_mapped.iter().any(|(x, ..)| *x == r) {
                     Err(AppError::InvalidState.into())
                 } else {
                     let mut contents = vec![0; size];
                     contents[..data.len()].copy_from_slice(&data);
-                    self.ic_mapped.push((r, contents));
+                    self.ic_mapped.push((r, contents, true));
+                    Ok(())
+                };
+                (actual, expected)
+            }
+            IcOp::MapAppend {
+                resource,
+                offset,
+                data,
+            } => {
+                let Some(r) = res(m, resource) else { return };
+                let size = m.size(r);
+                let at = usize::from(offset) % size.max(1);
+                let data = data.make(size - at);
+                let mut seen = Vec::new();
+                let actual = ic.map_no_overwrite(m.res[r].handle).map(|bytes| {
+                    seen = bytes.to_vec();
+                    bytes[at..at + data.len()].copy_from_slice(&data);
+                });
+                let expected = if m.res[r].destroyed {
+                    Err(AppError::StaleHandle.into())
+                } else if !m.res[r].appendable {
+                    Err(AppError::NotMappable.into())
+                } else if self.ic_mapped.iter().any(|(x, ..)| *x == r) {
+                    Err(AppError::InvalidState.into())
+                } else {
+                    // The resource's own memory, contents kept (R-M3).
+                    assert!(
+                        actual.is_err() || seen == m.res[r].bytes,
+                        "Map(NO_OVERWRITE) on the immediate context handed out {seen:?}, \
+                         the resource holds {:?}",
+                        m.res[r].bytes
+                    );
+                    let mut contents = m.res[r].bytes.clone();
+                    contents[at..at + data.len()].copy_from_slice(&data);
+                    self.ic_mapped.push((r, contents, false));
                     Ok(())
                 };
                 (actual, expected)
@@ -2197,16 +2244,16 @@ impl Harness {
             IcOp::Unmap { resource } => {
                 let Some(r) = res(m, resource) else { return };
                 let actual = ic.unmap(m.res[r].handle);
-                let expected = match self.ic_mapped.iter().position(|(x, _)| *x == r) {
+                let expected = match self.ic_mapped.iter().position(|(x, ..)| *x == r) {
                     None => Err(AppError::InvalidState.into()),
                     Some(_) if m.res[r].destroyed => Err(AppError::StaleHandle.into()),
                     Some(i) => {
-                        let (_, data) = self.ic_mapped.swap_remove(i);
+                        let (_, data, discard) = self.ic_mapped.swap_remove(i);
                         let write = MOp::Write { res: r, data };
                         let written = m.apply(&write);
                         if let (Err(_), MOp::Write { data, .. }) = (&written, write) {
-                            self.ic_mapped.push((r, data)); // still mapped
-                        } else if actual.is_ok() {
+                            self.ic_mapped.push((r, data, discard)); // still mapped
+                        } else if actual.is_ok() && discard {
                             // The soft driver renames (R-M5): the resource's bytes are in
                             // another allocation, never one it had.
                             let object = self.device.object(m.res[r].handle).expect("live");
@@ -2361,7 +2408,7 @@ impl Harness {
                 let actual = ic.rotate_resource_identities(&chain.map(|b| m.res[b].handle));
                 let expected = if stale(m, &chain) {
                     Err(AppError::StaleHandle.into())
-                } else if self.ic_mapped.iter().any(|(r, _)| chain.contains(r)) {
+                } else if self.ic_mapped.iter().any(|(r, ..)| chain.contains(r)) {
                     Err(AppError::NotRotatable.into())
                 } else {
                     m.rotate(&chain);
@@ -2405,8 +2452,18 @@ impl Harness {
 
     /// Whether something still holds `key` from its real destruction: a kept list or an open
     /// recording (directly, or through a view of it), or, for a resource, a view the
-    /// application has not destroyed (R-H3).
+    /// application has not destroyed (R-H3), or a Map(NO_OVERWRITE) on the immediate context
+    /// that locks its memory (R-M4: deallocated only once unlocked).
     fn pinned(&self, key: Key) -> bool {
+        if let Key::R(r) = key {
+            if self
+                .ic_mapped
+                .iter()
+                .any(|(x, _, discard)| *x == r && !discard)
+            {
+                return true;
+            }
+        }
         let holds = |k: &Key| {
             *k == key
                 || match (key, *k) {
