@@ -279,3 +279,87 @@ fn r_m5_trim_gives_back_what_the_gpu_is_done_with() {
     drop(ic);
     world.assert_clean();
 }
+
+/// A view bound at a point is read by draws that do not name it: after its resource is
+/// renamed, the binding is made again (the view refreshed first), as after a rotation, so
+/// no driver keeps reading the old allocation through it.
+#[test]
+fn r_m5_a_bound_view_of_a_renamed_resource_is_bound_again() {
+    let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Immediate, MapCaps::all());
+    let viewed = dynamic(&device, 16, BindFlags::SHADER_RESOURCE);
+    let view = device
+        .create_view(
+            HandleType::ShaderResourceView,
+            ViewDesc {
+                resource: viewed,
+                first_byte: 0,
+                byte_len: 16,
+            },
+        )
+        .unwrap();
+    let point =
+        cmdlist::BindPoint::new(cmdlist::BindClass::ShaderResource(cmdlist::Stage::Pixel), 0);
+    ic.bind(point, Some(view.any())).unwrap();
+    world.clear_trace();
+    write_discard(&mut ic, viewed, 4);
+    let trace = world.trace();
+    let at = |hook| trace.iter().position(|e| e.hook == hook);
+    let renamed = at(Hook::Renamed).expect("renamed");
+    let refreshed = at(Hook::RefreshView).expect("the bound view refreshed");
+    let bound = trace
+        .iter()
+        .rposition(|e| e.hook == Hook::Execute)
+        .expect("bound again");
+    assert!(renamed < refreshed && refreshed < bound, "{trace:#?}");
+    assert_eq!(ic.bindings().collect::<Vec<_>>(), [(point, view.any())]);
+    ic.clear_state().unwrap();
+    ic.flush().unwrap();
+    drop(ic);
+    world.assert_clean();
+}
+
+/// Rotation (R-X5) moves a shared allocation to another resource with its never-renamed
+/// mark: a Map(DISCARD) of that resource then leaves the shared allocation in place (other
+/// devices know it), and the one it gave away renames as before.
+#[test]
+fn r_m5_a_shared_allocation_rotated_to_another_resource_is_not_renamed() {
+    let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Immediate, MapCaps::all());
+    let texture = cmdlist::Texture2d {
+        width: 2,
+        height: 2,
+        array_size: 1,
+        mip_levels: 1,
+        samples: 1,
+        format: cmdlist::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+    };
+    let desc = |flags| ResourceDesc {
+        byte_size: 16,
+        bind: BindFlags::PRESENT | BindFlags::RENDER_TARGET,
+        usage: Usage::Dynamic,
+        texture: Some(texture),
+        flags,
+    };
+    let shared = device.create_resource(desc(ResourceFlags::SHARED)).unwrap();
+    let plain = device
+        .create_resource(desc(ResourceFlags::empty()))
+        .unwrap();
+    let (shared_memory, plain_memory) = (allocation(&device, shared), allocation(&device, plain));
+    ic.rotate_resource_identities(&[plain, shared]).unwrap();
+    assert_eq!(allocation(&device, plain), shared_memory, "rotated");
+    write_discard(&mut ic, plain, 1);
+    assert_eq!(
+        allocation(&device, plain),
+        shared_memory,
+        "the shared one stays"
+    );
+    assert_eq!(read(&device, &world, plain), [1; 16]);
+    write_discard(&mut ic, shared, 2);
+    assert_ne!(
+        allocation(&device, shared),
+        plain_memory,
+        "the plain one renames"
+    );
+    ic.flush().unwrap();
+    drop(ic);
+    world.assert_clean();
+}

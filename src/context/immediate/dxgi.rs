@@ -301,22 +301,26 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // it has now: referenced before they move, as the flush references the bindings
             // with the allocations they have then (R-D1).
             Self::reference_bound(&ic.bindings, &mut ic.buffer, &mut ic.token, registry);
-            // (allocation, last buffer) pairs move together, one place to the left: each
-            // takes its right neighbour's (read before it changes), the last the first's.
+            // (allocation, last buffer, renamable size) triples move together, one place to
+            // the left: each takes its right neighbour's (read before it changes), the last
+            // the first's. The size goes with its allocation: a shared allocation (size 0)
+            // is never renamed, whichever resource holds it (R-M5).
             let token = &mut ic.token;
-            let pair = |view: ObjectView<'_, D>, token: &mut IcToken| {
-                (view.allocation(), view.entry().ic_side(token).last_buffer)
+            let triple = |view: ObjectView<'_, D>, token: &mut IcToken| {
+                let side = view.entry().ic_side(token);
+                (view.allocation(), side.last_buffer, side.allocation_size)
             };
-            let wrapped = pair(first, token);
+            let wrapped = triple(first, token);
             for i in 0..n {
-                let (allocation, last_buffer) = match i + 1 < n {
-                    true => pair(view(i + 1), token),
+                let (allocation, last_buffer, allocation_size) = match i + 1 < n {
+                    true => triple(view(i + 1), token),
                     false => wrapped,
                 };
                 let entry = view(i).entry();
                 entry.set_allocation(token, allocation);
                 let side = entry.ic_side(token);
                 side.last_buffer = last_buffer;
+                side.allocation_size = allocation_size;
                 side.identity += 1;
             }
             ic.rotations += 1;
@@ -330,8 +334,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         })
     }
 
-    /// Binds again every current binding of a rotated resource or of a view of one (R-X5).
-    fn rebind_rotated(
+    /// Binds again every current binding of a rotated resource or of a view of one (R-X5),
+    /// or of a renamed one (R-M5).
+    pub(super) fn rebind_rotated(
         &mut self,
         guard: &'static Guard,
         rotated: &[Handle<Resource>],

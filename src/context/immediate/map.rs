@@ -177,7 +177,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// resource's. The one it had may be read by the open buffer (an operation, or a binding
     /// since its last stamp): it is stamped with the open buffer, which lists both, and
     /// waits in the pool until the GPU finished that buffer.
-    fn rename(&mut self, view: ObjectView<'_, D>, allocation: AllocationHandle, size: u64) {
+    fn rename(
+        &mut self,
+        resource: Handle<Resource>,
+        view: ObjectView<'_, D>,
+        allocation: AllocationHandle,
+        size: u64,
+    ) -> Result<()> {
         let entry = view.entry();
         Self::stamp(&mut self.buffer, &mut self.token, entry);
         let previous = entry
@@ -189,16 +195,24 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.buffer.allocations.push(allocation);
         self.rename_pool.give(size, previous, self.buffer.number);
         let side = entry.ic_side(&mut self.token);
-        if view.bind_flags().intersects(VIEWABLE) {
+        let viewable = view.bind_flags().intersects(VIEWABLE);
+        if viewable {
             // Its views embed the old allocation: refreshed before their next use (R-X5).
             side.identity += 1;
             self.rotations += 1;
         }
-        // Last: the rename is whole whether the hook returns or panics.
+        // The rename is whole whether the hook returns or panics.
         self.device
             .shared
             .driver()
             .renamed(&mut self.imm, view, &mut side.data, previous);
+        if !viewable {
+            return Ok(());
+        }
+        // A bound view is read by draws that do not name it: bound again, refreshed first,
+        // as after a rotation.
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        self.rebind_rotated(guard, &[resource])
     }
 
     /// Map(NO_OVERWRITE) of a dynamic buffer (R-M3: vertex and index buffers, constant
@@ -417,8 +431,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     });
                     ic.device.shared.kernel().unlock(allocation, mapping);
                     ScopeGuard::into_inner(back);
-                    ic.rename(view, allocation, size);
-                    Ok(())
+                    // Renamed whatever comes next: a bound view the driver refuses to bind
+                    // again is this Unmap's error, the Map ended.
+                    ic.rename(resource, view, allocation, size)
                 }
             }
         })
@@ -427,15 +442,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Unlocks every Map of a resource's own memory left open (device destruction).
     pub(super) fn unlock_all(&mut self) {
         let kernel = self.device.shared.kernel();
-        // Each unlocked below, so that an unlock that panics counts as done.
-        self.locked.clear();
         while let Some((_, map)) = self.open.pop_mapped() {
             match map {
                 IcMap::Discard(_) => {}
                 IcMap::Locked {
                     allocation,
                     mapping,
-                } => kernel.unlock(allocation, mapping),
+                } => {
+                    // Out of `locked` just before its unlock: one that panics counts as
+                    // done, and the Maps left stay locked to the retire queue.
+                    if let Some(at) = self.locked.iter().position(|&a| a == allocation) {
+                        self.locked.swap_remove(at);
+                    }
+                    kernel.unlock(allocation, mapping)
+                }
                 IcMap::Renamed {
                     allocation,
                     mapping,
