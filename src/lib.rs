@@ -133,6 +133,10 @@ pub use registry::{ObjectRef, ObjectView, Resolver};
 #[cfg_attr(docsrs, doc(cfg(feature = "soft")))]
 pub mod soft;
 
+#[cfg(feature = "capture")]
+#[cfg_attr(docsrs, doc(cfg(feature = "capture")))]
+pub mod capture;
+
 /// The README's example, compiled and run as a doctest.
 #[cfg(all(doctest, feature = "soft"))]
 #[doc = include_str!("../README.md")]

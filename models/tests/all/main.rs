@@ -2,6 +2,7 @@
 //! seed and regression input (`fuzz/seeds`, `fuzz/regressions`), and hand-written sequences,
 //! each checked step by step against the interpreter's model.
 
+mod capture_reader;
 mod command_lists;
 mod common;
 mod handle_lifecycle;
