@@ -166,17 +166,17 @@ pub(crate) struct Recording<C, L> {
     /// (not the lists it executes): noted as `maps` is, for Map(NO_OVERWRITE) (R-M2).
     pub(crate) discarded: Vec<Handle<Resource>>,
     /// Where the engine replays lists, each resource mapped with NO_OVERWRITE in the
-    /// recording: its last discard's operation, as last looked up (R-M2).
+    /// recording: its last discard's payload, as last looked up (R-M2).
     pub(crate) rings: Vec<Ring>,
 }
 
 /// A resource a recording maps with NO_OVERWRITE, where the engine replays lists: the
-/// operation of its last Map(DISCARD) as found, and how many operations had been recorded
+/// payload of its last Map(DISCARD) as found, and how many operations had been recorded
 /// then, so that the next lookup looks only through the operations after them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ring {
     pub(crate) resource: Handle<Resource>,
-    pub(crate) discard: usize,
+    pub(crate) payload: Payload,
     pub(crate) seen: usize,
 }
 

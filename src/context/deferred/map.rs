@@ -267,35 +267,35 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// more than before.
     fn last_discard(&mut self, resource: Handle<Resource>) -> Result<Payload> {
         let rec = &mut *self.rec;
-        let ring = rec.rings.iter().position(|r| r.resource == resource);
-        let (known, from) = match ring {
-            Some(i) => (Some(rec.rings[i].discard), rec.rings[i].seen),
-            None => (None, 0),
-        };
-        let is_discard = |op: &Recorded<_>| matches!(op, Recorded::WriteDiscard { resource: r, .. } if *r == resource);
-        let newer = rec.ops[from..]
-            .iter()
-            .rposition(is_discard)
-            .map(|i| from + i);
-        let discard = newer.or(known).ok_or(AppError::MapWithoutDiscard)?;
         let seen = rec.ops.len();
-        match ring {
-            Some(i) => {
-                rec.rings[i] = Ring {
-                    resource,
-                    discard,
-                    seen,
+        let ring = rec.rings.iter().position(|r| r.resource == resource);
+        let from = ring.map_or(0, |i| rec.rings[i].seen);
+        // A discard since the last lookup starts the ring again (the newest counts).
+        let newer = rec.ops[from..].iter().rev().find_map(|op| match op {
+            Recorded::WriteDiscard {
+                resource: r,
+                payload,
+            } if *r == resource => Some(*payload),
+            _ => None,
+        });
+        match (ring, newer) {
+            (Some(i), newer) => {
+                let ring = &mut rec.rings[i];
+                ring.seen = seen;
+                if let Some(payload) = newer {
+                    ring.payload = payload;
                 }
+                Ok(ring.payload)
             }
-            None => rec.rings.push(Ring {
-                resource,
-                discard,
-                seen,
-            }),
-        }
-        match rec.ops.get(discard) {
-            Some(Recorded::WriteDiscard { payload, .. }) => Ok(*payload),
-            _ => Err(Error::InvalidArg),
+            (None, Some(payload)) => {
+                rec.rings.push(Ring {
+                    resource,
+                    payload,
+                    seen,
+                });
+                Ok(payload)
+            }
+            (None, None) => Err(AppError::MapWithoutDiscard.into()),
         }
     }
 
