@@ -603,3 +603,41 @@ fn a_discard_on_the_immediate_context_renames_while_the_gpu_reads_the_old_memory
         assert_clean(&world, mode);
     }
 }
+
+/// A list recorded before the immediate context renames a resource it reads runs on the
+/// resource's new memory: a driver-built list's secondaries name the old buffer, so its
+/// execute replays its packets instead, as after a rotation (R-M5, R-X5).
+#[test]
+fn a_list_recorded_before_a_rename_reads_the_new_memory() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode) else {
+            return;
+        };
+        let vb = device.create_resource(dynamic_vertex_buffer(64)).unwrap();
+        let readback = device.create_resource(staging(64)).unwrap();
+        ic.map_discard(vb).unwrap().copy_from_slice(&pattern(64, 1));
+        ic.unmap(vb).unwrap();
+        let list = list_of(
+            &device,
+            vec![SoftCommand::Copy {
+                dst: readback,
+                src: vb,
+            }],
+        );
+        let before = world.built_stats().replayed_after_rotation;
+        let want = pattern(64, 2);
+        ic.map_discard(vb).unwrap().copy_from_slice(&want);
+        ic.unmap(vb).unwrap();
+        ic.execute_command_list(&list).unwrap();
+        assert_eq!(read_back(&mut ic, readback), want, "{mode:?}");
+        let replays = world.built_stats().replayed_after_rotation - before;
+        assert_eq!(
+            replays,
+            u64::from(mode == ListMode::DriverBuilt),
+            "{mode:?}"
+        );
+        drop(list);
+        ic.destroy_device().unwrap();
+        assert_clean(&world, mode);
+    }
+}
