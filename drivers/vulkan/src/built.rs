@@ -166,8 +166,13 @@ pub(crate) struct BuiltList {
     /// The allocations its segments reference (the chained lists' too), sorted: an execute
     /// adds them to the primary's, for the allocation-list check (R-D1).
     pub(crate) allocations: Vec<u64>,
-    /// The rotation count when its oldest segment began recording (`None`: no segment).
-    pub(crate) generation: Option<u64>,
+    /// The resources whose buffers its segments name (the chained lists' too), each with
+    /// the allocation it had when it was looked up, sorted: an execute finds whether a
+    /// rotation (R-X5) or a rename (R-M5) moved one since.
+    pub(crate) baked: Vec<(AnyHandle, u64)>,
+    /// A recording hook panicked while it looked resources up: what it baked is not known,
+    /// so every execute replays the packets.
+    pub(crate) unsure: bool,
     /// The lists it chained, and theirs (the addresses of their `BuiltList`s, which the
     /// engine keeps alive while this list lives): an execute of this list runs their
     /// secondaries and reads their upload memory too.
@@ -201,7 +206,8 @@ struct Building {
     patches: Vec<Patch>,
     packets: Vec<Packet>,
     allocations: Vec<u64>,
-    generation: Option<u64>,
+    baked: Vec<(AnyHandle, u64)>,
+    unsure: bool,
     chained: Vec<usize>,
     bound: Vec<(BindPoint, AnyHandle)>,
 }
@@ -454,6 +460,8 @@ fn take_list(private: &mut [u8]) -> Option<Box<BuiltList>> {
 struct DcLookup<'r, 'a> {
     world: &'r VulkanWorld,
     locals: &'r mut LocalHandles<'a, VulkanDriver>,
+    /// Where each resource looked up is noted with the allocation read (the recording's).
+    baked: &'r mut Vec<(AnyHandle, u64)>,
 }
 
 impl Lookup for DcLookup<'_, '_> {
@@ -461,8 +469,8 @@ impl Lookup for DcLookup<'_, '_> {
         let local = self.locals.get(handle).ok_or(AppError::InvalidState)?;
         let view = local.view;
         let object = view.object().clone();
-        let memory = match object.view {
-            None => view.allocation().map(|a| (a, object.byte_size)),
+        let (resource, memory) = match object.view {
+            None => (handle, view.allocation().map(|a| (a, object.byte_size))),
             Some(_) => {
                 // A view's resource is open before it (R-H3).
                 let resource = view.dependency().ok_or(AppError::MissingDependency)?;
@@ -471,9 +479,17 @@ impl Lookup for DcLookup<'_, '_> {
                     .get(resource)
                     .ok_or(AppError::MissingDependency)?;
                 let size = local.view.object().byte_size;
-                local.view.allocation().map(|a| (a, size))
+                (resource, local.view.allocation().map(|a| (a, size)))
             }
         };
+        // The allocation this secondary will name, as read here (once: a second read could
+        // see a rename the first did not).
+        if let Some((allocation, _)) = memory {
+            let noted = (resource, allocation.0.get());
+            if self.baked.last() != Some(&noted) {
+                self.baked.push(noted);
+            }
+        }
         span_of(self.world, &object, memory)
     }
 }
@@ -485,13 +501,31 @@ pub(crate) fn record(
     call: DeferredCall<'_, VulkanDriver>,
     locals: &mut LocalHandles<'_, VulkanDriver>,
 ) -> Result<()> {
+    // The resources looked up are noted aside while the call records (the recording's
+    // buffers are borrowed meanwhile), and put back after it; a hook that panics in between
+    // leaves the list unsure of them.
+    let mut baked = core::mem::take(&mut dc.building.baked);
+    dc.building.unsure = true;
+    let recorded = record_noting(world, dc, call, locals, &mut baked);
+    dc.building.baked = baked;
+    dc.building.unsure = false;
+    recorded
+}
+
+fn record_noting(
+    world: &VulkanWorld,
+    dc: &mut VulkanDeferred,
+    call: DeferredCall<'_, VulkanDriver>,
+    locals: &mut LocalHandles<'_, VulkanDriver>,
+    baked: &mut Vec<(AnyHandle, u64)>,
+) -> Result<()> {
     let pool = dc.pool.clone().expect("built lists have a pool");
     let _use = PoolUse::enter(&pool);
-    // The rotation count before any allocation is read: a rotation after this is seen.
-    if dc.building.generation.is_none() {
-        dc.building.generation = Some(world.rotations.load(Ordering::Acquire));
-    }
-    let mut look = DcLookup { world, locals };
+    let mut look = DcLookup {
+        world,
+        locals,
+        baked,
+    };
     // Resolve first: a refused call records nothing.
     enum Work<'d> {
         Common(&'d SoftCommand),
@@ -739,10 +773,8 @@ pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -
         .push(Packet::Chain(inner as *const BuiltList as usize));
     b.chained.push(inner as *const BuiltList as usize);
     b.chained.extend_from_slice(&inner.chained);
-    b.generation = match (b.generation, inner.generation) {
-        (Some(a), Some(c)) => Some(a.min(c)),
-        (a, c) => a.or(c),
-    };
+    b.baked.extend_from_slice(&inner.baked);
+    b.unsure |= inner.unsure;
     // After an execute nothing is bound (R-C3).
     b.bound.clear();
     Ok(())
@@ -770,6 +802,8 @@ pub(crate) fn finish(
     let mut b = std::mem::take(&mut dc.building);
     b.allocations.sort_unstable();
     b.allocations.dedup();
+    b.baked.sort_unstable_by_key(|&(h, a)| (h.to_bits(), a));
+    b.baked.dedup();
     let list = Box::new(BuiltList {
         pool: Arc::clone(&pool),
         own: b.own,
@@ -778,7 +812,8 @@ pub(crate) fn finish(
         patches: b.patches,
         packets: b.packets,
         allocations: b.allocations,
-        generation: b.generation,
+        baked: b.baked,
+        unsure: b.unsure,
         chained: b.chained,
         last_execute: AtomicU64::new(0),
     });

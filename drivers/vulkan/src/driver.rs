@@ -640,8 +640,13 @@ impl Driver for VulkanDriver {
         // executes them or they are replayed: they stay until this buffer completed, whatever
         // the list clock (`built::recycle`, `built::destroy`).
         list.note_execute(objects.buffer());
-        let current = self.world.rotations.load(Ordering::Acquire);
-        if list.generation.is_some_and(|g| g != current) {
+        // A resource its secondaries name has another allocation since (a rotation, a
+        // rename): they would read or write the old one.
+        let moved = |&(handle, allocation): &(AnyHandle, u64)| {
+            let now = objects.get(handle).ok().and_then(|v| v.allocation());
+            now.map(|a| a.0.get()) != Some(allocation)
+        };
+        if list.unsure || list.baked.iter().any(moved) {
             // Its secondaries name the buffers the resources had when it was recorded: the
             // list runs from its packets instead, every handle resolved now (R-X5).
             self.world.count(BuiltEvent::ReplayedAfterRotation, 1);
@@ -865,25 +870,5 @@ impl Driver for VulkanDriver {
             rect: plan.dst_rect,
         };
         self.with_primary(imm, |enc| enc.blt(&s, &d))
-    }
-
-    fn rotate_identities(&self, _imm: &mut VulkanImmediate, _ic: &mut [&mut u64]) {
-        // Replayed and emulated lists resolve allocations when they run; a driver-built
-        // list recorded before this names the old buffers, and its executes replay its
-        // packets instead.
-        self.world.rotations.fetch_add(1, Ordering::AcqRel);
-    }
-
-    fn renamed(
-        &self,
-        _imm: &mut VulkanImmediate,
-        _resource: ObjectView<'_, Self>,
-        _ic: &mut u64,
-        _previous: AllocationHandle,
-    ) {
-        // The immediate context's operations find the new buffer when they run; a
-        // driver-built list recorded before names the old one, and replays its packets
-        // instead, as after a rotation.
-        self.world.rotations.fetch_add(1, Ordering::AcqRel);
     }
 }

@@ -10,7 +10,7 @@
 //! |---|---|
 //! | an allocation (R-F2) | a `VkBuffer` with its own host-visible, host-coherent memory, persistently mapped, under a non-zero id ([`VulkanKernel`]) |
 //! | CPU access, `pfnLockCb` / `pfnUnlockCb` (R-M4: staging Maps, the immediate context's Map(NO_OVERWRITE); R-M5: the allocation its Map(DISCARD) renames to) | the allocation's own persistently mapped, host-coherent memory, handed out in place ([`cmdlist::CpuMapping::from_raw`]): no copy, nothing written back, no flush or invalidate needed ([`VulkanKernel`]); a lock that reads, or one of memory a rename takes (`NoExistingReference`), while a buffer the timeline has not passed uses it is a violation |
-//! | Map(DISCARD) on the immediate context (R-M5) | a rename: the driver declares `MapCaps::DISCARD_RENAMES` (a resource's bytes are its allocation's `VkBuffer` from byte 0), the engine hands out another allocation and makes it the resource's at the Unmap; the immediate context's commands resolve the resource's buffer when they are recorded, so nothing is copied |
+//! | Map(DISCARD) on the immediate context (R-M5) | a rename: the driver declares `MapCaps::DISCARD_RENAMES` (a resource's bytes are its allocation's `VkBuffer` from byte 0), the engine hands out another allocation and makes it the resource's at the Unmap; the immediate context's commands resolve the resource's buffer when they are recorded, so nothing is copied; a driver-built list that names the resource replays (below) |
 //! | the submission clock, fences (R-D1, R-D4) | one timeline semaphore: each submit signals [`cmdlist::Submission::fence`]; completed = its counter value |
 //! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
 //! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |
@@ -116,12 +116,12 @@
 //!
 //! # Rotated identities (R-X5) and renamed resources (R-M5)
 //! A driver-built list's secondaries name the buffers its resources had when it was recorded.
-//! The driver counts rotations and renames (`Driver::renamed`); a list recorded before one
-//! is executed by replaying the packets it keeps besides its secondaries into the primary,
-//! every handle resolved then (O(length) for those executes only;
-//! [`BuiltStats::replayed_after_rotation`]). The count is the device's, not the resource's:
-//! a rename of a resource a list does not name replays it too, which an application that
-//! discards on the immediate context what its deferred contexts' lists read pays for.
+//! The list keeps each resource it looked up with the allocation it read then (once, so a
+//! rename racing the recording is seen); an execute that finds one of them moved since (a
+//! rotation, or the immediate context's Map(DISCARD)) replays the packets the list keeps
+//! besides its secondaries into the primary, every handle resolved then (O(length) for
+//! those executes only; [`BuiltStats::replayed_after_rotation`]). A list that names no moved
+//! resource runs its secondaries, whatever else was renamed.
 //!
 //! # DXGI: Blt and present
 //! - Blt (R-X6, R-X7): a compute dispatch of `shaders/blt.comp`, one invocation per

@@ -189,8 +189,9 @@ pub struct BuiltStats {
     /// Freed under the pool's lock, their context gone (by `destroy_command_list`, or once
     /// the timeline passed the buffer that executed them).
     pub freed_orphaned: u64,
-    /// Executes of a list recorded before resource identities rotated (R-X5), replayed into
-    /// the primary from its packets instead of executing its secondaries.
+    /// Executes of a list recorded before a resource it names moved to another allocation
+    /// (a rotation, R-X5, or a rename, R-M5), replayed into the primary from its packets
+    /// instead of executing its secondaries.
     pub replayed_after_rotation: u64,
 }
 
@@ -483,9 +484,6 @@ pub struct VulkanWorld {
     pub(crate) parked: Mutex<Vec<(u64, Box<crate::built::BuiltList>)>>,
     violations: Mutex<Vec<Violation>>,
     errors: Mutex<Vec<(ContextId, Error)>>,
-    /// Bumped by every rotation of resource identities (R-X5): a list recorded before one
-    /// names buffers that may have moved.
-    pub(crate) rotations: AtomicU64,
     /// `vkCmdExecuteCommands` recorded.
     pub(crate) execute_commands: AtomicU64,
     /// The hazard rule's barriers in ended command buffers.
@@ -910,7 +908,6 @@ impl VulkanWorld {
             parked: Mutex::default(),
             violations: Mutex::default(),
             errors: Mutex::default(),
-            rotations: AtomicU64::new(0),
             execute_commands: AtomicU64::new(0),
             hazard_barriers: AtomicU64::new(0),
             fault_counts: Default::default(),

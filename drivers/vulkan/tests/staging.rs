@@ -606,7 +606,8 @@ fn a_discard_on_the_immediate_context_renames_while_the_gpu_reads_the_old_memory
 
 /// A list recorded before the immediate context renames a resource it reads runs on the
 /// resource's new memory: a driver-built list's secondaries name the old buffer, so its
-/// execute replays its packets instead, as after a rotation (R-M5, R-X5).
+/// execute replays its packets instead, as after a rotation (R-M5, R-X5). A list that names
+/// only other resources runs its secondaries.
 #[test]
 fn a_list_recorded_before_a_rename_reads_the_new_memory() {
     for mode in ListMode::ALL {
@@ -614,29 +615,29 @@ fn a_list_recorded_before_a_rename_reads_the_new_memory() {
             return;
         };
         let vb = device.create_resource(dynamic_vertex_buffer(64)).unwrap();
-        let readback = device.create_resource(staging(64)).unwrap();
+        let other = device.create_resource(buffer(64)).unwrap();
+        let [readback, untouched] = [(); 2].map(|()| device.create_resource(staging(64)).unwrap());
         ic.map_discard(vb).unwrap().copy_from_slice(&pattern(64, 1));
         ic.unmap(vb).unwrap();
-        let list = list_of(
-            &device,
-            vec![SoftCommand::Copy {
-                dst: readback,
-                src: vb,
-            }],
-        );
+        ic.update(other, 0, &pattern(64, 9)).unwrap();
+        let copy = |dst, src| vec![SoftCommand::Copy { dst, src }];
+        let list = list_of(&device, copy(readback, vb));
+        let unrelated = list_of(&device, copy(untouched, other));
         let before = world.built_stats().replayed_after_rotation;
         let want = pattern(64, 2);
         ic.map_discard(vb).unwrap().copy_from_slice(&want);
         ic.unmap(vb).unwrap();
         ic.execute_command_list(&list).unwrap();
+        ic.execute_command_list(&unrelated).unwrap();
         assert_eq!(read_back(&mut ic, readback), want, "{mode:?}");
+        assert_eq!(read_back(&mut ic, untouched), pattern(64, 9), "{mode:?}");
         let replays = world.built_stats().replayed_after_rotation - before;
+        let want_replays = u64::from(mode == ListMode::DriverBuilt);
         assert_eq!(
-            replays,
-            u64::from(mode == ListMode::DriverBuilt),
-            "{mode:?}"
+            replays, want_replays,
+            "{mode:?}: the list that names it, alone"
         );
-        drop(list);
+        drop((list, unrelated));
         ic.destroy_device().unwrap();
         assert_clean(&world, mode);
     }
