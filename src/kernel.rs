@@ -121,7 +121,12 @@ impl From<DeferredId> for ContextId {
 ///    [`Kernel::deallocate`] for every destroyed object whose last buffer passed the retire
 ///    clock (R-D2, R-D4); from time to time [`Kernel::perform_amortized_processing`]
 ///    (R-A1).
-/// 3. **Device destruction** (R-D3): a last submit, [`Kernel::wait_for_fence`] for the last
+/// 3. **A Map on the immediate context** (its thread): [`Kernel::lock`], then at the Unmap
+///    [`Kernel::unlock`] (R-M3, R-M4); for a Map(DISCARD) that renames (R-M5), first
+///    [`Kernel::allocate`] when the context's pool has no allocation the GPU is done with;
+///    the allocations a rename left are deallocated at amortised processing once unused for
+///    a while, at [`crate::ImmediateContext::trim`], or at device destruction.
+/// 4. **Device destruction** (R-D3): a last submit, [`Kernel::wait_for_fence`] for the last
 ///    fence, then [`Kernel::deallocate`] for everything left.
 ///
 /// [`Kernel::set_error`] comes whenever a call fails (R-E2), on its thread.
@@ -211,7 +216,9 @@ impl From<DeferredId> for ContextId {
 pub trait Kernel: Send + Sync + 'static {
     /// Allocates kernel memory. Called from the thread inside the create entry point, which
     /// for ordinary objects is any thread (free-threaded create, R-F1) and for shared or
-    /// primary resources is the creating thread itself (R-T2, R-P1).
+    /// primary resources is the creating thread itself (R-T2, R-P1); and on the immediate
+    /// context's thread for the allocation a Map(DISCARD) renames a resource to (R-M5), of
+    /// the size the resource's has.
     fn allocate(&self, desc: &AllocationDesc) -> Result<AllocationHandle>;
 
     /// Frees kernel memory. Called on the immediate context's thread: during a flush, never
