@@ -251,8 +251,11 @@ pub trait Kernel: Send + Sync + 'static {
 
     /// CPU access to `allocation`'s memory (`pfnLockCb`, R-M4): the bytes a Map of a staging
     /// resource (READ, WRITE, READ_WRITE) or a Map(NO_OVERWRITE) on the immediate context
-    /// hands the application, until [`Kernel::unlock`]. Called on the immediate context's
-    /// thread, at most once at a time per allocation. `flags` always has
+    /// hands the application, until [`Kernel::unlock`]; and the allocation a Map(DISCARD)
+    /// renames to (R-M5), with [`LockFlags::NO_EXISTING_REFERENCE`] (no buffer the GPU has
+    /// not finished references it; the engine hands out its first bytes, as many as the
+    /// resource has, and refuses a mapping shorter than that). Called on the immediate
+    /// context's thread, at most once at a time per allocation. `flags` always has
     /// [`LockFlags::IGNORE_SYNC`]: the engine waited for the newest buffer that uses the
     /// resource first (a staging Map), or the application promised not to touch what the GPU
     /// reads (NO_OVERWRITE); a kernel must not wait. Default: [`Error::Unsupported`] (the Map
