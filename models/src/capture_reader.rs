@@ -5,9 +5,33 @@
 //! headers are read too), and as the frames after a valid header. For the second, every
 //! frame read is encoded again through a [`StreamBuffer`] and the result must be the input's
 //! bytes up to where the reader stopped, byte for byte; an error must name the record after
-//! the last one read and the offset where it starts.
+//! the last one read and the offset where it starts. Every payload is also decoded as a soft
+//! driver's command ([`CaptureCommand`]): an error or a command, which encoded again is the
+//! payload's prefix that was read.
 
-use cmdlist::capture::{write_header, CaptureErrorKind, FrameReader, StreamBuffer, HEADER_LEN};
+use cmdlist::capture::{
+    write_header, CaptureCommand, CaptureErrorKind, Decoder, Encoder, FrameReader, StreamBuffer,
+    HEADER_LEN,
+};
+use cmdlist::handle::AnyHandle;
+use cmdlist::soft::SoftCommand;
+
+/// Decodes `payload` as a soft command; one that decodes encodes back to the bytes read
+/// (panics otherwise).
+pub fn decode_command(payload: &[u8]) {
+    let mut same = |bits: u64| AnyHandle::from_bits(bits);
+    let mut dec = Decoder::new(payload, &mut same);
+    if let Ok(command) = SoftCommand::decode(&mut dec) {
+        let read = payload.len() - dec.remaining();
+        let mut again = Vec::new();
+        command.encode(&mut Encoder::new(&mut again));
+        assert_eq!(
+            again[..],
+            payload[..read],
+            "a command is the bytes it was read from"
+        );
+    }
+}
 
 /// Reads `bytes` as described in the module docs; panics on any mismatch.
 pub fn run(bytes: &[u8]) {
@@ -32,6 +56,7 @@ pub fn run(bytes: &[u8]) {
     for frame in reader.by_ref() {
         match frame {
             Ok(f) => {
+                decode_command(f.payload);
                 assert_eq!(f.record, records, "records are numbered in order");
                 assert_eq!(f.offset as usize, end, "frames follow one another");
                 let mut stream = StreamBuffer::new(f.stream);

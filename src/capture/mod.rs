@@ -2,13 +2,17 @@
 //! append-only framed records so that a file cut anywhere, by a crash or a `SIGKILL`, still
 //! reads back to its last whole record (`docs/CAPTURE.md` in the repository).
 //!
-//! This module is the format's two ends, independent of what the records mean:
+//! This module is the format's two ends, independent of what the records mean, and the
+//! payload codec the records are written in:
 //! - [`StreamBuffer`]: the frames one context appends, into memory its thread owns (no
 //!   shared write per record), handed to a sink whole ([`StreamBuffer::drain_to`]).
 //! - [`FrameReader`]: the frames of a file, in order, each checked (length bound, checksum,
 //!   reserved bits); a cut or damaged tail is a [`CaptureError`] naming the record and its
 //!   offset, after every whole record before it. Never a panic, and no allocation at all:
 //!   a hostile length is refused before anything is read.
+//! - [`Encoder`] / [`Decoder`]: a payload's integers, byte strings, objects and binding
+//!   points; decoding is total (a [`DecodeError`] says where and what). A driver's
+//!   commands go through [`CaptureCommand`], which the soft driver's implement.
 //!
 //! ```
 //! use cmdlist::capture::{FrameReader, StreamBuffer, write_header};
@@ -24,11 +28,13 @@
 //! assert_eq!((frame.stream, frame.kind, frame.payload), (1, 7, &b"a record"[..]));
 //! ```
 
+mod codec;
 mod error;
 mod frame;
 mod reader;
 mod stream;
 
+pub use codec::{CaptureCommand, DecodeError, Decoder, Encoder};
 pub use error::{CaptureError, CaptureErrorKind};
 pub use frame::{write_header, FRAME_HEADER_LEN, HEADER_LEN, MAGIC, MAX_PAYLOAD, VERSION};
 pub use reader::{Frame, FrameReader};

@@ -16,6 +16,8 @@
 //! call panic or fail, for tests of what the engine promises after a hook panics.
 
 mod built;
+#[cfg(feature = "capture")]
+mod capture;
 mod driver;
 pub mod inject;
 mod kernel;

@@ -39,3 +39,17 @@ fn random_bytes_read_exactly_what_they_hold() {
         run(&rng.bytes(len));
     }
 }
+
+/// Random payloads decoded as soft commands: an error, or a command that is the bytes read.
+#[test]
+fn random_payloads_decode_as_commands_or_errors() {
+    let mut rng = XorShift(0x005E_ED0F_C0DE);
+    for _ in 0..20_000 {
+        let len = rng.next() as usize % 48;
+        let mut bytes = rng.bytes(len);
+        if let Some(tag) = bytes.first_mut() {
+            *tag %= 8; // mostly known kinds
+        }
+        cmdlist_models::capture_reader::decode_command(&bytes);
+    }
+}
