@@ -1322,9 +1322,11 @@ struct Harness {
 
 impl Harness {
     fn new(budget: usize, mode: ListMode) -> Self {
+        // A small rename limit: runs reach both a rename and the copy past it (R-M5).
         let config = DeviceConfig::default()
             .with_deferred_budget(budget)
-            .with_replay_limit(REPLAY_LIMIT);
+            .with_replay_limit(REPLAY_LIMIT)
+            .with_rename_waiting(2);
         let soft_config = SoftConfig {
             trace: false,
             command_lists: mode.has_driver_lists(),
@@ -2255,11 +2257,13 @@ impl Harness {
                             self.ic_mapped.push((r, data, discard)); // still mapped
                         } else if actual.is_ok() && discard {
                             // The soft driver renames (R-M5): the resource's bytes are in
-                            // another allocation, never one it had.
+                            // another allocation, or, with the pool at its limit, copied
+                            // into the one it had (`handle_lifecycle` models which).
                             let object = self.device.object(m.res[r].handle).expect("live");
                             let new = object.allocation().expect("a resource's memory");
-                            assert_ne!(new, m.res[r].alloc, "Map(DISCARD) renames (R-M5)");
-                            m.renamed(r, new);
+                            if new != m.res[r].alloc {
+                                m.renamed(r, new);
+                            }
                         }
                         written
                     }

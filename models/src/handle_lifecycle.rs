@@ -465,8 +465,11 @@ fn config() -> SoftConfig {
     }
 }
 
+/// A small rename limit, so that runs reach the copy a Map(DISCARD) falls back to (R-M5).
 fn device_config() -> DeviceConfig {
-    DeviceConfig::default().with_retire_clock(Clock::Completed)
+    DeviceConfig::default()
+        .with_retire_clock(Clock::Completed)
+        .with_rename_waiting(3)
 }
 
 fn matches_want<T>(result: &Result<T>, want: Want) -> bool {
@@ -1466,17 +1469,22 @@ impl Harness {
             }
             self.mapped.push((h, len, byte));
             if self.objs[i].renamable {
-                // The pool's oldest allocation of the size, if the GPU is done with it.
+                // The pool's oldest allocation of the size, if the GPU is done with it; a new
+                // one while fewer than the config's limit wait; past it, the copy.
                 let completed = self.world.completed();
                 let taken = self.pool.iter().position(|p| p.size == size);
                 let taken = taken.filter(|&at| self.pool[at].stamp <= completed);
+                let waiting = self.pool.iter().filter(|p| p.size == size).count();
                 let taken = match taken {
-                    Some(at) => Taken::Pooled(self.pool.remove(at).id),
-                    None => Taken::New {
+                    Some(at) => Some(Taken::Pooled(self.pool.remove(at).id)),
+                    None if waiting < device_config().rename_waiting => Some(Taken::New {
                         above: self.newest_allocation(),
-                    },
+                    }),
+                    None => None,
                 };
-                self.renaming.push((h, taken));
+                if let Some(taken) = taken {
+                    self.renaming.push((h, taken));
+                }
             }
         }
     }

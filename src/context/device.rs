@@ -71,6 +71,13 @@ pub struct DeviceConfig {
     /// `benches/replay.rs`), and 200 times a frame of 10,000 draws with their Maps. A driver
     /// with cheaper or dearer operations sets its own.
     pub replay_limit: u64,
+    /// The most allocations of one size the immediate context's rename pool keeps waiting
+    /// for the GPU (R-M5): past it, a Map(DISCARD) whose pool has none the GPU is done with
+    /// goes through the engine's bytes and the driver's copy ([`crate::Op::WriteDiscard`])
+    /// instead of allocating another, so that a frame of thousands of small discards holds
+    /// a bounded number of kernel allocations (each costs the kernel an allocation's
+    /// overhead, and a Vulkan device allows a few thousand). Default 64; 0 never renames.
+    pub rename_waiting: usize,
 }
 
 impl Default for DeviceConfig {
@@ -81,6 +88,7 @@ impl Default for DeviceConfig {
             recycle: true,
             deferred_budget: 64 << 20,
             replay_limit: 1 << 22,
+            rename_waiting: 64,
         }
     }
 }
@@ -113,6 +121,12 @@ impl DeviceConfig {
     /// With [`DeviceConfig::replay_limit`] set (R-C3, R-E3).
     pub fn with_replay_limit(mut self, operations: u64) -> Self {
         self.replay_limit = operations;
+        self
+    }
+
+    /// With [`DeviceConfig::rename_waiting`] set (R-M5).
+    pub fn with_rename_waiting(mut self, allocations: usize) -> Self {
+        self.rename_waiting = allocations;
         self
     }
 }

@@ -363,3 +363,48 @@ fn r_m5_a_shared_allocation_rotated_to_another_resource_is_not_renamed() {
     drop(ic);
     world.assert_clean();
 }
+
+/// The pool keeps at most `DeviceConfig::rename_waiting` allocations of one size waiting for
+/// the GPU: past that, a Map(DISCARD) goes through the copy (the allocation stays, the driver
+/// hears the bytes), until the GPU is done with one and renames take it again.
+#[test]
+fn r_m5_past_the_rename_limit_a_discard_is_copied() {
+    let config = SoftConfig {
+        gpu: Gpu::Manual,
+        map_caps: MapCaps::all(),
+        ..SoftConfig::from_env().unwrap()
+    };
+    let device_config = DeviceConfig::default().with_rename_waiting(2);
+    let (device, mut ic, world) = soft::device(config, device_config).unwrap();
+    let r = dynamic(&device, 8, BindFlags::VERTEX_BUFFER);
+    let dst = device.create_resource(buffer(8)).unwrap();
+    let mut seen = vec![allocation(&device, r)];
+    for value in 1..=4 {
+        world.clear_trace();
+        write_discard(&mut ic, r, value);
+        let trace = world.trace();
+        let renamed = count(&trace, Hook::Renamed) == 1;
+        assert_eq!(renamed, value <= 2, "discard {value}: {trace:#?}");
+        assert_eq!(
+            count(&trace, Hook::Execute),
+            usize::from(!renamed),
+            "the copy"
+        );
+        seen.push(allocation(&device, r));
+        assert_eq!(read(&device, &world, r), [value; 8]);
+        ic.command(&SoftCommand::Copy { dst, src: r }).unwrap();
+        ic.flush().unwrap();
+    }
+    assert_eq!(seen[2], seen[3], "the third discard copied");
+    assert_eq!(seen[3], seen[4], "and the fourth");
+    world.complete_all();
+    write_discard(&mut ic, r, 5);
+    assert_eq!(
+        allocation(&device, r),
+        seen[0],
+        "the pool's oldest, done, renamed to"
+    );
+    ic.flush().unwrap();
+    drop(ic);
+    world.assert_clean();
+}

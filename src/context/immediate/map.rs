@@ -88,7 +88,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// kernel allocation of the resource's size, locked ([`Kernel::lock`]), which the Unmap
     /// makes the resource's: one the GPU is done with from the context's pool, or a new one
     /// ([`Kernel::allocate`]), zeroed. The allocation the resource had waits in the pool
-    /// until the GPU finished every buffer that may read it. Otherwise the bytes are the
+    /// until the GPU finished every buffer that may read it. A pool that keeps
+    /// [`crate::DeviceConfig::rename_waiting`] allocations of that size waiting, none done,
+    /// allocates no more: the Map goes through the copy below. Otherwise the bytes are the
     /// context's own, zeroed (reused from map to map, allocated fallibly: a resource too big
     /// for memory is [`Error::OutOfMemory`]), handed to the driver at the Unmap.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
@@ -109,8 +111,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         {
             // 0: no allocation, or one that other devices or the display know (not renamed).
             let allocation_size = view.entry().ic_side(&mut self.token).allocation_size;
-            if allocation_size != 0 {
-                return self.map_renamed(resource, allocation_size, size);
+            if allocation_size != 0 && self.map_renamed(resource, allocation_size, size)? {
+                return Ok(());
             }
         }
         let mut contents = self.spare_contents.pop().unwrap_or_default();
@@ -126,14 +128,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Locks an allocation of `size` bytes that no unfinished buffer reads, for a
     /// Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest if the GPU is done
-    /// with it, a new one otherwise. Its first `len` bytes (the resource's) are handed out;
-    /// a kernel that maps fewer is refused ([`Error::InvalidArg`]).
-    fn map_renamed(&mut self, resource: Handle<Resource>, size: u64, len: usize) -> Result<()> {
+    /// with it, a new one otherwise, unless the pool already keeps
+    /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`false`: the
+    /// Map goes through the copy). Its first `len` bytes (the resource's) are handed out; a
+    /// kernel that maps fewer is refused ([`Error::InvalidArg`]).
+    fn map_renamed(&mut self, resource: Handle<Resource>, size: u64, len: usize) -> Result<bool> {
         let mut pooled = self.rename_pool.take(size, self.completed);
         if pooled.is_none() {
             // The fence as the kernel has it now: a pooled allocation may have come free.
             let completed = self.completed_fence()?;
             pooled = self.rename_pool.take(size, completed);
+        }
+        let waiting = self.device.shared.config().rename_waiting;
+        if pooled.is_none() && self.rename_pool.waiting(size) >= waiting {
+            return Ok(false);
         }
         let kernel = self.device.shared.kernel();
         let allocation = match pooled {
@@ -170,7 +178,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             len,
         };
         self.open.map(resource, map);
-        Ok(())
+        Ok(true)
     }
 
     /// The Unmap of a Map(DISCARD) that renamed (R-M5): the allocation written becomes the

@@ -57,6 +57,14 @@ impl RenamePool {
         }
     }
 
+    /// Allocations of `size` bytes the pool holds, whether the GPU is done with them or not.
+    pub(super) fn waiting(&self, size: u64) -> usize {
+        self.classes
+            .iter()
+            .find(|c| c.size == size)
+            .map_or(0, |c| c.idle.len())
+    }
+
     /// Takes back `allocation` (`size` bytes), which buffers up to `last_buffer` may read.
     /// Its queue keeps its capacity, so a steady pattern of discards allocates nothing.
     pub(super) fn give(&mut self, size: u64, allocation: AllocationHandle, last_buffer: u64) {
