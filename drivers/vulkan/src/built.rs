@@ -486,7 +486,9 @@ impl Lookup for DcLookup<'_, '_> {
         // see a rename the first did not).
         if let Some((allocation, _)) = memory {
             let noted = (resource, allocation.0.get());
-            if self.baked.last() != Some(&noted) {
+            // A draw looks up its constants, vertices and target each time: the last few
+            // notes catch the repeats (Finish sorts out the rest).
+            if !self.baked.iter().rev().take(4).any(|&n| n == noted) {
                 self.baked.push(noted);
             }
         }
@@ -503,12 +505,12 @@ pub(crate) fn record(
 ) -> Result<()> {
     // The resources looked up are noted aside while the call records (the recording's
     // buffers are borrowed meanwhile), and put back after it; a hook that panics in between
-    // leaves the list unsure of them.
+    // leaves the list unsure of them for good.
     let mut baked = core::mem::take(&mut dc.building.baked);
-    dc.building.unsure = true;
+    let unsure = core::mem::replace(&mut dc.building.unsure, true);
     let recorded = record_noting(world, dc, call, locals, &mut baked);
     dc.building.baked = baked;
-    dc.building.unsure = false;
+    dc.building.unsure = unsure;
     recorded
 }
 
