@@ -359,3 +359,46 @@ fn r_d1_r_e1_committed_seeds_run_clean() {
     let inputs = crate::common::run_committed_fuzz_inputs("handle_lifecycle", run_bytes);
     assert!(inputs > 300, "{inputs} inputs");
 }
+
+/// Renames (R-M5) while the GPU is behind: the model's pool takes the first discards' new
+/// allocations, reaches the device's limit (3 waiting of one size), then predicts the
+/// copy; once the GPU is done, a rename takes the pool's oldest again.
+#[test]
+fn r_m5_renames_up_to_the_limit_then_copies() {
+    let mut steps = vec![
+        Step::CreateResource {
+            size: 16,
+            view: false,
+            shared: false,
+        },
+        Step::CreateResource {
+            size: 16,
+            view: false,
+            shared: false,
+        },
+    ];
+    for byte in 1..=6 {
+        steps.extend([
+            Step::MapDiscard {
+                pick: 0,
+                len: 16,
+                byte,
+            },
+            Step::Unmap { pick: 0 },
+            Step::Copy { dst: 1, src: 0 },
+            Step::Flush,
+        ]);
+    }
+    steps.extend([
+        Step::CompleteAll,
+        Step::Flush,
+        Step::MapDiscard {
+            pick: 0,
+            len: 16,
+            byte: 7,
+        },
+        Step::Unmap { pick: 0 },
+        Step::Flush,
+    ]);
+    run(&steps);
+}
