@@ -8,7 +8,9 @@
 //!
 //! Trimmed at amortised processing (R-A1) by age rather than by a count: an allocation that
 //! sat unused through [`KEEP_TRIMS`] trims is given back to the kernel, so a ring discarded
-//! once a frame keeps its few allocations while a burst's extra ones go.
+//! once a frame keeps its few allocations while a burst's extra ones go. How many of one size
+//! may wait at all is the device's `rename_waiting`, which the context checks
+//! ([`RenamePool::waiting`]) before it allocates another.
 
 use std::collections::VecDeque;
 
