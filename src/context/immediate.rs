@@ -102,8 +102,9 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Contents buffers of earlier maps, kept for the next ones: a steady map/unmap pattern
     /// allocates nothing.
     spare_contents: Vec<Vec<u8>>,
-    /// The allocations the open Maps of resources' own memory hold locked (R-M4): the retire
-    /// queue deallocates none before its unlock (a resource destroyed while mapped).
+    /// Scratch: the allocations the open Maps hold locked, noted for a pass of the retire
+    /// queue, which deallocates none before its unlock (a resource destroyed while mapped,
+    /// R-M4; `note_locked`).
     locked: Vec<AllocationHandle>,
     /// Allocations a Map(DISCARD) renamed resources away from, until the GPU is done with
     /// them and another rename takes them (R-M5).
@@ -878,6 +879,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // Nothing retired, nothing waiting: no epoch pin (the common steady-state flush).
             if self.retire.has_work(s.registry()) {
                 let guard = epoch::pin();
+                Self::note_locked(&self.open, &mut self.locked);
                 let (token, locked) = (&mut self.token, &self.locked);
                 let pass = Self::pass(s, token, s.config().retire_clock, clocks, &guard, locked);
                 self.retire.process(pass);
@@ -1055,15 +1057,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 completed: u64::MAX,
                 drain: Drain::No,
             };
-            // (A primary is never mapped: nothing locked.)
-            let mut pass = Self::pass(
-                s,
-                &mut ic.token,
-                Clock::Submitted,
-                everything_due,
-                &guard,
-                &[],
-            );
+            // A primary mapped (as staging, say) stays allocated until its unlock (R-M4).
+            Self::note_locked(&ic.open, &mut ic.locked);
+            let (token, locked) = (&mut ic.token, &ic.locked);
+            let mut pass = Self::pass(s, token, Clock::Submitted, everything_due, &guard, locked);
             let mut sealed = scopeguard::guard(&mut pass, |pass| {
                 pass.registry.seal(pass.token, pass.guard);
             });
@@ -1170,15 +1167,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             completed: u64::MAX,
             drain,
         };
-        // Every Map was ended before the drain (`unlock_all`): nothing locked.
-        let pass = Self::pass(
-            s,
-            &mut self.token,
-            s.config().retire_clock,
-            clocks,
-            &guard,
-            &[],
-        );
+        // What `unlock_all` left locked (an unlock that panicked) stays allocated.
+        Self::note_locked(&self.open, &mut self.locked);
+        let (token, locked) = (&mut self.token, &self.locked);
+        let pass = Self::pass(s, token, s.config().retire_clock, clocks, &guard, locked);
         self.retire.process(pass);
         self.life = Life::Destroyed;
     }

@@ -53,6 +53,11 @@ impl<M> MappedAndBegun<M> {
         self.mapped.push((resource, memory));
     }
 
+    /// The memory of every open Map.
+    pub(crate) fn maps(&self) -> impl Iterator<Item = &M> {
+        self.mapped.iter().map(|(_, m)| m)
+    }
+
     /// The memory of the open Map of `resource`, or an application error if it is not
     /// mapped here.
     pub(crate) fn mapped(&mut self, resource: Handle<Resource>) -> Result<&mut M> {

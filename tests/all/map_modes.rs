@@ -572,3 +572,21 @@ fn r_m4_a_resource_destroyed_while_mapped_keeps_its_memory_until_the_unlock() {
     let violations = world.violations();
     assert!(violations.is_empty(), "{violations:#?}");
 }
+
+/// A primary destroyed while a staging Map of it is open (R-P1 destroys it in the call)
+/// keeps its memory until the unlock (R-M4), here device destruction's.
+#[test]
+fn r_m4_a_primary_destroyed_while_mapped_keeps_its_memory_until_the_unlock() {
+    let (_device, mut ic, world) = manual();
+    let primary = ic.create_primary(staging(32)).unwrap();
+    let memory = allocation(&_device, primary);
+    ic.map(primary, cmdlist::MapType::Write, cmdlist::MapFlags::empty())
+        .unwrap()
+        .fill(6);
+    ic.destroy_primary(primary).unwrap();
+    assert!(world.read(memory).is_some(), "kept while locked");
+    ic.destroy_device().unwrap();
+    assert_eq!(world.read(memory), None, "deallocated after the unlock");
+    let violations = world.violations();
+    assert!(violations.is_empty(), "{violations:#?}");
+}

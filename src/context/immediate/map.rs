@@ -8,6 +8,7 @@
 
 use super::ImmediateContext;
 use crate::caps::MapCaps;
+use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::desc::{BindFlags, Usage};
 use crate::driver::{Driver, Op};
 use crate::error::{AppError, Error, Result};
@@ -358,7 +359,6 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     ) -> Result<()> {
         let kernel = self.device.shared.kernel();
         let mapping = kernel.lock(allocation, flags | LockFlags::IGNORE_SYNC)?;
-        self.locked.push(allocation);
         self.open.map(
             resource,
             IcMap::Locked {
@@ -369,13 +369,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Unlocks a Map of a resource's own memory; its allocation may be deallocated from then
-    /// on (before the unlock, so that an unlock that panics counts as done).
-    fn end_lock(&mut self, allocation: AllocationHandle, mapping: CpuMapping) {
-        if let Some(at) = self.locked.iter().position(|&a| a == allocation) {
-            self.locked.swap_remove(at);
-        }
-        self.device.shared.kernel().unlock(allocation, mapping);
+    /// The allocations the open Maps of resources' own memory hold locked (R-M4), into the
+    /// context's scratch: a pass of the retire queue deallocates none of them. Found when a
+    /// pass needs them, from the open Maps, not kept beside them.
+    /// (Over the two fields, so that the device stays borrowed meanwhile.)
+    pub(super) fn note_locked(open: &MappedAndBegun<IcMap>, locked: &mut Vec<AllocationHandle>) {
+        locked.clear();
+        locked.extend(open.maps().filter_map(|map| match map {
+            IcMap::Locked { allocation, .. } => Some(*allocation),
+            // A rename's allocation is no object's until its Unmap: the queue never has it.
+            IcMap::Discard(_) | IcMap::Renamed { .. } => None,
+        }));
     }
 
     /// Unmap: after [`ImmediateContext::map_discard`], the bytes written become the
@@ -423,7 +427,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     allocation,
                     mapping,
                 } => {
-                    ic.end_lock(allocation, mapping);
+                    ic.device.shared.kernel().unlock(allocation, mapping);
                     Ok(())
                 }
                 IcMap::Renamed {
@@ -456,14 +460,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 IcMap::Locked {
                     allocation,
                     mapping,
-                } => {
-                    // Out of `locked` just before its unlock: one that panics counts as
-                    // done, and the Maps left stay locked to the retire queue.
-                    if let Some(at) = self.locked.iter().position(|&a| a == allocation) {
-                        self.locked.swap_remove(at);
-                    }
-                    kernel.unlock(allocation, mapping)
-                }
+                } => kernel.unlock(allocation, mapping),
                 IcMap::Renamed {
                     allocation,
                     mapping,
