@@ -40,6 +40,25 @@ fn dynamic(device: &SoftDevice, bytes: u64, bind: BindFlags) -> Handle<Resource>
     device.create_resource(desc).unwrap()
 }
 
+/// A 16-byte dynamic buffer that may have views, and a shader-resource view of it whole.
+fn viewed_buffer(
+    device: &SoftDevice,
+) -> (
+    Handle<Resource>,
+    cmdlist::handle::Handle<cmdlist::handle::View>,
+) {
+    let viewed = dynamic(device, 16, BindFlags::SHADER_RESOURCE);
+    let whole = ViewDesc {
+        resource: viewed,
+        first_byte: 0,
+        byte_len: 16,
+    };
+    let view = device
+        .create_view(HandleType::ShaderResourceView, whole)
+        .unwrap();
+    (viewed, view)
+}
+
 fn write_discard(ic: &mut SoftImmediate, r: Handle<Resource>, value: u8) {
     let bytes = ic.map_discard(r).unwrap();
     assert!(
@@ -129,17 +148,7 @@ fn r_m5_a_discard_renames_and_the_old_memory_waits_for_the_gpu() {
 #[test]
 fn r_m5_views_of_a_renamed_resource_are_refreshed_before_their_next_use() {
     let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Immediate, MapCaps::all());
-    let viewed = dynamic(&device, 16, BindFlags::SHADER_RESOURCE);
-    let view = device
-        .create_view(
-            HandleType::ShaderResourceView,
-            ViewDesc {
-                resource: viewed,
-                first_byte: 0,
-                byte_len: 16,
-            },
-        )
-        .unwrap();
+    let (viewed, view) = viewed_buffer(&device);
     let constants = dynamic(&device, 16, BindFlags::CONSTANT_BUFFER);
     let dst = device.create_resource(buffer(16)).unwrap();
     ic.command(&SoftCommand::ClearView { view, value: 5 })
@@ -286,17 +295,7 @@ fn r_m5_trim_gives_back_what_the_gpu_is_done_with() {
 #[test]
 fn r_m5_a_bound_view_of_a_renamed_resource_is_bound_again() {
     let (device, mut ic, world) = setup(ListMode::Replayed, Gpu::Immediate, MapCaps::all());
-    let viewed = dynamic(&device, 16, BindFlags::SHADER_RESOURCE);
-    let view = device
-        .create_view(
-            HandleType::ShaderResourceView,
-            ViewDesc {
-                resource: viewed,
-                first_byte: 0,
-                byte_len: 16,
-            },
-        )
-        .unwrap();
+    let (viewed, view) = viewed_buffer(&device);
     let point =
         cmdlist::BindPoint::new(cmdlist::BindClass::ShaderResource(cmdlist::Stage::Pixel), 0);
     ic.bind(point, Some(view.any())).unwrap();
