@@ -26,6 +26,13 @@ pub(crate) struct Payload {
     len: usize,
 }
 
+impl Payload {
+    /// Its length in bytes.
+    pub(crate) fn len(self) -> usize {
+        self.len
+    }
+}
+
 // SAFETY: a `Payload` is an address and a length into an arena that the same recording or
 // command list owns; it is only dereferenced through that owner (see `Payloads::bytes`), so
 // moving or sharing the pair across threads shares nothing by itself.
@@ -163,21 +170,31 @@ pub(crate) struct Recording<C, L> {
     /// list executed twice is here twice).
     pub(crate) lists: Vec<L>,
     /// Where the driver builds its lists, the resources the recording itself discarded
-    /// (not the lists it executes): noted as `maps` is, for Map(NO_OVERWRITE) (R-M2).
+    /// (not the lists it executes): noted as `maps` is, for a resource's first
+    /// Map(NO_OVERWRITE) (R-M2).
     pub(crate) discarded: Vec<Handle<Resource>>,
-    /// Where the engine replays lists, each resource mapped with NO_OVERWRITE in the
-    /// recording: its last discard's payload, as last looked up (R-M2).
+    /// Each resource mapped with NO_OVERWRITE in the recording and where its appends write;
+    /// where the engine replays lists, kept current by each later discard's Unmap (R-M2).
     pub(crate) rings: Vec<Ring>,
 }
 
-/// A resource a recording maps with NO_OVERWRITE, where the engine replays lists: the
-/// payload of its last Map(DISCARD) as found, and how many operations had been recorded
-/// then, so that the next lookup looks only through the operations after them.
+/// A resource a recording maps with NO_OVERWRITE, and where its appends write. An entry is
+/// made only once the resource passed the NO_OVERWRITE checks, which depend on its
+/// description alone: a later Map finds it here without checking them again.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Ring {
     pub(crate) resource: Handle<Resource>,
-    pub(crate) payload: Payload,
-    pub(crate) seen: usize,
+    pub(crate) memory: RingMemory,
+}
+
+/// Where a ring's appends write (R-M2).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RingMemory {
+    /// Where the engine replays lists: the payload of the resource's last Map(DISCARD).
+    Arena(Payload),
+    /// Where the driver builds them: the driver's memory of that discard, of this many
+    /// bytes.
+    Driver(usize),
 }
 
 impl<C, L> Default for Recording<C, L> {
@@ -285,6 +302,16 @@ impl<C, L> Recording<C, L> {
         self.lists.clear();
         self.discarded.clear();
         self.rings.clear();
+    }
+
+    /// A discard of `resource` recorded: if it is a ring, its appends from now on write the
+    /// new `payload` (R-M2). Out of line, so that a discard of a resource no append follows
+    /// costs no more than a look at whether the recording has rings.
+    #[inline(never)]
+    pub(crate) fn renew_ring(&mut self, resource: Handle<Resource>, payload: Payload) {
+        if let Some(ring) = self.rings.iter_mut().find(|r| r.resource == resource) {
+            ring.memory = RingMemory::Arena(payload);
+        }
     }
 }
 

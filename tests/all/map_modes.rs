@@ -102,6 +102,51 @@ fn r_m2_a_deferred_ring_lands_as_its_discard_with_every_append() {
     }
 }
 
+/// A ring discarded again after its appends (R-M2): the appends that follow find the new
+/// discard's bytes, not the first's, and the list lands as the second discard with its
+/// appends, in every list mode, however many rings the recording streams through.
+#[test]
+fn r_m2_a_ring_discarded_again_appends_to_its_new_discard() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let (r, other) = (ring(&device), ring(&device));
+        let mut dc = device.create_deferred_context().unwrap();
+        for (resource, value) in [(r, 1u8), (other, 7)] {
+            dc.map_discard(resource).unwrap()[..16].fill(value);
+            dc.unmap(resource).unwrap();
+            dc.map_no_overwrite(resource).unwrap()[16..32].fill(value + 1);
+            dc.unmap(resource).unwrap();
+        }
+        dc.map_discard(r).unwrap()[..16].fill(3);
+        dc.unmap(r).unwrap();
+        let bytes = dc.map_no_overwrite(r).unwrap();
+        assert!(
+            bytes[..16].iter().all(|&b| b == 3),
+            "{mode:?}: the new discard"
+        );
+        bytes[32..48].fill(4);
+        dc.unmap(r).unwrap();
+        dc.map_no_overwrite(other).unwrap()[32..48].fill(9);
+        dc.unmap(other).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        let read = |h| world.read(allocation(&device, h)).unwrap();
+        let first = read(r);
+        assert_eq!(&first[..16], &[3; 16], "{mode:?}");
+        assert_eq!(&first[32..48], &[4; 16], "{mode:?}");
+        if mode.replays() {
+            // The engine's discards are zeroed: nothing of the first discard is left.
+            assert_eq!(&first[16..32], &[0; 16], "{mode:?}");
+        }
+        let second = read(other);
+        assert_eq!(&second[..48], &[[7; 16], [8; 16], [9; 16]].concat()[..]);
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// Map(NO_OVERWRITE) needs a discard of the resource earlier in the same recording (R-M2):
 /// without one, or after one in an earlier recording, it is refused with
 /// `MapWithoutDiscard`, nothing is recorded and the driver hears nothing; the next discard

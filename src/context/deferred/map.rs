@@ -10,7 +10,9 @@ use crate::driver::{DeferredCall, Driver};
 use crate::error::{AppError, Error, Result};
 use crate::handle::{Handle, Resource};
 use crate::kernel::Kernel;
-use crate::lists::record::{note_in_set, sort_set, Payload, Recorded, Ring, OPERATION_BYTES};
+use crate::lists::record::{
+    note_in_set, sort_set, Payload, Recorded, Ring, RingMemory, OPERATION_BYTES,
+};
 use crate::map_type::MapType;
 
 /// Where the contents written through a deferred context's open Map go.
@@ -36,6 +38,15 @@ pub(super) enum OpenMap {
     NoOverwrite(Payload),
     /// Map(NO_OVERWRITE) into the driver's memory of the last discard.
     DriverNoOverwrite,
+}
+
+impl From<RingMemory> for MapMemory {
+    fn from(memory: RingMemory) -> Self {
+        match memory {
+            RingMemory::Arena(payload) => MapMemory::Arena(payload),
+            RingMemory::Driver(len) => MapMemory::Driver(len),
+        }
+    }
 }
 
 impl OpenMap {
@@ -235,68 +246,59 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn map_again(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
-        let caps = self.device.shared.map_caps();
         let mut guard = None;
-        let (len, open) =
-            self.with_live(resource, &mut guard, |view| view.no_overwrite_len(caps))?;
-        let memory = match self.replays {
-            true => MapMemory::Arena(self.last_discard(resource)?),
-            false => {
-                sort_set(&mut self.rec.discarded);
-                match self.rec.discarded.binary_search(&resource) {
-                    Ok(_) => MapMemory::Driver(len),
-                    Err(_) => return Err(AppError::MapWithoutDiscard.into()),
-                }
+        // A ring's next append: its resource passed the checks at the first append, and its
+        // description has not changed since; only its life is checked again.
+        let ring = self.rec.rings.iter().find(|r| r.resource == resource);
+        let (memory, open) = match ring.map(|r| r.memory) {
+            Some(memory) => {
+                let (_, open) = self.with_live(resource, &mut guard, |_| Ok(()))?;
+                (MapMemory::from(memory), open)
+            }
+            None => {
+                let caps = self.device.shared.map_caps();
+                let (len, open) =
+                    self.with_live(resource, &mut guard, |view| view.no_overwrite_len(caps))?;
+                (self.first_append(resource, len)?, open)
             }
         };
         // Its Unmap is owed as any Map's (R-E3), though it records nothing.
         self.reserve(0)?;
         self.use_checked(resource.any(), open, &mut guard)?;
         drop(guard);
-        if let MapMemory::Arena(_) = memory {
+        if let MapMemory::Arena(payload) = memory {
+            let len = payload.len();
             self.hear(DeferredCall::MapNoOverwrite { resource, len })?;
         }
         self.open.map(resource, OpenMap::again(memory));
         Ok(memory)
     }
 
-    /// The payload of the last Map(DISCARD) of `resource` in this recording, where the engine
-    /// replays lists: the operation its Unmap recorded (R-M2). Each lookup looks only
-    /// through the operations recorded since the last one for this resource (`Ring`), so a
-    /// ring's appends cost no more however long the recording, and a discard costs nothing
-    /// more than before.
-    fn last_discard(&mut self, resource: Handle<Resource>) -> Result<Payload> {
+    /// The memory of a resource's first Map(NO_OVERWRITE) in this recording, once it passed
+    /// the checks, from then on kept as a [`Ring`]: where the engine replays lists, the
+    /// payload of its last Map(DISCARD) (the operation that discard's Unmap recorded); where
+    /// the driver builds them, the driver's, of `len` bytes. No discard of it in this
+    /// recording is the application's error (R-M2).
+    #[inline(never)]
+    fn first_append(&mut self, resource: Handle<Resource>, len: usize) -> Result<MapMemory> {
         let rec = &mut *self.rec;
-        let seen = rec.ops.len();
-        let ring = rec.rings.iter().position(|r| r.resource == resource);
-        let from = ring.map_or(0, |i| rec.rings[i].seen);
-        // A discard since the last lookup starts the ring again (the newest counts).
-        let newer = rec.ops[from..].iter().rev().find_map(|op| match op {
-            Recorded::WriteDiscard {
-                resource: r,
-                payload,
-            } if *r == resource => Some(*payload),
-            _ => None,
-        });
-        match (ring, newer) {
-            (Some(i), newer) => {
-                let ring = &mut rec.rings[i];
-                ring.seen = seen;
-                if let Some(payload) = newer {
-                    ring.payload = payload;
-                }
-                Ok(ring.payload)
-            }
-            (None, Some(payload)) => {
-                rec.rings.push(Ring {
-                    resource,
+        let memory = match self.replays {
+            true => rec.ops.iter().rev().find_map(|op| match op {
+                Recorded::WriteDiscard {
+                    resource: r,
                     payload,
-                    seen,
-                });
-                Ok(payload)
+                } if *r == resource => Some(RingMemory::Arena(*payload)),
+                _ => None,
+            }),
+            false => {
+                sort_set(&mut rec.discarded);
+                let discarded = rec.discarded.binary_search(&resource).is_ok();
+                discarded.then_some(RingMemory::Driver(len))
             }
-            (None, None) => Err(AppError::MapWithoutDiscard.into()),
-        }
+        };
+        let memory = memory.ok_or(AppError::MapWithoutDiscard)?;
+        rec.rings.push(Ring { resource, memory });
+        Ok(memory.into())
     }
 
     /// The driver's memory of the resource's last discard, for a Map(NO_OVERWRITE) the engine
@@ -373,6 +375,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         match map {
             OpenMap::Discard(payload) => {
                 note_in_set(&mut self.rec.maps, resource);
+                // A ring discarded again: its appends from now on write the new bytes.
+                if !self.rec.rings.is_empty() {
+                    self.rec.renew_ring(resource, payload);
+                }
                 self.push_op(Recorded::WriteDiscard { resource, payload });
             }
             OpenMap::DriverDiscard => {
