@@ -56,6 +56,20 @@ pub trait Command: Send + Sync + 'static {
     /// and its memory is deallocated only after the last of those buffers, so a bound object
     /// the application destroys outlives every buffer that may have read it.
     fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle));
+
+    /// Whether [`Command::encode_capture`] writes the command (feature `capture`): a driver
+    /// whose commands also implement [`crate::capture::CaptureCommand`] says `true` and
+    /// delegates. Its commands are then in a capture, and can be replayed; otherwise a
+    /// capture notes each command without its contents, and a replay stops there.
+    #[cfg(feature = "capture")]
+    const CAPTURABLE: bool = false;
+
+    /// Writes the command into a capture ([`crate::capture::CaptureCommand::encode`]); called
+    /// only where [`Command::CAPTURABLE`] is `true`.
+    #[cfg(feature = "capture")]
+    fn encode_capture(&self, enc: &mut crate::capture::Encoder<'_>) {
+        let _ = enc;
+    }
 }
 
 /// One operation for the driver to perform on the immediate context, with its objects

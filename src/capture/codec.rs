@@ -35,7 +35,7 @@ pub trait CaptureCommand: Sized {
     /// Appends the command to `enc`.
     fn encode(&self, enc: &mut Encoder<'_>);
     /// Reads one back; bytes that are not a command are a [`DecodeError`].
-    fn decode(dec: &mut Decoder<'_>) -> Result<Self, DecodeError>;
+    fn decode(dec: &mut Decoder<'_, '_>) -> Result<Self, DecodeError>;
 }
 
 /// Appends a payload's values to a byte vector.
@@ -97,13 +97,13 @@ impl<'a> Encoder<'a> {
 }
 
 /// Reads a payload's values back, in order.
-pub struct Decoder<'a> {
+pub struct Decoder<'a, 'm> {
     bytes: &'a [u8],
     at: usize,
-    map: &'a mut dyn FnMut(u64) -> Option<AnyHandle>,
+    map: &'m mut dyn FnMut(u64) -> Option<AnyHandle>,
 }
 
-impl fmt::Debug for Decoder<'_> {
+impl fmt::Debug for Decoder<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Decoder")
             .field("len", &self.bytes.len())
@@ -112,10 +112,10 @@ impl fmt::Debug for Decoder<'_> {
     }
 }
 
-impl<'a> Decoder<'a> {
+impl<'a, 'm> Decoder<'a, 'm> {
     /// A decoder of `bytes` whose handles `map` turns into the replaying device's (`None`:
     /// an object the capture never made).
-    pub fn new(bytes: &'a [u8], map: &'a mut dyn FnMut(u64) -> Option<AnyHandle>) -> Self {
+    pub fn new(bytes: &'a [u8], map: &'m mut dyn FnMut(u64) -> Option<AnyHandle>) -> Self {
         Decoder { bytes, at: 0, map }
     }
 

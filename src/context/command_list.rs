@@ -117,6 +117,9 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     /// The list's number in the `list` field of its spans (`crate::trace`), given at Finish.
     #[cfg(feature = "trace")]
     pub(crate) trace_id: u64,
+    /// The list's name in the device's capture, given at Finish (feature `capture`).
+    #[cfg(feature = "capture")]
+    pub(crate) capture_id: Option<crate::capture::ListId>,
 }
 
 /// The driver's side of a list between its (recycle-)create and its end. Every list ends
@@ -384,6 +387,19 @@ impl<D: Driver, K: Kernel> core::fmt::Debug for CommandList<D, K> {
         f.debug_struct("CommandList")
             .field("stats", &self.stats())
             .finish_non_exhaustive()
+    }
+}
+
+/// The application's drop of a list (DestroyCommandList, free-threaded) is a call of the
+/// device's in its capture (feature `capture`).
+#[cfg(feature = "capture")]
+impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
+    fn drop(&mut self) {
+        let data = self.data();
+        if let (Some(id), Some(sink)) = (data.capture_id, data.device.capture_sink()) {
+            let call = crate::capture::Call::DropList(id);
+            sink.device_call(call, crate::capture::Outcome::Ok);
+        }
     }
 }
 

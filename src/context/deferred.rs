@@ -1,5 +1,7 @@
 //! Deferred contexts: see [`DeferredContext`].
 
+#[cfg(feature = "capture")]
+use crate::capture::Call;
 use core::cell::Cell;
 use core::marker::PhantomData;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -177,6 +179,9 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// The number of the list the current (or last) Finish makes.
     #[cfg(feature = "trace")]
     finishing: u64,
+    /// This context's stream in the device's capture (feature `capture`).
+    #[cfg(feature = "capture")]
+    capture: Option<crate::capture::context::ContextCapture>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -195,7 +200,23 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// Creates a deferred context (free-threaded, R-F1), to be driven by one thread at a
     /// time. Its memory budget is [`crate::DeviceConfig::deferred_budget`].
     pub fn create_deferred_context(&self) -> Result<DeferredContext<D, K>> {
-        let result = self.create_deferred_inner();
+        #[cfg_attr(not(feature = "capture"), allow(unused_mut))]
+        let mut result = self.create_deferred_inner();
+        #[cfg(feature = "capture")]
+        if let Some(sink) = self.capture_sink() {
+            let stream = match &mut result {
+                Ok(dc) => {
+                    let stream = sink.new_stream();
+                    let capture =
+                        crate::capture::context::ContextCapture::new(sink.clone(), stream);
+                    dc.capture = Some(capture);
+                    stream
+                }
+                Err(_) => 0,
+            };
+            let call = crate::capture::Call::CreateDeferred(stream);
+            sink.device_call(call, (&result).into());
+        }
         self.report(ContextId::Immediate, result)
     }
 
@@ -232,6 +253,8 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             recording: None,
             #[cfg(feature = "trace")]
             finishing: 0,
+            #[cfg(feature = "capture")]
+            capture: None,
             _not_sync: PhantomData,
         })
     }
@@ -633,18 +656,36 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Records a driver-defined command; opens the context-local handles of the objects it
     /// names on their first use (R-H1, R-H3).
     pub fn command(&mut self, command: D::Command) -> Result<()> {
-        self.record(|dc| {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Command(&command));
+        let result = self.record(|dc| {
             dc.reserve_op()?;
             dc.use_objects_of(&command)?;
             dc.hear(DeferredCall::Command(&command))?;
             dc.push_op(Recorded::Command(command));
             Ok(())
-        })
+        });
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
     }
 
     /// Records UpdateSubresource: `data` (copied into the recording's arena) written at byte
     /// `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Update {
+            resource,
+            offset,
+            data,
+        });
+        let result = self.update_inner(resource, offset, data);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
         self.record(|dc| {
             dc.reserve(OPERATION_BYTES.saturating_add(data.len()))?;
             let mut guard = None;
@@ -696,13 +737,18 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Binds `object` at `point` (or unbinds with `None`).
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        self.record(|dc| {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Bind { point, object });
+        let result = self.record(|dc| {
             dc.reserve_op()?;
             if let Some(h) = object {
                 dc.use_object(h, &mut None)?;
             }
             dc.record_bind(point, object)
-        })
+        });
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
     }
 
     /// The bind itself, once its object's handle is open: the state-refresh query answers
@@ -719,12 +765,22 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Records the Begin of a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
-        self.record(|dc| dc.query(query, true))
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::BeginQuery(query));
+        let result = self.record(|dc| dc.query(query, true));
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
     }
 
     /// Records the End of a query.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
-        self.record(|dc| dc.query(query, false))
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::EndQuery(query));
+        let result = self.record(|dc| dc.query(query, false));
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
     }
 
     fn query(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
@@ -778,10 +834,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// budget, or when executing the recording would replay more operations than
     /// [`crate::DeviceConfig::replay_limit`], nested lists included.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        self.record(|dc| {
+        #[cfg(feature = "capture")]
+        self.capture_execute(list, false);
+        let result = self.record(|dc| {
             let _span = span!("execute", list = list.data().trace_id);
             dc.execute_list(list)
-        })
+        });
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
     }
 
     /// ExecuteCommandList with RestoreContextState (R-C3): records the execution of `list`
@@ -795,6 +856,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// execute was recorded, as the runtime's separate calls would: the execute and the
     /// re-binds before it stay.
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_execute(list, true);
+        let result = self.execute_restoring_inner(list);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    fn execute_restoring_inner(&mut self, list: &CommandList<D, K>) -> Result<()> {
         self.record(|dc| {
             let _span = span!("execute", list = list.data().trace_id);
             let mut saved = core::mem::take(&mut dc.restore);
@@ -879,10 +949,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// all the same. When Finish itself fails, nothing is bound again (the recording was
     /// abandoned, R-C2).
     pub fn finish_restoring_state(&mut self) -> Result<CommandList<D, K>> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Finish { restoring: true });
         let mut saved = core::mem::take(&mut self.restore);
         saved.clear();
         saved.extend(self.bindings.iter());
-        let list = self.finish();
+        let list = self.finish_list();
         if list.is_ok() {
             for &(point, object) in &saved {
                 // Each a call of the next recording, settled as such; a failure leaves that
@@ -891,6 +963,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
         }
         self.restore = saved;
+        #[cfg(feature = "capture")]
+        self.capture_finished(&list);
         list
     }
 
@@ -916,6 +990,16 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// operations, Maps or queries reaches a later list, and the context records again (a
     /// panic goes on to the caller once the recording is abandoned).
     pub fn finish(&mut self) -> Result<CommandList<D, K>> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Finish { restoring: false });
+        let list = self.finish_list();
+        #[cfg(feature = "capture")]
+        self.capture_finished(&list);
+        list
+    }
+
+    /// [`DeferredContext::finish`]'s work.
+    fn finish_list(&mut self) -> Result<CommandList<D, K>> {
         if self.calls == Calls::Removed {
             self.calls = Calls::Recorded;
             return Err(Error::OutOfMemory);
@@ -1003,6 +1087,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         #[cfg(feature = "trace")]
         {
             node.value.trace_id = self.finishing;
+        }
+        // The list's name in the capture, counted once the Finish succeeded.
+        #[cfg(feature = "capture")]
+        {
+            node.value.capture_id = self.capture.as_ref().map(|c| c.next_list_id());
         }
         self.lists.made(&node);
         let list = CommandList::new(ScopeGuard::into_inner(node));
@@ -1116,6 +1205,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             state,
             #[cfg(feature = "trace")]
             trace_id: 0,
+            #[cfg(feature = "capture")]
+            capture_id: None,
         })
     }
 
@@ -1155,6 +1246,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// again afterwards. After device destruction the recording is dropped without a hook
     /// and the answer is [`Error::DeviceRemoved`] (R-D3).
     pub fn abandon(&mut self) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Abandon);
+        let result = self.abandon_recording();
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    fn abandon_recording(&mut self) -> Result<()> {
         if self.calls == Calls::Removed {
             self.calls = Calls::Recorded;
             return Ok(());
@@ -1428,5 +1528,75 @@ mod tests {
         drop(dc);
         ic.destroy_device().unwrap();
         world.assert_clean();
+    }
+}
+
+/// The context's stream in the device's capture (feature `capture`): each public call
+/// starts its record first thing ([`DeferredContext::capture_begin`]) and ends it with its
+/// answer ([`DeferredContext::capture_end`]).
+#[cfg(feature = "capture")]
+impl<D: Driver, K: Kernel> DeferredContext<D, K> {
+    /// Starts the record of `call`. First thing in every public call that records one.
+    pub(super) fn capture_begin(&mut self, call: Call<'_, &D::Command>) {
+        if let Some(capture) = &mut self.capture {
+            // SAFETY: first thing in a call of this context: the bytes the last Map handed
+            // out were touched by nothing but the application since it gave up the `&mut`
+            // borrow they came with to make this call.
+            unsafe { capture.begin(call) }
+        }
+    }
+
+    /// Ends the record [`DeferredContext::capture_begin`] started with the call's answer.
+    pub(super) fn capture_end<T>(&mut self, result: &Result<T>) {
+        if let Some(capture) = &mut self.capture {
+            capture.commit(result.into());
+        }
+    }
+
+    /// Starts the record of an execute of `list`.
+    fn capture_execute(&mut self, list: &CommandList<D, K>, restoring: bool) {
+        let Some(list) = list.data().capture_id else {
+            return;
+        };
+        self.capture_begin(Call::Execute { list, restoring });
+    }
+
+    /// Ends a Finish's record; a list made takes its name in the capture, and the
+    /// recording's records go to the sink, to be written at the next flush.
+    fn capture_finished(&mut self, list: &Result<CommandList<D, K>>) {
+        self.capture_end(list);
+        if let Some(capture) = &mut self.capture {
+            if list.is_ok() {
+                capture.count_list();
+            }
+            capture.hand_over();
+        }
+    }
+
+    /// A Map of `resource` of type `ty` that `map` makes, recorded, with the bytes it
+    /// hands out noted to be recorded at the next call.
+    pub(super) fn captured_map(
+        &mut self,
+        resource: Handle<Resource>,
+        ty: crate::map_type::MapType,
+        map: impl FnOnce(&mut Self) -> Result<&mut [u8]>,
+    ) -> Result<&mut [u8]> {
+        self.capture_begin(Call::Map {
+            resource,
+            ty,
+            flags: crate::map_type::MapFlags::empty(),
+        });
+        let result = map(self).map(|bytes| bytes as *mut [u8]);
+        self.capture_end(&result);
+        let bytes = result?;
+        if let Some(capture) = &mut self.capture {
+            // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
+            // ended; the capture only notes where they are.
+            capture.mapped(resource, unsafe { &mut *bytes });
+        }
+        // SAFETY: as above: the memory is the Map's, alive until the next call of this
+        // context, which the returned borrow of `&mut self` prevents; nothing touched it
+        // since `map` handed it out.
+        Ok(unsafe { &mut *bytes })
     }
 }

@@ -78,6 +78,10 @@ pub struct DeviceConfig {
     /// a bounded number of kernel allocations (each costs the kernel an allocation's
     /// overhead, and a Vulkan device allows a few thousand). Default 64; 0 never renames.
     pub rename_waiting: usize,
+    /// Where every public call on the device and its contexts is recorded (feature
+    /// `capture`, `docs/CAPTURE.md`); `None` (the default) records nothing.
+    #[cfg(feature = "capture")]
+    pub capture: Option<Arc<crate::capture::CaptureSink>>,
 }
 
 impl Default for DeviceConfig {
@@ -89,6 +93,8 @@ impl Default for DeviceConfig {
             deferred_budget: 64 << 20,
             replay_limit: 1 << 22,
             rename_waiting: 64,
+            #[cfg(feature = "capture")]
+            capture: None,
         }
     }
 }
@@ -127,6 +133,14 @@ impl DeviceConfig {
     /// With [`DeviceConfig::rename_waiting`] set (R-M5).
     pub fn with_rename_waiting(mut self, allocations: usize) -> Self {
         self.rename_waiting = allocations;
+        self
+    }
+
+    /// With [`DeviceConfig::capture`] set: every public call of the device made with this
+    /// configuration, and of its contexts, is recorded to `sink` (feature `capture`).
+    #[cfg(feature = "capture")]
+    pub fn with_capture(mut self, sink: Arc<crate::capture::CaptureSink>) -> Self {
+        self.capture = Some(sink);
         self
     }
 }
@@ -477,7 +491,19 @@ impl<D: Driver, K: Kernel> Device<D, K> {
         } else {
             self.create_object(desc)
         };
+        #[cfg(feature = "capture")]
+        if let Some(sink) = self.capture_sink() {
+            let made = result.as_ref().map_or(0, |h| h.to_bits());
+            let call = crate::capture::Call::Create { desc: *desc, made };
+            sink.device_call(call, (&result).into());
+        }
         self.report(ContextId::Immediate, result)
+    }
+
+    /// The device's capture, if it records one.
+    #[cfg(feature = "capture")]
+    pub(crate) fn capture_sink(&self) -> Option<&Arc<crate::capture::CaptureSink>> {
+        self.shared.config.capture.as_ref()
     }
 
     /// Creates a resource (free-threaded, R-F1).
@@ -610,6 +636,11 @@ impl<D: Driver, K: Kernel> Device<D, K> {
     /// already-destroyed handle is an application error (R-E1), as is a primary (R-P1).
     pub fn destroy<T: ObjectKind>(&self, handle: Handle<T>) -> Result<()> {
         let result = self.destroy_object(handle);
+        #[cfg(feature = "capture")]
+        if let Some(sink) = self.capture_sink() {
+            let call = crate::capture::Call::Destroy(handle.any());
+            sink.device_call(call, (&result).into());
+        }
         self.report(ContextId::Immediate, result)
     }
 

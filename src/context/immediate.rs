@@ -1,5 +1,7 @@
 //! The immediate context: see [`ImmediateContext`].
 
+#[cfg(feature = "capture")]
+use crate::capture::Call;
 use core::cell::Cell;
 use core::marker::PhantomData;
 use std::sync::Arc;
@@ -128,6 +130,9 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Where a rotation lays out the references to its resources' IC data (kept).
     ic_refs: IcDataRefs<D>,
     life: Life,
+    /// This context's stream in the device's capture (feature `capture`).
+    #[cfg(feature = "capture")]
+    capture: Option<crate::capture::context::ContextCapture>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -150,6 +155,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             .registry()
             .take_ic_token()
             .expect("one immediate context per device");
+        #[cfg(feature = "capture")]
+        let device_capture = |device: &Device<D, K>| {
+            let sink = device.capture_sink()?.clone();
+            let stream = crate::capture::IMMEDIATE_STREAM;
+            Some(crate::capture::context::ContextCapture::new(sink, stream))
+        };
+        #[cfg(feature = "capture")]
+        let capture = device_capture(&device);
         ImmediateContext {
             token,
             device,
@@ -176,6 +189,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             restore: Vec::new(),
             ic_refs: IcDataRefs::default(),
             life: Life::Open,
+            #[cfg(feature = "capture")]
+            capture,
             _not_sync: PhantomData,
         }
     }
@@ -354,6 +369,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Performs a driver-defined command. Every object it names must be live.
     pub fn command(&mut self, command: &D::Command) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Command(command));
+        let result = self.command_uncaptured(command);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn command_uncaptured(&mut self, command: &D::Command) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let registry = ic.device.shared.registry();
@@ -374,6 +399,25 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// UpdateSubresource: writes `data` at byte `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Update {
+            resource,
+            offset,
+            data,
+        });
+        let result = self.update_uncaptured(resource, offset, data);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn update_uncaptured(
+        &mut self,
+        resource: Handle<Resource>,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let view = ic.device.shared.registry().live(resource, guard)?;
@@ -393,6 +437,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Binds `object` at `point`, or unbinds with `None`.
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Bind { point, object });
+        let result = self.bind_uncaptured(point, object);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn bind_uncaptured(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let view = match object {
@@ -486,6 +540,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// ClearState: unbinds everything (R-C3; the first step of R-D4's patterns).
     pub fn clear_state(&mut self) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::ClearState);
+        let result = self.clear_state_uncaptured();
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn clear_state_uncaptured(&mut self) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             ic.run(guard, &[], None, Op::ClearState)?;
@@ -496,11 +560,31 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Begins a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::BeginQuery(query));
+        let result = self.begin_query_uncaptured(query);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn begin_query_uncaptured(&mut self, query: Handle<Query>) -> Result<()> {
         self.entry(|ic| ic.query_op(query, true))
     }
 
     /// Ends a query; an event query is signalled once the GPU has finished this buffer.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::EndQuery(query));
+        let result = self.end_query_uncaptured(query);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn end_query_uncaptured(&mut self, query: Handle<Query>) -> Result<()> {
         self.entry(|ic| ic.query_op(query, false))
     }
 
@@ -542,6 +626,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// device; neither it nor a list it executes recorded a Map of a resource this context
     /// has mapped, or begins or ends a query this context began.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Self::execute_call(list, false));
+        let result = self.execute_command_list_uncaptured(list);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn execute_command_list_uncaptured(&mut self, list: &CommandList<D, K>) -> Result<()> {
         let _span = span!("execute", list = list.data().trace_id);
         self.entry(|ic| {
             ic.check_executable(list)?;
@@ -558,6 +652,19 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// A bound object the application destroyed meanwhile is bound again all the same (the
     /// binding keeps it, as D3D's references do).
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Self::execute_call(list, true));
+        let result = self.execute_command_list_restoring_uncaptured(list);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn execute_command_list_restoring_uncaptured(
+        &mut self,
+        list: &CommandList<D, K>,
+    ) -> Result<()> {
         let _span = span!("execute", list = list.data().trace_id);
         self.entry(|ic| {
             ic.check_executable(list)?;
@@ -820,6 +927,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Flush: submits the open command buffer if it holds anything, then runs every deferred
     /// destruction and deallocation the clocks allow, *even when the buffer was empty* (R-D2).
     pub fn flush(&mut self) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Flush);
+        let result = self.flush_uncaptured();
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        #[cfg(feature = "capture")]
+        self.capture_write_out();
+        result
+    }
+
+    #[inline(always)]
+    fn flush_uncaptured(&mut self) -> Result<()> {
         self.entry(Self::flush_inner)
     }
 
@@ -954,6 +1073,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The end of a frame (the Present point): performs amortised processing if the frame
     /// went by without it while the context was active (R-A1: never starved for a frame).
     pub fn end_frame(&mut self) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::EndFrame);
+        let result = self.end_frame_uncaptured();
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn end_frame_uncaptured(&mut self) -> Result<()> {
         self.entry(|ic| {
             ic.frame_boundary();
             Ok(())
@@ -996,7 +1125,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Creates a primary on the immediate context's thread (R-P1).
-    pub fn create_primary(&mut self, mut desc: ResourceDesc) -> Result<Handle<Resource>> {
+    pub fn create_primary(&mut self, desc: ResourceDesc) -> Result<Handle<Resource>> {
+        #[cfg(feature = "capture")]
+        self.capture_written();
+        let result = self.create_primary_uncaptured(desc);
+        #[cfg(feature = "capture")]
+        self.capture_device(|made| Call::CreatePrimary { desc, made }, &result);
+        result
+    }
+
+    #[inline(always)]
+    fn create_primary_uncaptured(&mut self, mut desc: ResourceDesc) -> Result<Handle<Resource>> {
         desc.flags |= crate::desc::ResourceFlags::PRIMARY;
         self.entry(|ic| {
             ic.device
@@ -1009,6 +1148,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// is submitted first (R-D1), then the driver's destroy hook runs and the kernel memory is
     /// deallocated inside this call.
     pub fn destroy_primary(&mut self, primary: Handle<Resource>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_written();
+        let result = self.destroy_primary_uncaptured(primary);
+        #[cfg(feature = "capture")]
+        self.capture_device(|_| Call::DestroyPrimary(primary), &result);
+        result
+    }
+
+    #[inline(always)]
+    fn destroy_primary_uncaptured(&mut self, primary: Handle<Resource>) -> Result<()> {
         self.entry(|ic| {
             let last_buffer = {
                 let guard = ic.device.shared.registry().ic_guard(&ic.token);
@@ -1084,6 +1233,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// held are destroyed and deallocated when the device's last reference goes, on that
     /// thread. No hook hears an object after its destroy hook, whatever the threads do.
     pub fn destroy_device(&mut self) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::DestroyDevice);
+        let result = self.destroy_device_uncaptured();
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        #[cfg(feature = "capture")]
+        self.capture_write_out();
+        result
+    }
+
+    #[inline(always)]
+    fn destroy_device_uncaptured(&mut self) -> Result<()> {
         let result = if self.device.shared.has_live_deferred() {
             Err(AppError::DeferredContextsAlive.into())
         } else {
@@ -1185,5 +1346,142 @@ impl<D: Driver, K: Kernel> Drop for ImmediateContext<D, K> {
                 .kernel()
                 .set_error(ContextId::Immediate, error);
         }
+    }
+}
+
+/// The context's stream in the device's capture (feature `capture`): each public call
+/// starts its record first thing ([`ImmediateContext::capture_begin`]) and ends it with its
+/// answer; a flush, a present and device destruction write everything recorded so far.
+#[cfg(feature = "capture")]
+impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
+    /// Starts the record of `call`. First thing in every public call that records one.
+    pub(super) fn capture_begin(&mut self, call: crate::capture::Call<'_, &D::Command>) {
+        if let Some(capture) = &mut self.capture {
+            // SAFETY: first thing in a call of this context: the bytes the last Map handed
+            // out were touched by nothing but the application since it gave up the `&mut`
+            // borrow they came with to make this call.
+            unsafe { capture.begin(call) }
+        }
+    }
+
+    /// Ends the record [`ImmediateContext::capture_begin`] started with the call's answer.
+    pub(super) fn capture_end<T>(&mut self, result: &Result<T>) {
+        if let Some(capture) = &mut self.capture {
+            capture.commit(result.into());
+        }
+    }
+
+    /// Records what the application wrote through the last Map, first thing in a call
+    /// whose own record goes to the device's stream.
+    pub(super) fn capture_written(&mut self) {
+        if let Some(capture) = &mut self.capture {
+            // SAFETY: as in `capture_begin`.
+            unsafe { capture.take_written() }
+        }
+    }
+
+    /// Records a call of this context that belongs to the device's stream (a primary's
+    /// create or destroy), with its answer.
+    pub(super) fn capture_device<T: CaptureId>(
+        &mut self,
+        call: impl FnOnce(u64) -> crate::capture::Call<'static, ()>,
+        result: &Result<T>,
+    ) {
+        if let Some(capture) = &self.capture {
+            let made = result.as_ref().map_or(0, CaptureId::capture_id);
+            capture.sink().device_call(call(made), result.into());
+        }
+    }
+
+    /// Writes everything recorded so far to the capture's output.
+    pub(super) fn capture_write_out(&mut self) {
+        if let Some(capture) = &mut self.capture {
+            capture.write_out();
+        }
+    }
+
+    /// The record of an execute of `list`.
+    fn execute_call(
+        list: &CommandList<D, K>,
+        restoring: bool,
+    ) -> crate::capture::Call<'static, &'static D::Command> {
+        match list.data().capture_id {
+            Some(list) => crate::capture::Call::Execute { list, restoring },
+            // A list of no capture's (not this device's): refused by the execute.
+            None => crate::capture::Call::Execute {
+                list: crate::capture::ListId {
+                    stream: 0,
+                    finish: 0,
+                },
+                restoring,
+            },
+        }
+    }
+
+    /// The record of a rotation: its resources, up to [`crate::capture::MAX_ROTATED`].
+    fn rotate_call(
+        resources: &[Handle<Resource>],
+    ) -> crate::capture::Call<'static, &'static D::Command> {
+        let mut rotated = [None; crate::capture::MAX_ROTATED];
+        for (slot, &h) in rotated.iter_mut().zip(resources) {
+            *slot = Some(h);
+        }
+        let count = resources.len().min(crate::capture::MAX_ROTATED) as u8;
+        crate::capture::Call::Rotate {
+            count,
+            resources: rotated,
+        }
+    }
+
+    /// A Map of `resource` of type `ty` that `map` makes, recorded, with the bytes it
+    /// hands out noted to be recorded at the next call (but a READ Map's, which the
+    /// application only reads).
+    pub(super) fn captured_map(
+        &mut self,
+        resource: Handle<Resource>,
+        ty: crate::map_type::MapType,
+        flags: crate::map_type::MapFlags,
+        map: impl FnOnce(&mut Self) -> Result<&mut [u8]>,
+    ) -> Result<&mut [u8]> {
+        self.capture_begin(crate::capture::Call::Map {
+            resource,
+            ty,
+            flags,
+        });
+        let result = map(self).map(|bytes| bytes as *mut [u8]);
+        self.capture_end(&result);
+        let bytes = result?;
+        if let Some(capture) = &mut self.capture {
+            if ty != crate::map_type::MapType::Read {
+                // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
+                // ended; the capture only notes where they are.
+                capture.mapped(resource, unsafe { &mut *bytes });
+            }
+        }
+        // SAFETY: as above: the memory is the Map's, alive until the next call of this
+        // context, which the returned borrow of `&mut self` prevents; nothing touched it
+        // since `map` handed it out.
+        Ok(unsafe { &mut *bytes })
+    }
+}
+
+/// What a call that makes an object answers, as its capture names it.
+#[cfg(feature = "capture")]
+pub(super) trait CaptureId {
+    /// The capture's id of what was made (0 for nothing).
+    fn capture_id(&self) -> u64;
+}
+
+#[cfg(feature = "capture")]
+impl CaptureId for () {
+    fn capture_id(&self) -> u64 {
+        0
+    }
+}
+
+#[cfg(feature = "capture")]
+impl<T: crate::handle::ObjectKind> CaptureId for Handle<T> {
+    fn capture_id(&self) -> u64 {
+        self.to_bits()
     }
 }

@@ -66,7 +66,7 @@ impl CaptureCommand for SoftCommand {
         }
     }
 
-    fn decode(dec: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+    fn decode(dec: &mut Decoder<'_, '_>) -> Result<Self, DecodeError> {
         let at = dec.error("a soft command's kind");
         Ok(match dec.u8()? {
             COPY => SoftCommand::Copy {

@@ -115,6 +115,14 @@ pub fn draw_word(c: [u32; 4], v: &[u32], i: u32) -> u32 {
 }
 
 impl Command for SoftCommand {
+    #[cfg(feature = "capture")]
+    const CAPTURABLE: bool = true;
+
+    #[cfg(feature = "capture")]
+    fn encode_capture(&self, enc: &mut crate::capture::Encoder<'_>) {
+        crate::capture::CaptureCommand::encode(self, enc);
+    }
+
     fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
         match *self {
             SoftCommand::Copy { dst, src } | SoftCommand::CopyRegion { dst, src, .. } => {

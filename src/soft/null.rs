@@ -67,6 +67,32 @@ impl Command for CopyCommand {
         visit(self.src.any());
         visit(self.dst.any());
     }
+
+    #[cfg(feature = "capture")]
+    const CAPTURABLE: bool = true;
+
+    #[cfg(feature = "capture")]
+    fn encode_capture(&self, enc: &mut crate::capture::Encoder<'_>) {
+        crate::capture::CaptureCommand::encode(self, enc);
+    }
+}
+
+/// The copy in a capture: its destination, then its source.
+#[cfg(feature = "capture")]
+impl crate::capture::CaptureCommand for CopyCommand {
+    fn encode(&self, enc: &mut crate::capture::Encoder<'_>) {
+        enc.object(self.dst);
+        enc.object(self.src);
+    }
+
+    fn decode(
+        dec: &mut crate::capture::Decoder<'_, '_>,
+    ) -> Result<Self, crate::capture::DecodeError> {
+        Ok(CopyCommand {
+            dst: dec.object()?,
+            src: dec.object()?,
+        })
+    }
 }
 
 /// Context-local handle sizes of the null driver: all listed in its table (R-H4).

@@ -1,6 +1,8 @@
 //! All integration tests in one binary (fast to link).
 
 mod bound;
+#[cfg(feature = "capture")]
+mod capture;
 mod cls;
 mod common;
 mod deferred;

@@ -67,6 +67,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// the driver's ([`Driver::map_discard_deferred`]), as the DDI's ResourceMap on a
     /// deferred context returns the driver's pointer.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        #[cfg(feature = "capture")]
+        if self.capture.is_some() {
+            let ty = MapType::WriteDiscard;
+            return self.captured_map(resource, ty, |dc| dc.map_discard_inner(resource));
+        }
+        self.map_discard_inner(resource)
+    }
+
+    fn map_discard_inner(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
@@ -210,6 +219,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// [`crate::MapCaps`] leave out (R-M3); a second Map of a mapped resource is
     /// [`AppError::InvalidState`](crate::AppError::InvalidState), as for any Map (R-C4).
     pub fn map_no_overwrite(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        #[cfg(feature = "capture")]
+        if self.capture.is_some() {
+            let ty = MapType::WriteNoOverwrite;
+            return self.captured_map(resource, ty, |dc| dc.map_no_overwrite_inner(resource));
+        }
+        self.map_no_overwrite_inner(resource)
+    }
+
+    fn map_no_overwrite_inner(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
@@ -236,10 +254,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             MapType::WriteDiscard => self.map_discard(resource),
             MapType::WriteNoOverwrite => self.map_no_overwrite(resource),
             MapType::Read | MapType::Write | MapType::ReadWrite => {
+                #[cfg(feature = "capture")]
+                if self.capture.is_some() {
+                    return self.captured_map(resource, ty, Self::refuse_read_map);
+                }
                 let refused = Err(AppError::NotMappable.into());
                 self.settle(refused)
             }
         }
+    }
+
+    /// A READ, WRITE or READ_WRITE Map on a deferred context: refused (R-M1).
+    #[cfg(feature = "capture")]
+    fn refuse_read_map(&mut self) -> Result<&mut [u8]> {
+        self.settle(Err(AppError::NotMappable.into()))
     }
 
     /// Checks and notes a Map(NO_OVERWRITE): the discard's memory (R-M2).
@@ -344,12 +372,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Unmap: records the contents written since [`DeferredContext::map_discard`] (those
     /// written since [`DeferredContext::map_no_overwrite`] are in the discard's bytes).
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        self.record(|dc| {
+        #[cfg(feature = "capture")]
+        self.capture_begin(crate::capture::Call::Unmap(resource));
+        let result = self.record(|dc| {
             let map = *dc.open.mapped(resource)?;
             dc.record_unmap(resource, map)?;
             // Ended once heard: a refused (or panicking) Unmap leaves the resource mapped.
             dc.open.unmap(resource).map(|_| ())
-        })
+        });
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
     }
 
     /// Records an Unmap: the driver hears it, with the contents where the engine kept them.

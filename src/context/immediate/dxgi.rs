@@ -2,6 +2,8 @@
 //! [`crate::dxgi`]. None is free-threaded (R-F1): each runs on the immediate context's
 //! thread, through its entry frame (refused once the device is gone, failures reported).
 
+#[cfg(feature = "capture")]
+use crate::capture::Call;
 use std::sync::Arc;
 
 use crossbeam_epoch::Guard;
@@ -57,6 +59,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The surfaces are textures (`NotDisplayFormat` otherwise) with the subresource in range
     /// (`OutOfRange`).
     pub fn present(&mut self, args: &PresentArgs) -> Result<PresentStatus> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Present(*args));
+        let result = self.present_uncaptured(args);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        #[cfg(feature = "capture")]
+        self.capture_write_out();
+        result
+    }
+
+    #[inline(always)]
+    fn present_uncaptured(&mut self, args: &PresentArgs) -> Result<PresentStatus> {
         let _span = span!("present");
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
@@ -262,6 +276,19 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// differ (size, bind flags, usage, texture shape, primary, kernel memory), a resource
     /// mapped on this context. Fewer than two resources rotate nothing.
     pub fn rotate_resource_identities(&mut self, resources: &[Handle<Resource>]) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Self::rotate_call(resources));
+        let result = self.rotate_resource_identities_uncaptured(resources);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn rotate_resource_identities_uncaptured(
+        &mut self,
+        resources: &[Handle<Resource>],
+    ) -> Result<()> {
         let _span = span!("rotate");
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
@@ -430,6 +457,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// refused unless the driver's [`Driver::blt_caps`] include
     /// [`crate::dxgi::BltCaps::ROTATION`].
     pub fn blt(&mut self, args: &BltArgs) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Blt(*args));
+        let result = self.blt_uncaptured(args);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn blt_uncaptured(&mut self, args: &BltArgs) -> Result<()> {
         let _span = span!("blt");
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);

@@ -8,6 +8,8 @@
 
 use super::ImmediateContext;
 use crate::caps::MapCaps;
+#[cfg(feature = "capture")]
+use crate::capture::Call;
 use crate::context::mapped_and_begun::MappedAndBegun;
 use crate::desc::{BindFlags, Usage};
 use crate::driver::{Driver, Op};
@@ -95,6 +97,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// context's own, zeroed (reused from map to map, allocated fallibly: a resource too big
     /// for memory is [`Error::OutOfMemory`]), handed to the driver at the Unmap.
     pub fn map_discard(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        #[cfg(feature = "capture")]
+        if self.capture.is_some() {
+            return self.captured_map(resource, MapType::WriteDiscard, MapFlags::empty(), |ic| {
+                ic.map_discard_uncaptured(resource)
+            });
+        }
+        self.map_discard_uncaptured(resource)
+    }
+
+    #[inline(always)]
+    fn map_discard_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         self.entry(|ic| ic.map_new(resource))?;
         Ok(self.open.mapped(resource)?.bytes_mut())
     }
@@ -237,6 +250,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// memory through the driver ([`Op::WriteDiscard`]), which may copy them on the GPU; a
     /// ring pays this once per wrap, at its first append.
     pub fn map_no_overwrite(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        #[cfg(feature = "capture")]
+        if self.capture.is_some() {
+            return self.captured_map(
+                resource,
+                MapType::WriteNoOverwrite,
+                MapFlags::empty(),
+                |ic| ic.map_no_overwrite_uncaptured(resource),
+            );
+        }
+        self.map_no_overwrite_uncaptured(resource)
+    }
+
+    #[inline(always)]
+    fn map_no_overwrite_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         self.entry(|ic| {
             let caps = ic.device.shared.map_caps();
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
@@ -259,6 +286,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// [`Error::WasStillDrawing`] instead: nothing waited for, nothing mapped (the flush
     /// done, so that a caller polling makes progress).
     pub fn map_staging(
+        &mut self,
+        resource: Handle<Resource>,
+        ty: MapType,
+        flags: MapFlags,
+    ) -> Result<&mut [u8]> {
+        #[cfg(feature = "capture")]
+        if self.capture.is_some() {
+            return self.captured_map(resource, ty, flags, |ic| {
+                ic.map_staging_uncaptured(resource, ty, flags)
+            });
+        }
+        self.map_staging_uncaptured(resource, ty, flags)
+    }
+
+    #[inline(always)]
+    fn map_staging_uncaptured(
         &mut self,
         resource: Handle<Resource>,
         ty: MapType,
@@ -390,6 +433,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// [`AppError::StaleHandle`](crate::AppError::StaleHandle), whatever the Map's kind: the
     /// Map stays open, and device destruction ends it.
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Unmap(resource));
+        let result = self.unmap_uncaptured(resource);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn unmap_uncaptured(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let map = ic.open.unmap(resource)?;

@@ -1,0 +1,542 @@
+//! Replaying a capture through a device: every recorded call made again, on a context of
+//! the replaying device standing for the one that made it, in an order that keeps every
+//! order the protocol defines, each answering what it answered when captured.
+//!
+//! # Order
+//! The device's records go in their order. Before device record `i`, every context
+//! record whose call had ended before it was appended (its `seq` at most `i`) is replayed:
+//! each stream in its order, the deferred contexts' first, then the immediate context's, and
+//! a list's Finish before any execute of it. So an object is made before a call uses it, a
+//! destroy comes after the calls that used the object before it, and a list is finished
+//! before it is executed or dropped, whatever threads the calls came from.
+//!
+//! All on the calling thread: a replay reproduces what was recorded, not the threads'
+//! timing.
+
+use std::collections::HashMap;
+
+use super::codec::{CaptureCommand, DecodeError, Decoder};
+use super::error::CaptureError;
+use super::reader::{Frame, FrameReader};
+use super::record::{
+    decode_record, Call, Kind, ListId, Outcome, Record, DEVICE_STREAM, IMMEDIATE_STREAM,
+};
+use crate::context::command_list::CommandList;
+use crate::context::deferred::DeferredContext;
+use crate::context::device::Device;
+use crate::context::immediate::ImmediateContext;
+use crate::driver::Driver;
+use crate::error::Result;
+use crate::handle::{AnyHandle, Handle, Resource};
+use crate::kernel::Kernel;
+use crate::map_type::MapType;
+
+/// Why a replay stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayError {
+    /// The record it stopped at (its index among the capture's frames).
+    pub record: u64,
+    /// The stream of that record.
+    pub stream: u32,
+    /// What was wrong.
+    pub kind: ReplayErrorKind,
+}
+
+/// What stopped a replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplayErrorKind {
+    /// The capture's bytes are not a capture (its header).
+    NotACapture(CaptureError),
+    /// The record is not one a capture writes.
+    Decode(DecodeError),
+    /// The call answered otherwise than when it was captured.
+    Diverged {
+        /// The call's kind.
+        call: Kind,
+        /// What it answered when captured.
+        captured: Outcome,
+        /// What it answered now.
+        replayed: Outcome,
+    },
+    /// The record names a context the capture never made.
+    UnknownContext,
+    /// The record executes or drops a list the capture never finished (or dropped it).
+    UnknownList,
+    /// The bytes written through a Map are not of the resource the Map handed out, or not
+    /// of its length.
+    MapBytes,
+}
+
+impl core::fmt::Display for ReplayError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "record {} (stream {}): ", self.record, self.stream)?;
+        match self.kind {
+            ReplayErrorKind::NotACapture(e) => write!(f, "{e}"),
+            ReplayErrorKind::Decode(e) => write!(f, "{e}"),
+            ReplayErrorKind::Diverged {
+                call,
+                captured,
+                replayed,
+            } => write!(
+                f,
+                "{call:?} answered {replayed:?} where the capture says {captured:?}"
+            ),
+            ReplayErrorKind::UnknownContext => f.write_str("a context the capture never made"),
+            ReplayErrorKind::UnknownList => f.write_str("a list the capture never finished"),
+            ReplayErrorKind::MapBytes => f.write_str("bytes that do not fit the Map before them"),
+        }
+    }
+}
+
+impl std::error::Error for ReplayError {}
+
+/// What a replay did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Records replayed.
+    pub records: u64,
+    /// Where the capture was cut or damaged, if it was: everything before was replayed.
+    pub tail: Option<CaptureError>,
+    /// The replaying device's object for each object the capture made (by the handle the
+    /// capturing device had given it).
+    pub objects: HashMap<u64, AnyHandle>,
+}
+
+impl ReplayReport {
+    /// The replaying device's object for `captured`, an object of the capturing device.
+    pub fn object<T: crate::handle::ObjectKind>(&self, captured: Handle<T>) -> Option<Handle<T>> {
+        let h = self.objects.get(&captured.to_bits())?;
+        Handle::from_bits(h.to_bits())
+    }
+}
+
+/// One context stream's frames, and how far the replay is.
+struct Stream<'a> {
+    frames: Vec<Frame<'a>>,
+    next: usize,
+    /// Lists finished so far (a deferred context's).
+    finished: u64,
+}
+
+/// Replays the capture `bytes` through `device` and its immediate context `ic`, which should
+/// be new (the capture's objects are made again on it). Stops at the first call that
+/// answers otherwise than it did when captured, or at a record that is not one.
+pub fn replay<D, K>(
+    bytes: &[u8],
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> core::result::Result<ReplayReport, ReplayError>
+where
+    D: Driver,
+    D::Command: CaptureCommand,
+    K: Kernel,
+{
+    let reader = FrameReader::new(bytes).map_err(|e| ReplayError {
+        record: 0,
+        stream: DEVICE_STREAM,
+        kind: ReplayErrorKind::NotACapture(e),
+    })?;
+    let mut device_frames = Vec::new();
+    let mut streams: HashMap<u32, Stream<'_>> = HashMap::new();
+    let mut tail = None;
+    for frame in reader {
+        match frame {
+            Ok(f) if f.stream == DEVICE_STREAM => device_frames.push(f),
+            Ok(f) => {
+                let stream = streams.entry(f.stream).or_insert_with(|| Stream {
+                    frames: Vec::new(),
+                    next: 0,
+                    finished: 0,
+                });
+                stream.frames.push(f);
+            }
+            Err(e) => tail = Some(e),
+        }
+    }
+    let mut replayer = Replayer {
+        device,
+        ic,
+        dcs: HashMap::new(),
+        lists: HashMap::new(),
+        handles: HashMap::new(),
+        streams,
+        records: 0,
+    };
+    for (index, frame) in device_frames.iter().enumerate() {
+        replayer.advance_all(index as u64)?;
+        replayer.device_record(index as u64, frame)?;
+    }
+    replayer.advance_all(u64::MAX)?;
+    Ok(ReplayReport {
+        records: replayer.records,
+        tail,
+        objects: replayer.handles,
+    })
+}
+
+struct Replayer<'r, 'a, D: Driver, K: Kernel> {
+    device: &'r Device<D, K>,
+    ic: &'r mut ImmediateContext<D, K>,
+    dcs: HashMap<u32, DeferredContext<D, K>>,
+    lists: HashMap<ListId, CommandList<D, K>>,
+    /// The replaying device's object for each of the capture's ids.
+    handles: HashMap<u64, AnyHandle>,
+    streams: HashMap<u32, Stream<'a>>,
+    records: u64,
+}
+
+/// A record's `seq` (a context stream's), without decoding the rest.
+fn seq_of(frame: &Frame<'_>) -> u64 {
+    match frame.payload.get(..8) {
+        Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        // Too short to be a record: replayed (and refused) as soon as it is reached.
+        None => 0,
+    }
+}
+
+impl<D, K> Replayer<'_, '_, D, K>
+where
+    D: Driver,
+    D::Command: CaptureCommand,
+    K: Kernel,
+{
+    /// Replays every context record whose call ended before device record `bound` was
+    /// appended: the deferred contexts' streams first, in their order, then the immediate
+    /// context's.
+    fn advance_all(&mut self, bound: u64) -> core::result::Result<(), ReplayError> {
+        let mut deferred: Vec<u32> = self
+            .streams
+            .keys()
+            .copied()
+            .filter(|&s| s != IMMEDIATE_STREAM)
+            .collect();
+        deferred.sort_unstable();
+        for stream in deferred {
+            self.advance(stream, bound, None)?;
+        }
+        self.advance(IMMEDIATE_STREAM, bound, None)
+    }
+
+    /// Replays `stream`'s records up to `bound` (see [`Replayer::advance_all`]), or, with
+    /// `until_finish`, until its list of that number is finished.
+    fn advance(
+        &mut self,
+        stream: u32,
+        bound: u64,
+        until_finish: Option<u64>,
+    ) -> core::result::Result<(), ReplayError> {
+        loop {
+            let Some(s) = self.streams.get(&stream) else {
+                return Ok(());
+            };
+            if let Some(n) = until_finish {
+                if s.finished > n {
+                    return Ok(());
+                }
+            }
+            let Some(&frame) = s.frames.get(s.next) else {
+                return Ok(());
+            };
+            if until_finish.is_none() && seq_of(&frame) > bound {
+                return Ok(());
+            }
+            // The record after it, if it holds what a Map's bytes were written to.
+            let written = s.frames.get(s.next + 1).copied();
+            let consumed = self.context_record(&frame, written)?;
+            let s = self.streams.get_mut(&stream).expect("the stream is there");
+            s.next += consumed;
+        }
+    }
+
+    fn error(frame: &Frame<'_>, kind: ReplayErrorKind) -> ReplayError {
+        ReplayError {
+            record: frame.record,
+            stream: frame.stream,
+            kind,
+        }
+    }
+
+    fn decode<'f>(
+        handles: &HashMap<u64, AnyHandle>,
+        frame: &Frame<'f>,
+        index: u64,
+    ) -> core::result::Result<Record<'f, D::Command>, ReplayError> {
+        let mut map = |bits: u64| handles.get(&bits).copied();
+        let mut dec = Decoder::new(frame.payload, &mut map);
+        decode_record::<D::Command>(frame.kind, index, &mut dec)
+            .map_err(|e| Self::error(frame, ReplayErrorKind::Decode(e)))
+    }
+
+    fn check(
+        frame: &Frame<'_>,
+        call: Kind,
+        captured: Outcome,
+        replayed: Outcome,
+    ) -> core::result::Result<(), ReplayError> {
+        match captured == replayed {
+            true => Ok(()),
+            false => Err(Self::error(
+                frame,
+                ReplayErrorKind::Diverged {
+                    call,
+                    captured,
+                    replayed,
+                },
+            )),
+        }
+    }
+
+    fn device_record(
+        &mut self,
+        index: u64,
+        frame: &Frame<'_>,
+    ) -> core::result::Result<(), ReplayError> {
+        let record = Self::decode(&self.handles, frame, index)?;
+        self.records += 1;
+        let kind = record.call.kind();
+        let replayed: Outcome = match record.call {
+            Call::Create { desc, made } => {
+                let result = self.device.create(&desc);
+                if let Ok(h) = result {
+                    self.handles.insert(made, h);
+                }
+                (&result).into()
+            }
+            Call::Destroy(h) => (&self.device.destroy(h)).into(),
+            Call::CreateDeferred(stream) => {
+                let result = self.device.create_deferred_context();
+                let outcome = (&result).into();
+                if let Ok(dc) = result {
+                    self.dcs.insert(stream, dc);
+                }
+                outcome
+            }
+            Call::DropList(id) => {
+                // Dropped in the capture once it was finished: a list this replay has not is
+                // one it never finished.
+                match self.lists.remove(&id) {
+                    Some(list) => drop(list),
+                    None => return Err(Self::error(frame, ReplayErrorKind::UnknownList)),
+                }
+                Outcome::Ok
+            }
+            Call::CreatePrimary { desc, made } => {
+                let result = self.ic.create_primary(desc);
+                if let Ok(h) = result {
+                    self.handles.insert(made, h.any());
+                }
+                (&result).into()
+            }
+            Call::DestroyPrimary(h) => (&self.ic.destroy_primary(h)).into(),
+            _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
+        };
+        Self::check(frame, kind, record.outcome, replayed)
+    }
+
+    /// Replays one context record; answers how many records it consumed (a Map and the
+    /// bytes written through it are replayed together).
+    fn context_record(
+        &mut self,
+        frame: &Frame<'_>,
+        written: Option<Frame<'_>>,
+    ) -> core::result::Result<usize, ReplayError> {
+        let record = Self::decode(&self.handles, frame, 0)?;
+        self.records += 1;
+        let kind = record.call.kind();
+        if let Call::Execute { list, .. } = record.call {
+            self.ensure_list(frame, list)?;
+        }
+        let stream = frame.stream;
+        let mut consumed = 1;
+        let replayed: Outcome = if stream == IMMEDIATE_STREAM {
+            match record.call {
+                Call::Map {
+                    resource,
+                    ty,
+                    flags,
+                } => {
+                    let result = self.ic.map(resource, ty, flags).map(|b| b as *mut [u8]);
+                    consumed += self.write_mapped(written, resource, ty, &result)?;
+                    (&result).into()
+                }
+                call => self.immediate_call(frame, call)?,
+            }
+        } else {
+            let Some(dc) = self.dcs.get_mut(&stream) else {
+                return Err(Self::error(frame, ReplayErrorKind::UnknownContext));
+            };
+            match record.call {
+                Call::Map { resource, ty, .. } => {
+                    let result = dc.map(resource, ty).map(|b| b as *mut [u8]);
+                    consumed += self.write_mapped(written, resource, ty, &result)?;
+                    (&result).into()
+                }
+                call => self.deferred_call(frame, call)?,
+            }
+        };
+        Self::check(frame, kind, record.outcome, replayed)?;
+        Ok(consumed)
+    }
+
+    /// After a Map that handed out `bytes`: the next record's bytes written into them, if
+    /// it is the application's writes through this Map. Answers whether it was.
+    fn write_mapped(
+        &mut self,
+        written: Option<Frame<'_>>,
+        resource: Handle<Resource>,
+        ty: MapType,
+        bytes: &Result<*mut [u8]>,
+    ) -> core::result::Result<usize, ReplayError> {
+        let (Some(next), Ok(bytes)) = (written, bytes) else {
+            return Ok(0);
+        };
+        if next.kind != Kind::Written as u16 || ty == MapType::Read {
+            return Ok(0);
+        }
+        let record = Self::decode(&self.handles, &next, 0)?;
+        let Call::Written {
+            resource: r,
+            bytes: data,
+        } = record.call
+        else {
+            return Ok(0);
+        };
+        // SAFETY: the memory the Map just handed out, whose borrow of the context ended
+        // only to come here: nothing has touched it since, and no call of the context runs
+        // until this write is done.
+        let mapped = unsafe { &mut **bytes };
+        if r != resource || data.len() != mapped.len() {
+            return Err(Self::error(&next, ReplayErrorKind::MapBytes));
+        }
+        mapped.copy_from_slice(data);
+        self.records += 1;
+        Ok(1)
+    }
+
+    /// Makes sure `list` is finished: its context's records replayed up to its Finish.
+    fn ensure_list(
+        &mut self,
+        frame: &Frame<'_>,
+        list: ListId,
+    ) -> core::result::Result<(), ReplayError> {
+        if self.lists.contains_key(&list) {
+            return Ok(());
+        }
+        self.advance(list.stream, u64::MAX, Some(list.finish))?;
+        match self.lists.contains_key(&list) {
+            true => Ok(()),
+            false => Err(Self::error(frame, ReplayErrorKind::UnknownList)),
+        }
+    }
+
+    fn immediate_call(
+        &mut self,
+        frame: &Frame<'_>,
+        call: Call<'_, D::Command>,
+    ) -> core::result::Result<Outcome, ReplayError> {
+        let ic = &mut *self.ic;
+        Ok(match call {
+            Call::Command(c) => (&ic.command(&c)).into(),
+            Call::Update {
+                resource,
+                offset,
+                data,
+            } => (&ic.update(resource, offset, data)).into(),
+            Call::Bind { point, object } => (&ic.bind(point, object)).into(),
+            Call::Unmap(r) => (&ic.unmap(r)).into(),
+            Call::BeginQuery(q) => (&ic.begin_query(q)).into(),
+            Call::EndQuery(q) => (&ic.end_query(q)).into(),
+            Call::Execute { list, restoring } => {
+                let list = self
+                    .lists
+                    .get(&list)
+                    .ok_or(Self::error(frame, ReplayErrorKind::UnknownList))?;
+                let ic = &mut *self.ic;
+                match restoring {
+                    true => (&ic.execute_command_list_restoring(list)).into(),
+                    false => (&ic.execute_command_list(list)).into(),
+                }
+            }
+            Call::Flush => (&ic.flush()).into(),
+            Call::EndFrame => (&ic.end_frame()).into(),
+            Call::ClearState => (&ic.clear_state()).into(),
+            Call::Present(args) => (&ic.present(&args)).into(),
+            Call::Blt(args) => (&ic.blt(&args)).into(),
+            Call::Rotate { count, resources } => {
+                let rotated: Vec<Handle<Resource>> = resources
+                    .iter()
+                    .take(usize::from(count))
+                    .flatten()
+                    .copied()
+                    .collect();
+                (&ic.rotate_resource_identities(&rotated)).into()
+            }
+            Call::DestroyDevice => {
+                // The application dropped its deferred contexts before (else the call is
+                // refused): so are the replay's.
+                self.dcs.clear();
+                (&self.ic.destroy_device()).into()
+            }
+            Call::Written { .. } => Outcome::Ok,
+            _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
+        })
+    }
+
+    fn deferred_call(
+        &mut self,
+        frame: &Frame<'_>,
+        call: Call<'_, D::Command>,
+    ) -> core::result::Result<Outcome, ReplayError> {
+        let stream = frame.stream;
+        let outcome: Outcome = match call {
+            Call::Execute { list, restoring } => {
+                let list = self
+                    .lists
+                    .get(&list)
+                    .ok_or(Self::error(frame, ReplayErrorKind::UnknownList))?;
+                let dc = self.dcs.get_mut(&stream).expect("checked by the caller");
+                match restoring {
+                    true => (&dc.execute_command_list_restoring(list)).into(),
+                    false => (&dc.execute_command_list(list)).into(),
+                }
+            }
+            call => {
+                let dc = self.dcs.get_mut(&stream).expect("checked by the caller");
+                match call {
+                    Call::Command(c) => (&dc.command(c)).into(),
+                    Call::Update {
+                        resource,
+                        offset,
+                        data,
+                    } => (&dc.update(resource, offset, data)).into(),
+                    Call::Bind { point, object } => (&dc.bind(point, object)).into(),
+                    Call::Unmap(r) => (&dc.unmap(r)).into(),
+                    Call::BeginQuery(q) => (&dc.begin_query(q)).into(),
+                    Call::EndQuery(q) => (&dc.end_query(q)).into(),
+                    Call::Abandon => (&dc.abandon()).into(),
+                    Call::Finish { restoring } => {
+                        let result = match restoring {
+                            true => dc.finish_restoring_state(),
+                            false => dc.finish(),
+                        };
+                        let outcome = (&result).into();
+                        if let Ok(list) = result {
+                            let s = self.streams.get_mut(&stream).expect("a stream replayed");
+                            let id = ListId {
+                                stream,
+                                finish: s.finished,
+                            };
+                            s.finished += 1;
+                            self.lists.insert(id, list);
+                        }
+                        outcome
+                    }
+                    Call::Written { .. } => Outcome::Ok,
+                    _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
+                }
+            }
+        };
+        Ok(outcome)
+    }
+}

@@ -1,0 +1,235 @@
+//! Capture and replay (feature `capture`, docs/CAPTURE.md): a scene recorded on two threads
+//! and the immediate context, replayed through a new device in every list mode, leaves every
+//! resource with the bytes the captured run left.
+
+use std::io::{self, Write};
+use std::sync::{Arc, Mutex};
+
+use cmdlist::capture::{self, CaptureSink, ReplayErrorKind, HEADER_LEN};
+use cmdlist::handle::Resource;
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDevice, SoftImmediate, SoftWorld};
+use cmdlist::{
+    AppError, BindFlags, DeviceConfig, Handle, ListMode, MapFlags, MapType, ResourceDesc, Usage,
+};
+
+use crate::common::{allocation, app};
+
+/// An output every thread's records reach, that the test reads back.
+#[derive(Clone, Default)]
+struct Output(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Output {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn setup(
+    mode: ListMode,
+    sink: Option<Arc<CaptureSink>>,
+) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    let config = SoftConfig {
+        gpu: Gpu::Immediate,
+        command_lists: mode.has_driver_lists(),
+        driver_built: mode == ListMode::DriverBuilt,
+        ..SoftConfig::from_env().unwrap()
+    };
+    let mut device_config = DeviceConfig::default();
+    if let Some(sink) = sink {
+        device_config = device_config.with_capture(sink);
+    }
+    soft::device(config, device_config).unwrap()
+}
+
+fn desc(bytes: u64, usage: Usage, bind: BindFlags) -> ResourceDesc {
+    ResourceDesc {
+        byte_size: bytes,
+        usage,
+        bind,
+        ..Default::default()
+    }
+}
+
+/// The scene: two frames, each with two deferred contexts recording on their own threads
+/// (a ring discarded then appended to, copies, fills, an update, a refused append), the
+/// immediate context executing their lists, reading a staging copy back, writing a ring of
+/// its own, and objects made and destroyed meanwhile. Answers the resources that outlive it.
+fn scene(device: &SoftDevice, ic: &mut SoftImmediate) -> Vec<Handle<Resource>> {
+    let dynamic = BindFlags::VERTEX_BUFFER;
+    let rings: Vec<_> = (0..2)
+        .map(|_| {
+            device
+                .create_resource(desc(256, Usage::Dynamic, dynamic))
+                .unwrap()
+        })
+        .collect();
+    let targets: Vec<_> = (0..2)
+        .map(|_| {
+            device
+                .create_resource(desc(256, Usage::Default, BindFlags::empty()))
+                .unwrap()
+        })
+        .collect();
+    let staging = device
+        .create_resource(desc(256, Usage::Staging, BindFlags::empty()))
+        .unwrap();
+    let mut dcs: Vec<_> = (0..2)
+        .map(|_| device.create_deferred_context().unwrap())
+        .collect();
+    for frame in 0..2u8 {
+        let lists: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = dcs
+                .iter_mut()
+                .enumerate()
+                .map(|(w, dc)| {
+                    let (ring, target) = (rings[w], targets[w]);
+                    scope.spawn(move || {
+                        let value = 10 * frame + w as u8 + 1;
+                        // Refused (no discard yet in this recording), and recorded as such.
+                        assert_eq!(
+                            dc.map_no_overwrite(ring).map(drop),
+                            Err(app(AppError::MapWithoutDiscard))
+                        );
+                        dc.map_discard(ring).unwrap()[..64].fill(value);
+                        dc.unmap(ring).unwrap();
+                        dc.map_no_overwrite(ring).unwrap()[64..128].fill(value + 100);
+                        dc.unmap(ring).unwrap();
+                        dc.command(SoftCommand::Copy {
+                            dst: target,
+                            src: ring,
+                        })
+                        .unwrap();
+                        dc.update(target, 200, &[value; 8]).unwrap();
+                        dc.finish().unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        // Made and destroyed while the lists wait.
+        let churn = device
+            .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+            .unwrap();
+        for list in &lists {
+            ic.execute_command_list(list).unwrap();
+        }
+        drop(lists);
+        ic.command(&SoftCommand::Fill {
+            dst: churn,
+            value: frame,
+        })
+        .unwrap();
+        device.destroy(churn).unwrap();
+        ic.command(&SoftCommand::Copy {
+            dst: staging,
+            src: targets[0],
+        })
+        .unwrap();
+        ic.flush().unwrap();
+        let read = ic
+            .map(staging, MapType::Read, MapFlags::DO_NOT_WAIT)
+            .map(|bytes| bytes[0]);
+        assert_eq!(read, Ok(10 * frame + 1));
+        ic.unmap(staging).unwrap();
+        ic.map_discard(rings[1]).unwrap()[128..].fill(frame + 50);
+        ic.unmap(rings[1]).unwrap();
+        ic.command(&SoftCommand::Copy {
+            dst: targets[1],
+            src: rings[1],
+        })
+        .unwrap();
+        ic.flush().unwrap();
+    }
+    drop(dcs);
+    let mut kept = rings;
+    kept.extend(targets);
+    kept.push(staging);
+    kept
+}
+
+/// Resources and their bytes.
+type Contents = Vec<(Handle<Resource>, Vec<u8>)>;
+
+/// A capture of the scene in list mode `mode`, the resources it left and their bytes.
+fn captured(mode: ListMode) -> (Vec<u8>, Contents) {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, world) = setup(mode, Some(sink.clone()));
+    let kept = scene(&device, &mut ic);
+    let bytes: Vec<_> = kept
+        .iter()
+        .map(|&r| (r, world.read(allocation(&device, r)).unwrap()))
+        .collect();
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+    assert_eq!(sink.error(), None);
+    sink.flush();
+    let capture = output.0.lock().unwrap().clone();
+    (capture, bytes)
+}
+
+/// A capture made in each list mode, replayed through a new device in each: every call
+/// answers what it answered, and every resource ends with the bytes of the captured run.
+#[test]
+fn a_capture_replays_to_the_same_bytes_in_every_list_mode() {
+    for made_in in ListMode::ALL {
+        let (capture, expected) = captured(made_in);
+        for replayed_in in ListMode::ALL {
+            let (device, mut ic, world) = setup(replayed_in, None);
+            let report = capture::replay(&capture, &device, &mut ic)
+                .unwrap_or_else(|e| panic!("{made_in:?} -> {replayed_in:?}: {e}"));
+            assert_eq!(report.tail, None);
+            assert!(report.records > 40, "{}", report.records);
+            for (captured, bytes) in &expected {
+                let replayed = report.object(*captured).expect("made by the replay");
+                assert_eq!(
+                    world.read(allocation(&device, replayed)).as_ref(),
+                    Some(bytes),
+                    "{made_in:?} -> {replayed_in:?}"
+                );
+            }
+            assert!(world.violations().is_empty(), "{:#?}", world.violations());
+            ic.destroy_device().unwrap();
+            world.assert_clean();
+        }
+    }
+}
+
+/// A capture cut anywhere (a crash, `SIGKILL`) replays up to its last whole record and says
+/// where it was cut; never a panic.
+#[test]
+fn a_cut_capture_replays_to_its_cut() {
+    let (capture, _) = captured(ListMode::Replayed);
+    // Where whole frames end: a cut there is a shorter capture, not a cut one.
+    let ends: Vec<usize> = capture::FrameReader::new(&capture)
+        .unwrap()
+        .map(|f| {
+            let f = f.unwrap();
+            f.offset as usize + capture::FRAME_HEADER_LEN + f.payload.len()
+        })
+        .collect();
+    let step = (capture.len() / 97).max(1);
+    for cut in (HEADER_LEN..capture.len()).step_by(step) {
+        let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+        match capture::replay(&capture[..cut], &device, &mut ic) {
+            Ok(report) => assert_eq!(
+                report.tail.is_none(),
+                cut == HEADER_LEN || ends.contains(&cut),
+                "cut at {cut}"
+            ),
+            // A cut between a Map and the bytes written through it, or before a list's
+            // Finish its execute names, stops there with an error naming the record.
+            Err(e) => assert!(
+                matches!(
+                    e.kind,
+                    ReplayErrorKind::Diverged { .. } | ReplayErrorKind::UnknownList
+                ),
+                "cut at {cut}: {e}"
+            ),
+        }
+    }
+}
