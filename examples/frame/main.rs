@@ -84,6 +84,7 @@ use std::sync::mpsc;
 
 use tracing::Dispatch;
 
+use cmdlist::capture::CaptureSink;
 use cmdlist::soft::{self, Gpu, SoftConfig, SoftDriver, SoftKernel};
 use cmdlist::{Clock, DeviceConfig, ListMode};
 
@@ -107,6 +108,10 @@ struct Options {
     frames: u32,
     /// `--mode replayed|driver-built|emulated`, else driver-built.
     mode: ListMode,
+    /// Every call on the device and its contexts recorded to a file: `--capture PATH`.
+    capture: Option<PathBuf>,
+    /// Replay a capture instead of running the scene: `--replay PATH`.
+    replay: Option<PathBuf>,
 }
 
 /// What the command line asks the program to do.
@@ -120,7 +125,7 @@ enum Command {
 
 const USAGE: &str = "\
 usage: frame [--mode replayed|driver-built|emulated] [--out PATH] [--trace PATH]
-             [--timeline PATH] [--frames N]
+             [--timeline PATH] [--frames N] [--capture PATH | --replay PATH]
 
 Runs frames of a multithreaded renderer over the soft driver: 3 deferred contexts record
 on their own threads, the immediate context executes their lists, Blts and presents.
@@ -133,6 +138,9 @@ on their own threads, the immediate context executes their lists, Blts and prese
   --trace PATH     the engine's spans as a trace for ui.perfetto.dev or chrome://tracing
   --timeline PATH  the last frame's spans drawn as a PNG, one lane per thread
   --frames N       frames to run, more than the 2 warm-up frames (default 8)
+  --capture PATH   record every call on the device and its contexts to PATH
+  --replay PATH    replay a capture through the soft driver (in --mode) instead of
+                   running the scene, and write its last presented frame to --out
   -h, --help       print this and exit";
 
 impl Options {
@@ -143,12 +151,23 @@ impl Options {
             timeline: None,
             frames: FRAMES,
             mode: ListMode::DriverBuilt,
+            capture: None,
+            replay: None,
         };
         while let Some(flag) = args.next() {
             if flag == "--help" || flag == "-h" {
                 return Ok(Command::Help);
             }
-            if !["--out", "--trace", "--timeline", "--frames", "--mode"].contains(&flag.as_str()) {
+            let flags = [
+                "--out",
+                "--trace",
+                "--timeline",
+                "--frames",
+                "--mode",
+                "--capture",
+                "--replay",
+            ];
+            if !flags.contains(&flag.as_str()) {
                 return Err(format!("unknown argument {flag:?}"));
             }
             let value = args.next().ok_or(format!("{flag} needs a value"))?;
@@ -157,12 +176,17 @@ impl Options {
                 "--trace" => options.trace = Some(value.into()),
                 "--timeline" => options.timeline = Some(value.into()),
                 "--mode" => options.mode = shared::parse_mode(&value)?,
+                "--capture" => options.capture = Some(value.into()),
+                "--replay" => options.replay = Some(value.into()),
                 _ => {
                     options.frames = value
                         .parse()
                         .map_err(|_| format!("--frames {value:?}: not a number of frames"))?
                 }
             }
+        }
+        if options.capture.is_some() && options.replay.is_some() {
+            return Err("--capture and --replay: one or the other".into());
         }
         if options.frames <= WARMUP {
             return Err(format!(
@@ -182,6 +206,7 @@ impl Options {
         std::iter::once(self.out.as_path())
             .chain(self.trace.as_deref())
             .chain(self.timeline.as_deref())
+            .chain(self.capture.as_deref())
     }
 }
 
@@ -324,6 +349,10 @@ fn main() {
 /// capturing the engine's spans when a trace or a timeline is asked for, then writing them;
 /// returns what was captured.
 fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
+    if let Some(path) = &options.replay {
+        replay(options, path)?;
+        return Ok(None);
+    }
     let capture = options.traced().then(timeline::capture::Capture::new);
     let dispatch = capture.clone().map(Dispatch::new);
     let mode = std::thread::scope(|s| -> Res<_> {
@@ -375,21 +404,15 @@ fn job(options: &Options) -> Res<Option<timeline::capture::Captured>> {
 fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode> {
     let _traced = dispatch.map(tracing::dispatcher::set_default);
     let frames = options.frames;
-    // Deallocate kernel memory only once the GPU is done with it (R-D4's full destruction),
-    // and reuse command-list memory only once the executing buffer has completed: the GPU
-    // also reads it (the soft driver flags an earlier reuse).
-    let config = DeviceConfig::default()
-        .with_retire_clock(Clock::Completed)
-        .with_list_clock(Clock::Completed);
-    // The list mode from the command line, whatever the environment says.
-    let soft = |gpu| SoftConfig {
-        gpu,
-        trace: false,
-        command_lists: options.mode.has_driver_lists(),
-        driver_built: options.mode == ListMode::DriverBuilt,
-        ..SoftConfig::default()
-    };
-    let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), config.clone())?;
+    let config = device_config();
+    let soft = |gpu| soft_config(options.mode, gpu);
+    // The device the scene runs on is the one captured, not the reference.
+    let mut captured = config.clone();
+    if let Some(path) = &options.capture {
+        let sink = CaptureSink::create(path).map_err(|e| cannot_write(path, e))?;
+        captured = captured.with_capture(sink);
+    }
+    let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), captured)?;
     if device.list_mode() != options.mode {
         let got = device.list_mode();
         return Err(format!("asked for {:?} lists, got {got:?}", options.mode).into());
@@ -553,4 +576,66 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
         .into());
     }
     Ok(mode)
+}
+
+/// The device's settings: kernel memory deallocated only once the GPU is done with it
+/// (R-D4's full destruction), command-list memory reused only once the executing buffer has
+/// completed (the GPU also reads it; the soft driver flags an earlier reuse).
+fn device_config() -> DeviceConfig {
+    DeviceConfig::default()
+        .with_retire_clock(Clock::Completed)
+        .with_list_clock(Clock::Completed)
+}
+
+/// The soft driver in list mode `mode` (from the command line, whatever the environment
+/// says) with `gpu`.
+fn soft_config(mode: ListMode, gpu: Gpu) -> SoftConfig {
+    SoftConfig {
+        gpu,
+        trace: false,
+        command_lists: mode.has_driver_lists(),
+        driver_built: mode == ListMode::DriverBuilt,
+        ..SoftConfig::default()
+    }
+}
+
+/// `--replay PATH`: the capture replayed through the soft driver in `--mode`, on a device
+/// set up as the job's, every call checked to answer what it answered when captured; the
+/// last presented frame written to `--out` as the job writes it.
+fn replay(options: &Options, path: &Path) -> Res {
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let (device, mut ic, world) =
+        soft::device(soft_config(options.mode, Gpu::PollLag(2)), device_config())?;
+    let report = cmdlist::capture::replay(&bytes, &device, &mut ic)?;
+    if let Some(tail) = report.tail {
+        println!("replay: the capture ends early: {tail}");
+    }
+    // The strip's frames are the presents' (the job presents once a frame).
+    let presents = cmdlist::capture::FrameReader::new(&bytes)?
+        .filter_map(Result::ok)
+        .filter(|f| f.kind == cmdlist::capture::Kind::Present as u16)
+        .count();
+    let mut history = History::default();
+    for _ in 0..presents {
+        history.push(Vec::new());
+    }
+    let screen = world.screen().ok_or("the capture presents nothing")?;
+    let (width, height, picture) = shared::picture(&screen, &history);
+    write_png(&options.out, width, height, &picture)?;
+    println!(
+        "replay: {} records of {} through {} lists, {presents} presents; the last in {}",
+        report.records,
+        path.display(),
+        mode_name(options.mode),
+        options.out.display()
+    );
+    drop(report);
+    if !ic.device().is_removed() {
+        ic.destroy_device()?;
+    }
+    let violations = world.check_after_device_destroyed();
+    if !violations.is_empty() {
+        return Err(format!("the soft kernel saw rules broken: {violations:?}").into());
+    }
+    Ok(())
 }

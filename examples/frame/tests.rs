@@ -77,6 +77,8 @@ fn the_jobs_trace_and_timeline_read_back() {
         timeline: Some(dir.join("timeline.png")),
         frames: FRAMES,
         mode: ListMode::DriverBuilt,
+        capture: None,
+        replay: None,
     };
     let captured = job(&options).unwrap_or_else(|e| panic!("the job failed: {e}"));
     let captured = captured.expect("spans captured");
@@ -276,6 +278,10 @@ fn the_command_line_chooses_the_mode_and_the_outputs() {
     assert_eq!(all.trace.as_deref(), Some(std::path::Path::new("t.json")));
     assert_eq!(all.timeline.as_deref(), Some(std::path::Path::new("t.png")));
     assert_eq!((all.frames, all.mode), (5, ListMode::Replayed));
+    let path = |p| Some(std::path::PathBuf::from(p));
+    assert_eq!(options(&["--capture", "c"]).capture, path("c"));
+    assert_eq!(options(&["--replay", "c"]).replay, path("c"));
+    assert_eq!((default.capture, default.replay), (None, None));
     assert!(matches!(parse(&["--help"]), Ok(Command::Help)));
     // The usage's numbers are the job's.
     for said in [
@@ -298,6 +304,8 @@ fn the_command_line_chooses_the_mode_and_the_outputs() {
         (&["--frames", "two"], "\"two\""),
         (&["--frames", "2"], "warm-up"),
         (&["frame.png"], "\"frame.png\""),
+        (&["--capture", "a", "--replay", "b"], "one or the other"),
+        (&["--replay"], "--replay needs a value"),
     ] {
         let why = parse(args).expect_err(&format!("{args:?} is refused"));
         assert!(why.contains(named), "{args:?}: {why}");

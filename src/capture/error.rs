@@ -38,6 +38,10 @@ pub enum CaptureErrorKind {
     Checksum,
     /// Reserved bits that are not zero.
     Reserved,
+    /// The records from this one on were written after the last complete write (a
+    /// [`crate::capture::CHECKPOINT_STREAM`] frame ends each): part of a write a crash cut
+    /// short, read but not replayed.
+    Unfinished,
 }
 
 impl fmt::Display for CaptureError {
@@ -65,6 +69,11 @@ impl fmt::Display for CaptureError {
             CaptureErrorKind::Reserved => {
                 write!(f, "record {record} at byte {offset} sets reserved bits")
             }
+            CaptureErrorKind::Unfinished => write!(
+                f,
+                "record {record} at byte {offset} and those after it belong to a write that \
+                 did not finish: the capture ends before them"
+            ),
         }
     }
 }

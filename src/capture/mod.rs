@@ -43,8 +43,8 @@ pub use error::{CaptureError, CaptureErrorKind};
 pub use frame::{write_header, FRAME_HEADER_LEN, HEADER_LEN, MAGIC, MAX_PAYLOAD, VERSION};
 pub use reader::{Frame, FrameReader};
 pub use record::{
-    decode_record, Call, Kind, ListId, Outcome, Record, DEVICE_STREAM, FIRST_DEFERRED_STREAM,
-    IMMEDIATE_STREAM, MAX_ROTATED,
+    decode_record, Call, Kind, ListId, Outcome, Record, CHECKPOINT_STREAM, DEVICE_STREAM,
+    FIRST_DEFERRED_STREAM, IMMEDIATE_STREAM, MAX_ROTATED,
 };
 pub use replay::{replay, ReplayError, ReplayErrorKind, ReplayReport};
 pub use sink::CaptureSink;

@@ -25,6 +25,10 @@ use crate::map_type::{MapFlags, MapType};
 pub const DEVICE_STREAM: u32 = 0;
 /// The immediate context's stream.
 pub const IMMEDIATE_STREAM: u32 = 1;
+/// The stream of the empty frame that ends each write of the capture: everything before it
+/// is whole (a list's Finish before the drop that names it, a Map before its bytes). A replay
+/// goes up to the last one.
+pub const CHECKPOINT_STREAM: u32 = u32::MAX;
 /// The first deferred context's stream; each later one takes the next number.
 pub const FIRST_DEFERRED_STREAM: u32 = 2;
 
@@ -470,6 +474,11 @@ pub(crate) fn encode_call<C>(
         }
         Call::Abandon | Call::Flush | Call::EndFrame | Call::ClearState | Call::DestroyDevice => {}
     }
+}
+
+/// The frame that ends each write of the capture, on [`CHECKPOINT_STREAM`] (kind 0, empty).
+pub(crate) fn checkpoint() -> [u8; crate::capture::FRAME_HEADER_LEN] {
+    super::frame::frame_header(CHECKPOINT_STREAM, 0, &[])
 }
 
 /// Writes a record's payload: the sequence number (context streams only), the outcome,

@@ -16,10 +16,11 @@
 use std::collections::HashMap;
 
 use super::codec::{CaptureCommand, DecodeError, Decoder};
-use super::error::CaptureError;
+use super::error::{CaptureError, CaptureErrorKind};
 use super::reader::{Frame, FrameReader};
 use super::record::{
-    decode_record, Call, Kind, ListId, Outcome, Record, DEVICE_STREAM, IMMEDIATE_STREAM,
+    decode_record, Call, Kind, ListId, Outcome, Record, CHECKPOINT_STREAM, DEVICE_STREAM,
+    IMMEDIATE_STREAM,
 };
 use crate::context::command_list::CommandList;
 use crate::context::deferred::DeferredContext;
@@ -137,21 +138,39 @@ where
         stream: DEVICE_STREAM,
         kind: ReplayErrorKind::NotACapture(e),
     })?;
-    let mut device_frames = Vec::new();
-    let mut streams: HashMap<u32, Stream<'_>> = HashMap::new();
-    let mut tail = None;
+    // Only what the last complete write ends: a crash may cut a write between its device
+    // records and the recordings they name.
+    let mut frames = Vec::new();
+    let (mut whole, mut tail) = (0, None);
     for frame in reader {
         match frame {
-            Ok(f) if f.stream == DEVICE_STREAM => device_frames.push(f),
-            Ok(f) => {
-                let stream = streams.entry(f.stream).or_insert_with(|| Stream {
+            Ok(f) if f.stream == CHECKPOINT_STREAM => whole = frames.len(),
+            Ok(f) => frames.push(f),
+            Err(e) => tail = Some(e),
+        }
+    }
+    if let Some(first) = frames.get(whole) {
+        tail = Some(CaptureError {
+            record: first.record,
+            offset: first.offset,
+            kind: CaptureErrorKind::Unfinished,
+        });
+    }
+    frames.truncate(whole);
+    let mut device_frames = Vec::new();
+    let mut streams: HashMap<u32, Stream<'_>> = HashMap::new();
+    for f in frames {
+        match f.stream {
+            DEVICE_STREAM => device_frames.push(f),
+            stream => streams
+                .entry(stream)
+                .or_insert_with(|| Stream {
                     frames: Vec::new(),
                     next: 0,
                     finished: 0,
-                });
-                stream.frames.push(f);
-            }
-            Err(e) => tail = Some(e),
+                })
+                .frames
+                .push(f),
         }
     }
     let mut replayer = Replayer {

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::codec::Encoder;
 use super::frame::write_header;
 use super::record::{
-    encode_record, Call, Kind, Outcome, Record, DEVICE_STREAM, FIRST_DEFERRED_STREAM,
+    checkpoint, encode_record, Call, Kind, Outcome, Record, DEVICE_STREAM, FIRST_DEFERRED_STREAM,
 };
 use super::stream::StreamBuffer;
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
@@ -166,6 +166,7 @@ impl SinkState {
             if let Some(frames) = frames {
                 frames.drain_to(&mut self.out)?;
             }
+            self.out.write_all(&checkpoint())?;
             self.out.flush()
         })();
         if let Err(e) = written {
