@@ -180,6 +180,7 @@ where
         lists: HashMap::new(),
         handles: HashMap::new(),
         streams,
+        advancing: Vec::new(),
         records: 0,
     };
     for (index, frame) in device_frames.iter().enumerate() {
@@ -202,8 +203,15 @@ struct Replayer<'r, 'a, D: Driver, K: Kernel> {
     /// The replaying device's object for each of the capture's ids.
     handles: HashMap<u64, AnyHandle>,
     streams: HashMap<u32, Stream<'a>>,
+    /// The streams being replayed, outermost first: one more each time an execute needs a
+    /// list another stream finishes.
+    advancing: Vec<u32>,
     records: u64,
 }
+
+/// How many streams deep a replay goes to finish the lists executes name: a capture asks
+/// at most one per level of nested lists.
+const MAX_NESTING: usize = 64;
 
 /// A record's `seq` (a context stream's), without decoding the rest.
 fn seq_of(frame: &Frame<'_>) -> u64 {
@@ -240,6 +248,18 @@ where
     /// Replays `stream`'s records up to `bound` (see [`Replayer::advance_all`]), or, with
     /// `until_finish`, until its list of that number is finished.
     fn advance(
+        &mut self,
+        stream: u32,
+        bound: u64,
+        until_finish: Option<u64>,
+    ) -> core::result::Result<(), ReplayError> {
+        self.advancing.push(stream);
+        let result = self.advance_stream(stream, bound, until_finish);
+        self.advancing.pop();
+        result
+    }
+
+    fn advance_stream(
         &mut self,
         stream: u32,
         bound: u64,
@@ -441,6 +461,12 @@ where
     ) -> core::result::Result<(), ReplayError> {
         if self.lists.contains_key(&list) {
             return Ok(());
+        }
+        // A list of a stream being replayed already (a capture whose executes go round in a
+        // circle), or nested deeper than lists can be, is one the capture never finished
+        // first: refused, with no recursion past the bound.
+        if self.advancing.contains(&list.stream) || self.advancing.len() >= MAX_NESTING {
+            return Err(Self::error(frame, ReplayErrorKind::UnknownList));
         }
         self.advance(list.stream, u64::MAX, Some(list.finish))?;
         match self.lists.contains_key(&list) {
