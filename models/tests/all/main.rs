@@ -3,6 +3,7 @@
 //! each checked step by step against the interpreter's model.
 
 mod capture_reader;
+mod capture_replay;
 mod command_lists;
 mod common;
 mod handle_lifecycle;
