@@ -231,3 +231,34 @@ fn a_cut_capture_replays_to_its_last_whole_write() {
         assert!(world.violations().is_empty(), "{:#?}", world.violations());
     }
 }
+
+/// A hostile capture whose two deferred contexts each execute the other's first list before
+/// finishing it: the replay stops with an unknown list, instead of recursing for ever.
+#[test]
+fn executes_that_go_round_in_a_circle_are_unknown_lists() {
+    let mut file = Vec::new();
+    capture::write_header(&mut file).unwrap();
+    let mut device = capture::StreamBuffer::new(capture::DEVICE_STREAM);
+    for stream in [2u32, 3] {
+        let mut payload = vec![0];
+        payload.extend_from_slice(&stream.to_le_bytes());
+        device.push(capture::Kind::CreateDeferred as u16, &payload);
+    }
+    device.drain_to(&mut file).unwrap();
+    for (stream, other) in [(2u32, 3u32), (3, 2)] {
+        let mut payload = 2u64.to_le_bytes().to_vec();
+        payload.push(0);
+        payload.extend_from_slice(&other.to_le_bytes());
+        payload.extend_from_slice(&0u64.to_le_bytes());
+        payload.push(0);
+        let mut frames = capture::StreamBuffer::new(stream);
+        frames.push(capture::Kind::Execute as u16, &payload);
+        frames.drain_to(&mut file).unwrap();
+    }
+    let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
+    end.push(0, &[]);
+    end.drain_to(&mut file).unwrap();
+    let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+    let e = capture::replay(&file, &device, &mut ic).unwrap_err();
+    assert_eq!(e.kind, capture::ReplayErrorKind::UnknownList, "{e}");
+}
