@@ -56,7 +56,21 @@ pub fn warm_device(
     ImmediateContext<NullDriver, NullKernel>,
     Draw,
 ) {
-    let (device, mut ic) = null_device_in(mode, DeviceConfig::default()).expect("null device");
+    warm_device_with(mode, on_immediate, started, DeviceConfig::default())
+}
+
+/// [`warm_device`] with the device made from `config`.
+pub fn warm_device_with(
+    mode: ListMode,
+    on_immediate: bool,
+    started: u64,
+    config: DeviceConfig,
+) -> (
+    DeferredContext<NullDriver, NullKernel>,
+    ImmediateContext<NullDriver, NullKernel>,
+    Draw,
+) {
+    let (device, mut ic) = null_device_in(mode, config).expect("null device");
     assert_eq!(device.list_mode(), mode);
     let buffer = ResourceDesc {
         byte_size: 256,

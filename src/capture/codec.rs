@@ -51,32 +51,38 @@ impl<'a> Encoder<'a> {
     }
 
     /// A byte.
+    #[inline]
     pub fn u8(&mut self, v: u8) {
         self.out.push(v);
     }
 
     /// A 16-bit integer.
+    #[inline]
     pub fn u16(&mut self, v: u16) {
         self.out.extend_from_slice(&v.to_le_bytes());
     }
 
     /// A 32-bit integer.
+    #[inline]
     pub fn u32(&mut self, v: u32) {
         self.out.extend_from_slice(&v.to_le_bytes());
     }
 
     /// A 64-bit integer.
+    #[inline]
     pub fn u64(&mut self, v: u64) {
         self.out.extend_from_slice(&v.to_le_bytes());
     }
 
     /// A byte string, its length first.
+    #[inline]
     pub fn bytes(&mut self, v: &[u8]) {
         self.u64(v.len() as u64);
         self.out.extend_from_slice(v);
     }
 
     /// An object, by its handle's bits (unique within a device's life: the capture's id).
+    #[inline]
     pub fn handle(&mut self, h: AnyHandle) {
         self.u64(h.to_bits());
     }
@@ -88,6 +94,7 @@ impl<'a> Encoder<'a> {
 
     /// A binding point: its class (a byte, and the stage's for the per-stage classes) and
     /// its slot.
+    #[inline]
     pub fn point(&mut self, p: BindPoint) {
         let (class, stage) = class_code(p.class);
         self.u8(class);

@@ -32,10 +32,9 @@ unsafe impl Send for OpenWrite {}
 pub(crate) struct ContextCapture {
     sink: Arc<CaptureSink>,
     frames: StreamBuffer,
-    payload: Vec<u8>,
+    /// Where the record [`ContextCapture::begin`] started is, until its commit.
+    open: Option<usize>,
     open_write: Option<OpenWrite>,
-    /// The kind of the record [`ContextCapture::begin`] started.
-    kind: Kind,
     /// Lists this (deferred) context finished: the next one's [`super::ListId::finish`].
     finished: u64,
 }
@@ -46,9 +45,8 @@ impl ContextCapture {
         ContextCapture {
             sink,
             frames: StreamBuffer::new(stream),
-            payload: Vec::new(),
+            open: None,
             open_write: None,
-            kind: Kind::Flush,
             finished: 0,
         }
     }
@@ -62,29 +60,60 @@ impl ContextCapture {
     }
 
     /// Starts the record of a context's call: first the bytes the application wrote through
-    /// the last Map, if any, then `call`'s fields, its sequence number and outcome left for
-    /// [`ContextCapture::commit`].
+    /// the last Map, if any, then `call`'s fields, straight into the stream, its sequence
+    /// number and outcome left for [`ContextCapture::commit`]. A record a panicking call
+    /// left unfinished is taken back first.
     ///
     /// # Safety
     /// As [`ContextCapture::take_written`]'s: called first thing in the context's call.
-    pub(crate) unsafe fn begin<C: Command>(&mut self, call: Call<'_, &C>) {
-        // SAFETY: the caller's contract.
-        unsafe { self.take_written() };
-        self.kind = call.kind();
-        self.payload.clear();
-        self.payload.extend_from_slice(&[0; OUTCOME_AT + 1]);
-        encode_call(&call, &mut Encoder::new(&mut self.payload), |c, enc| {
+    pub(crate) unsafe fn begin<C: Command>(&mut self, call: &Call<'_, &C>) {
+        if let Some(start) = self.open.take() {
+            self.frames.payload().truncate(start);
+        }
+        // An Unmap right after its Map carries the Map's bytes itself.
+        let merged;
+        let call = match (call, &self.open_write) {
+            (&Call::Unmap { resource, .. }, Some(open)) if open.resource == resource => {
+                let open = self.open_write.take().expect("just matched");
+                // SAFETY: the caller's contract, as for `take_written`: the memory is as the
+                // Map handed it out, alive and not borrowed by anyone now.
+                let bytes = unsafe { core::slice::from_raw_parts(open.bytes.as_ptr(), open.len) };
+                merged = Call::Unmap {
+                    resource,
+                    written: Some(bytes),
+                };
+                &merged
+            }
+            (call, _) => {
+                // SAFETY: the caller's contract.
+                unsafe { self.take_written() };
+                call
+            }
+        };
+        let start = self
+            .frames
+            .begin_frame_with::<{ OUTCOME_AT + 1 }>(call.kind() as u16);
+        let payload = self.frames.payload();
+        encode_call(call, &mut Encoder::new(payload), |c, enc| {
             encode_command(*c, enc)
         });
+        self.open = Some(start);
     }
 
     /// Ends the record [`ContextCapture::begin`] started: the call answered `outcome`, and
     /// ended now.
+    #[inline]
     pub(crate) fn commit(&mut self, outcome: Outcome) {
+        let Some(start) = self.open.take() else {
+            return;
+        };
         let seq = self.sink.device_records();
-        self.payload[..OUTCOME_AT].copy_from_slice(&seq.to_le_bytes());
-        self.payload[OUTCOME_AT] = outcome.code();
-        self.frames.push(self.kind as u16, &self.payload);
+        let payload = self.frames.payload_of(start);
+        payload[..OUTCOME_AT].copy_from_slice(&seq.to_le_bytes());
+        payload[OUTCOME_AT] = outcome.code();
+        if !self.frames.end_frame(start) {
+            self.sink.lost();
+        }
     }
 
     /// A Map of `resource` handed out `bytes`, which the application writes until its next
@@ -106,7 +135,19 @@ impl ContextCapture {
     /// That holds when this runs before anything else in the context's next call, because the
     /// bytes were handed out under the context's `&mut` borrow, which the application gave up
     /// to make that call.
+    #[inline]
     pub(crate) unsafe fn take_written(&mut self) {
+        if self.open_write.is_some() {
+            // SAFETY: the caller's contract.
+            unsafe { self.record_written() }
+        }
+    }
+
+    /// [`ContextCapture::take_written`] with a Map's bytes to record.
+    ///
+    /// # Safety
+    /// As [`ContextCapture::take_written`]'s.
+    unsafe fn record_written(&mut self) {
         let Some(open) = self.open_write.take() else {
             return;
         };
@@ -121,9 +162,11 @@ impl ContextCapture {
                 bytes,
             },
         };
-        self.payload.clear();
-        encode_record(&record, &mut Encoder::new(&mut self.payload), |_, _| {});
-        self.frames.push(Kind::Written as u16, &self.payload);
+        let start = self.frames.begin_frame(Kind::Written as u16);
+        encode_record(&record, &mut Encoder::new(self.frames.payload()), |_, _| {});
+        if !self.frames.end_frame(start) {
+            self.sink.lost();
+        }
     }
 
     /// The name of the list this (deferred) context's Finish is making, if it succeeds.

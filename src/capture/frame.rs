@@ -51,12 +51,12 @@ pub(crate) fn checksum(stream: u32, kind: u16, reserved: u16, payload: &[u8]) ->
     h.finalize()
 }
 
-/// A frame's fixed part.
-pub(crate) fn frame_header(stream: u32, kind: u16, payload: &[u8]) -> [u8; FRAME_HEADER_LEN] {
-    let len = u32::try_from(payload.len()).expect("a payload within MAX_PAYLOAD");
+/// A frame's fixed part for a payload of `len` bytes, its checksum left at zero: the bytes
+/// it covers are those after it, so [`super::stream::seal`] fills it once the payload is
+/// there.
+pub(crate) fn frame_header(stream: u32, kind: u16, len: u32) -> [u8; FRAME_HEADER_LEN] {
     let mut f = [0; FRAME_HEADER_LEN];
     f[..4].copy_from_slice(&len.to_le_bytes());
-    f[4..8].copy_from_slice(&checksum(stream, kind, 0, payload).to_le_bytes());
     f[8..12].copy_from_slice(&stream.to_le_bytes());
     f[12..14].copy_from_slice(&kind.to_le_bytes());
     f

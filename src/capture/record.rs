@@ -271,8 +271,16 @@ pub enum Call<'a, C> {
         /// Its bytes.
         bytes: &'a [u8],
     },
-    /// `unmap`.
-    Unmap(Handle<Resource>),
+    /// `unmap`, with what the application wrote through the Map when the Unmap is the call
+    /// right after it (the common case: one record where [`Call::Written`] and the Unmap
+    /// would be two).
+    Unmap {
+        /// The resource unmapped.
+        resource: Handle<Resource>,
+        /// The Map's bytes as the application left them, when the Map was the context's
+        /// call before this one.
+        written: Option<&'a [u8]>,
+    },
     /// `begin_query`.
     BeginQuery(Handle<Query>),
     /// `end_query`.
@@ -330,7 +338,7 @@ impl<C> Call<'_, C> {
             Call::Bind { .. } => Kind::Bind,
             Call::Map { .. } => Kind::Map,
             Call::Written { .. } => Kind::Written,
-            Call::Unmap(_) => Kind::Unmap,
+            Call::Unmap { .. } => Kind::Unmap,
             Call::BeginQuery(_) => Kind::BeginQuery,
             Call::EndQuery(_) => Kind::EndQuery,
             Call::Finish { .. } => Kind::Finish,
@@ -399,7 +407,17 @@ pub(crate) fn encode_call<C>(
             encode_resource(&desc, enc);
             enc.u64(made);
         }
-        Call::DestroyPrimary(h) | Call::Unmap(h) => enc.object(h),
+        Call::DestroyPrimary(h) => enc.object(h),
+        Call::Unmap { resource, written } => {
+            enc.object(resource);
+            match written {
+                Some(bytes) => {
+                    enc.u8(1);
+                    enc.bytes(bytes);
+                }
+                None => enc.u8(0),
+            }
+        }
         Call::Command(ref c) => command(c, enc),
         Call::Update {
             resource,
@@ -478,7 +496,9 @@ pub(crate) fn encode_call<C>(
 
 /// The frame that ends each write of the capture, on [`CHECKPOINT_STREAM`] (kind 0, empty).
 pub(crate) fn checkpoint() -> [u8; crate::capture::FRAME_HEADER_LEN] {
-    super::frame::frame_header(CHECKPOINT_STREAM, 0, &[])
+    let mut frame = super::frame::frame_header(CHECKPOINT_STREAM, 0, 0);
+    super::stream::seal(&mut frame);
+    frame
 }
 
 /// Writes a record's payload: the sequence number (context streams only), the outcome,
@@ -568,7 +588,14 @@ pub fn decode_record<'a, C: CaptureCommand>(
             resource: dec.object()?,
             bytes: dec.bytes()?,
         },
-        Kind::Unmap => Call::Unmap(dec.object()?),
+        Kind::Unmap => Call::Unmap {
+            resource: dec.object()?,
+            written: match dec.u8()? {
+                0 => None,
+                1 => Some(dec.bytes()?),
+                _ => return Err(dec.error("whether the Unmap carries the Map's bytes")),
+            },
+        },
         Kind::BeginQuery => Call::BeginQuery(dec.object()?),
         Kind::EndQuery => Call::EndQuery(dec.object()?),
         Kind::Finish => Call::Finish {

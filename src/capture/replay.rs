@@ -430,16 +430,19 @@ where
         let (Some(next), Ok(bytes)) = (written, bytes) else {
             return Ok(0);
         };
-        if next.kind != Kind::Written as u16 || ty == MapType::Read {
+        if ty == MapType::Read {
             return Ok(0);
         }
         let record = Self::decode(&self.handles, &next, 0)?;
-        let Call::Written {
-            resource: r,
-            bytes: data,
-        } = record.call
-        else {
-            return Ok(0);
+        // The bytes come in a record of their own (consumed here), or in the Unmap that
+        // follows (replayed next, as any Unmap).
+        let (r, data, consumed) = match record.call {
+            Call::Written { resource, bytes } => (resource, bytes, 1),
+            Call::Unmap {
+                resource,
+                written: Some(bytes),
+            } => (resource, bytes, 0),
+            _ => return Ok(0),
         };
         // SAFETY: the memory the Map just handed out, whose borrow of the context ended
         // only to come here: nothing has touched it since, and no call of the context runs
@@ -449,8 +452,8 @@ where
             return Err(Self::error(&next, ReplayErrorKind::MapBytes));
         }
         mapped.copy_from_slice(data);
-        self.records += 1;
-        Ok(1)
+        self.records += consumed as u64;
+        Ok(consumed)
     }
 
     /// Makes sure `list` is finished: its context's records replayed up to its Finish.
@@ -489,7 +492,7 @@ where
                 data,
             } => (&ic.update(resource, offset, data)).into(),
             Call::Bind { point, object } => (&ic.bind(point, object)).into(),
-            Call::Unmap(r) => (&ic.unmap(r)).into(),
+            Call::Unmap { resource, .. } => (&ic.unmap(resource)).into(),
             Call::BeginQuery(q) => (&ic.begin_query(q)).into(),
             Call::EndQuery(q) => (&ic.end_query(q)).into(),
             Call::Execute { list, restoring } => {
@@ -556,7 +559,7 @@ where
                         data,
                     } => (&dc.update(resource, offset, data)).into(),
                     Call::Bind { point, object } => (&dc.bind(point, object)).into(),
-                    Call::Unmap(r) => (&dc.unmap(r)).into(),
+                    Call::Unmap { resource, .. } => (&dc.unmap(resource)).into(),
                     Call::BeginQuery(q) => (&dc.begin_query(q)).into(),
                     Call::EndQuery(q) => (&dc.end_query(q)).into(),
                     Call::Abandon => (&dc.abandon()).into(),

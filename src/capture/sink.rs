@@ -11,7 +11,7 @@ use super::frame::write_header;
 use super::record::{
     checkpoint, encode_record, Call, Kind, Outcome, Record, DEVICE_STREAM, FIRST_DEFERRED_STREAM,
 };
-use super::stream::StreamBuffer;
+use super::stream::{seal, StreamBuffer};
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
 
 /// A device's capture: made with [`CaptureSink::new`] (any `Write`) or
@@ -113,6 +113,13 @@ impl CaptureSink {
         self.next_stream.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A record too big for a frame ([`super::MAX_PAYLOAD`]) could not be kept: the capture
+    /// ends here (nothing more is written), as after an output error.
+    pub(crate) fn lost(&self) {
+        let mut state = self.lock();
+        state.failed.get_or_insert(io::ErrorKind::InvalidData);
+    }
+
     /// Appends a device record of `kind` whose payload `encode` writes (given the record's
     /// index), counted before the lock is released.
     pub(crate) fn device_record(&self, kind: Kind, encode: impl FnOnce(&mut Encoder<'_>)) {
@@ -120,7 +127,9 @@ impl CaptureSink {
         let state = &mut *state;
         state.payload.clear();
         encode(&mut Encoder::new(&mut state.payload));
-        state.device.push(kind as u16, &state.payload);
+        if !state.device.push(kind as u16, &state.payload) {
+            state.failed.get_or_insert(io::ErrorKind::InvalidData);
+        }
         self.device_records.fetch_add(1, Ordering::Release);
     }
 
@@ -137,9 +146,7 @@ impl CaptureSink {
 
     /// A deferred context's frames, handed over at its Finish: written at the next flush.
     pub(crate) fn hand_over(&self, frames: &mut StreamBuffer) {
-        let mut state = self.lock();
-        // A `Vec` as the sink cannot fail.
-        let _ = frames.drain_to(&mut state.handed);
+        frames.hand_over(&mut self.lock().handed);
     }
 
     /// Writes the device's records, the frames handed over and the immediate context's
@@ -161,6 +168,7 @@ impl SinkState {
         }
         let written = (|| {
             self.device.drain_to(&mut self.out)?;
+            seal(&mut self.handed);
             self.out.write_all(&self.handed)?;
             self.handed.clear();
             if let Some(frames) = frames {

@@ -1537,12 +1537,13 @@ mod tests {
 #[cfg(feature = "capture")]
 impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Starts the record of `call`. First thing in every public call that records one.
+    #[inline(always)]
     pub(super) fn capture_begin(&mut self, call: Call<'_, &D::Command>) {
         if let Some(capture) = &mut self.capture {
             // SAFETY: first thing in a call of this context: the bytes the last Map handed
             // out were touched by nothing but the application since it gave up the `&mut`
             // borrow they came with to make this call.
-            unsafe { capture.begin(call) }
+            unsafe { capture.begin(&call) }
         }
     }
 

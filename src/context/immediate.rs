@@ -1355,12 +1355,13 @@ impl<D: Driver, K: Kernel> Drop for ImmediateContext<D, K> {
 #[cfg(feature = "capture")]
 impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Starts the record of `call`. First thing in every public call that records one.
+    #[inline(always)]
     pub(super) fn capture_begin(&mut self, call: crate::capture::Call<'_, &D::Command>) {
         if let Some(capture) = &mut self.capture {
             // SAFETY: first thing in a call of this context: the bytes the last Map handed
             // out were touched by nothing but the application since it gave up the `&mut`
             // borrow they came with to make this call.
-            unsafe { capture.begin(call) }
+            unsafe { capture.begin(&call) }
         }
     }
 

@@ -434,7 +434,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Map stays open, and device destruction ends it.
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         #[cfg(feature = "capture")]
-        self.capture_begin(Call::Unmap(resource));
+        self.capture_begin(Call::Unmap {
+            resource,
+            written: None,
+        });
         let result = self.unmap_uncaptured(resource);
         #[cfg(feature = "capture")]
         self.capture_end(&result);
