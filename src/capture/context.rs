@@ -4,37 +4,48 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use super::codec::Encoder;
+use super::frame::FRAME_HEADER_LEN;
 use super::record::{encode_call, encode_command, encode_record, Call, Kind, Outcome, Record};
 use super::sink::CaptureSink;
 use super::stream::StreamBuffer;
 use crate::driver::Command;
 use crate::handle::{Handle, Resource};
+use crate::map_type::{MapFlags, MapType};
 
 /// Where a context record's outcome byte is: after its 8-byte sequence number.
 const OUTCOME_AT: usize = 8;
 
-/// The bytes of a Map the application may still be writing: the resource, and where they
-/// are, until the context's next call.
+/// A Map that succeeded, not recorded yet: what it was, when it ended, and the bytes it
+/// handed out, which the application writes until its next call on the context. Recorded
+/// then: with that call when it is the Unmap ([`Call::MapUnmap`], one record), or before it
+/// otherwise ([`Call::Map`], then [`Call::Written`]).
 #[derive(Debug)]
-struct OpenWrite {
+struct PendingMap {
     resource: Handle<Resource>,
-    bytes: NonNull<u8>,
-    len: usize,
+    ty: MapType,
+    flags: MapFlags,
+    /// The device records appended when the Map ended.
+    seq: u64,
+    /// Where its bytes are, and how many (none for a READ Map, which the application only
+    /// reads).
+    bytes: Option<(NonNull<u8>, usize)>,
 }
 
 // SAFETY: the pointer is only dereferenced by the context that made it, on whatever thread
-// holds that context (`ContextCapture::take_written`), under the invariant stated there.
-unsafe impl Send for OpenWrite {}
+// holds that context (`ContextCapture::begin`, `ContextCapture::flush_pending`), under the
+// invariant stated there.
+unsafe impl Send for PendingMap {}
 
 /// A context's capture: the sink, the frames its thread appended and has not handed over,
-/// and the Map whose bytes are recorded at its next call.
+/// the record being made and the Map not recorded yet.
 #[derive(Debug)]
 pub(crate) struct ContextCapture {
     sink: Arc<CaptureSink>,
     frames: StreamBuffer,
-    /// Where the record [`ContextCapture::begin`] started is, until its commit.
-    open: Option<usize>,
-    open_write: Option<OpenWrite>,
+    /// The record [`ContextCapture::begin`] started, until its commit: where its frame
+    /// starts, and where the call's sequence number and outcome go in it.
+    open: Option<(usize, usize)>,
+    pending: Option<PendingMap>,
     /// Lists this (deferred) context finished: the next one's [`super::ListId::finish`].
     finished: u64,
 }
@@ -46,7 +57,7 @@ impl ContextCapture {
             sink,
             frames: StreamBuffer::new(stream),
             open: None,
-            open_write: None,
+            pending: None,
             finished: 0,
         }
     }
@@ -59,37 +70,53 @@ impl ContextCapture {
         self.frames.stream()
     }
 
-    /// Starts the record of a context's call: first the bytes the application wrote through
-    /// the last Map, if any, then `call`'s fields, straight into the stream, its sequence
-    /// number and outcome left for [`ContextCapture::commit`]. A record a panicking call
-    /// left unfinished is taken back first.
-    ///
-    /// # Safety
-    /// As [`ContextCapture::take_written`]'s: called first thing in the context's call.
-    pub(crate) unsafe fn begin<C: Command>(&mut self, call: &Call<'_, &C>) {
-        if let Some(start) = self.open.take() {
+    /// Takes back a record a panicking call left unfinished.
+    #[inline]
+    fn drop_unfinished(&mut self) {
+        if let Some((start, _)) = self.open.take() {
             self.frames.payload().truncate(start);
         }
-        // An Unmap right after its Map carries the Map's bytes itself.
-        let merged;
-        let call = match (call, &self.open_write) {
-            (&Call::Unmap { resource, .. }, Some(open)) if open.resource == resource => {
-                let open = self.open_write.take().expect("just matched");
-                // SAFETY: the caller's contract, as for `take_written`: the memory is as the
-                // Map handed it out, alive and not borrowed by anyone now.
-                let bytes = unsafe { core::slice::from_raw_parts(open.bytes.as_ptr(), open.len) };
-                merged = Call::Unmap {
+    }
+
+    /// Starts the record of a context's call: the Map before it first, if it is not recorded
+    /// yet (with this call, when this is its Unmap), then `call`'s fields, straight into the
+    /// stream, its sequence number and outcome left for [`ContextCapture::commit`].
+    ///
+    /// # Safety
+    /// As [`ContextCapture::flush_pending`]'s: called first thing in the context's call.
+    pub(crate) unsafe fn begin<C: Command>(&mut self, call: &Call<'_, &C>) {
+        self.drop_unfinished();
+        if let (&Call::Unmap(resource), Some(map)) = (call, &self.pending) {
+            if map.resource == resource {
+                let map = self.pending.take().expect("just matched");
+                // SAFETY: the caller's contract: the memory is as the Map handed it out,
+                // alive and not borrowed by anyone now.
+                let written = map.bytes.map_or(&[][..], |(ptr, len)| unsafe {
+                    core::slice::from_raw_parts(ptr.as_ptr(), len)
+                });
+                let call: Call<'_, ()> = Call::MapUnmap {
                     resource,
-                    written: Some(bytes),
+                    ty: map.ty,
+                    flags: map.flags,
+                    written,
+                    unmap_seq: 0,
+                    unmap_outcome: Outcome::Ok,
                 };
-                &merged
+                let start = self.frames.begin_frame(Kind::MapUnmap as u16);
+                let record = Record {
+                    seq: map.seq,
+                    outcome: Outcome::Ok,
+                    call,
+                };
+                encode_record(&record, &mut Encoder::new(self.frames.payload()), |_, _| {});
+                // The Unmap's sequence number and outcome close the payload.
+                let patch = self.frames.payload().len() - (OUTCOME_AT + 1);
+                self.open = Some((start, patch));
+                return;
             }
-            (call, _) => {
-                // SAFETY: the caller's contract.
-                unsafe { self.take_written() };
-                call
-            }
-        };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.flush_pending() };
         let start = self
             .frames
             .begin_frame_with::<{ OUTCOME_AT + 1 }>(call.kind() as u16);
@@ -97,75 +124,121 @@ impl ContextCapture {
         encode_call(call, &mut Encoder::new(payload), |c, enc| {
             encode_command(*c, enc)
         });
-        self.open = Some(start);
+        self.open = Some((start, start + FRAME_HEADER_LEN));
     }
 
     /// Ends the record [`ContextCapture::begin`] started: the call answered `outcome`, and
     /// ended now.
     #[inline]
     pub(crate) fn commit(&mut self, outcome: Outcome) {
-        let Some(start) = self.open.take() else {
+        let Some((start, patch)) = self.open.take() else {
             return;
         };
-        let seq = self.sink.device_records();
-        let payload = self.frames.payload_of(start);
-        payload[..OUTCOME_AT].copy_from_slice(&seq.to_le_bytes());
-        payload[OUTCOME_AT] = outcome.code();
+        let mut ended = [0; OUTCOME_AT + 1];
+        ended[..OUTCOME_AT].copy_from_slice(&self.sink.device_records().to_le_bytes());
+        ended[OUTCOME_AT] = outcome.code();
+        self.frames.payload()[patch..patch + OUTCOME_AT + 1].copy_from_slice(&ended);
         if !self.frames.end_frame(start) {
             self.sink.lost();
         }
     }
 
-    /// A Map of `resource` handed out `bytes`, which the application writes until its next
-    /// call on the context: they are recorded then ([`ContextCapture::take_written`]).
-    pub(crate) fn mapped(&mut self, resource: Handle<Resource>, bytes: &mut [u8]) {
-        self.open_write = NonNull::new(bytes.as_mut_ptr()).map(|ptr| OpenWrite {
-            resource,
-            bytes: ptr,
-            len: bytes.len(),
-        });
-    }
-
-    /// Records what the application wrote through the last Map's bytes, if a Map handed
-    /// some out since the last call. Called first thing in every call of the context.
+    /// Starts a Map's record: what came before it recorded first. The Map itself is
+    /// recorded by [`ContextCapture::end_map`].
     ///
     /// # Safety
-    /// The bytes [`ContextCapture::mapped`] noted must not have been touched by anything but
+    /// As [`ContextCapture::flush_pending`]'s: called first thing in the Map's call.
+    pub(crate) unsafe fn begin_map(&mut self) {
+        self.drop_unfinished();
+        // SAFETY: the caller's contract.
+        unsafe { self.flush_pending() };
+    }
+
+    /// A Map of `resource` answered `outcome`, with `bytes` for the application (`None`
+    /// for a READ Map's, which it only reads): recorded now if it failed, else with the
+    /// context's next call ([`PendingMap`]).
+    pub(crate) fn end_map(
+        &mut self,
+        resource: Handle<Resource>,
+        ty: MapType,
+        flags: MapFlags,
+        outcome: Outcome,
+        bytes: Option<&mut [u8]>,
+    ) {
+        let seq = self.sink.device_records();
+        match outcome {
+            Outcome::Ok => {
+                let bytes = bytes.and_then(|b| Some((NonNull::new(b.as_mut_ptr())?, b.len())));
+                self.pending = Some(PendingMap {
+                    resource,
+                    ty,
+                    flags,
+                    seq,
+                    bytes,
+                });
+            }
+            Outcome::Err(_) => {
+                let call = Call::Map {
+                    resource,
+                    ty,
+                    flags,
+                };
+                self.push_record(seq, outcome, call);
+            }
+        }
+    }
+
+    /// Appends a whole record.
+    fn push_record(&mut self, seq: u64, outcome: Outcome, call: Call<'_, ()>) {
+        let start = self.frames.begin_frame(call.kind() as u16);
+        let record = Record { seq, outcome, call };
+        encode_record(&record, &mut Encoder::new(self.frames.payload()), |_, _| {});
+        if !self.frames.end_frame(start) {
+            self.sink.lost();
+        }
+    }
+
+    /// Records the last Map, if it is not recorded yet, and what the application wrote
+    /// through its bytes. Called first thing in every call of the context.
+    ///
+    /// # Safety
+    /// The bytes [`ContextCapture::end_map`] noted must not have been touched by anything but
     /// the application since: no hook, no unlock, no reset of the recording ran in between.
     /// That holds when this runs before anything else in the context's next call, because the
     /// bytes were handed out under the context's `&mut` borrow, which the application gave up
     /// to make that call.
     #[inline]
-    pub(crate) unsafe fn take_written(&mut self) {
-        if self.open_write.is_some() {
+    pub(crate) unsafe fn flush_pending(&mut self) {
+        if self.pending.is_some() {
             // SAFETY: the caller's contract.
-            unsafe { self.record_written() }
+            unsafe { self.record_pending() }
         }
     }
 
-    /// [`ContextCapture::take_written`] with a Map's bytes to record.
+    /// [`ContextCapture::flush_pending`] with a Map to record.
     ///
     /// # Safety
-    /// As [`ContextCapture::take_written`]'s.
-    unsafe fn record_written(&mut self) {
-        let Some(open) = self.open_write.take() else {
+    /// As [`ContextCapture::flush_pending`]'s.
+    unsafe fn record_pending(&mut self) {
+        let Some(map) = self.pending.take() else {
             return;
         };
-        // SAFETY: the caller's contract: the memory is as the Map handed it out, alive and
-        // not borrowed by anyone now.
-        let bytes = unsafe { core::slice::from_raw_parts(open.bytes.as_ptr(), open.len) };
-        let record: Record<'_, ()> = Record {
-            seq: self.sink.device_records(),
-            outcome: Outcome::Ok,
-            call: Call::Written {
-                resource: open.resource,
-                bytes,
-            },
+        let call = Call::Map {
+            resource: map.resource,
+            ty: map.ty,
+            flags: map.flags,
         };
-        let start = self.frames.begin_frame(Kind::Written as u16);
-        encode_record(&record, &mut Encoder::new(self.frames.payload()), |_, _| {});
-        if !self.frames.end_frame(start) {
-            self.sink.lost();
+        self.push_record(map.seq, Outcome::Ok, call);
+        if let Some((ptr, len)) = map.bytes {
+            // SAFETY: the caller's contract: the memory is as the Map handed it out, alive
+            // and not borrowed by anyone now.
+            let bytes = unsafe { core::slice::from_raw_parts(ptr.as_ptr(), len) };
+            let written = Call::Written {
+                resource: map.resource,
+                bytes,
+            };
+            let seq = self.sink.device_records();
+            self.push_record(seq, Outcome::Ok, written);
         }
     }
 

@@ -54,6 +54,7 @@ pub(crate) fn checksum(stream: u32, kind: u16, reserved: u16, payload: &[u8]) ->
 /// A frame's fixed part for a payload of `len` bytes, its checksum left at zero: the bytes
 /// it covers are those after it, so [`super::stream::seal`] fills it once the payload is
 /// there.
+#[inline]
 pub(crate) fn frame_header(stream: u32, kind: u16, len: u32) -> [u8; FRAME_HEADER_LEN] {
     let mut f = [0; FRAME_HEADER_LEN];
     f[..4].copy_from_slice(&len.to_le_bytes());

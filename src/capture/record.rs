@@ -84,6 +84,7 @@ const APP_ERRORS: [AppError; 17] = [
 const APP_ERROR_BASE: u8 = 32;
 
 impl Outcome {
+    #[inline]
     pub(crate) fn code(self) -> u8 {
         match self {
             Outcome::Ok => 0,
@@ -170,9 +171,11 @@ pub enum Kind {
     Rotate = 32,
     /// [`Call::DestroyDevice`].
     DestroyDevice = 33,
+    /// [`Call::MapUnmap`].
+    MapUnmap = 34,
 }
 
-const KINDS: [Kind; 24] = [
+const KINDS: [Kind; 25] = [
     Kind::Create,
     Kind::Destroy,
     Kind::CreateDeferred,
@@ -197,6 +200,7 @@ const KINDS: [Kind; 24] = [
     Kind::Blt,
     Kind::Rotate,
     Kind::DestroyDevice,
+    Kind::MapUnmap,
 ];
 
 impl Kind {
@@ -271,16 +275,8 @@ pub enum Call<'a, C> {
         /// Its bytes.
         bytes: &'a [u8],
     },
-    /// `unmap`, with what the application wrote through the Map when the Unmap is the call
-    /// right after it (the common case: one record where [`Call::Written`] and the Unmap
-    /// would be two).
-    Unmap {
-        /// The resource unmapped.
-        resource: Handle<Resource>,
-        /// The Map's bytes as the application left them, when the Map was the context's
-        /// call before this one.
-        written: Option<&'a [u8]>,
-    },
+    /// `unmap` (but the Unmap that is the call right after its Map: [`Call::MapUnmap`]).
+    Unmap(Handle<Resource>),
     /// `begin_query`.
     BeginQuery(Handle<Query>),
     /// `end_query`.
@@ -318,6 +314,22 @@ pub enum Call<'a, C> {
     },
     /// `destroy_device`.
     DestroyDevice,
+    /// A Map that succeeded and its Unmap, the context's next call, in one record (the
+    /// common case: a draw's constants): the record's `seq` and outcome are the Map's.
+    MapUnmap {
+        /// The resource mapped.
+        resource: Handle<Resource>,
+        /// The Map's type.
+        ty: MapType,
+        /// Its flags.
+        flags: MapFlags,
+        /// What the application wrote through the Map (empty for a READ Map).
+        written: &'a [u8],
+        /// The device records appended when the Unmap ended.
+        unmap_seq: u64,
+        /// What the Unmap answered.
+        unmap_outcome: Outcome,
+    },
 }
 
 /// The most resources one recorded rotation names (a swap chain's buffers).
@@ -338,7 +350,7 @@ impl<C> Call<'_, C> {
             Call::Bind { .. } => Kind::Bind,
             Call::Map { .. } => Kind::Map,
             Call::Written { .. } => Kind::Written,
-            Call::Unmap { .. } => Kind::Unmap,
+            Call::Unmap(_) => Kind::Unmap,
             Call::BeginQuery(_) => Kind::BeginQuery,
             Call::EndQuery(_) => Kind::EndQuery,
             Call::Finish { .. } => Kind::Finish,
@@ -351,6 +363,7 @@ impl<C> Call<'_, C> {
             Call::Blt(_) => Kind::Blt,
             Call::Rotate { .. } => Kind::Rotate,
             Call::DestroyDevice => Kind::DestroyDevice,
+            Call::MapUnmap { .. } => Kind::MapUnmap,
         }
     }
 
@@ -407,17 +420,7 @@ pub(crate) fn encode_call<C>(
             encode_resource(&desc, enc);
             enc.u64(made);
         }
-        Call::DestroyPrimary(h) => enc.object(h),
-        Call::Unmap { resource, written } => {
-            enc.object(resource);
-            match written {
-                Some(bytes) => {
-                    enc.u8(1);
-                    enc.bytes(bytes);
-                }
-                None => enc.u8(0),
-            }
-        }
+        Call::DestroyPrimary(h) | Call::Unmap(h) => enc.object(h),
         Call::Command(ref c) => command(c, enc),
         Call::Update {
             resource,
@@ -489,6 +492,22 @@ pub(crate) fn encode_call<C>(
             for h in resources.iter().take(usize::from(count)).flatten() {
                 enc.object(*h);
             }
+        }
+        Call::MapUnmap {
+            resource,
+            ty,
+            flags,
+            written,
+            unmap_seq,
+            unmap_outcome,
+        } => {
+            enc.object(resource);
+            enc.u8(map_type_code(ty));
+            enc.u32(flags.bits());
+            enc.bytes(written);
+            // Last: patched when the Unmap ends.
+            enc.u64(unmap_seq);
+            enc.u8(unmap_outcome.code());
         }
         Call::Abandon | Call::Flush | Call::EndFrame | Call::ClearState | Call::DestroyDevice => {}
     }
@@ -588,14 +607,7 @@ pub fn decode_record<'a, C: CaptureCommand>(
             resource: dec.object()?,
             bytes: dec.bytes()?,
         },
-        Kind::Unmap => Call::Unmap {
-            resource: dec.object()?,
-            written: match dec.u8()? {
-                0 => None,
-                1 => Some(dec.bytes()?),
-                _ => return Err(dec.error("whether the Unmap carries the Map's bytes")),
-            },
-        },
+        Kind::Unmap => Call::Unmap(dec.object()?),
         Kind::BeginQuery => Call::BeginQuery(dec.object()?),
         Kind::EndQuery => Call::EndQuery(dec.object()?),
         Kind::Finish => Call::Finish {
@@ -670,6 +682,23 @@ pub fn decode_record<'a, C: CaptureCommand>(
             Call::Rotate { count, resources }
         }
         Kind::DestroyDevice => Call::DestroyDevice,
+        Kind::MapUnmap => {
+            let resource = dec.object()?;
+            let ty = map_type_of(dec.u8()?).ok_or(dec.error("a Map type"))?;
+            let flags = MapFlags::from_bits(dec.u32()?).ok_or(dec.error("a Map's flags"))?;
+            let written = dec.bytes()?;
+            let unmap_seq = dec.u64()?;
+            let code = dec.u8()?;
+            let unmap_outcome = Outcome::of_code(code).ok_or(dec.error("an outcome"))?;
+            Call::MapUnmap {
+                resource,
+                ty,
+                flags,
+                written,
+                unmap_seq,
+                unmap_outcome,
+            }
+        }
     };
     dec.finish()?;
     Ok(Record { seq, outcome, call })

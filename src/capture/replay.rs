@@ -118,6 +118,8 @@ struct Stream<'a> {
     next: usize,
     /// Lists finished so far (a deferred context's).
     finished: u64,
+    /// The record at `next` is a [`Call::MapUnmap`] whose Map is replayed already.
+    unmap_due: bool,
 }
 
 /// Replays the capture `bytes` through `device` and its immediate context `ic`, which should
@@ -168,6 +170,7 @@ where
                     frames: Vec::new(),
                     next: 0,
                     finished: 0,
+                    unmap_due: false,
                 })
                 .frames
                 .push(f),
@@ -212,6 +215,15 @@ struct Replayer<'r, 'a, D: Driver, K: Kernel> {
 /// How many streams deep a replay goes to finish the lists executes name: a capture asks
 /// at most one per level of nested lists.
 const MAX_NESTING: usize = 64;
+
+/// A [`Call::MapUnmap`]'s Unmap's `seq`: the payload's last 9 bytes but one.
+fn unmap_seq_of(frame: &Frame<'_>) -> u64 {
+    let p = frame.payload;
+    match p.len().checked_sub(9).and_then(|at| p.get(at..at + 8)) {
+        Some(b) => u64::from_le_bytes(b.try_into().expect("8 bytes")),
+        None => 0,
+    }
+}
 
 /// A record's `seq` (a context stream's), without decoding the rest.
 fn seq_of(frame: &Frame<'_>) -> u64 {
@@ -277,13 +289,22 @@ where
             let Some(&frame) = s.frames.get(s.next) else {
                 return Ok(());
             };
-            if until_finish.is_none() && seq_of(&frame) > bound {
+            // A Map and its Unmap in one record replay in two halves, each at its turn.
+            let (half, due) = match s.unmap_due {
+                true => (true, unmap_seq_of(&frame)),
+                false => (false, seq_of(&frame)),
+            };
+            if until_finish.is_none() && due > bound {
                 return Ok(());
             }
             // The record after it, if it holds what a Map's bytes were written to.
             let written = s.frames.get(s.next + 1).copied();
-            let consumed = self.context_record(&frame, written)?;
+            let consumed = match frame.kind == Kind::MapUnmap as u16 {
+                true => self.map_unmap(&frame, half)?,
+                false => self.context_record(&frame, written)?,
+            };
             let s = self.streams.get_mut(&stream).expect("the stream is there");
+            s.unmap_due = consumed == 0;
             s.next += consumed;
         }
     }
@@ -418,6 +439,57 @@ where
         Ok(consumed)
     }
 
+    /// A [`Call::MapUnmap`]: its Map and the bytes written through it (`half` false;
+    /// answers 0, the record not consumed yet), or its Unmap (answers 1).
+    fn map_unmap(
+        &mut self,
+        frame: &Frame<'_>,
+        half: bool,
+    ) -> core::result::Result<usize, ReplayError> {
+        let record = Self::decode(&self.handles, frame, 0)?;
+        let Call::MapUnmap {
+            resource,
+            ty,
+            flags,
+            written,
+            unmap_outcome,
+            ..
+        } = record.call
+        else {
+            return Err(Self::error(frame, ReplayErrorKind::UnknownContext));
+        };
+        let stream = frame.stream;
+        if half {
+            let replayed: Outcome = match stream {
+                IMMEDIATE_STREAM => (&self.ic.unmap(resource)).into(),
+                _ => match self.dcs.get_mut(&stream) {
+                    Some(dc) => (&dc.unmap(resource)).into(),
+                    None => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
+                },
+            };
+            Self::check(frame, Kind::Unmap, unmap_outcome, replayed)?;
+            return Ok(1);
+        }
+        self.records += 1;
+        let mapped = match stream {
+            IMMEDIATE_STREAM => self.ic.map(resource, ty, flags),
+            _ => match self.dcs.get_mut(&stream) {
+                Some(dc) => dc.map(resource, ty),
+                None => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
+            },
+        };
+        let replayed: Outcome = (&mapped).into();
+        if let Ok(bytes) = mapped {
+            match (ty, written.len() == bytes.len()) {
+                (MapType::Read, _) => {}
+                (_, true) => bytes.copy_from_slice(written),
+                (_, false) => return Err(Self::error(frame, ReplayErrorKind::MapBytes)),
+            }
+        }
+        Self::check(frame, Kind::Map, record.outcome, replayed)?;
+        Ok(0)
+    }
+
     /// After a Map that handed out `bytes`: the next record's bytes written into them, if
     /// it is the application's writes through this Map. Answers whether it was.
     fn write_mapped(
@@ -433,16 +505,16 @@ where
         if ty == MapType::Read {
             return Ok(0);
         }
+        if next.kind != Kind::Written as u16 {
+            return Ok(0);
+        }
         let record = Self::decode(&self.handles, &next, 0)?;
-        // The bytes come in a record of their own (consumed here), or in the Unmap that
-        // follows (replayed next, as any Unmap).
-        let (r, data, consumed) = match record.call {
-            Call::Written { resource, bytes } => (resource, bytes, 1),
-            Call::Unmap {
-                resource,
-                written: Some(bytes),
-            } => (resource, bytes, 0),
-            _ => return Ok(0),
+        let Call::Written {
+            resource: r,
+            bytes: data,
+        } = record.call
+        else {
+            return Ok(0);
         };
         // SAFETY: the memory the Map just handed out, whose borrow of the context ended
         // only to come here: nothing has touched it since, and no call of the context runs
@@ -452,8 +524,8 @@ where
             return Err(Self::error(&next, ReplayErrorKind::MapBytes));
         }
         mapped.copy_from_slice(data);
-        self.records += consumed as u64;
-        Ok(consumed)
+        self.records += 1;
+        Ok(1)
     }
 
     /// Makes sure `list` is finished: its context's records replayed up to its Finish.
@@ -492,7 +564,7 @@ where
                 data,
             } => (&ic.update(resource, offset, data)).into(),
             Call::Bind { point, object } => (&ic.bind(point, object)).into(),
-            Call::Unmap { resource, .. } => (&ic.unmap(resource)).into(),
+            Call::Unmap(r) => (&ic.unmap(r)).into(),
             Call::BeginQuery(q) => (&ic.begin_query(q)).into(),
             Call::EndQuery(q) => (&ic.end_query(q)).into(),
             Call::Execute { list, restoring } => {
@@ -559,7 +631,7 @@ where
                         data,
                     } => (&dc.update(resource, offset, data)).into(),
                     Call::Bind { point, object } => (&dc.bind(point, object)).into(),
-                    Call::Unmap { resource, .. } => (&dc.unmap(resource)).into(),
+                    Call::Unmap(r) => (&dc.unmap(r)).into(),
                     Call::BeginQuery(q) => (&dc.begin_query(q)).into(),
                     Call::EndQuery(q) => (&dc.end_query(q)).into(),
                     Call::Abandon => (&dc.abandon()).into(),

@@ -64,12 +64,6 @@ impl StreamBuffer {
         &mut self.bytes
     }
 
-    /// The payload of the frame that starts at `start`, to patch what it holds.
-    #[inline]
-    pub(crate) fn payload_of(&mut self, start: usize) -> &mut [u8] {
-        &mut self.bytes[start + FRAME_HEADER_LEN..]
-    }
-
     /// Ends the frame that starts at `start`: its length noted. One longer than
     /// [`MAX_PAYLOAD`](super::MAX_PAYLOAD) is taken back (`false`).
     #[inline]

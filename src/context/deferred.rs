@@ -1582,19 +1582,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         ty: crate::map_type::MapType,
         map: impl FnOnce(&mut Self) -> Result<&mut [u8]>,
     ) -> Result<&mut [u8]> {
-        self.capture_begin(Call::Map {
-            resource,
-            ty,
-            flags: crate::map_type::MapFlags::empty(),
-        });
-        let result = map(self).map(|bytes| bytes as *mut [u8]);
-        self.capture_end(&result);
-        let bytes = result?;
+        let flags = crate::map_type::MapFlags::empty();
         if let Some(capture) = &mut self.capture {
-            // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
-            // ended; the capture only notes where they are.
-            capture.mapped(resource, unsafe { &mut *bytes });
+            // SAFETY: first thing in a call of this context, as in `capture_begin`.
+            unsafe { capture.begin_map() }
         }
+        let result = map(self).map(|bytes| bytes as *mut [u8]);
+        if let Some(capture) = &mut self.capture {
+            let bytes = result.as_ref().ok().map(|&b| {
+                // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
+                // ended; the capture only notes where they are.
+                unsafe { &mut *b }
+            });
+            capture.end_map(resource, ty, flags, (&result).into(), bytes);
+        }
+        let bytes = result?;
         // SAFETY: as above: the memory is the Map's, alive until the next call of this
         // context, which the returned borrow of `&mut self` prevents; nothing touched it
         // since `map` handed it out.

@@ -1377,7 +1377,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(super) fn capture_written(&mut self) {
         if let Some(capture) = &mut self.capture {
             // SAFETY: as in `capture_begin`.
-            unsafe { capture.take_written() }
+            unsafe { capture.flush_pending() }
         }
     }
 
@@ -1444,21 +1444,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         flags: crate::map_type::MapFlags,
         map: impl FnOnce(&mut Self) -> Result<&mut [u8]>,
     ) -> Result<&mut [u8]> {
-        self.capture_begin(crate::capture::Call::Map {
-            resource,
-            ty,
-            flags,
-        });
-        let result = map(self).map(|bytes| bytes as *mut [u8]);
-        self.capture_end(&result);
-        let bytes = result?;
         if let Some(capture) = &mut self.capture {
-            if ty != crate::map_type::MapType::Read {
+            // SAFETY: first thing in a call of this context, as in `capture_begin`.
+            unsafe { capture.begin_map() }
+        }
+        let result = map(self).map(|bytes| bytes as *mut [u8]);
+        if let Some(capture) = &mut self.capture {
+            // A READ Map's bytes are not recorded.
+            let bytes = match ty {
+                crate::map_type::MapType::Read => None,
                 // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
                 // ended; the capture only notes where they are.
-                capture.mapped(resource, unsafe { &mut *bytes });
-            }
+                _ => result.as_ref().ok().map(|&b| unsafe { &mut *b }),
+            };
+            capture.end_map(resource, ty, flags, (&result).into(), bytes);
         }
+        let bytes = result?;
         // SAFETY: as above: the memory is the Map's, alive until the next call of this
         // context, which the returned borrow of `&mut self` prevents; nothing touched it
         // since `map` handed it out.

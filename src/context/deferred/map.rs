@@ -373,10 +373,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// written since [`DeferredContext::map_no_overwrite`] are in the discard's bytes).
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         #[cfg(feature = "capture")]
-        self.capture_begin(crate::capture::Call::Unmap {
-            resource,
-            written: None,
-        });
+        self.capture_begin(crate::capture::Call::Unmap(resource));
         let result = self.record(|dc| {
             let map = *dc.open.mapped(resource)?;
             dc.record_unmap(resource, map)?;

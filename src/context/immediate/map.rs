@@ -434,10 +434,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Map stays open, and device destruction ends it.
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
         #[cfg(feature = "capture")]
-        self.capture_begin(Call::Unmap {
-            resource,
-            written: None,
-        });
+        self.capture_begin(Call::Unmap(resource));
         let result = self.unmap_uncaptured(resource);
         #[cfg(feature = "capture")]
         self.capture_end(&result);
