@@ -173,9 +173,23 @@ pub enum Kind {
     DestroyDevice = 33,
     /// [`Call::MapUnmap`].
     MapUnmap = 34,
+    /// [`Call::GammaCaps`].
+    GammaCaps = 35,
+    /// [`Call::SetDisplayMode`].
+    SetDisplayMode = 36,
+    /// [`Call::SetPriority`].
+    SetPriority = 37,
+    /// [`Call::QueryResidency`].
+    QueryResidency = 38,
+    /// [`Call::QuerySignaled`].
+    QuerySignaled = 39,
+    /// [`Call::ResourceIsBusy`].
+    ResourceIsBusy = 40,
+    /// [`Call::Trim`].
+    Trim = 41,
 }
 
-const KINDS: [Kind; 25] = [
+const KINDS: [Kind; 32] = [
     Kind::Create,
     Kind::Destroy,
     Kind::CreateDeferred,
@@ -201,6 +215,13 @@ const KINDS: [Kind; 25] = [
     Kind::Rotate,
     Kind::DestroyDevice,
     Kind::MapUnmap,
+    Kind::GammaCaps,
+    Kind::SetDisplayMode,
+    Kind::SetPriority,
+    Kind::QueryResidency,
+    Kind::QuerySignaled,
+    Kind::ResourceIsBusy,
+    Kind::Trim,
 ];
 
 impl Kind {
@@ -330,6 +351,31 @@ pub enum Call<'a, C> {
         /// What the Unmap answered.
         unmap_outcome: Outcome,
     },
+    /// `gamma_caps`.
+    GammaCaps,
+    /// `set_display_mode`.
+    SetDisplayMode {
+        /// The primary.
+        primary: Handle<Resource>,
+        /// Its subresource.
+        subresource: u32,
+    },
+    /// `set_resource_priority`.
+    SetPriority {
+        /// The resource.
+        resource: Handle<Resource>,
+        /// The priority.
+        priority: u32,
+    },
+    /// `query_resource_residency` of this many resources: recorded, not replayed (it
+    /// changes nothing a later call sees).
+    QueryResidency(u32),
+    /// `query_signaled` (it polls the GPU's progress, which later calls see).
+    QuerySignaled(Handle<Query>),
+    /// `resource_is_busy` (it polls the GPU's progress too).
+    ResourceIsBusy(Handle<Resource>),
+    /// `trim` on either context.
+    Trim,
 }
 
 /// The most resources one recorded rotation names (a swap chain's buffers).
@@ -364,6 +410,13 @@ impl<C> Call<'_, C> {
             Call::Rotate { .. } => Kind::Rotate,
             Call::DestroyDevice => Kind::DestroyDevice,
             Call::MapUnmap { .. } => Kind::MapUnmap,
+            Call::GammaCaps => Kind::GammaCaps,
+            Call::SetDisplayMode { .. } => Kind::SetDisplayMode,
+            Call::SetPriority { .. } => Kind::SetPriority,
+            Call::QueryResidency(_) => Kind::QueryResidency,
+            Call::QuerySignaled(_) => Kind::QuerySignaled,
+            Call::ResourceIsBusy(_) => Kind::ResourceIsBusy,
+            Call::Trim => Kind::Trim,
         }
     }
 
@@ -509,7 +562,27 @@ pub(crate) fn encode_call<C>(
             enc.u64(unmap_seq);
             enc.u8(unmap_outcome.code());
         }
-        Call::Abandon | Call::Flush | Call::EndFrame | Call::ClearState | Call::DestroyDevice => {}
+        Call::SetDisplayMode {
+            primary: resource,
+            subresource: value,
+        }
+        | Call::SetPriority {
+            resource,
+            priority: value,
+        } => {
+            enc.object(resource);
+            enc.u32(value);
+        }
+        Call::QueryResidency(count) => enc.u32(count),
+        Call::QuerySignaled(q) => enc.object(q),
+        Call::ResourceIsBusy(r) => enc.object(r),
+        Call::Abandon
+        | Call::Flush
+        | Call::EndFrame
+        | Call::ClearState
+        | Call::DestroyDevice
+        | Call::GammaCaps
+        | Call::Trim => {}
     }
 }
 
@@ -682,6 +755,19 @@ pub fn decode_record<'a, C: CaptureCommand>(
             Call::Rotate { count, resources }
         }
         Kind::DestroyDevice => Call::DestroyDevice,
+        Kind::GammaCaps => Call::GammaCaps,
+        Kind::SetDisplayMode => Call::SetDisplayMode {
+            primary: dec.object()?,
+            subresource: dec.u32()?,
+        },
+        Kind::SetPriority => Call::SetPriority {
+            resource: dec.object()?,
+            priority: dec.u32()?,
+        },
+        Kind::QueryResidency => Call::QueryResidency(dec.u32()?),
+        Kind::QuerySignaled => Call::QuerySignaled(dec.object()?),
+        Kind::ResourceIsBusy => Call::ResourceIsBusy(dec.object()?),
+        Kind::Trim => Call::Trim,
         Kind::MapUnmap => {
             let resource = dec.object()?;
             let ty = map_type_of(dec.u8()?).ok_or(dec.error("a Map type"))?;

@@ -598,7 +598,22 @@ where
                 self.dcs.clear();
                 (&self.ic.destroy_device()).into()
             }
-            Call::Written { .. } => Outcome::Ok,
+            Call::GammaCaps => (&ic.gamma_caps()).into(),
+            Call::SetDisplayMode {
+                primary,
+                subresource,
+            } => (&ic.set_display_mode(primary, subresource)).into(),
+            Call::SetPriority { resource, priority } => {
+                (&ic.set_resource_priority(resource, priority)).into()
+            }
+            Call::QuerySignaled(q) => (&ic.query_signaled(q)).into(),
+            Call::ResourceIsBusy(r) => (&ic.resource_is_busy(r)).into(),
+            Call::Trim => {
+                ic.trim();
+                Outcome::Ok
+            }
+            // Changes nothing a later call sees; its answer was the application's.
+            Call::QueryResidency(_) | Call::Written { .. } => Outcome::Ok,
             _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
         })
     }
@@ -651,6 +666,10 @@ where
                             self.lists.insert(id, list);
                         }
                         outcome
+                    }
+                    Call::Trim => {
+                        dc.trim();
+                        Outcome::Ok
                     }
                     Call::Written { .. } => Outcome::Ok,
                     _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),

@@ -1306,8 +1306,13 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// given back. The context also does this by itself at the Finish after the immediate
     /// context performed amortised processing, and when it runs out of memory.
     pub fn trim(&mut self) -> usize {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Trim);
         self.sink = Vec::new();
-        self.trim_pools()
+        let trimmed = self.trim_pools();
+        #[cfg(feature = "capture")]
+        self.capture_end(&Ok(()));
+        trimmed
     }
 }
 

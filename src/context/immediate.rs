@@ -908,6 +908,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// recorded in. Like D3D's GetData without DONOTFLUSH, it flushes when that buffer is still
     /// open. A query never ended is an application error.
     pub fn query_signaled(&mut self, query: Handle<Query>) -> Result<bool> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::QuerySignaled(query));
+        let result = self.query_signaled_uncaptured(query);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn query_signaled_uncaptured(&mut self, query: Handle<Query>) -> Result<bool> {
         self.entry(|ic| {
             let end = {
                 let guard = ic.device.shared.registry().ic_guard(&ic.token);
@@ -1107,6 +1117,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// flushes do the first by themselves when they perform amortised processing, and give
     /// back the pool's allocations that sat unused for a while.
     pub fn trim(&mut self) {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::Trim);
+        self.trim_uncaptured();
+        #[cfg(feature = "capture")]
+        self.capture_end(&Ok(()));
+    }
+
+    #[inline(always)]
+    fn trim_uncaptured(&mut self) {
         self.retire.trim();
         let kernel = self.device.shared.kernel();
         self.rename_pool

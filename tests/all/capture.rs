@@ -33,8 +33,16 @@ fn setup(
     mode: ListMode,
     sink: Option<Arc<CaptureSink>>,
 ) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
+    setup_with(Gpu::Immediate, mode, sink)
+}
+
+fn setup_with(
+    gpu: Gpu,
+    mode: ListMode,
+    sink: Option<Arc<CaptureSink>>,
+) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
-        gpu: Gpu::Immediate,
+        gpu,
         command_lists: mode.has_driver_lists(),
         driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::from_env().unwrap()
@@ -78,6 +86,7 @@ fn scene(device: &SoftDevice, ic: &mut SoftImmediate) -> Vec<Handle<Resource>> {
     let staging = device
         .create_resource(desc(256, Usage::Staging, BindFlags::empty()))
         .unwrap();
+    let query = device.create_query(cmdlist::QueryKind::Event).unwrap();
     let mut dcs: Vec<_> = (0..2)
         .map(|_| device.create_deferred_context().unwrap())
         .collect();
@@ -143,6 +152,17 @@ fn scene(device: &SoftDevice, ic: &mut SoftImmediate) -> Vec<Handle<Resource>> {
             src: rings[1],
         })
         .unwrap();
+        // The calls that poll the GPU, ask the kernel, or trim: recorded, and replayed
+        // where a later call could see what they did.
+        ic.end_query(query).unwrap();
+        let _ = ic.query_signaled(query);
+        let _ = ic.resource_is_busy(staging);
+        let _ = ic.set_resource_priority(targets[0], 5);
+        let mut residency = [cmdlist::dxgi::ResidencyStatus::default(); 1];
+        let _ = ic.query_resource_residency(&targets[..1], &mut residency);
+        let _ = ic.gamma_caps();
+        ic.trim();
+        dcs[1].trim();
         ic.flush().unwrap();
     }
     drop(dcs);
@@ -261,4 +281,54 @@ fn executes_that_go_round_in_a_circle_are_unknown_lists() {
     let (device, mut ic, _world) = setup(ListMode::Replayed, None);
     let e = capture::replay(&file, &device, &mut ic).unwrap_err();
     assert_eq!(e.kind, capture::ReplayErrorKind::UnknownList, "{e}");
+}
+
+/// The calls that poll the GPU's progress are replayed, so that a later call that depends
+/// on it answers as it did: with a GPU whose fence completes four polls after a submit, a
+/// staging Map with DO_NOT_WAIT answers WAS_STILL_DRAWING or maps according to how many
+/// `query_signaled` and `resource_is_busy` polls came before it.
+#[test]
+fn the_gpus_progress_replays_with_the_polls_that_made_it() {
+    let mut answers = Vec::new();
+    for polls in 0..5 {
+        let output = Output::default();
+        let sink = CaptureSink::new(output.clone()).unwrap();
+        let (device, mut ic, _world) = setup_with(Gpu::PollLag(4), ListMode::Replayed, Some(sink));
+        let staging = device
+            .create_resource(desc(64, Usage::Staging, BindFlags::empty()))
+            .unwrap();
+        let src = device
+            .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+            .unwrap();
+        let query = device.create_query(cmdlist::QueryKind::Event).unwrap();
+        ic.command(&SoftCommand::Copy { dst: staging, src })
+            .unwrap();
+        ic.end_query(query).unwrap();
+        ic.flush().unwrap();
+        for i in 0..polls {
+            match i % 2 {
+                0 => drop(ic.query_signaled(query)),
+                _ => drop(ic.resource_is_busy(staging)),
+            }
+        }
+        let mapped = ic
+            .map(staging, MapType::Read, MapFlags::DO_NOT_WAIT)
+            .map(drop);
+        answers.push(mapped);
+        if mapped.is_ok() {
+            ic.unmap(staging).unwrap();
+        }
+        ic.flush().unwrap();
+        let capture = output.0.lock().unwrap().clone();
+        let (device, mut ic, _world) = setup_with(Gpu::PollLag(4), ListMode::Replayed, None);
+        let report = capture::replay(&capture, &device, &mut ic)
+            .unwrap_or_else(|e| panic!("{polls} polls ({mapped:?}): {e}"));
+        assert_eq!(report.tail, None);
+    }
+    // Both answers were captured, and replayed.
+    assert!(answers.contains(&Ok(())), "{answers:?}");
+    assert!(
+        answers.contains(&Err(cmdlist::Error::WasStillDrawing)),
+        "{answers:?}"
+    );
 }

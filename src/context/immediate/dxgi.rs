@@ -159,6 +159,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// GetGammaCapsDXGI (R-X2): the driver's gamma control capabilities, checked.
     pub fn gamma_caps(&mut self) -> Result<GammaCaps> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::GammaCaps);
+        let result = self.gamma_caps_uncaptured();
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn gamma_caps_uncaptured(&mut self) -> Result<GammaCaps> {
         self.entry(|ic| ic.device.shared.driver().gamma_caps())
     }
 
@@ -168,6 +178,23 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// resource that is not a primary (`PrimaryMismatch`), not a texture
     /// (`NotDisplayFormat`), or a subresource out of range (`OutOfRange`).
     pub fn set_display_mode(
+        &mut self,
+        primary: Handle<Resource>,
+        subresource: u32,
+    ) -> Result<DisplayModeOutcome> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::SetDisplayMode {
+            primary,
+            subresource,
+        });
+        let result = self.set_display_mode_uncaptured(primary, subresource);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn set_display_mode_uncaptured(
         &mut self,
         primary: Handle<Resource>,
         subresource: u32,
@@ -200,6 +227,20 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         resource: Handle<Resource>,
         priority: u32,
     ) -> Result<()> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::SetPriority { resource, priority });
+        let result = self.set_resource_priority_uncaptured(resource, priority);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn set_resource_priority_uncaptured(
+        &mut self,
+        resource: Handle<Resource>,
+        priority: u32,
+    ) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let view = ic.device.shared.registry().live(resource, guard)?;
@@ -221,6 +262,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// callback: a system-memory (staging) resource, never queried (`InvalidState`), and
     /// `out` not as long as `resources` (`OutOfRange`).
     pub fn query_resource_residency(
+        &mut self,
+        resources: &[Handle<Resource>],
+        out: &mut [ResidencyStatus],
+    ) -> Result<ResidencyFold> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::QueryResidency(
+            u32::try_from(resources.len()).unwrap_or(u32::MAX),
+        ));
+        let result = self.query_resource_residency_uncaptured(resources, out);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn query_resource_residency_uncaptured(
         &mut self,
         resources: &[Handle<Resource>],
         out: &mut [ResidencyStatus],

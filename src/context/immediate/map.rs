@@ -327,6 +327,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// ResourceIsStagingBusy (R-M4): whether a buffer the GPU has not finished uses the
     /// staging resource, the open buffer included (nothing is flushed).
     pub fn resource_is_busy(&mut self, resource: Handle<Resource>) -> Result<bool> {
+        #[cfg(feature = "capture")]
+        self.capture_begin(Call::ResourceIsBusy(resource));
+        let result = self.resource_is_busy_uncaptured(resource);
+        #[cfg(feature = "capture")]
+        self.capture_end(&result);
+        result
+    }
+
+    #[inline(always)]
+    fn resource_is_busy_uncaptured(&mut self, resource: Handle<Resource>) -> Result<bool> {
         self.entry(|ic| {
             ic.staging_allocation(resource)?;
             let last = ic.last_buffer_of(resource)?;
