@@ -146,3 +146,9 @@ pub struct ReadmeDoctests;
 #[cfg(all(doctest, feature = "soft"))]
 #[doc = include_str!("../docs/EMBEDDING.md")]
 pub struct EmbeddingDoctests;
+
+/// The capture guide's examples, compiled (and run, but for the one that writes a file) as
+/// doctests.
+#[cfg(all(doctest, feature = "soft", feature = "capture"))]
+#[doc = include_str!("../docs/CAPTURE.md")]
+pub struct CaptureDoctests;

@@ -1,12 +1,16 @@
-//! The capture file format (feature `capture`): what an application recorded, kept as
-//! append-only framed records so that a file cut anywhere, by a crash or a `SIGKILL`, still
-//! reads back to its last whole record (`docs/CAPTURE.md` in the repository).
+//! Capture and replay (feature `capture`, `docs/CAPTURE.md` in the repository): every public
+//! call on a device and its contexts, recorded as append-only framed records that a file cut
+//! anywhere, by a crash or a `SIGKILL`, still reads back to its last whole write, and
+//! replayed through any driver.
 //!
-//! This module is the format's two ends, independent of what the records mean, and the
-//! payload codec the records are written in:
-//! - [`StreamBuffer`]: the frames one context appends, into memory its thread owns (no
-//!   shared write per record), handed to a sink whole ([`StreamBuffer::drain_to`]).
-//! - [`FrameReader`]: the frames of a file, in order, each checked (length bound, checksum,
+//! - [`CaptureSink`]: where a device's capture goes
+//!   ([`DeviceConfig::with_capture`](crate::DeviceConfig::with_capture)). Each context
+//!   appends its own records ([`Call`], with its [`Outcome`]) into memory its thread owns;
+//!   the immediate context writes them at each flush.
+//! - [`replay`]: every call made again through a new device, in an order that keeps every
+//!   order the protocol defines, each checked to answer what it answered ([`ReplayError`]).
+//! - The format's two ends: [`StreamBuffer`], the frames one context appended, and
+//!   [`FrameReader`], the frames of a file, in order, each checked (length bound, checksum,
 //!   reserved bits); a cut or damaged tail is a [`CaptureError`] naming the record and its
 //!   offset, after every whole record before it. Never a panic, and no allocation at all:
 //!   a hostile length is refused before anything is read.

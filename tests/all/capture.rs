@@ -332,3 +332,36 @@ fn the_gpus_progress_replays_with_the_polls_that_made_it() {
         "{answers:?}"
     );
 }
+
+/// What a recorded draw adds to a capture (BENCHMARKS.md quotes it): a Map(DISCARD) of 64
+/// bytes, the bytes, the Unmap (one record) and a command naming two objects (another).
+#[test]
+fn a_draw_adds_162_bytes_to_a_capture() {
+    let size = |draws: usize| {
+        let output = Output::default();
+        let sink = CaptureSink::new(output.clone()).unwrap();
+        let (device, mut ic, _world) = setup(ListMode::Replayed, Some(sink));
+        let constants = device
+            .create_resource(desc(64, Usage::Dynamic, BindFlags::CONSTANT_BUFFER))
+            .unwrap();
+        let dst = device
+            .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        for n in 0..draws {
+            dc.map_discard(constants).unwrap().fill(n as u8);
+            dc.unmap(constants).unwrap();
+            dc.command(SoftCommand::Copy {
+                dst,
+                src: constants,
+            })
+            .unwrap();
+        }
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        let len = output.0.lock().unwrap().len();
+        len
+    };
+    assert_eq!((size(110) - size(10)) / 100, 162);
+}
