@@ -50,7 +50,7 @@ pub use record::{
     decode_record, Call, Kind, ListId, Outcome, Record, CHECKPOINT_STREAM, DEVICE_STREAM,
     FIRST_DEFERRED_STREAM, IMMEDIATE_STREAM, MAX_ROTATED,
 };
-pub use replay::{replay, ReplayError, ReplayErrorKind, ReplayReport};
+pub use replay::{replay, replay_with, ReplayError, ReplayErrorKind, ReplayReport, Timing};
 pub use sink::CaptureSink;
 pub use stream::StreamBuffer;
 

@@ -30,7 +30,7 @@ use crate::driver::Driver;
 use crate::error::Result;
 use crate::handle::{AnyHandle, Handle, Resource};
 use crate::kernel::Kernel;
-use crate::map_type::MapType;
+use crate::map_type::{MapFlags, MapType};
 
 /// Why a replay stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,13 +122,47 @@ struct Stream<'a> {
     unmap_due: bool,
 }
 
+/// How a replay treats the calls whose answer depends on how far the GPU has got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Timing {
+    /// As captured: every call answers exactly as it did. Right for a replay through a
+    /// driver whose GPU progresses as the capturing one's did (the soft driver, set up the
+    /// same way).
+    #[default]
+    Exact,
+    /// Whatever the replaying GPU's pace: a staging Map with DO_NOT_WAIT that answered
+    /// WAS_STILL_DRAWING is not made again (it changed nothing the application could see),
+    /// and one that mapped waits as a Map without the flag does. Right for a replay through
+    /// another driver (a capture of the soft driver replayed on Vulkan).
+    Any,
+}
+
 /// Replays the capture `bytes` through `device` and its immediate context `ic`, which should
-/// be new (the capture's objects are made again on it). Stops at the first call that
-/// answers otherwise than it did when captured, or at a record that is not one.
+/// be new (the capture's objects are made again on it), with [`Timing::Exact`]: see
+/// [`replay_with`].
 pub fn replay<D, K>(
     bytes: &[u8],
     device: &Device<D, K>,
     ic: &mut ImmediateContext<D, K>,
+) -> core::result::Result<ReplayReport, ReplayError>
+where
+    D: Driver,
+    D::Command: CaptureCommand,
+    K: Kernel,
+{
+    replay_with(bytes, device, ic, Timing::Exact)
+}
+
+/// Replays the capture `bytes` through `device` and its immediate context `ic` (new: the
+/// capture's objects are made again on it), the calls that poll the GPU as `timing` says.
+/// Stops at the first call that answers otherwise than it did when captured, or at a record
+/// that is not one.
+pub fn replay_with<D, K>(
+    bytes: &[u8],
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+    timing: Timing,
 ) -> core::result::Result<ReplayReport, ReplayError>
 where
     D: Driver,
@@ -184,6 +218,7 @@ where
         handles: HashMap::new(),
         streams,
         advancing: Vec::new(),
+        timing,
         records: 0,
     };
     for (index, frame) in device_frames.iter().enumerate() {
@@ -209,6 +244,7 @@ struct Replayer<'r, 'a, D: Driver, K: Kernel> {
     /// The streams being replayed, outermost first: one more each time an execute needs a
     /// list another stream finishes.
     advancing: Vec<u32>,
+    timing: Timing,
     records: u64,
 }
 
@@ -416,6 +452,10 @@ where
                     ty,
                     flags,
                 } => {
+                    let Some(flags) = self.poll_flags(flags, record.outcome) else {
+                        // A poll that found the GPU still drawing, not made again.
+                        return Ok(consumed);
+                    };
                     let result = self.ic.map(resource, ty, flags).map(|b| b as *mut [u8]);
                     consumed += self.write_mapped(written, resource, ty, &result)?;
                     (&result).into()
@@ -471,6 +511,7 @@ where
             return Ok(1);
         }
         self.records += 1;
+        let flags = self.poll_flags(flags, record.outcome).unwrap_or(flags);
         let mapped = match stream {
             IMMEDIATE_STREAM => self.ic.map(resource, ty, flags),
             _ => match self.dcs.get_mut(&stream) {
@@ -526,6 +567,17 @@ where
         mapped.copy_from_slice(data);
         self.records += 1;
         Ok(1)
+    }
+
+    /// The flags to replay a Map with, or `None` for a Map not to make again ([`Timing`]).
+    fn poll_flags(&self, flags: MapFlags, captured: Outcome) -> Option<MapFlags> {
+        if self.timing == Timing::Exact || !flags.contains(MapFlags::DO_NOT_WAIT) {
+            return Some(flags);
+        }
+        match captured {
+            Outcome::Err(crate::error::Error::WasStillDrawing) => None,
+            _ => Some(flags - MapFlags::DO_NOT_WAIT),
+        }
     }
 
     /// Makes sure `list` is finished: its context's records replayed up to its Finish.

@@ -24,6 +24,12 @@
 //!   command buffers on the recording threads, the engine replays them into the immediate
 //!   context's primary, or the driver has no command lists. The first line says which.
 //!
+//! * **Replay.** `--replay PATH` (feature `capture`) replays a capture of the soft job
+//!   (`cargo run --release --example frame -- --capture PATH`) on this driver instead, in
+//!   `--mode`, every call checked to answer as captured but the readback's polls, which
+//!   follow this GPU's pace ([`cmdlist::capture::Timing::Any`]), and its last picture against
+//!   docs/frame.png within one code.
+//!
 //! Run: `cargo run -p cmdlist-vulkan --release --example frame -- --out PATH`
 //! (`--mode M`, `--frames N`, `--help`: the usage, exit status 0; a command line it does not
 //! understand: the usage, status 2). Its tests (`cargo test -p cmdlist-vulkan --example
@@ -58,6 +64,9 @@ struct Options {
     mode: ListMode,
     /// `--frames N` (more than `WARMUP`), else `FRAMES`.
     frames: u32,
+    /// Replay a capture of the soft job instead of running the scene: `--replay PATH`
+    /// (feature `capture`).
+    replay: Option<PathBuf>,
 }
 
 /// What the command line asks the program to do.
@@ -71,6 +80,7 @@ enum Command {
 
 const USAGE: &str = "\
 usage: frame [--mode replayed|driver-built|emulated] [--out PATH] [--frames N]
+             [--replay PATH]
 
 Runs the soft job's frames on the Vulkan driver (a Vulkan 1.2 device: lavapipe will do),
 checks the lists' bytes against the soft driver's every frame and the last picture against
@@ -82,6 +92,8 @@ docs/frame.png.
                  emulated      a driver without command lists; the engine emulates them
   --out PATH   the last presented frame as a PNG (default frame-vulkan.png)
   --frames N   frames to run, more than the 2 warm-up frames (default 8)
+  --replay P   replay a capture of the soft job (its --capture) on this driver instead,
+               and check its last picture against docs/frame.png (feature capture)
   -h, --help   print this and exit";
 
 impl Options {
@@ -90,18 +102,20 @@ impl Options {
             out: "frame-vulkan.png".into(),
             mode: ListMode::DriverBuilt,
             frames: FRAMES,
+            replay: None,
         };
         while let Some(flag) = args.next() {
             if flag == "--help" || flag == "-h" {
                 return Ok(Command::Help);
             }
-            if !["--out", "--mode", "--frames"].contains(&flag.as_str()) {
+            if !["--out", "--mode", "--frames", "--replay"].contains(&flag.as_str()) {
                 return Err(format!("unknown argument {flag:?}"));
             }
             let value = args.next().ok_or(format!("{flag} needs a value"))?;
             match flag.as_str() {
                 "--out" => options.out = value.into(),
                 "--mode" => options.mode = shared::parse_mode(&value)?,
+                "--replay" => options.replay = Some(value.into()),
                 _ => {
                     options.frames = value
                         .parse()
@@ -353,6 +367,90 @@ fn run(options: &Options) -> Res<Option<Summary>> {
     }))
 }
 
+/// `--replay PATH`: a capture of the soft job replayed on this driver in `--mode`, every
+/// call checked to answer as captured but the readback's polls, which follow this GPU's pace
+/// ([`cmdlist::capture::Timing::Any`]); the last presented picture within one code of
+/// docs/frame.png, and the same checks after `destroy_device` as the job's.
+#[cfg(feature = "capture")]
+fn replay(options: &Options, path: &std::path::Path) -> Res<Option<Summary>> {
+    use cmdlist::capture::{self, Timing};
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let config = DeviceConfig::default()
+        .with_retire_clock(Clock::Completed)
+        .with_list_clock(Clock::Completed);
+    let (device, mut ic, world) =
+        match cmdlist_vulkan::device(VulkanConfig::for_mode(options.mode), config) {
+            Ok(made) => made,
+            Err(e) => {
+                eprintln!("frame: no Vulkan device: {e}");
+                return Ok(None);
+            }
+        };
+    let report = capture::replay_with(&bytes, &device, &mut ic, Timing::Any)?;
+    if let Some(tail) = report.tail {
+        println!("replay: the capture ends early: {tail}");
+    }
+    let presents = capture::FrameReader::new(&bytes)?
+        .filter_map(Result::ok)
+        .filter(|f| f.kind == capture::Kind::Present as u16)
+        .count();
+    let mut history = shared::History::default();
+    for _ in 0..presents {
+        history.push(Vec::new());
+    }
+    let screen = world.screen().ok_or("the capture presents nothing")?;
+    let execute_commands = world.execute_commands();
+    drop(report);
+    if !ic.device().is_removed() {
+        ic.destroy_device()?;
+    }
+    let (violations, messages) = (world.violations(), world.validation_messages());
+    let left = world.live_allocations() + world.zombie_allocations();
+    if !violations.is_empty() || !messages.is_empty() || left != 0 {
+        return Err(format!(
+            "after the replay: {violations:?}, validation {messages:?}, {left} allocation(s) left"
+        )
+        .into());
+    }
+    let (width, height, rgba) = shared::picture(&screen, &history);
+    write_png(&options.out, width, height, &rgba)?;
+    let (max, count) = difference(&rgba, &read_png(REFERENCE_PNG)?)?;
+    println!(
+        "replay: {} records of {} on the Vulkan driver ({} lists), {presents} presents; against \
+         docs/frame.png: max difference {max} code(s), {count} bytes differ; the last in {}",
+        report_records(&bytes),
+        path.display(),
+        shared::mode_name(options.mode),
+        options.out.display()
+    );
+    if max > 1 {
+        return Err("the picture differs from docs/frame.png by more than one code".into());
+    }
+    Ok(Some(Summary {
+        mode: options.mode,
+        screen_diff: max,
+        against_docs: Some((max, count)),
+        execute_commands,
+    }))
+}
+
+/// The records of a capture, whole ones.
+#[cfg(feature = "capture")]
+fn report_records(bytes: &[u8]) -> usize {
+    cmdlist::capture::FrameReader::new(bytes)
+        .map(|r| r.filter_map(Result::ok).count())
+        .unwrap_or(0)
+}
+
+/// `--replay` without the feature that replays.
+#[cfg(not(feature = "capture"))]
+fn replay(_: &Options, _: &std::path::Path) -> Res<Option<Summary>> {
+    Err(
+        "--replay needs the feature `capture`: cargo run -p cmdlist-vulkan --features capture ..."
+            .into(),
+    )
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -368,7 +466,11 @@ fn main() {
             exit(2);
         }
     };
-    match run(&options) {
+    let job = match &options.replay {
+        Some(path) => replay(&options, path),
+        None => run(&options),
+    };
+    match job {
         Ok(Some(s)) => println!(
             "frame: OK (lists {}; screens within {} code(s) of the soft driver's; against \
              docs/frame.png {:?}; {} vkCmdExecuteCommands)",

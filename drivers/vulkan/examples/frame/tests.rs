@@ -25,6 +25,7 @@ fn job(mode: ListMode, frames: u32) -> Option<Summary> {
         out: dir.join(format!("{mode:?}.png")),
         mode,
         frames,
+        replay: None,
     };
     let summary = run(&options).unwrap_or_else(|e| panic!("{mode:?}: the job failed: {e}"));
     assert!(
