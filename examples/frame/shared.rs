@@ -401,7 +401,10 @@ pub fn record(r: &mut impl Recorder, s: &Scene, upload: Handle<Resource>, f: u32
         r.command(read(offset))?;
     }
     r.bind(SRV0, s.srv[w].any())?;
-    r.command(copy(s.back, 96 * w as u64, s.target[w], 8 * f as u64, 160))
+    // From a place that moves with the frame, and wraps before it would read past the
+    // target's end (frame 13 of a longer run).
+    let from = (8 * u64::from(f)) % (TARGET - 160 + 8);
+    r.command(copy(s.back, 96 * w as u64, s.target[w], from, 160))
 }
 
 /// Worker `w`'s `i`-th small list of a frame: one CopyResource (R-R1's example of a small

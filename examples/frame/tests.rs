@@ -67,8 +67,14 @@ fn enclosing<'a>(slices: &'a [Slice], name: &str, tid: u64, ts: u64) -> Option<&
         .find(|s| s.name == name && s.tid == tid && s.start <= ts && ts <= s.end)
 }
 
+/// One job at a time: `tracing` caches whether a span is enabled per call site, for every
+/// thread, so a job without a subscriber running beside the traced one can leave its spans
+/// unrecorded.
+static ONE_JOB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn the_jobs_trace_and_timeline_read_back() {
+    let _alone = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::env::temp_dir().join(format!("cmdlist-frame-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let options = Options {
@@ -532,4 +538,24 @@ fn a_tiles_strip_shows_frame_0_and_its_last_frames_after_the_warm_up() {
     };
     assert_eq!(at(a, 2), FRESH, "tile a, frame 2");
     assert_eq!(at(a, 3), RECYCLED, "tile a, frame 3");
+}
+
+/// A run longer than the default: the scene's copies stay inside their resources whatever
+/// the frame (the 14th frame's read past a target's end before they wrapped).
+#[test]
+fn a_long_run_stays_inside_its_resources() {
+    let _alone = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("cmdlist-frame-long-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = Options {
+        out: dir.join("frame.png"),
+        trace: None,
+        timeline: None,
+        frames: 16,
+        mode: ListMode::Replayed,
+        capture: None,
+        replay: None,
+    };
+    job(&options).unwrap_or_else(|e| panic!("16 frames: {e}"));
+    std::fs::remove_dir_all(dir).unwrap();
 }
