@@ -410,6 +410,8 @@ fn run(options: &Options, dispatch: Option<&Dispatch>) -> Res<cmdlist::ListMode>
     let mut captured = config.clone();
     if let Some(path) = &options.capture {
         let sink = CaptureSink::create(path).map_err(|e| cannot_write(path, e))?;
+        // Each present's picture kept as a checksum, which the replay compares.
+        sink.check_presents(true);
         captured = captured.with_capture(sink);
     }
     let (device, mut ic, world) = soft::device(soft(Gpu::PollLag(2)), captured)?;
@@ -623,10 +625,12 @@ fn replay(options: &Options, path: &Path) -> Res {
     let (width, height, picture) = shared::picture(&screen, &history);
     write_png(&options.out, width, height, &picture)?;
     println!(
-        "replay: {} records of {} through {} lists, {presents} presents; the last in {}",
+        "replay: {} records of {} through {} lists, {presents} presents ({} found the same \
+         as captured); the last in {}",
         report.records,
         path.display(),
         mode_name(options.mode),
+        report.presents_checked,
         options.out.display()
     );
     drop(report);

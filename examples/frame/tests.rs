@@ -559,3 +559,56 @@ fn a_long_run_stays_inside_its_resources() {
     job(&options).unwrap_or_else(|e| panic!("16 frames: {e}"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// The job captured (its presents checked), replayed through the soft driver in another
+/// list mode: every present's picture found the same. With one present's recorded checksum
+/// changed, the replay stops there and names that record.
+#[test]
+fn a_captured_job_replays_and_a_changed_picture_is_named() {
+    use cmdlist::capture::{self, FrameReader, Kind, ReplayErrorKind, StreamBuffer};
+    let _alone = ONE_JOB.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::env::temp_dir().join(format!("cmdlist-frame-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let options = Options {
+        out: dir.join("frame.png"),
+        trace: None,
+        timeline: None,
+        frames: 3,
+        mode: ListMode::DriverBuilt,
+        capture: Some(dir.join("frame.capture")),
+        replay: None,
+    };
+    job(&options).unwrap_or_else(|e| panic!("the captured job: {e}"));
+    let bytes = std::fs::read(dir.join("frame.capture")).unwrap();
+    let replay = |bytes: &[u8]| {
+        let soft = super::soft_config(ListMode::Replayed, cmdlist::soft::Gpu::PollLag(2));
+        let (device, mut ic, _world) = cmdlist::soft::device(soft, super::device_config()).unwrap();
+        capture::replay(bytes, &device, &mut ic)
+    };
+    let report = replay(&bytes).unwrap_or_else(|e| panic!("the replay: {e}"));
+    assert_eq!(report.presents_checked, 3);
+    // The second present's checksum changed: the frame made whole again.
+    let mut changed = Vec::new();
+    capture::write_header(&mut changed).unwrap();
+    let mut seen = 0;
+    let mut named = None;
+    for frame in FrameReader::new(&bytes).unwrap() {
+        let frame = frame.unwrap();
+        let mut payload = frame.payload.to_vec();
+        if frame.kind == Kind::Checksum as u16 {
+            seen += 1;
+            if seen == 2 {
+                let last = payload.len() - 1;
+                payload[last] ^= 1;
+                named = Some(frame.record);
+            }
+        }
+        let mut out = StreamBuffer::new(frame.stream);
+        assert!(out.push(frame.kind, &payload));
+        out.drain_to(&mut changed).unwrap();
+    }
+    let e = replay(&changed).expect_err("a changed picture");
+    assert!(matches!(e.kind, ReplayErrorKind::Checksum { .. }), "{e}");
+    assert_eq!(Some(e.record), named, "{e}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

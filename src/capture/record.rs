@@ -187,9 +187,11 @@ pub enum Kind {
     ResourceIsBusy = 40,
     /// [`Call::Trim`].
     Trim = 41,
+    /// [`Call::Checksum`].
+    Checksum = 42,
 }
 
-const KINDS: [Kind; 32] = [
+const KINDS: [Kind; 33] = [
     Kind::Create,
     Kind::Destroy,
     Kind::CreateDeferred,
@@ -222,6 +224,7 @@ const KINDS: [Kind; 32] = [
     Kind::QuerySignaled,
     Kind::ResourceIsBusy,
     Kind::Trim,
+    Kind::Checksum,
 ];
 
 impl Kind {
@@ -376,6 +379,15 @@ pub enum Call<'a, C> {
     ResourceIsBusy(Handle<Resource>),
     /// `trim` on either context.
     Trim,
+    /// Not a call: the presented surface's bytes after a present, as a CRC-32, where the
+    /// sink checks presents ([`crate::capture::CaptureSink::check_presents`]); the outcome
+    /// is that of reading them (the kernel may not lock the surface's memory).
+    Checksum {
+        /// The surface presented.
+        resource: Handle<Resource>,
+        /// The CRC-32 of its bytes.
+        crc: u32,
+    },
 }
 
 /// The most resources one recorded rotation names (a swap chain's buffers).
@@ -417,6 +429,7 @@ impl<C> Call<'_, C> {
             Call::QuerySignaled(_) => Kind::QuerySignaled,
             Call::ResourceIsBusy(_) => Kind::ResourceIsBusy,
             Call::Trim => Kind::Trim,
+            Call::Checksum { .. } => Kind::Checksum,
         }
     }
 
@@ -574,6 +587,10 @@ pub(crate) fn encode_call<C>(
             enc.u32(value);
         }
         Call::QueryResidency(count) => enc.u32(count),
+        Call::Checksum { resource, crc } => {
+            enc.object(resource);
+            enc.u32(crc);
+        }
         Call::QuerySignaled(q) => enc.object(q),
         Call::ResourceIsBusy(r) => enc.object(r),
         Call::Abandon
@@ -768,6 +785,10 @@ pub fn decode_record<'a, C: CaptureCommand>(
         Kind::QuerySignaled => Call::QuerySignaled(dec.object()?),
         Kind::ResourceIsBusy => Call::ResourceIsBusy(dec.object()?),
         Kind::Trim => Call::Trim,
+        Kind::Checksum => Call::Checksum {
+            resource: dec.object()?,
+            crc: dec.u32()?,
+        },
         Kind::MapUnmap => {
             let resource = dec.object()?;
             let ty = map_type_of(dec.u8()?).ok_or(dec.error("a Map type"))?;

@@ -67,6 +67,14 @@ pub enum ReplayErrorKind {
     /// The bytes written through a Map are not of the resource the Map handed out, or not
     /// of its length.
     MapBytes,
+    /// A presented surface's bytes differ from the capture's: the first present where the
+    /// replay's picture is not the captured one.
+    Checksum {
+        /// The CRC-32 the capture recorded.
+        captured: u32,
+        /// The replay's.
+        replayed: u32,
+    },
 }
 
 impl core::fmt::Display for ReplayError {
@@ -86,6 +94,11 @@ impl core::fmt::Display for ReplayError {
             ReplayErrorKind::UnknownContext => f.write_str("a context the capture never made"),
             ReplayErrorKind::UnknownList => f.write_str("a list the capture never finished"),
             ReplayErrorKind::MapBytes => f.write_str("bytes that do not fit the Map before them"),
+            ReplayErrorKind::Checksum { captured, replayed } => write!(
+                f,
+                "the presented surface's bytes differ from the capture's (CRC-32 {replayed:08x}, \
+                 captured {captured:08x})"
+            ),
         }
     }
 }
@@ -102,6 +115,9 @@ pub struct ReplayReport {
     /// The replaying device's object for each object the capture made (by the handle the
     /// capturing device had given it).
     pub objects: HashMap<u64, AnyHandle>,
+    /// Presented surfaces whose bytes were found the same as the capture's
+    /// ([`CaptureSink::check_presents`](crate::capture::CaptureSink::check_presents)).
+    pub presents_checked: u64,
 }
 
 impl ReplayReport {
@@ -220,6 +236,7 @@ where
         advancing: Vec::new(),
         timing,
         records: 0,
+        presents_checked: 0,
     };
     for (index, frame) in device_frames.iter().enumerate() {
         replayer.advance_all(index as u64)?;
@@ -230,6 +247,7 @@ where
         records: replayer.records,
         tail,
         objects: replayer.handles,
+        presents_checked: replayer.presents_checked,
     })
 }
 
@@ -246,6 +264,7 @@ struct Replayer<'r, 'a, D: Driver, K: Kernel> {
     advancing: Vec<u32>,
     timing: Timing,
     records: u64,
+    presents_checked: u64,
 }
 
 /// How many streams deep a replay goes to finish the lists executes name: a capture asks
@@ -460,7 +479,7 @@ where
                     consumed += self.write_mapped(written, resource, ty, &result)?;
                     (&result).into()
                 }
-                call => self.immediate_call(frame, call)?,
+                call => self.immediate_call(frame, call, record.outcome)?,
             }
         } else {
             let Some(dc) = self.dcs.get_mut(&stream) else {
@@ -606,6 +625,7 @@ where
         &mut self,
         frame: &Frame<'_>,
         call: Call<'_, D::Command>,
+        record_outcome: Outcome,
     ) -> core::result::Result<Outcome, ReplayError> {
         let ic = &mut *self.ic;
         Ok(match call {
@@ -663,6 +683,25 @@ where
             Call::Trim => {
                 ic.trim();
                 Outcome::Ok
+            }
+            Call::Checksum { resource, crc } => {
+                // Compared where the replaying GPU keeps the capturing one's pace; the read
+                // waits, as the capture's did.
+                if self.timing != Timing::Exact {
+                    return Ok(record_outcome);
+                }
+                let result = ic.surface_checksum(resource);
+                if let (Ok(replayed), Outcome::Ok) = (result, record_outcome) {
+                    if replayed != crc {
+                        let kind = ReplayErrorKind::Checksum {
+                            captured: crc,
+                            replayed,
+                        };
+                        return Err(Self::error(frame, kind));
+                    }
+                    self.presents_checked += 1;
+                }
+                (&result).into()
             }
             // Changes nothing a later call sees; its answer was the application's.
             Call::QueryResidency(_) | Call::Written { .. } => Outcome::Ok,

@@ -13,6 +13,7 @@ use super::record::{
 };
 use super::stream::{seal, StreamBuffer};
 use crate::primitive::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::AtomicBool;
 
 /// A device's capture: made with [`CaptureSink::new`] (any `Write`) or
 /// [`CaptureSink::create`] (a file), given to the device with
@@ -35,6 +36,8 @@ pub struct CaptureSink {
     device_records: AtomicU64,
     /// The next deferred context's stream.
     next_stream: AtomicU32,
+    /// Whether each present is followed by its surface's checksum.
+    check_presents: AtomicBool,
 }
 
 struct SinkState {
@@ -76,12 +79,26 @@ impl CaptureSink {
             }),
             device_records: AtomicU64::new(0),
             next_stream: AtomicU32::new(FIRST_DEFERRED_STREAM),
+            check_presents: AtomicBool::new(false),
         }))
     }
 
     /// A capture written to a new file at `path` (an existing one is truncated).
     pub fn create(path: impl AsRef<Path>) -> io::Result<Arc<Self>> {
         Self::new(File::create(path)?)
+    }
+
+    /// From now on, each present is followed by a record of its surface's bytes (a CRC-32,
+    /// [`Call::Checksum`]), which a replay compares with its own. Reading them waits for the
+    /// GPU to finish the present, which changes when later calls find it done: a replay
+    /// makes the same waits (with `Timing::Exact`), an uncaptured run does not.
+    pub fn check_presents(&self, on: bool) {
+        self.check_presents.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether presents are checked ([`CaptureSink::check_presents`]).
+    pub(crate) fn checks_presents(&self) -> bool {
+        self.check_presents.load(Ordering::Relaxed)
     }
 
     /// The first error the output answered, if any: nothing was written after it.

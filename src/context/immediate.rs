@@ -1413,6 +1413,29 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
     }
 
+    /// After a present, where the sink checks presents: the surface's checksum recorded.
+    pub(super) fn capture_present_checksum(&mut self, surface: Handle<Resource>) {
+        let checks = self
+            .capture
+            .as_ref()
+            .is_some_and(|capture| capture.sink().checks_presents());
+        if !checks {
+            return;
+        }
+        let result = self.surface_checksum(surface);
+        let crc = *result.as_ref().unwrap_or(&0);
+        if let Some(capture) = &mut self.capture {
+            let call: crate::capture::Call<'_, &D::Command> = crate::capture::Call::Checksum {
+                resource: surface,
+                crc,
+            };
+            // SAFETY: no Map is pending here: the present before it was this context's
+            // call, and recorded any.
+            unsafe { capture.begin(&call) };
+            capture.commit((&result).into());
+        }
+    }
+
     /// Writes everything recorded so far to the capture's output.
     pub(super) fn capture_write_out(&mut self) {
         if let Some(capture) = &mut self.capture {

@@ -65,6 +65,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         #[cfg(feature = "capture")]
         self.capture_end(&result);
         #[cfg(feature = "capture")]
+        if result.is_ok() {
+            self.capture_present_checksum(args.src);
+        }
+        #[cfg(feature = "capture")]
         self.capture_write_out();
         result
     }

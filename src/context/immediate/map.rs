@@ -384,6 +384,32 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
+    /// The CRC-32 of `resource`'s bytes, once the GPU has finished every buffer submitted
+    /// (the present's included): what a capture that checks presents records after each,
+    /// and what its replay compares.
+    #[cfg(feature = "capture")]
+    pub(crate) fn surface_checksum(&mut self, resource: Handle<Resource>) -> Result<u32> {
+        // A resource the application has mapped is locked already (R-C4).
+        self.open.check_map(resource)?;
+        if self.last_submitted > self.completed {
+            self.device
+                .shared
+                .kernel()
+                .wait_for_fence(self.last_submitted)?;
+            self.completed_fence()?;
+        }
+        let allocation = {
+            let guard = self.device.shared.registry().ic_guard(&self.token);
+            let view = self.device.shared.registry().live(resource, guard)?;
+            view.allocation().ok_or(AppError::InvalidState)?
+        };
+        let kernel = self.device.shared.kernel();
+        let mapping = kernel.lock(allocation, LockFlags::READ_ONLY | LockFlags::IGNORE_SYNC)?;
+        let crc = crc32fast::hash(mapping.bytes());
+        kernel.unlock(allocation, mapping);
+        Ok(crc)
+    }
+
     /// Waits until the GPU has run the buffer that carries `resource`'s last Map(DISCARD)
     /// (R-M3), flushing it first if it is the open one.
     fn wait_for_discard(&mut self, resource: Handle<Resource>) -> Result<()> {
