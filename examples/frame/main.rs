@@ -84,7 +84,7 @@ use std::sync::mpsc;
 
 use tracing::Dispatch;
 
-use cmdlist::capture::CaptureSink;
+use cmdlist::capture::{CaptureSink, ReplayOptions, ReplayThreads};
 use cmdlist::soft::{self, Gpu, SoftConfig, SoftDriver, SoftKernel};
 use cmdlist::{Clock, DeviceConfig, ListMode};
 
@@ -112,6 +112,9 @@ struct Options {
     capture: Option<PathBuf>,
     /// Replay a capture instead of running the scene: `--replay PATH`.
     replay: Option<PathBuf>,
+    /// The replay's deferred contexts each on a thread of its own: `--threads per-context`
+    /// (else `one`, all on the replaying thread).
+    threads: ReplayThreads,
 }
 
 /// What the command line asks the program to do.
@@ -126,6 +129,7 @@ enum Command {
 const USAGE: &str = "\
 usage: frame [--mode replayed|driver-built|emulated] [--out PATH] [--trace PATH]
              [--timeline PATH] [--frames N] [--capture PATH | --replay PATH]
+             [--threads one|per-context]
 
 Runs frames of a multithreaded renderer over the soft driver: 3 deferred contexts record
 on their own threads, the immediate context executes their lists, Blts and presents.
@@ -141,6 +145,8 @@ on their own threads, the immediate context executes their lists, Blts and prese
   --capture PATH   record every call on the device and its contexts to PATH
   --replay PATH    replay a capture through the soft driver (in --mode) instead of
                    running the scene, and write its last presented frame to --out
+  --threads T      the replay's deferred contexts: one (all on one thread, the
+                   default) or per-context (each on a thread of its own, as captured)
   -h, --help       print this and exit";
 
 impl Options {
@@ -153,6 +159,7 @@ impl Options {
             mode: ListMode::DriverBuilt,
             capture: None,
             replay: None,
+            threads: ReplayThreads::One,
         };
         while let Some(flag) = args.next() {
             if flag == "--help" || flag == "-h" {
@@ -166,6 +173,7 @@ impl Options {
                 "--mode",
                 "--capture",
                 "--replay",
+                "--threads",
             ];
             if !flags.contains(&flag.as_str()) {
                 return Err(format!("unknown argument {flag:?}"));
@@ -178,6 +186,13 @@ impl Options {
                 "--mode" => options.mode = shared::parse_mode(&value)?,
                 "--capture" => options.capture = Some(value.into()),
                 "--replay" => options.replay = Some(value.into()),
+                "--threads" => {
+                    options.threads = match value.as_str() {
+                        "one" => ReplayThreads::One,
+                        "per-context" => ReplayThreads::PerContext,
+                        _ => return Err(format!("--threads {value:?}: one or per-context")),
+                    }
+                }
                 _ => {
                     options.frames = value
                         .parse()
@@ -608,7 +623,8 @@ fn replay(options: &Options, path: &Path) -> Res {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let (device, mut ic, world) =
         soft::device(soft_config(options.mode, Gpu::PollLag(2)), device_config())?;
-    let report = cmdlist::capture::replay(&bytes, &device, &mut ic)?;
+    let replay = ReplayOptions::default().with_threads(options.threads);
+    let report = cmdlist::capture::replay_with(&bytes, &device, &mut ic, replay)?;
     if let Some(tail) = report.tail {
         println!("replay: the capture ends early: {tail}");
     }

@@ -85,6 +85,7 @@ fn the_jobs_trace_and_timeline_read_back() {
         mode: ListMode::DriverBuilt,
         capture: None,
         replay: None,
+        threads: cmdlist::capture::ReplayThreads::One,
     };
     let captured = job(&options).unwrap_or_else(|e| panic!("the job failed: {e}"));
     let captured = captured.expect("spans captured");
@@ -288,6 +289,8 @@ fn the_command_line_chooses_the_mode_and_the_outputs() {
     assert_eq!(options(&["--capture", "c"]).capture, path("c"));
     assert_eq!(options(&["--replay", "c"]).replay, path("c"));
     assert_eq!((default.capture, default.replay), (None, None));
+    let per_context = cmdlist::capture::ReplayThreads::PerContext;
+    assert_eq!(options(&["--threads", "per-context"]).threads, per_context);
     assert!(matches!(parse(&["--help"]), Ok(Command::Help)));
     // The usage's numbers are the job's.
     for said in [
@@ -312,6 +315,7 @@ fn the_command_line_chooses_the_mode_and_the_outputs() {
         (&["frame.png"], "\"frame.png\""),
         (&["--capture", "a", "--replay", "b"], "one or the other"),
         (&["--replay"], "--replay needs a value"),
+        (&["--threads", "two"], "one or per-context"),
     ] {
         let why = parse(args).expect_err(&format!("{args:?} is refused"));
         assert!(why.contains(named), "{args:?}: {why}");
@@ -555,6 +559,7 @@ fn a_long_run_stays_inside_its_resources() {
         mode: ListMode::Replayed,
         capture: None,
         replay: None,
+        threads: cmdlist::capture::ReplayThreads::One,
     };
     job(&options).unwrap_or_else(|e| panic!("16 frames: {e}"));
     std::fs::remove_dir_all(dir).unwrap();
@@ -577,6 +582,7 @@ fn a_captured_job_replays_and_a_changed_picture_is_named() {
         mode: ListMode::DriverBuilt,
         capture: Some(dir.join("frame.capture")),
         replay: None,
+        threads: cmdlist::capture::ReplayThreads::One,
     };
     job(&options).unwrap_or_else(|e| panic!("the captured job: {e}"));
     let bytes = std::fs::read(dir.join("frame.capture")).unwrap();

@@ -39,6 +39,7 @@ mod frame;
 mod reader;
 mod record;
 mod replay;
+mod replay_host;
 mod sink;
 mod stream;
 
@@ -50,7 +51,10 @@ pub use record::{
     decode_record, Call, Kind, ListId, Outcome, Record, CHECKPOINT_STREAM, DEVICE_STREAM,
     FIRST_DEFERRED_STREAM, IMMEDIATE_STREAM, MAX_ROTATED,
 };
-pub use replay::{replay, replay_with, ReplayError, ReplayErrorKind, ReplayReport, Timing};
+pub use replay::{
+    replay, replay_with, ReplayError, ReplayErrorKind, ReplayOptions, ReplayReport, ReplayThreads,
+    Timing,
+};
 pub use sink::CaptureSink;
 pub use stream::StreamBuffer;
 

@@ -14,6 +14,8 @@
 //! timing.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::Scope;
 
 use super::codec::{CaptureCommand, DecodeError, Decoder};
 use super::error::{CaptureError, CaptureErrorKind};
@@ -22,8 +24,8 @@ use super::record::{
     decode_record, Call, Kind, ListId, Outcome, Record, CHECKPOINT_STREAM, DEVICE_STREAM,
     IMMEDIATE_STREAM,
 };
+use super::replay_host::{ContextHost, Done};
 use crate::context::command_list::CommandList;
-use crate::context::deferred::DeferredContext;
 use crate::context::device::Device;
 use crate::context::immediate::ImmediateContext;
 use crate::driver::Driver;
@@ -67,6 +69,8 @@ pub enum ReplayErrorKind {
     /// The bytes written through a Map are not of the resource the Map handed out, or not
     /// of its length.
     MapBytes,
+    /// The thread a deferred context ran on is gone: a driver hook panicked there.
+    ContextPanicked,
     /// A presented surface's bytes differ from the capture's: the first present where the
     /// replay's picture is not the captured one.
     Checksum {
@@ -94,6 +98,9 @@ impl core::fmt::Display for ReplayError {
             ReplayErrorKind::UnknownContext => f.write_str("a context the capture never made"),
             ReplayErrorKind::UnknownList => f.write_str("a list the capture never finished"),
             ReplayErrorKind::MapBytes => f.write_str("bytes that do not fit the Map before them"),
+            ReplayErrorKind::ContextPanicked => {
+                f.write_str("the deferred context's thread panicked")
+            }
             ReplayErrorKind::Checksum { captured, replayed } => write!(
                 f,
                 "the presented surface's bytes differ from the capture's (CRC-32 {replayed:08x}, \
@@ -154,9 +161,46 @@ pub enum Timing {
     Any,
 }
 
+/// Which threads a replay's deferred contexts run on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReplayThreads {
+    /// All on the replaying thread.
+    #[default]
+    One,
+    /// Each deferred context on a thread of its own, as each ran on its own thread when
+    /// captured: its calls, and the driver's hooks they make, run there. One call at a time,
+    /// in the replay's order (a capture does not keep the threads' timing).
+    PerContext,
+}
+
+/// How a replay runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplayOptions {
+    /// The calls that poll the GPU.
+    pub timing: Timing,
+    /// The deferred contexts' threads.
+    pub threads: ReplayThreads,
+}
+
+impl ReplayOptions {
+    /// With [`ReplayOptions::timing`] set.
+    pub fn with_timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// With [`ReplayOptions::threads`] set.
+    pub fn with_threads(mut self, threads: ReplayThreads) -> Self {
+        self.threads = threads;
+        self
+    }
+}
+
 /// Replays the capture `bytes` through `device` and its immediate context `ic`, which should
-/// be new (the capture's objects are made again on it), with [`Timing::Exact`]: see
-/// [`replay_with`].
+/// be new (the capture's objects are made again on it), with the default options
+/// ([`Timing::Exact`], every context on the calling thread): see [`replay_with`].
 pub fn replay<D, K>(
     bytes: &[u8],
     device: &Device<D, K>,
@@ -167,18 +211,18 @@ where
     D::Command: CaptureCommand,
     K: Kernel,
 {
-    replay_with(bytes, device, ic, Timing::Exact)
+    replay_with(bytes, device, ic, ReplayOptions::default())
 }
 
 /// Replays the capture `bytes` through `device` and its immediate context `ic` (new: the
-/// capture's objects are made again on it), the calls that poll the GPU as `timing` says.
-/// Stops at the first call that answers otherwise than it did when captured, or at a record
-/// that is not one.
+/// capture's objects are made again on it) as `options` say: the calls that poll the GPU
+/// ([`Timing`]), the deferred contexts' threads ([`ReplayThreads`]). Stops at the first call
+/// that answers otherwise than it did when captured, or at a record that is not one.
 pub fn replay_with<D, K>(
     bytes: &[u8],
     device: &Device<D, K>,
     ic: &mut ImmediateContext<D, K>,
-    timing: Timing,
+    options: ReplayOptions,
 ) -> core::result::Result<ReplayReport, ReplayError>
 where
     D: Driver,
@@ -226,36 +270,44 @@ where
                 .push(f),
         }
     }
-    let mut replayer = Replayer {
-        device,
-        ic,
-        dcs: HashMap::new(),
-        lists: HashMap::new(),
-        handles: HashMap::new(),
-        streams,
-        advancing: Vec::new(),
-        timing,
-        records: 0,
-        presents_checked: 0,
-    };
-    for (index, frame) in device_frames.iter().enumerate() {
-        replayer.advance_all(index as u64)?;
-        replayer.device_record(index as u64, frame)?;
-    }
-    replayer.advance_all(u64::MAX)?;
-    Ok(ReplayReport {
-        records: replayer.records,
-        tail,
-        objects: replayer.handles,
-        presents_checked: replayer.presents_checked,
+    std::thread::scope(|scope| {
+        let mut replayer = Replayer {
+            device,
+            ic,
+            dcs: HashMap::new(),
+            lists: HashMap::new(),
+            handles: HashMap::new(),
+            streams,
+            advancing: Vec::new(),
+            timing: options.timing,
+            threads: options.threads,
+            scope,
+            records: 0,
+            presents_checked: 0,
+        };
+        for (index, frame) in device_frames.iter().enumerate() {
+            replayer.advance_all(index as u64)?;
+            replayer.device_record(index as u64, frame)?;
+        }
+        replayer.advance_all(u64::MAX)?;
+        // The contexts' threads end here, before the scope does.
+        replayer.dcs.clear();
+        Ok(ReplayReport {
+            records: replayer.records,
+            tail,
+            objects: core::mem::take(&mut replayer.handles),
+            presents_checked: replayer.presents_checked,
+        })
     })
 }
 
-struct Replayer<'r, 'a, D: Driver, K: Kernel> {
+struct Replayer<'r, 'a, 's, 'env, D: Driver, K: Kernel> {
     device: &'r Device<D, K>,
     ic: &'r mut ImmediateContext<D, K>,
-    dcs: HashMap<u32, DeferredContext<D, K>>,
-    lists: HashMap<ListId, CommandList<D, K>>,
+    dcs: HashMap<u32, ContextHost<'s, D, K>>,
+    /// Lists finished and not dropped yet: shared with a context's thread while it executes
+    /// one.
+    lists: HashMap<ListId, Arc<CommandList<D, K>>>,
     /// The replaying device's object for each of the capture's ids.
     handles: HashMap<u64, AnyHandle>,
     streams: HashMap<u32, Stream<'a>>,
@@ -263,6 +315,8 @@ struct Replayer<'r, 'a, D: Driver, K: Kernel> {
     /// list another stream finishes.
     advancing: Vec<u32>,
     timing: Timing,
+    threads: ReplayThreads,
+    scope: &'s Scope<'s, 'env>,
     records: u64,
     presents_checked: u64,
 }
@@ -289,11 +343,12 @@ fn seq_of(frame: &Frame<'_>) -> u64 {
     }
 }
 
-impl<D, K> Replayer<'_, '_, D, K>
+impl<'a, 's, D, K> Replayer<'_, 'a, 's, '_, D, K>
 where
     D: Driver,
     D::Command: CaptureCommand,
     K: Kernel,
+    'a: 's,
 {
     /// Replays every context record whose call ended before device record `bound` was
     /// appended: the deferred contexts' streams first, in their order, then the immediate
@@ -423,7 +478,8 @@ where
                 let result = self.device.create_deferred_context();
                 let outcome = (&result).into();
                 if let Ok(dc) = result {
-                    self.dcs.insert(stream, dc);
+                    let host = ContextHost::new(dc, self.threads, self.scope);
+                    self.dcs.insert(stream, host);
                 }
                 outcome
             }
@@ -453,8 +509,8 @@ where
     /// bytes written through it are replayed together).
     fn context_record(
         &mut self,
-        frame: &Frame<'_>,
-        written: Option<Frame<'_>>,
+        frame: &Frame<'a>,
+        written: Option<Frame<'a>>,
     ) -> core::result::Result<usize, ReplayError> {
         let record = Self::decode(&self.handles, frame, 0)?;
         self.records += 1;
@@ -482,14 +538,26 @@ where
                 call => self.immediate_call(frame, call, record.outcome)?,
             }
         } else {
-            let Some(dc) = self.dcs.get_mut(&stream) else {
+            if !self.dcs.contains_key(&stream) {
                 return Err(Self::error(frame, ReplayErrorKind::UnknownContext));
-            };
+            }
             match record.call {
                 Call::Map { resource, ty, .. } => {
-                    let result = dc.map(resource, ty).map(|b| b as *mut [u8]);
-                    consumed += self.write_mapped(written, resource, ty, &result)?;
-                    (&result).into()
+                    let data = self.written_after(written, resource, ty, record.outcome)?;
+                    consumed += usize::from(data.is_some());
+                    let host = self.dcs.get_mut(&stream).expect("checked above");
+                    let done = host.run(move |dc| {
+                        let mapped = dc.map(resource, ty);
+                        let mut done = Done::of(&mapped);
+                        if let (Ok(bytes), Some(data)) = (mapped, data) {
+                            match bytes.len() == data.len() {
+                                true => bytes.copy_from_slice(data),
+                                false => done.error = Some(ReplayErrorKind::MapBytes),
+                            }
+                        }
+                        done
+                    });
+                    self.settle(frame, done)?
                 }
                 call => self.deferred_call(frame, call)?,
             }
@@ -502,7 +570,7 @@ where
     /// answers 0, the record not consumed yet), or its Unmap (answers 1).
     fn map_unmap(
         &mut self,
-        frame: &Frame<'_>,
+        frame: &Frame<'a>,
         half: bool,
     ) -> core::result::Result<usize, ReplayError> {
         let record = Self::decode(&self.handles, frame, 0)?;
@@ -522,7 +590,10 @@ where
             let replayed: Outcome = match stream {
                 IMMEDIATE_STREAM => (&self.ic.unmap(resource)).into(),
                 _ => match self.dcs.get_mut(&stream) {
-                    Some(dc) => (&dc.unmap(resource)).into(),
+                    Some(host) => {
+                        let done = host.run(move |dc| Done::of(&dc.unmap(resource)));
+                        self.settle(frame, done)?
+                    }
                     None => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
                 },
             };
@@ -531,23 +602,62 @@ where
         }
         self.records += 1;
         let flags = self.poll_flags(flags, record.outcome).unwrap_or(flags);
-        let mapped = match stream {
-            IMMEDIATE_STREAM => self.ic.map(resource, ty, flags),
+        // The Map, and the bytes written through it copied into what it handed out.
+        let write = move |mapped: Result<&mut [u8]>| {
+            let mut done = Done::<D, K>::of(&mapped);
+            if let (Ok(bytes), false) = (mapped, ty == MapType::Read) {
+                match written.len() == bytes.len() {
+                    true => bytes.copy_from_slice(written),
+                    false => done.error = Some(ReplayErrorKind::MapBytes),
+                }
+            }
+            done
+        };
+        let done = match stream {
+            IMMEDIATE_STREAM => write(self.ic.map(resource, ty, flags)),
             _ => match self.dcs.get_mut(&stream) {
-                Some(dc) => dc.map(resource, ty),
+                Some(host) => host.run(move |dc| write(dc.map(resource, ty))),
                 None => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
             },
         };
-        let replayed: Outcome = (&mapped).into();
-        if let Ok(bytes) = mapped {
-            match (ty, written.len() == bytes.len()) {
-                (MapType::Read, _) => {}
-                (_, true) => bytes.copy_from_slice(written),
-                (_, false) => return Err(Self::error(frame, ReplayErrorKind::MapBytes)),
-            }
-        }
+        let replayed = self.settle(frame, done)?;
         Self::check(frame, Kind::Map, record.outcome, replayed)?;
         Ok(0)
+    }
+
+    /// The bytes written through a deferred context's Map that answered `captured`, if the
+    /// next record (`written`) holds them.
+    fn written_after(
+        &self,
+        written: Option<Frame<'a>>,
+        resource: Handle<Resource>,
+        ty: MapType,
+        captured: Outcome,
+    ) -> core::result::Result<Option<&'a [u8]>, ReplayError> {
+        let Some(next) = written else {
+            return Ok(None);
+        };
+        if next.kind != Kind::Written as u16 || ty == MapType::Read || captured != Outcome::Ok {
+            return Ok(None);
+        }
+        let record = Self::decode(&self.handles, &next, 0)?;
+        match record.call {
+            Call::Written { resource: r, bytes } if r == resource => Ok(Some(bytes)),
+            Call::Written { .. } => Err(Self::error(&next, ReplayErrorKind::MapBytes)),
+            _ => Ok(None),
+        }
+    }
+
+    /// What a deferred context's call answered, or what was wrong with its record.
+    fn settle(
+        &mut self,
+        frame: &Frame<'_>,
+        done: Done<D, K>,
+    ) -> core::result::Result<Outcome, ReplayError> {
+        match done.error {
+            Some(kind) => Err(Self::error(frame, kind)),
+            None => Ok(done.outcome),
+        }
     }
 
     /// After a Map that handed out `bytes`: the next record's bytes written into them, if
@@ -711,62 +821,69 @@ where
 
     fn deferred_call(
         &mut self,
-        frame: &Frame<'_>,
-        call: Call<'_, D::Command>,
+        frame: &Frame<'a>,
+        call: Call<'a, D::Command>,
     ) -> core::result::Result<Outcome, ReplayError> {
         let stream = frame.stream;
-        let outcome: Outcome = match call {
-            Call::Execute { list, restoring } => {
-                let list = self
-                    .lists
+        let list = match call {
+            Call::Execute { list, .. } => Some(
+                self.lists
                     .get(&list)
-                    .ok_or(Self::error(frame, ReplayErrorKind::UnknownList))?;
-                let dc = self.dcs.get_mut(&stream).expect("checked by the caller");
-                match restoring {
-                    true => (&dc.execute_command_list_restoring(list)).into(),
-                    false => (&dc.execute_command_list(list)).into(),
-                }
-            }
-            call => {
-                let dc = self.dcs.get_mut(&stream).expect("checked by the caller");
-                match call {
-                    Call::Command(c) => (&dc.command(c)).into(),
-                    Call::Update {
-                        resource,
-                        offset,
-                        data,
-                    } => (&dc.update(resource, offset, data)).into(),
-                    Call::Bind { point, object } => (&dc.bind(point, object)).into(),
-                    Call::Unmap(r) => (&dc.unmap(r)).into(),
-                    Call::BeginQuery(q) => (&dc.begin_query(q)).into(),
-                    Call::EndQuery(q) => (&dc.end_query(q)).into(),
-                    Call::Abandon => (&dc.abandon()).into(),
-                    Call::Finish { restoring } => {
-                        let result = match restoring {
-                            true => dc.finish_restoring_state(),
-                            false => dc.finish(),
-                        };
-                        let outcome = (&result).into();
-                        if let Ok(list) = result {
-                            let s = self.streams.get_mut(&stream).expect("a stream replayed");
-                            let id = ListId {
-                                stream,
-                                finish: s.finished,
-                            };
-                            s.finished += 1;
-                            self.lists.insert(id, list);
-                        }
-                        outcome
-                    }
-                    Call::Trim => {
-                        dc.trim();
-                        Outcome::Ok
-                    }
-                    Call::Written { .. } => Outcome::Ok,
-                    _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
-                }
-            }
+                    .cloned()
+                    .ok_or(Self::error(frame, ReplayErrorKind::UnknownList))?,
+            ),
+            _ => None,
         };
-        Ok(outcome)
+        let host = self.dcs.get_mut(&stream).expect("checked by the caller");
+        let done = host.run(move |dc| match call {
+            Call::Execute { restoring, .. } => {
+                let list = list.expect("looked up above");
+                Done::of(&match restoring {
+                    true => dc.execute_command_list_restoring(&list),
+                    false => dc.execute_command_list(&list),
+                })
+            }
+            Call::Command(c) => Done::of(&dc.command(c)),
+            Call::Update {
+                resource,
+                offset,
+                data,
+            } => Done::of(&dc.update(resource, offset, data)),
+            Call::Bind { point, object } => Done::of(&dc.bind(point, object)),
+            Call::Unmap(r) => Done::of(&dc.unmap(r)),
+            Call::BeginQuery(q) => Done::of(&dc.begin_query(q)),
+            Call::EndQuery(q) => Done::of(&dc.end_query(q)),
+            Call::Abandon => Done::of(&dc.abandon()),
+            Call::Finish { restoring } => {
+                let result = match restoring {
+                    true => dc.finish_restoring_state(),
+                    false => dc.finish(),
+                };
+                let mut done = Done::of(&result);
+                done.list = result.ok();
+                done
+            }
+            Call::Trim => {
+                dc.trim();
+                Done::of(&Ok(()))
+            }
+            Call::Written { .. } => Done::of(&Ok(())),
+            _ => Done {
+                outcome: Outcome::Ok,
+                list: None,
+                error: Some(ReplayErrorKind::UnknownContext),
+            },
+        });
+        if let Some(list) = done.list {
+            let s = self.streams.get_mut(&stream).expect("a stream replayed");
+            let id = ListId {
+                stream,
+                finish: s.finished,
+            };
+            s.finished += 1;
+            self.lists.insert(id, Arc::new(list));
+            return Ok(done.outcome);
+        }
+        self.settle(frame, done)
     }
 }

@@ -198,10 +198,15 @@ fn captured(mode: ListMode) -> (Vec<u8>, Contents) {
 fn a_capture_replays_to_the_same_bytes_in_every_list_mode() {
     for made_in in ListMode::ALL {
         let (capture, expected) = captured(made_in);
-        for replayed_in in ListMode::ALL {
+        let threads = [
+            capture::ReplayThreads::One,
+            capture::ReplayThreads::PerContext,
+        ];
+        for (replayed_in, threads) in ListMode::ALL.into_iter().zip(threads.into_iter().cycle()) {
             let (device, mut ic, world) = setup(replayed_in, None);
-            let report = capture::replay(&capture, &device, &mut ic)
-                .unwrap_or_else(|e| panic!("{made_in:?} -> {replayed_in:?}: {e}"));
+            let options = capture::ReplayOptions::default().with_threads(threads);
+            let report = capture::replay_with(&capture, &device, &mut ic, options)
+                .unwrap_or_else(|e| panic!("{made_in:?} -> {replayed_in:?} {threads:?}: {e}"));
             assert_eq!(report.tail, None);
             assert!(report.records > 40, "{}", report.records);
             for (captured, bytes) in &expected {
@@ -330,7 +335,8 @@ fn the_gpus_progress_replays_with_the_polls_that_made_it() {
         let exact = capture::replay(&capture, &device, &mut ic);
         assert_eq!(exact.is_ok(), mapped.is_ok(), "{polls} polls: {exact:?}");
         let (device, mut ic, world_any) = setup_with(Gpu::Immediate, ListMode::Replayed, None);
-        let any = capture::replay_with(&capture, &device, &mut ic, capture::Timing::Any)
+        let any = capture::ReplayOptions::default().with_timing(capture::Timing::Any);
+        let any = capture::replay_with(&capture, &device, &mut ic, any)
             .unwrap_or_else(|e| panic!("{polls} polls, any timing: {e}"));
         let read = any.object(staging).unwrap();
         assert_eq!(world_any.read(allocation(&device, read)), Some(vec![0; 64]));
@@ -375,4 +381,60 @@ fn a_draw_adds_162_bytes_to_a_capture() {
         len
     };
     assert_eq!((size(110) - size(10)) / 100, 162);
+}
+
+/// `ReplayThreads::PerContext`: each deferred context's calls, and the driver's hooks they
+/// make, run on one thread of its own, as when captured; with `One`, all on the replaying
+/// thread. The bytes are the same either way.
+#[test]
+fn a_replay_runs_each_deferred_context_on_a_thread_of_its_own() {
+    let (capture, expected) = captured(ListMode::DriverBuilt);
+    for threads in [
+        capture::ReplayThreads::One,
+        capture::ReplayThreads::PerContext,
+    ] {
+        let config = SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: true,
+            driver_built: true,
+            trace: true,
+            ..SoftConfig::from_env().unwrap()
+        };
+        let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let options = capture::ReplayOptions::default().with_threads(threads);
+        let report = capture::replay_with(&capture, &device, &mut ic, options).unwrap();
+        for (captured, bytes) in &expected {
+            let replayed = report.object(*captured).unwrap();
+            assert_eq!(
+                world.read(allocation(&device, replayed)).as_ref(),
+                Some(bytes)
+            );
+        }
+        let here = std::thread::current().id();
+        let mut by_context: std::collections::HashMap<_, std::collections::HashSet<_>> =
+            Default::default();
+        for event in world.trace() {
+            if let Some(context) = event.context {
+                by_context.entry(context).or_default().insert(event.thread);
+            }
+        }
+        assert_eq!(by_context.len(), 2, "two deferred contexts heard");
+        // Besides the replaying thread (which makes each context, and drops the lists, as
+        // free-threaded calls), each context's own thread, one each.
+        let mut own = std::collections::HashSet::new();
+        for (context, seen) in &by_context {
+            let others: Vec<_> = seen.iter().filter(|&&t| t != here).collect();
+            match threads {
+                capture::ReplayThreads::One => assert!(others.is_empty(), "{context:?}"),
+                _ => {
+                    assert_eq!(others.len(), 1, "{context:?}: {seen:?}");
+                    own.insert(*others[0]);
+                }
+            }
+        }
+        if threads == capture::ReplayThreads::PerContext {
+            assert_eq!(own.len(), 2, "a thread each");
+        }
+        ic.destroy_device().unwrap();
+    }
 }

@@ -386,7 +386,8 @@ fn replay(options: &Options, path: &std::path::Path) -> Res<Option<Summary>> {
                 return Ok(None);
             }
         };
-    let report = capture::replay_with(&bytes, &device, &mut ic, Timing::Any)?;
+    let replay = capture::ReplayOptions::default().with_timing(Timing::Any);
+    let report = capture::replay_with(&bytes, &device, &mut ic, replay)?;
     if let Some(tail) = report.tail {
         println!("replay: the capture ends early: {tail}");
     }
