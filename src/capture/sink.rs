@@ -44,8 +44,11 @@ struct SinkState {
     out: Box<dyn Write + Send>,
     /// The device's stream.
     device: StreamBuffer,
-    /// Frames the contexts handed over, waiting for the next write.
-    handed: Vec<u8>,
+    /// Recordings the deferred contexts handed over (their frames, unsealed), waiting for
+    /// the next write, in the order handed over.
+    handed: Vec<Vec<u8>>,
+    /// Emptied buffers, given back to the contexts that hand theirs over.
+    spare: Vec<Vec<u8>>,
     /// A device record's payload, encoded here before it is framed.
     payload: Vec<u8>,
     /// The first write error, after which nothing more is written.
@@ -74,6 +77,7 @@ impl CaptureSink {
                 out,
                 device: StreamBuffer::new(DEVICE_STREAM),
                 handed: Vec::new(),
+                spare: Vec::new(),
                 payload: Vec::new(),
                 failed: None,
             }),
@@ -162,8 +166,12 @@ impl CaptureSink {
     }
 
     /// A deferred context's frames, handed over at its Finish: written at the next flush.
+    /// Its buffer is swapped with an emptied one (no copy under the lock).
     pub(crate) fn hand_over(&self, frames: &mut StreamBuffer) {
-        frames.hand_over(&mut self.lock().handed);
+        let mut state = self.lock();
+        let spare = state.spare.pop().unwrap_or_default();
+        let full = frames.swap_out(spare);
+        state.handed.push(full);
     }
 
     /// Writes the device's records, the frames handed over and the immediate context's
@@ -173,11 +181,14 @@ impl CaptureSink {
     }
 }
 
+/// Emptied recording buffers a sink keeps for the contexts' next hand-overs.
+const MAX_SPARES: usize = 64;
+
 impl SinkState {
     fn write(&mut self, frames: Option<&mut StreamBuffer>) {
         if self.failed.is_some() {
             self.device.drain_to(&mut io::sink()).ok();
-            self.handed.clear();
+            self.spare.append(&mut self.handed);
             if let Some(frames) = frames {
                 frames.drain_to(&mut io::sink()).ok();
             }
@@ -185,9 +196,13 @@ impl SinkState {
         }
         let written = (|| {
             self.device.drain_to(&mut self.out)?;
-            seal(&mut self.handed);
-            self.out.write_all(&self.handed)?;
-            self.handed.clear();
+            for recording in &mut self.handed {
+                seal(recording);
+                self.out.write_all(recording)?;
+            }
+            // Kept as spares for the next hand-overs, a bounded number.
+            self.spare.append(&mut self.handed);
+            self.spare.truncate(MAX_SPARES);
             if let Some(frames) = frames {
                 frames.drain_to(&mut self.out)?;
             }

@@ -109,12 +109,14 @@ impl StreamBuffer {
         Ok(())
     }
 
-    /// Moves every waiting frame, checksums not filled yet, to the end of `out`, for a
-    /// thread that writes them later ([`seal`] first).
-    pub(crate) fn hand_over(&mut self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.bytes);
-        self.bytes.clear();
+    /// Hands every waiting frame over, checksums not filled yet, for a thread that writes
+    /// them later ([`seal`] first): the buffer's bytes are swapped with `spare` (emptied),
+    /// so handing over copies nothing and the buffer keeps a capacity.
+    pub(crate) fn swap_out(&mut self, spare: Vec<u8>) -> Vec<u8> {
+        let mut spare = spare;
+        spare.clear();
         self.frames = 0;
+        core::mem::replace(&mut self.bytes, spare)
     }
 }
 
