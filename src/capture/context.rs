@@ -156,19 +156,21 @@ impl ContextCapture {
 
     /// A Map of `resource` answered `outcome`, with `bytes` for the application (`None`
     /// for a READ Map's, which it only reads): recorded now if it failed, else with the
-    /// context's next call ([`PendingMap`]).
+    /// context's next call ([`PendingMap`]). `bytes` is the pointer the Map's memory is
+    /// handed out through (no reference is made of it here, so that the application's
+    /// borrow, made from the same pointer, is the only one while it writes).
     pub(crate) fn end_map(
         &mut self,
         resource: Handle<Resource>,
         ty: MapType,
         flags: MapFlags,
         outcome: Outcome,
-        bytes: Option<&mut [u8]>,
+        bytes: Option<*mut [u8]>,
     ) {
         let seq = self.sink.device_records();
         match outcome {
             Outcome::Ok => {
-                let bytes = bytes.and_then(|b| Some((NonNull::new(b.as_mut_ptr())?, b.len())));
+                let bytes = bytes.and_then(|b| Some((NonNull::new(b as *mut u8)?, b.len())));
                 self.pending = Some(PendingMap {
                     resource,
                     ty,

@@ -58,6 +58,9 @@ pub use replay::{
 pub use sink::CaptureSink;
 pub use stream::StreamBuffer;
 
+#[cfg(all(test, feature = "soft"))]
+mod round_trip_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1594,17 +1594,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         let result = map(self).map(|bytes| bytes as *mut [u8]);
         if let Some(capture) = &mut self.capture {
-            let bytes = result.as_ref().ok().map(|&b| {
-                // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
-                // ended; the capture only notes where they are.
-                unsafe { &mut *b }
-            });
+            // Where the bytes are: the capture reads them at the context's next call.
+            let bytes = result.as_ref().ok().copied();
             capture.end_map(resource, ty, flags, (&result).into(), bytes);
         }
         let bytes = result?;
-        // SAFETY: as above: the memory is the Map's, alive until the next call of this
-        // context, which the returned borrow of `&mut self` prevents; nothing touched it
-        // since `map` handed it out.
+        // SAFETY: the memory `map` handed out under the `&mut self` borrow that just ended,
+        // alive until the next call of this context, which the returned borrow of `&mut self`
+        // prevents; nothing touched it since (the capture only noted the pointer, and reads
+        // through it only at that next call).
         Ok(unsafe { &mut *bytes })
     }
 }

@@ -1492,19 +1492,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         let result = map(self).map(|bytes| bytes as *mut [u8]);
         if let Some(capture) = &mut self.capture {
-            // A READ Map's bytes are not recorded.
+            // Where the bytes are, but a READ Map's, which are not recorded.
             let bytes = match ty {
                 crate::map_type::MapType::Read => None,
-                // SAFETY: the bytes `map` handed out under the `&mut self` borrow that just
-                // ended; the capture only notes where they are.
-                _ => result.as_ref().ok().map(|&b| unsafe { &mut *b }),
+                _ => result.as_ref().ok().copied(),
             };
             capture.end_map(resource, ty, flags, (&result).into(), bytes);
         }
         let bytes = result?;
-        // SAFETY: as above: the memory is the Map's, alive until the next call of this
-        // context, which the returned borrow of `&mut self` prevents; nothing touched it
-        // since `map` handed it out.
+        // SAFETY: the memory `map` handed out under the `&mut self` borrow that just ended,
+        // alive until the next call of this context, which the returned borrow of `&mut self`
+        // prevents; nothing touched it since (the capture only noted the pointer, and reads
+        // through it only at that next call).
         Ok(unsafe { &mut *bytes })
     }
 }
