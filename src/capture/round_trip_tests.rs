@@ -70,6 +70,10 @@ fn capture_round_trip_through_the_soft_driver() {
         drop(list);
         ic.map(staging, MapType::Write, MapFlags::empty()).unwrap()[..4].fill(5);
         ic.unmap(staging).unwrap();
+        // A Map of the immediate context's whose bytes are recorded at another call.
+        ic.map(staging, MapType::Write, MapFlags::empty()).unwrap()[4..8].fill(6);
+        ic.end_frame().unwrap();
+        ic.unmap(staging).unwrap();
         ic.flush().unwrap();
         let want = world.read(device.object(target).unwrap().allocation().unwrap());
         let bytes = output.0.lock().unwrap().clone();
@@ -84,6 +88,9 @@ fn capture_round_trip_through_the_soft_driver() {
             let got = world.read(device.object(replayed).unwrap().allocation().unwrap());
             assert_eq!(got, want, "{mode:?} {threads:?}");
             assert_eq!(got.unwrap()[..16], [[3; 8], [4; 8]].concat()[..]);
+            let replayed = report.object(staging).unwrap();
+            let got = world.read(device.object(replayed).unwrap().allocation().unwrap());
+            assert_eq!(got.unwrap()[..8], [5, 5, 5, 5, 6, 6, 6, 6]);
         }
     }
 }
