@@ -463,6 +463,7 @@ pub struct Record<'a, C> {
 /// Writes `call`'s fields (the payload after the sequence number and outcome), with
 /// `command` writing a driver command (a byte saying whether the driver could, then the
 /// command: [`encode_command`]). Objects are written by their handles' bits.
+#[inline]
 pub(crate) fn encode_call<C>(
     call: &Call<'_, C>,
     enc: &mut Encoder<'_>,
@@ -612,6 +613,7 @@ pub(crate) fn checkpoint() -> [u8; crate::capture::FRAME_HEADER_LEN] {
 
 /// Writes a record's payload: the sequence number (context streams only), the outcome,
 /// the call.
+#[inline]
 pub(crate) fn encode_record<C>(
     record: &Record<'_, C>,
     enc: &mut Encoder<'_>,
