@@ -673,16 +673,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Records UpdateSubresource: `data` (copied into the recording's arena) written at byte
     /// `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Update {
-            resource,
-            offset,
-            data,
-        });
-        let result = self.update_inner(resource, offset, data);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::Update {
+                resource,
+                offset,
+                data,
+            },
+            self.update_inner(resource, offset, data)
+        )
     }
 
     fn update_inner(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
@@ -765,22 +764,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Records the Begin of a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::BeginQuery(query));
-        let result = self.record(|dc| dc.query(query, true));
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::BeginQuery(query),
+            self.record(|dc| dc.query(query, true))
+        )
     }
 
     /// Records the End of a query.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::EndQuery(query));
-        let result = self.record(|dc| dc.query(query, false));
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::EndQuery(query),
+            self.record(|dc| dc.query(query, false))
+        )
     }
 
     fn query(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
@@ -1246,12 +1243,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// again afterwards. After device destruction the recording is dropped without a hook
     /// and the answer is [`Error::DeviceRemoved`] (R-D3).
     pub fn abandon(&mut self) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Abandon);
-        let result = self.abandon_recording();
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(self, Call::Abandon, self.abandon_recording())
     }
 
     fn abandon_recording(&mut self) -> Result<()> {

@@ -369,12 +369,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Performs a driver-defined command. Every object it names must be live.
     pub fn command(&mut self, command: &D::Command) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Command(command));
-        let result = self.command_uncaptured(command);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::Command(command),
+            self.command_uncaptured(command)
+        )
     }
 
     #[inline(always)]
@@ -399,16 +398,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// UpdateSubresource: writes `data` at byte `offset` of `resource`.
     pub fn update(&mut self, resource: Handle<Resource>, offset: u64, data: &[u8]) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Update {
-            resource,
-            offset,
-            data,
-        });
-        let result = self.update_uncaptured(resource, offset, data);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::Update {
+                resource,
+                offset,
+                data,
+            },
+            self.update_uncaptured(resource, offset, data)
+        )
     }
 
     #[inline(always)]
@@ -437,12 +435,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Binds `object` at `point`, or unbinds with `None`.
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Bind { point, object });
-        let result = self.bind_uncaptured(point, object);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::Bind { point, object },
+            self.bind_uncaptured(point, object)
+        )
     }
 
     #[inline(always)]
@@ -540,12 +537,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// ClearState: unbinds everything (R-C3; the first step of R-D4's patterns).
     pub fn clear_state(&mut self) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::ClearState);
-        let result = self.clear_state_uncaptured();
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(self, Call::ClearState, self.clear_state_uncaptured())
     }
 
     #[inline(always)]
@@ -560,12 +552,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Begins a query.
     pub fn begin_query(&mut self, query: Handle<Query>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::BeginQuery(query));
-        let result = self.begin_query_uncaptured(query);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::BeginQuery(query),
+            self.begin_query_uncaptured(query)
+        )
     }
 
     #[inline(always)]
@@ -575,12 +566,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Ends a query; an event query is signalled once the GPU has finished this buffer.
     pub fn end_query(&mut self, query: Handle<Query>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::EndQuery(query));
-        let result = self.end_query_uncaptured(query);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::EndQuery(query),
+            self.end_query_uncaptured(query)
+        )
     }
 
     #[inline(always)]
@@ -626,12 +616,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// device; neither it nor a list it executes recorded a Map of a resource this context
     /// has mapped, or begins or ends a query this context began.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Self::execute_call(list, false));
-        let result = self.execute_command_list_uncaptured(list);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Self::execute_call(list, false),
+            self.execute_command_list_uncaptured(list)
+        )
     }
 
     #[inline(always)]
@@ -652,12 +641,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// A bound object the application destroyed meanwhile is bound again all the same (the
     /// binding keeps it, as D3D's references do).
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Self::execute_call(list, true));
-        let result = self.execute_command_list_restoring_uncaptured(list);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Self::execute_call(list, true),
+            self.execute_command_list_restoring_uncaptured(list)
+        )
     }
 
     #[inline(always)]
@@ -908,12 +896,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// recorded in. Like D3D's GetData without DONOTFLUSH, it flushes when that buffer is still
     /// open. A query never ended is an application error.
     pub fn query_signaled(&mut self, query: Handle<Query>) -> Result<bool> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::QuerySignaled(query));
-        let result = self.query_signaled_uncaptured(query);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::QuerySignaled(query),
+            self.query_signaled_uncaptured(query)
+        )
     }
 
     #[inline(always)]
@@ -1083,12 +1070,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The end of a frame (the Present point): performs amortised processing if the frame
     /// went by without it while the context was active (R-A1: never starved for a frame).
     pub fn end_frame(&mut self) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::EndFrame);
-        let result = self.end_frame_uncaptured();
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(self, Call::EndFrame, self.end_frame_uncaptured())
     }
 
     #[inline(always)]

@@ -8,6 +8,20 @@
 //! inside this folder, and everything below it (registry, lists, context-local handles)
 //! depends on none of them.
 
+/// A public call of a context, recorded in the device's capture (feature `capture`): `$call`
+/// (a [`crate::capture::Call`]) starts its record first thing, `$body` makes the call, and its
+/// answer ends the record. Without the feature, `$body` alone.
+macro_rules! captured {
+    ($context:ident, $call:expr, $body:expr) => {{
+        #[cfg(feature = "capture")]
+        $context.capture_begin($call);
+        let result = $body;
+        #[cfg(feature = "capture")]
+        $context.capture_end(&result);
+        result
+    }};
+}
+
 pub(crate) mod amortize;
 pub(crate) mod command_list;
 pub(crate) mod deferred;

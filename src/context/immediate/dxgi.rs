@@ -163,12 +163,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// GetGammaCapsDXGI (R-X2): the driver's gamma control capabilities, checked.
     pub fn gamma_caps(&mut self) -> Result<GammaCaps> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::GammaCaps);
-        let result = self.gamma_caps_uncaptured();
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(self, Call::GammaCaps, self.gamma_caps_uncaptured())
     }
 
     #[inline(always)]
@@ -186,15 +181,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         primary: Handle<Resource>,
         subresource: u32,
     ) -> Result<DisplayModeOutcome> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::SetDisplayMode {
-            primary,
-            subresource,
-        });
-        let result = self.set_display_mode_uncaptured(primary, subresource);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::SetDisplayMode {
+                primary,
+                subresource,
+            },
+            self.set_display_mode_uncaptured(primary, subresource)
+        )
     }
 
     #[inline(always)]
@@ -231,12 +225,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         resource: Handle<Resource>,
         priority: u32,
     ) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::SetPriority { resource, priority });
-        let result = self.set_resource_priority_uncaptured(resource, priority);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::SetPriority { resource, priority },
+            self.set_resource_priority_uncaptured(resource, priority)
+        )
     }
 
     #[inline(always)]
@@ -270,14 +263,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         resources: &[Handle<Resource>],
         out: &mut [ResidencyStatus],
     ) -> Result<ResidencyFold> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::QueryResidency(
-            u32::try_from(resources.len()).unwrap_or(u32::MAX),
-        ));
-        let result = self.query_resource_residency_uncaptured(resources, out);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::QueryResidency(u32::try_from(resources.len()).unwrap_or(u32::MAX),),
+            self.query_resource_residency_uncaptured(resources, out)
+        )
     }
 
     #[inline(always)]
@@ -337,12 +327,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// differ (size, bind flags, usage, texture shape, primary, kernel memory), a resource
     /// mapped on this context. Fewer than two resources rotate nothing.
     pub fn rotate_resource_identities(&mut self, resources: &[Handle<Resource>]) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Self::rotate_call(resources));
-        let result = self.rotate_resource_identities_uncaptured(resources);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Self::rotate_call(resources),
+            self.rotate_resource_identities_uncaptured(resources)
+        )
     }
 
     #[inline(always)]
@@ -518,12 +507,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// refused unless the driver's [`Driver::blt_caps`] include
     /// [`crate::dxgi::BltCaps::ROTATION`].
     pub fn blt(&mut self, args: &BltArgs) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Blt(*args));
-        let result = self.blt_uncaptured(args);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(self, Call::Blt(*args), self.blt_uncaptured(args))
     }
 
     #[inline(always)]

@@ -327,12 +327,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// ResourceIsStagingBusy (R-M4): whether a buffer the GPU has not finished uses the
     /// staging resource, the open buffer included (nothing is flushed).
     pub fn resource_is_busy(&mut self, resource: Handle<Resource>) -> Result<bool> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::ResourceIsBusy(resource));
-        let result = self.resource_is_busy_uncaptured(resource);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::ResourceIsBusy(resource),
+            self.resource_is_busy_uncaptured(resource)
+        )
     }
 
     #[inline(always)]
@@ -469,12 +468,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// [`AppError::StaleHandle`](crate::AppError::StaleHandle), whatever the Map's kind: the
     /// Map stays open, and device destruction ends it.
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Unmap(resource));
-        let result = self.unmap_uncaptured(resource);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(self, Call::Unmap(resource), self.unmap_uncaptured(resource))
     }
 
     #[inline(always)]
