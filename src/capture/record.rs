@@ -626,7 +626,8 @@ pub(crate) fn encode_record<C>(
     encode_call(&record.call, enc, command);
 }
 
-/// Reads a record of `kind` back. `index` is the record's index in the device's stream
+/// Reads a record of `kind` back. Flags keep every bit written, named or not: the call is
+/// made again with what the application passed, and the engine answers as it did. `index` is the record's index in the device's stream
 /// (its `seq` there); `made` reads an object a record makes (a create's id, never mapped).
 /// Whatever the bytes, a record or a [`DecodeError`].
 pub fn decode_record<'a, C: CaptureCommand>(
@@ -688,7 +689,7 @@ pub fn decode_record<'a, C: CaptureCommand>(
         Kind::Map => {
             let resource = dec.object()?;
             let ty = map_type_of(dec.u8()?).ok_or(dec.error("a Map type"))?;
-            let flags = MapFlags::from_bits(dec.u32()?).ok_or(dec.error("a Map's flags"))?;
+            let flags = MapFlags::from_bits_retain(dec.u32()?);
             Call::Map {
                 resource,
                 ty,
@@ -727,7 +728,7 @@ pub fn decode_record<'a, C: CaptureCommand>(
                 src_subresource,
                 dst,
                 dxgi_context: DxgiContext(context),
-                flags: PresentFlags::from_bits(dec.u32()?).ok_or(dec.error("present flags"))?,
+                flags: PresentFlags::from_bits_retain(dec.u32()?),
                 flip_interval: dec.u32()?,
             })
         }
@@ -742,7 +743,7 @@ pub fn decode_record<'a, C: CaptureCommand>(
                 1 => Some(decode_rect(dec)?),
                 _ => return Err(dec.error("whether a Blt has a source rectangle")),
             };
-            let flags = BltFlags::from_bits(dec.u32()?).ok_or(dec.error("Blt flags"))?;
+            let flags = BltFlags::from_bits_retain(dec.u32()?);
             let rotation = match dec.u8()? {
                 0 => Rotation::Unspecified,
                 1 => Rotation::Identity,
@@ -794,7 +795,7 @@ pub fn decode_record<'a, C: CaptureCommand>(
         Kind::MapUnmap => {
             let resource = dec.object()?;
             let ty = map_type_of(dec.u8()?).ok_or(dec.error("a Map type"))?;
-            let flags = MapFlags::from_bits(dec.u32()?).ok_or(dec.error("a Map's flags"))?;
+            let flags = MapFlags::from_bits_retain(dec.u32()?);
             let written = dec.bytes()?;
             let unmap_seq = dec.u64()?;
             let code = dec.u8()?;
@@ -902,7 +903,7 @@ fn encode_resource(d: &ResourceDesc, enc: &mut Encoder<'_>) {
 
 fn decode_resource(dec: &mut Decoder<'_, '_>) -> Result<ResourceDesc, DecodeError> {
     let byte_size = dec.u64()?;
-    let bind = BindFlags::from_bits(dec.u32()?).ok_or(dec.error("bind flags"))?;
+    let bind = BindFlags::from_bits_retain(dec.u32()?);
     let usage = match dec.u8()? {
         0 => Usage::Default,
         1 => Usage::Immutable,
@@ -910,7 +911,7 @@ fn decode_resource(dec: &mut Decoder<'_, '_>) -> Result<ResourceDesc, DecodeErro
         3 => Usage::Staging,
         _ => return Err(dec.error("a usage")),
     };
-    let flags = ResourceFlags::from_bits(dec.u32()?).ok_or(dec.error("resource flags"))?;
+    let flags = ResourceFlags::from_bits_retain(dec.u32()?);
     let texture = match dec.u8()? {
         0 => None,
         1 => Some(Texture2d {
@@ -998,4 +999,175 @@ fn decode_desc<'a>(dec: &mut Decoder<'a, '_>) -> Result<ObjectDesc<'a>, DecodeEr
         }),
         _ => return Err(dec.error("an object description")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bind::{BindClass, BindPoint, Stage};
+    use crate::handle::AnyHandle;
+
+    /// A command of the tests': one object.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Touch(Handle<Resource>);
+
+    impl crate::driver::Command for Touch {
+        fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
+            visit(self.0.any());
+        }
+        const CAPTURABLE: bool = true;
+        fn encode_capture(&self, enc: &mut Encoder<'_>) {
+            enc.object(self.0);
+        }
+    }
+
+    impl CaptureCommand for Touch {
+        fn encode(&self, enc: &mut Encoder<'_>) {
+            enc.object(self.0);
+        }
+        fn decode(dec: &mut Decoder<'_, '_>) -> Result<Self, DecodeError> {
+            Ok(Touch(dec.object()?))
+        }
+    }
+
+    fn handle<T: crate::handle::ObjectKind>(bits: u64) -> Handle<T> {
+        Handle::from_bits(bits).expect("a handle's bits")
+    }
+
+    /// Every kind of record, written and read back, is the record written: flags with bits
+    /// no name has included (a shim passes them on).
+    #[test]
+    fn every_call_round_trips_with_its_unnamed_flag_bits() {
+        let r = handle::<Resource>(0x0001_0000_0000_0007);
+        let q = handle::<Query>(0x0001_0000_0000_0009);
+        let list = ListId {
+            stream: 3,
+            finish: 5,
+        };
+        let rect = Rect {
+            left: 1,
+            top: 2,
+            right: 3,
+            bottom: 4,
+        };
+        let mut rotated = [None; MAX_ROTATED];
+        rotated[0] = Some(r);
+        let desc = ResourceDesc {
+            byte_size: 64,
+            bind: BindFlags::from_bits_retain(0x4000_0000),
+            ..Default::default()
+        };
+        let calls: Vec<Call<'_, Touch>> = vec![
+            Call::Create {
+                desc: ObjectDesc::Resource(desc),
+                made: r.to_bits(),
+            },
+            Call::Destroy(r.any()),
+            Call::CreateDeferred(2),
+            Call::DropList(list),
+            Call::CreatePrimary { desc, made: 9 },
+            Call::DestroyPrimary(r),
+            Call::Command(Touch(r)),
+            Call::Update {
+                resource: r,
+                offset: 8,
+                data: b"bytes",
+            },
+            Call::Bind {
+                point: BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 3),
+                object: Some(r.any()),
+            },
+            Call::Map {
+                resource: r,
+                ty: MapType::Read,
+                flags: MapFlags::from_bits_retain(0x0010_0000 | 0x1),
+            },
+            Call::Written {
+                resource: r,
+                bytes: b"written",
+            },
+            Call::Unmap(r),
+            Call::BeginQuery(q),
+            Call::EndQuery(q),
+            Call::Finish { restoring: true },
+            Call::Abandon,
+            Call::Execute {
+                list,
+                restoring: false,
+            },
+            Call::Flush,
+            Call::EndFrame,
+            Call::ClearState,
+            Call::Present(PresentArgs {
+                src: r,
+                src_subresource: 1,
+                dst: Some((r, 2)),
+                dxgi_context: DxgiContext(77),
+                flags: PresentFlags::from_bits_retain(0x8000_0001),
+                flip_interval: 1,
+            }),
+            Call::Blt(BltArgs {
+                dst: r,
+                dst_subresource: 0,
+                dst_rect: rect,
+                src: r,
+                src_subresource: 1,
+                src_rect: Some(rect),
+                flags: BltFlags::from_bits_retain(0x100 | 0x4),
+                rotation: Rotation::Rotate90,
+            }),
+            Call::Rotate {
+                count: 1,
+                resources: rotated,
+            },
+            Call::DestroyDevice,
+            Call::MapUnmap {
+                resource: r,
+                ty: MapType::WriteDiscard,
+                flags: MapFlags::empty(),
+                written: b"ring",
+                unmap_seq: 12,
+                unmap_outcome: Outcome::Err(Error::Application(AppError::StaleHandle)),
+            },
+            Call::GammaCaps,
+            Call::SetDisplayMode {
+                primary: r,
+                subresource: 0,
+            },
+            Call::SetPriority {
+                resource: r,
+                priority: 5,
+            },
+            Call::QueryResidency(4),
+            Call::QuerySignaled(q),
+            Call::ResourceIsBusy(r),
+            Call::Trim,
+            Call::Checksum {
+                resource: r,
+                crc: 0xDEAD_BEEF,
+            },
+        ];
+        assert_eq!(calls.len(), KINDS.len(), "one of each kind");
+        for (i, call) in calls.into_iter().enumerate() {
+            let kind = call.kind();
+            let record = Record {
+                seq: if call.on_device_stream() {
+                    i as u64
+                } else {
+                    40 + i as u64
+                },
+                outcome: Outcome::Err(Error::WasStillDrawing),
+                call,
+            };
+            let mut bytes = Vec::new();
+            encode_record(&record, &mut Encoder::new(&mut bytes), |c, enc| {
+                encode_command(c, enc)
+            });
+            let mut same = |bits: u64| AnyHandle::from_bits(bits);
+            let mut dec = Decoder::new(&bytes, &mut same);
+            let back = decode_record::<Touch>(kind as u16, i as u64, &mut dec)
+                .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+            assert_eq!(back, record, "{kind:?}");
+        }
+    }
 }

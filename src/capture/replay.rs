@@ -334,6 +334,12 @@ fn unmap_seq_of(frame: &Frame<'_>) -> u64 {
     }
 }
 
+/// Whether a record's outcome (at byte `at` of its payload) was an error: a call that
+/// failed, which a replay need not make again when it cannot (its objects unknown).
+fn refused(payload: &[u8], at: usize) -> bool {
+    payload.get(at).is_some_and(|&code| code != 0)
+}
+
 /// A record's `seq` (a context stream's), without decoding the rest.
 fn seq_of(frame: &Frame<'_>) -> u64 {
     match frame.payload.get(..8) {
@@ -462,7 +468,16 @@ where
         index: u64,
         frame: &Frame<'_>,
     ) -> core::result::Result<(), ReplayError> {
-        let record = Self::decode(&self.handles, frame, index)?;
+        let record = match Self::decode(&self.handles, frame, index) {
+            Ok(record) => record,
+            // As for a context's record: a refused call naming an object the capture never
+            // made is passed over.
+            Err(_) if refused(frame.payload, 0) => {
+                self.records += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         self.records += 1;
         let kind = record.call.kind();
         let replayed: Outcome = match record.call {
@@ -512,11 +527,28 @@ where
         frame: &Frame<'a>,
         written: Option<Frame<'a>>,
     ) -> core::result::Result<usize, ReplayError> {
-        let record = Self::decode(&self.handles, frame, 0)?;
+        let record = match Self::decode(&self.handles, frame, 0) {
+            Ok(record) => record,
+            // A refused call naming an object the capture never made (a forged handle, or
+            // another device's): refused again is all it did, so it is passed over.
+            Err(e) if refused(frame.payload, 8) => {
+                let _ = e;
+                self.records += 1;
+                return Ok(1);
+            }
+            Err(e) => return Err(e),
+        };
         self.records += 1;
         let kind = record.call.kind();
         if let Call::Execute { list, .. } = record.call {
-            self.ensure_list(frame, list)?;
+            match self.ensure_list(frame, list) {
+                Ok(()) => {}
+                // An execute the application was refused, of a list of no capture's.
+                Err(_) if record.outcome != Outcome::Ok && list.stream == DEVICE_STREAM => {
+                    return Ok(1);
+                }
+                Err(e) => return Err(e),
+            }
         }
         let stream = frame.stream;
         let mut consumed = 1;
@@ -775,9 +807,11 @@ where
                 (&ic.rotate_resource_identities(&rotated)).into()
             }
             Call::DestroyDevice => {
-                // The application dropped its deferred contexts before (else the call is
-                // refused): so are the replay's.
-                self.dcs.clear();
+                // Where it succeeded, the application had dropped its deferred contexts:
+                // so are the replay's. Where it was refused, they lived on.
+                if record_outcome == Outcome::Ok {
+                    self.dcs.clear();
+                }
                 (&self.ic.destroy_device()).into()
             }
             Call::GammaCaps => (&ic.gamma_caps()).into(),

@@ -117,9 +117,11 @@ pub(crate) struct ListData<D: Driver, K: Kernel> {
     /// The list's number in the `list` field of its spans (`crate::trace`), given at Finish.
     #[cfg(feature = "trace")]
     pub(crate) trace_id: u64,
-    /// The list's name in the device's capture, given at Finish (feature `capture`).
+    /// The list's name in the device's capture (feature `capture`), given once its Finish
+    /// succeeded: a list a failed Finish made and dropped has none, and its drop is not
+    /// recorded.
     #[cfg(feature = "capture")]
-    pub(crate) capture_id: Option<crate::capture::ListId>,
+    pub(crate) capture_id: std::sync::OnceLock<crate::capture::ListId>,
 }
 
 /// The driver's side of a list between its (recycle-)create and its end. Every list ends
@@ -396,7 +398,7 @@ impl<D: Driver, K: Kernel> core::fmt::Debug for CommandList<D, K> {
 impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
     fn drop(&mut self) {
         let data = self.data();
-        if let (Some(id), Some(sink)) = (data.capture_id, data.device.capture_sink()) {
+        if let (Some(&id), Some(sink)) = (data.capture_id.get(), data.device.capture_sink()) {
             let call = crate::capture::Call::DropList(id);
             sink.device_call(call, crate::capture::Outcome::Ok);
         }
@@ -404,6 +406,21 @@ impl<D: Driver, K: Kernel> Drop for CommandList<D, K> {
 }
 
 impl<D: Driver, K: Kernel> CommandList<D, K> {
+    /// The capture's record of an execute of this list (feature `capture`): by its name, or,
+    /// for a list of no capture's (another device's, which the execute refuses), as no list.
+    #[cfg(feature = "capture")]
+    pub(crate) fn capture_execute_call<C>(
+        &self,
+        restoring: bool,
+    ) -> crate::capture::Call<'static, C> {
+        let none = crate::capture::ListId {
+            stream: crate::capture::DEVICE_STREAM,
+            finish: 0,
+        };
+        let list = self.data().capture_id.get().copied().unwrap_or(none);
+        crate::capture::Call::Execute { list, restoring }
+    }
+
     pub(crate) fn new(node: Box<ListNode<D, K>>) -> Self {
         CommandList {
             list: Shared::new(node),

@@ -1085,10 +1085,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         {
             node.value.trace_id = self.finishing;
         }
-        // The list's name in the capture, counted once the Finish succeeded.
+        // Named in the capture once the Finish succeeded (`capture_finished`).
         #[cfg(feature = "capture")]
         {
-            node.value.capture_id = self.capture.as_ref().map(|c| c.next_list_id());
+            node.value.capture_id = std::sync::OnceLock::new();
         }
         self.lists.made(&node);
         let list = CommandList::new(ScopeGuard::into_inner(node));
@@ -1203,7 +1203,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             #[cfg(feature = "trace")]
             trace_id: 0,
             #[cfg(feature = "capture")]
-            capture_id: None,
+            capture_id: std::sync::OnceLock::new(),
         })
     }
 
@@ -1551,12 +1551,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
     }
 
-    /// Starts the record of an execute of `list`.
+    /// Starts the record of an execute of `list` (one of no capture's, another device's,
+    /// named as no list: the execute refuses it).
     fn capture_execute(&mut self, list: &CommandList<D, K>, restoring: bool) {
-        let Some(list) = list.data().capture_id else {
-            return;
-        };
-        self.capture_begin(Call::Execute { list, restoring });
+        self.capture_begin(list.capture_execute_call(restoring));
     }
 
     /// Ends a Finish's record; a list made takes its name in the capture, and the
@@ -1564,7 +1562,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     fn capture_finished(&mut self, list: &Result<CommandList<D, K>>) {
         self.capture_end(list);
         if let Some(capture) = &mut self.capture {
-            if list.is_ok() {
+            if let Ok(list) = list {
+                let _ = list.data().capture_id.set(capture.next_list_id());
                 capture.count_list();
             }
             capture.hand_over();

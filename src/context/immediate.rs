@@ -1347,6 +1347,9 @@ impl<D: Driver, K: Kernel> Drop for ImmediateContext<D, K> {
                 .kernel()
                 .set_error(ContextId::Immediate, error);
         }
+        // What was recorded since the last flush, written (the drop itself is no call).
+        #[cfg(feature = "capture")]
+        self.capture_write_out();
     }
 }
 
@@ -1430,17 +1433,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         list: &CommandList<D, K>,
         restoring: bool,
     ) -> crate::capture::Call<'static, &'static D::Command> {
-        match list.data().capture_id {
-            Some(list) => crate::capture::Call::Execute { list, restoring },
-            // A list of no capture's (not this device's): refused by the execute.
-            None => crate::capture::Call::Execute {
-                list: crate::capture::ListId {
-                    stream: 0,
-                    finish: 0,
-                },
-                restoring,
-            },
-        }
+        list.capture_execute_call(restoring)
     }
 
     /// The record of a rotation: its resources, up to [`crate::capture::MAX_ROTATED`].

@@ -438,3 +438,91 @@ fn a_replay_runs_each_deferred_context_on_a_thread_of_its_own() {
         ic.destroy_device().unwrap();
     }
 }
+
+/// A Finish that fails after it made its list (the context's renewal refused: without
+/// recycling, the new driver context's creation) drops that list unnamed: the capture
+/// records no drop of it, and the next Finish's list takes the first name.
+#[test]
+fn a_list_a_failed_finish_made_and_dropped_is_not_recorded() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::Device;
+    let run = |plan: &Arc<FaultPlan>, output: Option<Output>| {
+        let config = SoftConfig {
+            command_lists: true,
+            ..SoftConfig::from_env().unwrap()
+        };
+        let (driver, kernel, _world) = inject::new(plan, config);
+        let mut device_config = DeviceConfig::default().with_recycle(false);
+        if let Some(output) = output {
+            device_config = device_config.with_capture(CaptureSink::new(output).unwrap());
+        }
+        let (device, mut ic) = Device::new(driver, kernel, device_config).unwrap();
+        let target = device
+            .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        let fill = SoftCommand::Fill {
+            dst: target,
+            value: 1,
+        };
+        dc.command(fill).unwrap();
+        let mark = plan.calls();
+        let first = dc.finish().map(drop);
+        dc.command(fill).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        drop(list);
+        ic.flush().unwrap();
+        drop(dc);
+        ic.destroy_device().unwrap();
+        (mark, first)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (mark, first) = run(&counting, None);
+    assert_eq!(first, Ok(()));
+    let renewal = counting.log()[mark as usize..]
+        .iter()
+        .position(|h| *h == "create_deferred_context")
+        .expect("Finish renews the context") as u64
+        + mark;
+    let output = Output::default();
+    let plan = Arc::new(FaultPlan::at(
+        renewal,
+        Fault::Error(cmdlist::Error::OutOfMemory),
+    ));
+    let (_, first) = run(&plan, Some(output.clone()));
+    assert!(first.is_err(), "the renewal refused");
+    let bytes = output.0.lock().unwrap().clone();
+    let drops: Vec<_> = capture::FrameReader::new(&bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|f| f.kind == capture::Kind::DropList as u16)
+        .collect();
+    assert_eq!(
+        drops.len(),
+        1,
+        "only the list the application held is dropped"
+    );
+    // Its name: the stream's first list (finish 0).
+    assert_eq!(&drops[0].payload[5..13], &0u64.to_le_bytes());
+}
+
+/// A device destruction refused while a deferred context lived replays as refused: the
+/// replay's contexts live on until the one that succeeded.
+#[test]
+fn a_refused_device_destruction_replays_refused() {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, _world) = setup(ListMode::Replayed, Some(sink));
+    let dc = device.create_deferred_context().unwrap();
+    assert_eq!(
+        ic.destroy_device(),
+        Err(app(AppError::DeferredContextsAlive))
+    );
+    drop(dc);
+    ic.destroy_device().unwrap();
+    let bytes = output.0.lock().unwrap().clone();
+    let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+    let report = capture::replay(&bytes, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.tail, None);
+}

@@ -327,6 +327,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// differ (size, bind flags, usage, texture shape, primary, kernel memory), a resource
     /// mapped on this context. Fewer than two resources rotate nothing.
     pub fn rotate_resource_identities(&mut self, resources: &[Handle<Resource>]) -> Result<()> {
+        // DXGI's swap chains hold at most 16 buffers; a longer rotation cannot be kept.
+        #[cfg(feature = "capture")]
+        if resources.len() > crate::capture::MAX_ROTATED {
+            if let Some(capture) = &self.capture {
+                capture.sink().lost();
+            }
+        }
         captured!(
             self,
             Self::rotate_call(resources),
