@@ -334,6 +334,19 @@ fn unmap_seq_of(frame: &Frame<'_>) -> u64 {
     }
 }
 
+/// A Map's answer, with `data` (what the application wrote through the captured Map, where
+/// it was recorded) copied into the bytes the Map handed out.
+fn filled<D: Driver, K: Kernel>(mapped: Result<&mut [u8]>, data: Option<&[u8]>) -> Done<D, K> {
+    let mut done = Done::of(&mapped);
+    if let (Ok(bytes), Some(data)) = (mapped, data) {
+        match bytes.len() == data.len() {
+            true => bytes.copy_from_slice(data),
+            false => done.error = Some(ReplayErrorKind::MapBytes),
+        }
+    }
+    done
+}
+
 /// Whether a record's outcome (at byte `at` of its payload) was an error: a call that
 /// failed, which a replay need not make again when it cannot (its objects unknown).
 fn refused(payload: &[u8], at: usize) -> bool {
@@ -563,9 +576,10 @@ where
                         // A poll that found the GPU still drawing, not made again.
                         return Ok(consumed);
                     };
-                    let result = self.ic.map(resource, ty, flags).map(|b| b as *mut [u8]);
-                    consumed += self.write_mapped(written, resource, ty, &result)?;
-                    (&result).into()
+                    let data = self.written_after(written, resource, ty, record.outcome)?;
+                    consumed += usize::from(data.is_some());
+                    let done = filled(self.ic.map(resource, ty, flags), data);
+                    self.settle(frame, done)?
                 }
                 call => self.immediate_call(frame, call, record.outcome)?,
             }
@@ -578,17 +592,7 @@ where
                     let data = self.written_after(written, resource, ty, record.outcome)?;
                     consumed += usize::from(data.is_some());
                     let host = self.dcs.get_mut(&stream).expect("checked above");
-                    let done = host.run(move |dc| {
-                        let mapped = dc.map(resource, ty);
-                        let mut done = Done::of(&mapped);
-                        if let (Ok(bytes), Some(data)) = (mapped, data) {
-                            match bytes.len() == data.len() {
-                                true => bytes.copy_from_slice(data),
-                                false => done.error = Some(ReplayErrorKind::MapBytes),
-                            }
-                        }
-                        done
-                    });
+                    let done = host.run(move |dc| filled(dc.map(resource, ty), data));
                     self.settle(frame, done)?
                 }
                 call => self.deferred_call(frame, call)?,
@@ -635,20 +639,11 @@ where
         self.records += 1;
         let flags = self.poll_flags(flags, record.outcome).unwrap_or(flags);
         // The Map, and the bytes written through it copied into what it handed out.
-        let write = move |mapped: Result<&mut [u8]>| {
-            let mut done = Done::<D, K>::of(&mapped);
-            if let (Ok(bytes), false) = (mapped, ty == MapType::Read) {
-                match written.len() == bytes.len() {
-                    true => bytes.copy_from_slice(written),
-                    false => done.error = Some(ReplayErrorKind::MapBytes),
-                }
-            }
-            done
-        };
+        let data = (ty != MapType::Read).then_some(written);
         let done = match stream {
-            IMMEDIATE_STREAM => write(self.ic.map(resource, ty, flags)),
+            IMMEDIATE_STREAM => filled(self.ic.map(resource, ty, flags), data),
             _ => match self.dcs.get_mut(&stream) {
-                Some(host) => host.run(move |dc| write(dc.map(resource, ty))),
+                Some(host) => host.run(move |dc| filled(dc.map(resource, ty), data)),
                 None => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
             },
         };
@@ -690,44 +685,6 @@ where
             Some(kind) => Err(Self::error(frame, kind)),
             None => Ok(done.outcome),
         }
-    }
-
-    /// After a Map that handed out `bytes`: the next record's bytes written into them, if
-    /// it is the application's writes through this Map. Answers whether it was.
-    fn write_mapped(
-        &mut self,
-        written: Option<Frame<'_>>,
-        resource: Handle<Resource>,
-        ty: MapType,
-        bytes: &Result<*mut [u8]>,
-    ) -> core::result::Result<usize, ReplayError> {
-        let (Some(next), Ok(bytes)) = (written, bytes) else {
-            return Ok(0);
-        };
-        if ty == MapType::Read {
-            return Ok(0);
-        }
-        if next.kind != Kind::Written as u16 {
-            return Ok(0);
-        }
-        let record = Self::decode(&self.handles, &next, 0)?;
-        let Call::Written {
-            resource: r,
-            bytes: data,
-        } = record.call
-        else {
-            return Ok(0);
-        };
-        // SAFETY: the memory the Map just handed out, whose borrow of the context ended
-        // only to come here: nothing has touched it since, and no call of the context runs
-        // until this write is done.
-        let mapped = unsafe { &mut **bytes };
-        if r != resource || data.len() != mapped.len() {
-            return Err(Self::error(&next, ReplayErrorKind::MapBytes));
-        }
-        mapped.copy_from_slice(data);
-        self.records += 1;
-        Ok(1)
     }
 
     /// The flags to replay a Map with, or `None` for a Map not to make again ([`Timing`]).

@@ -656,18 +656,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Records a driver-defined command; opens the context-local handles of the objects it
     /// names on their first use (R-H1, R-H3).
     pub fn command(&mut self, command: D::Command) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Command(&command));
-        let result = self.record(|dc| {
-            dc.reserve_op()?;
-            dc.use_objects_of(&command)?;
-            dc.hear(DeferredCall::Command(&command))?;
-            dc.push_op(Recorded::Command(command));
-            Ok(())
-        });
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::Command(&command),
+            self.record(|dc| {
+                dc.reserve_op()?;
+                dc.use_objects_of(&command)?;
+                dc.hear(DeferredCall::Command(&command))?;
+                dc.push_op(Recorded::Command(command));
+                Ok(())
+            })
+        )
     }
 
     /// Records UpdateSubresource: `data` (copied into the recording's arena) written at byte
@@ -736,18 +735,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Binds `object` at `point` (or unbinds with `None`).
     pub fn bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Bind { point, object });
-        let result = self.record(|dc| {
-            dc.reserve_op()?;
-            if let Some(h) = object {
-                dc.use_object(h, &mut None)?;
-            }
-            dc.record_bind(point, object)
-        });
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            Call::Bind { point, object },
+            self.record(|dc| {
+                dc.reserve_op()?;
+                if let Some(h) = object {
+                    dc.use_object(h, &mut None)?;
+                }
+                dc.record_bind(point, object)
+            })
+        )
     }
 
     /// The bind itself, once its object's handle is open: the state-refresh query answers
@@ -831,15 +829,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// budget, or when executing the recording would replay more operations than
     /// [`crate::DeviceConfig::replay_limit`], nested lists included.
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_execute(list, false);
-        let result = self.record(|dc| {
-            let _span = span!("execute", list = list.data().trace_id);
-            dc.execute_list(list)
-        });
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            list.capture_execute_call(false),
+            self.record(|dc| {
+                let _span = span!("execute", list = list.data().trace_id);
+                dc.execute_list(list)
+            })
+        )
     }
 
     /// ExecuteCommandList with RestoreContextState (R-C3): records the execution of `list`
@@ -853,12 +850,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// execute was recorded, as the runtime's separate calls would: the execute and the
     /// re-binds before it stay.
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_execute(list, true);
-        let result = self.execute_restoring_inner(list);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            list.capture_execute_call(true),
+            self.execute_restoring_inner(list)
+        )
     }
 
     fn execute_restoring_inner(&mut self, list: &CommandList<D, K>) -> Result<()> {
@@ -1549,12 +1545,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if let Some(capture) = &mut self.capture {
             capture.commit(result.into());
         }
-    }
-
-    /// Starts the record of an execute of `list` (one of no capture's, another device's,
-    /// named as no list: the execute refuses it).
-    fn capture_execute(&mut self, list: &CommandList<D, K>, restoring: bool) {
-        self.capture_begin(list.capture_execute_call(restoring));
     }
 
     /// Ends a Finish's record; a list made takes its name in the capture, and the

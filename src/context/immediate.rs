@@ -618,7 +618,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub fn execute_command_list(&mut self, list: &CommandList<D, K>) -> Result<()> {
         captured!(
             self,
-            Self::execute_call(list, false),
+            list.capture_execute_call(false),
             self.execute_command_list_uncaptured(list)
         )
     }
@@ -643,7 +643,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub fn execute_command_list_restoring(&mut self, list: &CommandList<D, K>) -> Result<()> {
         captured!(
             self,
-            Self::execute_call(list, true),
+            list.capture_execute_call(true),
             self.execute_command_list_restoring_uncaptured(list)
         )
     }
@@ -924,11 +924,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Flush: submits the open command buffer if it holds anything, then runs every deferred
     /// destruction and deallocation the clocks allow, *even when the buffer was empty* (R-D2).
     pub fn flush(&mut self) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Flush);
-        let result = self.flush_uncaptured();
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
+        let result = captured!(self, Call::Flush, self.flush_uncaptured());
         #[cfg(feature = "capture")]
         self.capture_write_out();
         result
@@ -1234,11 +1230,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// held are destroyed and deallocated when the device's last reference goes, on that
     /// thread. No hook hears an object after its destroy hook, whatever the threads do.
     pub fn destroy_device(&mut self) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::DestroyDevice);
-        let result = self.destroy_device_uncaptured();
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
+        let result = captured!(self, Call::DestroyDevice, self.destroy_device_uncaptured());
         #[cfg(feature = "capture")]
         self.capture_write_out();
         result
@@ -1426,14 +1418,6 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if let Some(capture) = &mut self.capture {
             capture.write_out();
         }
-    }
-
-    /// The record of an execute of `list`.
-    fn execute_call(
-        list: &CommandList<D, K>,
-        restoring: bool,
-    ) -> crate::capture::Call<'static, &'static D::Command> {
-        list.capture_execute_call(restoring)
     }
 
     /// The record of a rotation: its resources, up to [`crate::capture::MAX_ROTATED`].

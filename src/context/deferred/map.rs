@@ -372,17 +372,16 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Unmap: records the contents written since [`DeferredContext::map_discard`] (those
     /// written since [`DeferredContext::map_no_overwrite`] are in the discard's bytes).
     pub fn unmap(&mut self, resource: Handle<Resource>) -> Result<()> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(crate::capture::Call::Unmap(resource));
-        let result = self.record(|dc| {
-            let map = *dc.open.mapped(resource)?;
-            dc.record_unmap(resource, map)?;
-            // Ended once heard: a refused (or panicking) Unmap leaves the resource mapped.
-            dc.open.unmap(resource).map(|_| ())
-        });
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
-        result
+        captured!(
+            self,
+            crate::capture::Call::Unmap(resource),
+            self.record(|dc| {
+                let map = *dc.open.mapped(resource)?;
+                dc.record_unmap(resource, map)?;
+                // Ended once heard: a refused (or panicking) Unmap leaves the resource mapped.
+                dc.open.unmap(resource).map(|_| ())
+            })
+        )
     }
 
     /// Records an Unmap: the driver hears it, with the contents where the engine kept them.

@@ -59,11 +59,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The surfaces are textures (`NotDisplayFormat` otherwise) with the subresource in range
     /// (`OutOfRange`).
     pub fn present(&mut self, args: &PresentArgs) -> Result<PresentStatus> {
-        #[cfg(feature = "capture")]
-        self.capture_begin(Call::Present(*args));
-        let result = self.present_uncaptured(args);
-        #[cfg(feature = "capture")]
-        self.capture_end(&result);
+        let result = captured!(self, Call::Present(*args), self.present_uncaptured(args));
         #[cfg(feature = "capture")]
         if result.is_ok() {
             self.capture_present_checksum(args.src);
