@@ -211,7 +211,6 @@ impl ContextCapture {
     /// to make that call.
     #[inline]
     pub(crate) unsafe fn flush_pending(&mut self) {
-        self.drop_unfinished();
         if self.pending.is_some() {
             // SAFETY: the caller's contract.
             unsafe { self.record_pending() }

@@ -526,3 +526,103 @@ fn a_refused_device_destruction_replays_refused() {
     let report = capture::replay(&bytes, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.tail, None);
 }
+
+/// A refused call naming an object the capture never made (another device's) replays as
+/// passed over; a rotation longer than DXGI's 16 buffers ends the capture (it cannot be
+/// kept); dropping the immediate context writes what it recorded since its last flush.
+#[test]
+fn foreign_objects_long_rotations_and_a_dropped_immediate_context() {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, _world) = setup(ListMode::Replayed, Some(sink.clone()));
+    let (other, mut other_ic, _other_world) = setup(ListMode::Replayed, None);
+    let foreign = other
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    let target = device
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let copy = SoftCommand::Copy {
+        dst: target,
+        src: foreign,
+    };
+    assert!(dc.command(copy).is_err());
+    assert!(ic.command(&copy).is_err());
+    ic.update(target, 0, &[7; 64]).unwrap();
+    drop(dc);
+    drop(ic);
+    let bytes = output.0.lock().unwrap().clone();
+    let updates = capture::FrameReader::new(&bytes)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|f| f.kind == capture::Kind::Update as u16)
+        .count();
+    assert_eq!(updates, 1, "written when the immediate context was dropped");
+    let (device, mut ic, world) = setup(ListMode::Replayed, None);
+    let report = capture::replay(&bytes, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
+    let replayed = report.object(target).unwrap();
+    assert_eq!(world.read(allocation(&device, replayed)), Some(vec![7; 64]));
+    other_ic.destroy_device().unwrap();
+    ic.destroy_device().unwrap();
+
+    let sink = CaptureSink::new(Output::default()).unwrap();
+    let (device, mut ic, _world) = setup(ListMode::Replayed, Some(sink.clone()));
+    let r = device
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    let _ = ic.rotate_resource_identities(&[r; capture::MAX_ROTATED]);
+    assert_eq!(sink.error(), None, "16 are kept");
+    let _ = ic.rotate_resource_identities(&[r; capture::MAX_ROTATED + 1]);
+    assert_eq!(sink.error(), Some(io::ErrorKind::InvalidData));
+    ic.destroy_device().unwrap();
+}
+
+/// A call whose hook panicked leaves its record unfinished; the context's next call that
+/// records takes it back before it writes (a primary's create between them writes to the
+/// device's stream only), so the immediate context's stream stays whole frames and the
+/// capture reads to its end.
+#[test]
+fn a_panicking_hook_leaves_no_torn_record() {
+    use cmdlist::soft::inject::{self, silence_injected_panics, Fault, FaultPlan};
+    use cmdlist::Device;
+    silence_injected_panics();
+    let run = |plan: &Arc<FaultPlan>, output: Output| {
+        let config = SoftConfig {
+            gpu: Gpu::Immediate,
+            ..SoftConfig::from_env().unwrap()
+        };
+        let (driver, kernel, _world) = inject::new(plan, config);
+        let sink = CaptureSink::new(output).unwrap();
+        let device_config = DeviceConfig::default().with_capture(sink);
+        let (device, mut ic) = Device::new(driver, kernel, device_config).unwrap();
+        let target = device
+            .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+            .unwrap();
+        let mark = plan.calls();
+        let updated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ic.update(target, 0, &[1; 64])
+        }));
+        let primary = ic.create_primary(desc(256, Usage::Default, BindFlags::empty()));
+        ic.flush().unwrap();
+        (mark, updated.is_err(), primary.is_ok())
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (mark, _, _) = run(&counting, Output::default());
+    let hook = counting.log()[mark as usize..]
+        .iter()
+        .position(|h| *h == "execute")
+        .expect("the update reaches the driver") as u64
+        + mark;
+    let output = Output::default();
+    let plan = Arc::new(FaultPlan::at(hook, Fault::Panic));
+    let (_, panicked, made) = run(&plan, output.clone());
+    assert!(
+        panicked && made,
+        "the update's hook panicked, the primary was made"
+    );
+    let bytes = output.0.lock().unwrap().clone();
+    for frame in capture::FrameReader::new(&bytes).unwrap() {
+        frame.unwrap_or_else(|e| panic!("a torn record: {e}"));
+    }
+}
