@@ -111,6 +111,12 @@ impl Bindings {
         self.entries.iter().copied()
     }
 
+    /// Whether nothing is bound.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// Unbinds everything (clear-state), keeping the capacity.
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
