@@ -84,13 +84,23 @@ pub(crate) struct Watermark {
 }
 
 impl Watermark {
+    #[inline(always)]
     pub(crate) fn note<D: Driver, K: Kernel>(&mut self, body: &ListBody<D, K>) {
         self.operations = self.operations.max(body.rec.ops.len());
         self.objects = self.objects.max(body.held.len());
-        self.maps = self.maps.max(body.rec.maps.len());
-        self.queries = self.queries.max(body.rec.queries.len());
-        self.lists = self.lists.max(body.rec.lists.len());
         self.payload_bytes = self.payload_bytes.max(body.rec.payload_bytes);
+        // Most lists map nothing, query nothing and execute no list: one test for the
+        // three (noted at every Finish).
+        let (maps, queries, lists) = (
+            body.rec.maps.len(),
+            body.rec.queries.len(),
+            body.rec.lists.len(),
+        );
+        if maps | queries | lists != 0 {
+            self.maps = self.maps.max(maps);
+            self.queries = self.queries.max(queries);
+            self.lists = self.lists.max(lists);
+        }
     }
 }
 
@@ -205,37 +215,44 @@ impl<D: Driver, K: Kernel> Shareable for ListData<D, K> {
 
     /// Nothing can execute the list any more: it ends, and so does every list it executes
     /// whose last owner it was, one after the other (a chain of nested lists of any depth
-    /// ends without recursion).
-    fn last_owner_gone(mut node: Box<ListNode<D, K>>) {
+    /// ends without recursion). Inlined into the drop: the common case, nothing nested, is
+    /// a test and a jump.
+    #[inline]
+    fn last_owner_gone(node: Box<ListNode<D, K>>) {
         if node.value.body.rec.lists.is_empty() {
-            // Nothing nested (the common case).
             let _span = span!("destroy_list", list = node.value.trace_id);
             end_unexecutable(node);
-            return;
+        } else {
+            end_with_nested(node);
         }
-        // The list's vector of executed lists becomes the work list: each nested list that
-        // ends moves its own executed lists into it (keeping its vector's capacity), and the
-        // vector goes back to the list, empty, when the list goes home after them. So ending
-        // a warm frame's nested lists allocates nothing.
-        let work = core::mem::take(&mut node.value.body.rec.lists);
-        let root = {
-            let _span = span!("destroy_list", list = node.value.trace_id);
-            begin_end(node)
-        };
-        // Also if ending a nested list panics: the lists not reached yet go home with it.
-        let mut ending = scopeguard::guard((root, work), |(root, work)| {
-            if let Some(mut root) = root {
-                root.value.body.rec.lists = work;
-                send_home(root);
-            }
-        });
-        while let Some(owner) = ending.1.pop() {
-            if let Some(mut inner) = owner.release() {
-                // Each list that ends has its own span, nested ones included.
-                let _span = span!("destroy_list", list = inner.value.trace_id);
-                ending.1.append(&mut inner.value.body.rec.lists);
-                end_unexecutable(inner);
-            }
+    }
+}
+
+/// [`Shareable::last_owner_gone`] for a list that executed others.
+#[inline(never)]
+fn end_with_nested<D: Driver, K: Kernel>(mut node: Box<ListNode<D, K>>) {
+    // The list's vector of executed lists becomes the work list: each nested list that
+    // ends moves its own executed lists into it (keeping its vector's capacity), and the
+    // vector goes back to the list, empty, when the list goes home after them. So ending
+    // a warm frame's nested lists allocates nothing.
+    let work = core::mem::take(&mut node.value.body.rec.lists);
+    let root = {
+        let _span = span!("destroy_list", list = node.value.trace_id);
+        begin_end(node)
+    };
+    // Also if ending a nested list panics: the lists not reached yet go home with it.
+    let mut ending = scopeguard::guard((root, work), |(root, work)| {
+        if let Some(mut root) = root {
+            root.value.body.rec.lists = work;
+            send_home(root);
+        }
+    });
+    while let Some(owner) = ending.1.pop() {
+        if let Some(mut inner) = owner.release() {
+            // Each list that ends has its own span, nested ones included.
+            let _span = span!("destroy_list", list = inner.value.trace_id);
+            ending.1.append(&mut inner.value.body.rec.lists);
+            end_unexecutable(inner);
         }
     }
 }

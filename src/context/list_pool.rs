@@ -82,6 +82,7 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
     /// The lists that waited at earlier Finishes are looked at first; those of the inbox
     /// go from it to the cache directly (the steady state: the list dropped since the last
     /// Finish, whose buffer was flushed), not through the waiting vector.
+    #[inline(always)]
     pub(crate) fn take_destroyed(&mut self, mut recycle: impl FnMut(&mut ListNode<D, K>)) {
         let mut i = 0;
         while i < self.waiting.len() {
