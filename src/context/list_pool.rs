@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
+use scopeguard::ScopeGuard;
 
 use crate::context::command_list::{release, Home, ListNode, ListState, Watermark};
 use crate::driver::Driver;
@@ -106,6 +107,8 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
                 cache_and_recycle(&mut self.cache, node, &mut recycle);
             }
         }
+        // The loop took the whole inbox: the guard has nothing to hand on (no call to it).
+        drop(ScopeGuard::into_inner(taken));
     }
 
     /// A recycled list, if one is ready.

@@ -85,6 +85,7 @@ impl<T> Iterator for Taken<T> {
 }
 
 impl<T> Drop for Taken<T> {
+    #[inline]
     fn drop(&mut self) {
         for _ in self.by_ref() {}
     }
