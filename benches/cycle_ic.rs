@@ -51,10 +51,10 @@ use cmdlist::soft::null::{copy_of, null_device_in, CopyCommand, NullDriver, Null
 
 /// Instructions of one warm recycled cycle (`cycle_1cmd::warm_cycle recycled`), as last
 /// recorded (BENCHMARKS.md says when and why).
-const RECYCLED_BUDGET_IR: u64 = 1_281;
+const RECYCLED_BUDGET_IR: u64 = 1_182;
 /// Instructions of one warm recycled cycle where the driver builds its lists
 /// (`cycle_1cmd::warm_cycle driver_built`), as last recorded.
-const DRIVER_BUILT_BUDGET_IR: u64 = 1_241;
+const DRIVER_BUILT_BUDGET_IR: u64 = 1_138;
 
 /// A warm context, its immediate context and the copy it records.
 struct Warm {

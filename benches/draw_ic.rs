@@ -65,23 +65,23 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 14_299;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 14_107;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_723;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_563;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_235;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 29_628;
+const IMMEDIATE_BUDGET_IR: u64 = 29_596;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 12_577;
+const RING_REPLAYED_BUDGET_IR: u64 = 12_321;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 12_033;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 11_745;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 12_513;
+const RING_EMULATED_BUDGET_IR: u64 = 12_257;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 25_409;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 25_377;
 /// Locked instructions per Map on the immediate context that reaches kernel memory: the
 /// null kernel's lock and unlock each take its table's mutex (acquire and release), its
 /// stand-in for a kernel call. The engine's own share has none.
