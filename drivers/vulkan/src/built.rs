@@ -50,6 +50,7 @@ use cmdlist::{
 use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
 use crate::encode::{hazard_barrier, Arena, Encoder, Span};
 use crate::hazard::Tracker;
+use crate::rename::Renames;
 use crate::world::{lock, BuiltEvent, Chunk, Fault, VulkanWorld};
 
 /// A deferred context's command pool.
@@ -260,6 +261,9 @@ pub struct VulkanDeferred {
     /// The last Map(DISCARD) of each resource the recording unmapped, for a later
     /// Map(NO_OVERWRITE) (R-M2); emptied when the recording ends.
     discards: Vec<Mapped>,
+    /// The discards whose copy into their resource is not recorded yet: draws read their
+    /// upload bytes in place ([`crate::rename`]); emptied when a segment ends.
+    renames: Renames,
     /// What the current secondary read and wrote since its last barrier (kept across
     /// secondaries).
     hazards: Tracker,
@@ -300,6 +304,7 @@ impl VulkanDeferred {
             building: Building::default(),
             maps: Vec::new(),
             discards: Vec::new(),
+            renames: Renames::default(),
             hazards: Tracker::default(),
         })
     }
@@ -319,6 +324,25 @@ impl VulkanDeferred {
             // the one-thread-per-context rule, checked by `PoolUse`).
             unsafe { world.device.free_command_buffers(pool.pool, &dead) };
         }
+    }
+
+    /// Records the copies of every discard still renamed ([`crate::rename`]) into the
+    /// current secondary (begun if none is): before a segment ends, the resources' buffers
+    /// get their bytes.
+    fn settle_renames(&mut self, world: &VulkanWorld) -> Result<()> {
+        if self.renames.is_empty() {
+            return Ok(());
+        }
+        let cmd = self.secondary(world)?;
+        let mut enc = Encoder {
+            world,
+            cmd,
+            arena: &mut self.building.arena,
+            free: &mut self.free_chunks,
+            refs: &mut self.building.allocations,
+            hazards: &mut self.hazards,
+        };
+        settle_all(&mut enc, &mut self.renames)
     }
 
     /// Ends the current secondary, making it a segment.
@@ -612,6 +636,7 @@ fn record_noting(
         _ => return Ok(()), // queries: no GPU work in this driver
     };
     let cmd = dc.secondary(world)?;
+    let renames = &mut dc.renames;
     let mut enc = Encoder {
         world,
         cmd,
@@ -622,18 +647,27 @@ fn record_noting(
     };
     let packet = match work {
         Work::Common(command) => {
+            // Its objects are looked up as it records: every copy first.
+            settle_all(&mut enc, renames)?;
             encode_common(&mut enc, &mut look, command)?;
             Packet::Command(*command)
         }
         Work::Fill(handle, span, value) => {
+            settle(&mut enc, renames, span)?;
             enc.fill(span, value)?;
             Packet::FillAt(handle, value)
         }
         Work::Draw(packet, [c, v, t]) => {
+            // The target is written: its buffer gets its bytes first. The inputs are read
+            // where they are.
+            settle(&mut enc, renames, t)?;
+            let c = read(&mut enc, renames, c)?;
+            let v = read(&mut enc, renames, v)?;
             enc.draw(c, v, t)?;
             packet
         }
         Work::Write(resource, offset, dst, data) => {
+            settle(&mut enc, renames, dst)?;
             let len = data.len() as u64;
             let (buffer, at, ptr) = enc.arena.reserve(world, enc.free, len)?;
             // SAFETY: `reserve` handed out `len` bytes at `ptr`, this recording's alone.
@@ -647,8 +681,13 @@ fn record_noting(
             }
         }
         Work::Copy(at, dst) => {
+            // Renamed: the copy waits until something else than a draw's read needs the
+            // resource's buffer, or the segment ends (`crate::rename`).
             let map = dc.maps[at];
-            enc.copy(dst, map.bytes)?;
+            if let Some(earlier) = renames.uncovered_by(dst) {
+                enc.copy(earlier.dst, earlier.src)?;
+            }
+            renames.rename(dst, map.bytes);
             dc.maps.swap_remove(at);
             match dc.discards.iter_mut().find(|d| d.resource == map.resource) {
                 Some(last) => *last = map,
@@ -665,6 +704,7 @@ fn record_noting(
             if len4 == 0 {
                 return Ok(());
             }
+            settle(&mut enc, renames, dst)?;
             let (buffer, offset, _) = enc.arena.reserve(world, enc.free, len4)?;
             enc.copy(dst, Span::upload(buffer, offset, dst.len))?;
             dc.building.patches.push(Patch {
@@ -678,6 +718,32 @@ fn record_noting(
     };
     dc.building.packets.push(packet);
     Ok(())
+}
+
+/// Records the pending copy of a discard into `span`'s buffer, if any: a command other than
+/// a draw's read is about to touch it (`crate::rename`).
+fn settle(enc: &mut Encoder<'_>, renames: &mut Renames, span: Span) -> Result<()> {
+    match renames.take_meeting(span) {
+        Some(copy) => enc.copy(copy.dst, copy.src),
+        None => Ok(()),
+    }
+}
+
+/// Records every pending copy of a discard.
+fn settle_all(enc: &mut Encoder<'_>, renames: &mut Renames) -> Result<()> {
+    while let Some(copy) = renames.pop() {
+        enc.copy(copy.dst, copy.src)?;
+    }
+    Ok(())
+}
+
+/// The bytes a draw reads for `span`: a renamed resource's upload bytes in place, else the
+/// span itself, after the pending copy into its buffer where it reaches past them.
+fn read(enc: &mut Encoder<'_>, renames: &mut Renames, span: Span) -> Result<Span> {
+    match renames.read(span) {
+        Some(bytes) => Ok(bytes),
+        None => settle(enc, renames, span).map(|()| span),
+    }
 }
 
 /// `map_discard_deferred`: `len` zeroed bytes of the recording's upload memory, copied into
@@ -766,6 +832,8 @@ pub(crate) fn chain(world: &VulkanWorld, dc: &mut VulkanDeferred, list: &[u8]) -
         world.violate("R-R8", "a list chained with no buffer built".to_string());
         return Ok(());
     };
+    // The inner list reads the renamed resources from their buffers.
+    dc.settle_renames(world)?;
     dc.end_segment(world)?;
     let b = &mut dc.building;
     b.segments.extend_from_slice(&inner.segments);
@@ -792,6 +860,8 @@ pub(crate) fn finish(
     let pool = dc.pool.clone().expect("built lists have a pool");
     let _use = PoolUse::enter(&pool);
     VulkanDeferred::bury(world, &pool);
+    // After the list, the renamed resources hold their last discard's bytes.
+    dc.settle_renames(world)?;
     dc.end_segment(world)?;
     if !dc.maps.is_empty() {
         world.violate(
@@ -830,6 +900,7 @@ pub(crate) fn abandon(world: &VulkanWorld, dc: &mut VulkanDeferred) {
     let _use = PoolUse::enter(&pool);
     dc.maps.clear();
     dc.discards.clear();
+    dc.renames.clear();
     let mut b = std::mem::take(&mut dc.building);
     // Reset as it is, recording or not (VUID-vkResetCommandBuffer allows both).
     b.own.extend(b.current.take());

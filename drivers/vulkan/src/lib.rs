@@ -11,6 +11,7 @@
 //! | an allocation (R-F2) | a `VkBuffer` with its own host-visible, host-coherent memory, persistently mapped, under a non-zero id ([`VulkanKernel`]) |
 //! | CPU access, `pfnLockCb` / `pfnUnlockCb` (R-M4: staging Maps, the immediate context's Map(NO_OVERWRITE); R-M5: the allocation its Map(DISCARD) renames to) | the allocation's own persistently mapped, host-coherent memory, handed out in place ([`cmdlist::CpuMapping::from_raw`]): no copy, nothing written back, no flush or invalidate needed ([`VulkanKernel`]); a lock that reads, or one of memory a rename takes (`NoExistingReference`), while a buffer the timeline has not passed uses it is a violation |
 //! | Map(DISCARD) on the immediate context (R-M5) | a rename: the driver declares `MapCaps::DISCARD_RENAMES` (a resource's bytes are its allocation's `VkBuffer` from byte 0), the engine hands out another allocation and makes it the resource's at the Unmap; the immediate context's commands resolve the resource's buffer when they are recorded, so nothing is copied; a driver-built list that names the resource replays (below) |
+//! | Map(DISCARD) on a deferred context, driver-built (R-M1) | bytes of the list's upload memory; a draw reads them there, in place, so the discard costs no copy and no barrier of its own; the copy into the resource's buffer is recorded only before another command touches that buffer (or a draw writes it), and at the end of each segment (Finish, a nested execute), so after the list the resource holds its last discard's bytes |
 //! | the submission clock, fences (R-D1, R-D4) | one timeline semaphore: each submit signals [`cmdlist::Submission::fence`]; completed = its counter value |
 //! | the immediate context's command buffer | a primary, ended in [`cmdlist::Driver::flush`] and submitted by the kernel; its upload memory (UpdateSubresource, Map(DISCARD), fills' unaligned ends) comes from 64 KiB chunks that come back when the timeline passes the buffer |
 //! | a deferred context ([`cmdlist::ListMode::DriverBuilt`]) | its own `VkCommandPool`; each call recorded into a secondary (`SIMULTANEOUS_USE`), uploads in the list's own memory ([`VulkanDeferred`]) |
@@ -157,6 +158,7 @@ mod driver;
 mod encode;
 mod hazard;
 mod kernel;
+mod rename;
 mod world;
 
 pub use built::VulkanDeferred;

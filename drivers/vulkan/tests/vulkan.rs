@@ -1996,6 +1996,200 @@ fn draws_same_bytes_as_soft_in_every_mode() {
     }
 }
 
+/// Draws that each read a constant buffer (and every other one a vertex buffer) discarded
+/// just before on a deferred context, into targets of their own, with a copy out of the
+/// constant buffer and a write into part of it between them, a list that discards the
+/// buffer, then nests the first and draws from what it left, a target discarded and then
+/// drawn into, and a list executed twice: what
+/// a driver-built list's renames (its draws reading a discard's upload bytes in place,
+/// `src/rename.rs`) must keep. Returns the resources to compare, with their sizes.
+fn discard_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> Vec<(Handle<Resource>, u64)>
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let cb = device.create_resource(dynamic_buffer(64)).unwrap();
+    let vb = device.create_resource(dynamic_buffer(256)).unwrap();
+    let out = device.create_resource(buffer(64)).unwrap();
+    let patch = device.create_resource(buffer(8)).unwrap();
+    let targets: Vec<_> = (0..7)
+        .map(|_| device.create_resource(buffer(128)).unwrap())
+        .collect();
+    ic.map_discard(vb)
+        .unwrap()
+        .copy_from_slice(&pattern(256, 5));
+    ic.unmap(vb).unwrap();
+    ic.update(patch, 0, &pattern(8, 200)).unwrap();
+    let draw = move || SoftCommand::Draw {
+        constants: cb,
+        vertices: vb,
+        point: RT0,
+    };
+    let last = targets[6];
+    let drawn = device.create_resource(dynamic_buffer(128)).unwrap();
+    std::thread::scope(|scope| {
+        let workers: Vec<Worker<D, K>> = (0..2).map(|_| Worker::spawn(scope, device)).collect();
+        let own = targets[..6].to_vec();
+        let a = workers[0].run(move |dc| {
+            for (i, &target) in own.iter().enumerate() {
+                dc.map_discard(cb)
+                    .unwrap()
+                    .copy_from_slice(&pattern(64, i as u8));
+                dc.unmap(cb).unwrap();
+                if i % 2 == 1 {
+                    dc.map_discard(vb)
+                        .unwrap()
+                        .copy_from_slice(&pattern(256, 50 + i as u8));
+                    dc.unmap(vb).unwrap();
+                }
+                if i == 2 {
+                    // Reads the discard's bytes from the buffer.
+                    dc.command(SoftCommand::Copy { dst: out, src: cb }).unwrap();
+                }
+                if i == 4 {
+                    // Writes part of the buffer over the discard's bytes.
+                    dc.command(SoftCommand::CopyRegion {
+                        dst: cb,
+                        dst_offset: 8,
+                        src: patch,
+                        src_offset: 0,
+                        len: 8,
+                    })
+                    .unwrap();
+                }
+                dc.bind(RT0, Some(target.any())).unwrap();
+                dc.command(draw()).unwrap();
+            }
+            // A target discarded, then drawn into: the draw writes over the discard's bytes.
+            dc.map_discard(drawn)
+                .unwrap()
+                .copy_from_slice(&pattern(128, 77));
+            dc.unmap(drawn).unwrap();
+            dc.bind(RT0, Some(drawn.any())).unwrap();
+            dc.command(draw()).unwrap();
+            Arc::new(dc.finish().unwrap())
+        });
+        let a_for_n = Arc::clone(&a);
+        let n = workers[1].run(move |dc| {
+            dc.map_discard(cb)
+                .unwrap()
+                .copy_from_slice(&pattern(64, 99));
+            dc.unmap(cb).unwrap();
+            dc.execute_command_list(&a_for_n).unwrap();
+            dc.bind(RT0, Some(last.any())).unwrap();
+            dc.command(draw()).unwrap();
+            drop(a_for_n);
+            Arc::new(dc.finish().unwrap())
+        });
+        ic.execute_command_list(&a).unwrap();
+        ic.execute_command_list(&a).unwrap();
+        ic.flush().unwrap();
+        ic.execute_command_list(&n).unwrap();
+        ic.flush().unwrap();
+        drop((a, n));
+    });
+    let mut alive = vec![(cb, 64), (vb, 256), (out, 64)];
+    alive.extend(targets.iter().map(|&t| (t, 128)));
+    alive.push((drawn, 128));
+    alive
+}
+
+#[test]
+fn discards_read_in_place_same_bytes_as_soft_in_every_mode() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let alive = discard_stream(&device, &mut ic);
+        world.wait_gpu().unwrap();
+        let got: Vec<Vec<u8>> = alive
+            .iter()
+            .map(|&(h, size)| {
+                let a = device.object(h).unwrap().allocation().unwrap();
+                world.read(a, size as usize).unwrap()
+            })
+            .collect();
+        let (soft_device, mut soft_ic, soft_world) = soft::device(
+            SoftConfig {
+                gpu: Gpu::Immediate,
+                command_lists: mode != ListMode::Emulated,
+                driver_built: mode == ListMode::DriverBuilt,
+                ..Default::default()
+            },
+            DeviceConfig::default(),
+        )
+        .unwrap();
+        let soft_alive = discard_stream(&soft_device, &mut soft_ic);
+        for (i, (g, &(h, _))) in got.iter().zip(&soft_alive).enumerate() {
+            let w = soft_world
+                .read(soft_device.object(h).unwrap().allocation().unwrap())
+                .unwrap();
+            if let Some(at) = g.iter().zip(&w).position(|(g, w)| g != w) {
+                panic!(
+                    "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
+                    &g[at..(at + 16).min(g.len())],
+                    &w[at..(at + 16).min(w.len())]
+                );
+            }
+        }
+        // The draws really wrote.
+        assert!(
+            got[3..].iter().all(|t| t.iter().any(|&b| b != 0)),
+            "{mode:?}"
+        );
+        soft_ic.destroy_device().unwrap();
+        soft_world.assert_clean();
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
+/// A driver-built list of draws, each after a Map(DISCARD) of its constant buffer, into one
+/// target: the draws read the discards' upload bytes in place, so the only barriers are the
+/// secondary's first and one between draws (write after write on the target), not three
+/// more per draw for a copy into the buffer the previous draw read.
+#[test]
+fn renamed_discards_need_no_barriers_of_their_own() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    const DRAWS: u64 = 8;
+    let cb = device.create_resource(dynamic_buffer(64)).unwrap();
+    let vb = device.create_resource(buffer(256)).unwrap();
+    let target = device.create_resource(buffer(256)).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    let before = world.hazard_barriers();
+    dc.bind(RT0, Some(target.any())).unwrap();
+    for i in 0..DRAWS {
+        dc.map_discard(cb).unwrap().fill(i as u8);
+        dc.unmap(cb).unwrap();
+        dc.command(SoftCommand::Draw {
+            constants: cb,
+            vertices: vb,
+            point: RT0,
+        })
+        .unwrap();
+    }
+    let list = dc.finish().unwrap();
+    // Counted when the secondary ends, at Finish; the copy into the buffer at the end meets
+    // nothing the draws touched.
+    assert_eq!(world.hazard_barriers() - before, DRAWS);
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let last = world
+        .read(device.object(cb).unwrap().allocation().unwrap(), 64)
+        .unwrap();
+    assert_eq!(last, vec![DRAWS as u8 - 1; 64], "the last discard's bytes");
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    assert_clean(&world);
+}
+
 /// The compute barriers have teeth too: without the hazard rule's barriers, a draw reading
 /// what an update wrote and a copy reading what the draw wrote are reported.
 #[test]
