@@ -47,7 +47,8 @@ use cmdlist::{
     AnyHandle, AppError, BindPoint, DeferredCall, DeferredId, Error, Handle, LocalHandles, Result,
 };
 
-use crate::driver::{encode_common, set_binding, span_of, Lookup, VulkanDriver};
+use crate::buffer_cache::BufferCache;
+use crate::driver::{encode_common, set_binding, span_in, Lookup, VulkanDriver};
 use crate::encode::{hazard_barrier, Arena, Encoder, Span};
 use crate::hazard::Tracker;
 use crate::rename::Renames;
@@ -264,6 +265,8 @@ pub struct VulkanDeferred {
     /// The discards whose copy into their resource is not recorded yet: draws read their
     /// upload bytes in place ([`crate::rename`]); emptied when a segment ends.
     renames: Renames,
+    /// The buffers behind the allocations its calls looked up lately.
+    buffers: BufferCache,
     /// What the current secondary read and wrote since its last barrier (kept across
     /// secondaries).
     hazards: Tracker,
@@ -305,6 +308,7 @@ impl VulkanDeferred {
             maps: Vec::new(),
             discards: Vec::new(),
             renames: Renames::default(),
+            buffers: BufferCache::default(),
             hazards: Tracker::default(),
         })
     }
@@ -486,6 +490,7 @@ struct DcLookup<'r, 'a> {
     locals: &'r mut LocalHandles<'a, VulkanDriver>,
     /// Where each resource looked up is noted with the allocation read (the recording's).
     baked: &'r mut Vec<(AnyHandle, u64)>,
+    buffers: &'r mut BufferCache,
 }
 
 impl Lookup for DcLookup<'_, '_> {
@@ -516,7 +521,12 @@ impl Lookup for DcLookup<'_, '_> {
                 self.baked.push(noted);
             }
         }
-        span_of(self.world, &object, memory)
+        let (allocation, size) = memory.ok_or(AppError::InvalidState)?;
+        let buffer = self
+            .buffers
+            .buffer_of(self.world, allocation)
+            .ok_or(AppError::StaleHandle)?;
+        span_in(buffer, &object, allocation, size)
     }
 }
 
@@ -531,8 +541,10 @@ pub(crate) fn record(
     // buffers are borrowed meanwhile), and put back after it; a hook that panics in between
     // leaves the list unsure of them for good.
     let mut baked = core::mem::take(&mut dc.building.baked);
+    let mut buffers = core::mem::take(&mut dc.buffers);
     let unsure = core::mem::replace(&mut dc.building.unsure, true);
-    let recorded = record_noting(world, dc, call, locals, &mut baked);
+    let recorded = record_noting(world, dc, call, locals, &mut baked, &mut buffers);
+    dc.buffers = buffers;
     dc.building.baked = baked;
     dc.building.unsure = unsure;
     recorded
@@ -544,6 +556,7 @@ fn record_noting(
     call: DeferredCall<'_, VulkanDriver>,
     locals: &mut LocalHandles<'_, VulkanDriver>,
     baked: &mut Vec<(AnyHandle, u64)>,
+    buffers: &mut BufferCache,
 ) -> Result<()> {
     let pool = dc.pool.clone().expect("built lists have a pool");
     let _use = PoolUse::enter(&pool);
@@ -551,6 +564,7 @@ fn record_noting(
         world,
         locals,
         baked,
+        buffers,
     };
     // Resolve first: a refused call records nothing.
     enum Work<'d> {

@@ -94,6 +94,16 @@ pub(crate) fn span_of(
 ) -> Result<Span> {
     let (allocation, size) = memory.ok_or(AppError::InvalidState)?;
     let (buffer, _) = world.buffer_of(allocation).ok_or(AppError::StaleHandle)?;
+    span_in(buffer, object, allocation, size)
+}
+
+/// [`span_of`] where the caller found the allocation's buffer.
+pub(crate) fn span_in(
+    buffer: vk::Buffer,
+    object: &VulkanObject,
+    allocation: AllocationHandle,
+    size: u64,
+) -> Result<Span> {
     let whole = Span {
         allocation: allocation.0.get(),
         ..Span::of(buffer, size, 0, size)?

@@ -153,6 +153,7 @@
 #![warn(missing_docs)]
 
 mod blt;
+mod buffer_cache;
 mod built;
 mod driver;
 mod encode;

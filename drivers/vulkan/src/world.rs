@@ -473,6 +473,9 @@ pub struct VulkanWorld {
     gate: vk::Semaphore,
     memory_type: u32,
     allocations: RwLock<HashMap<u64, Allocation>>,
+    /// How many allocations were taken from the table (deallocated), for the deferred
+    /// contexts' caches of it (`crate::buffer_cache`).
+    allocations_taken: AtomicU64,
     next_allocation: AtomicU64,
     pub(crate) ic: Mutex<IcQueue>,
     pub(crate) screen: Mutex<Screen>,
@@ -890,6 +893,7 @@ impl VulkanWorld {
             gate,
             memory_type,
             allocations: RwLock::default(),
+            allocations_taken: AtomicU64::new(0),
             next_allocation: AtomicU64::new(1),
             ic: Mutex::new(IcQueue {
                 pool,
@@ -1229,7 +1233,18 @@ impl VulkanWorld {
             .allocations
             .write()
             .unwrap_or_else(PoisonError::into_inner);
-        table.remove(&handle.0.get())
+        let taken = table.remove(&handle.0.get());
+        if taken.is_some() {
+            // Under the table's lock: a cache that reads the new count after this finds the
+            // allocation gone from the table.
+            self.allocations_taken.fetch_add(1, Ordering::Release);
+        }
+        taken
+    }
+
+    /// How many allocations were taken from the table so far (`crate::buffer_cache`).
+    pub(crate) fn allocations_taken(&self) -> u64 {
+        self.allocations_taken.load(Ordering::Acquire)
     }
 
     /// The buffer and size behind an allocation. A read lock: allocate and deallocate are
