@@ -90,7 +90,8 @@
 //!
 //! # Costs
 //! - Recording a call on a deferred context: its Vulkan commands, one uncontended per-pool
-//!   lock (the thread check), read-locked allocation lookups.
+//!   lock (the thread check), allocation lookups answered from the context's cache of the
+//!   last eight (the world's read-locked table on a miss, or after any deallocation).
 //! - Finish: ends the current secondary; sorts the list's allocation set.
 //! - CommandListExecute of a driver-built list: one `vkCmdExecuteCommands` whatever the
 //!   length, plus one `vkCmdFillBuffer` per FillIcByte it holds (the value is the IC data
@@ -100,6 +101,9 @@
 //! - A draw: a pipeline bind, one push-descriptor set, one push-constant update and one
 //!   dispatch per 4 Mi words of target, each preceded by a barrier where the hazard rule
 //!   asks for one.
+//! - A Map(DISCARD) on a deferred context (driver-built): upload bytes, no command; its copy
+//!   into the resource once per segment, or before a command that touches the resource's
+//!   buffer otherwise than a draw reading it.
 //! - The hazard rule: a scan of at most 32 tracked ranges per command. Its barriers are
 //!   global memory barriers: a command that conflicts waits for all the work before it, not
 //!   only for the command it conflicts with.
