@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::{Scope, ThreadId};
 
 use cmdlist::handle::Resource;
-use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig, SoftDevice, SoftImmediate};
 use cmdlist::{
     BindClass, BindPoint, Clock, CommandList, DeferredContext, DeferredId, Device, DeviceConfig,
     Driver, Handle, HandleType, ImmediateContext, Kernel, ListMode, ResourceDesc, Stage, Usage,
@@ -390,34 +390,6 @@ where
     }
 }
 
-/// The stream on the soft driver: the bytes it leaves.
-fn soft_bytes(mode: ListMode) -> Vec<Vec<u8>> {
-    let (device, mut ic, world) = soft::device(
-        SoftConfig {
-            gpu: Gpu::Immediate,
-            command_lists: mode != ListMode::Emulated,
-            driver_built: mode == ListMode::DriverBuilt,
-            ..Default::default()
-        },
-        DeviceConfig::default(),
-    )
-    .unwrap();
-    assert_eq!(device.list_mode(), mode);
-    let out = stream(&device, &mut ic);
-    let bytes = out
-        .alive
-        .iter()
-        .map(|&(h, _)| {
-            world
-                .read(device.object(h).unwrap().allocation().unwrap())
-                .unwrap()
-        })
-        .collect();
-    ic.destroy_device().unwrap();
-    world.assert_clean();
-    bytes
-}
-
 fn compare(mode: ListMode) {
     let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
         return;
@@ -433,7 +405,7 @@ fn compare(mode: ListMode) {
             world.read(a, size as usize).unwrap()
         })
         .collect();
-    let expected = soft_bytes(mode);
+    let expected = soft_bytes(mode, |d, ic| stream(d, ic).alive);
     for (i, (got, want)) in bytes.iter().zip(&expected).enumerate() {
         assert_eq!(got.len(), want.len(), "resource {i}'s size");
         if let Some(at) = got.iter().zip(want).position(|(g, w)| g != w) {
@@ -1939,7 +1911,11 @@ where
     vec![(ca, 16), (cb, 20), (verts, 4099), (t1, 4096), (t2, 1000)]
 }
 
-fn soft_draw_bytes(mode: ListMode) -> Vec<Vec<u8>> {
+/// The bytes `stream` leaves in the resources it answers, on the soft driver in `mode`.
+fn soft_bytes(
+    mode: ListMode,
+    stream: impl FnOnce(&SoftDevice, &mut SoftImmediate) -> Vec<(Handle<Resource>, u64)>,
+) -> Vec<Vec<u8>> {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             gpu: Gpu::Immediate,
@@ -1950,7 +1926,8 @@ fn soft_draw_bytes(mode: ListMode) -> Vec<Vec<u8>> {
         DeviceConfig::default(),
     )
     .unwrap();
-    let alive = draw_stream(&device, &mut ic);
+    assert_eq!(device.list_mode(), mode);
+    let alive = stream(&device, &mut ic);
     let bytes = alive
         .iter()
         .map(|&(h, _)| {
@@ -1964,6 +1941,35 @@ fn soft_draw_bytes(mode: ListMode) -> Vec<Vec<u8>> {
     bytes
 }
 
+/// The bytes the Vulkan driver left in `alive`, once the GPU is done.
+fn vulkan_bytes(
+    device: &VulkanDevice,
+    world: &VulkanWorld,
+    alive: &[(Handle<Resource>, u64)],
+) -> Vec<Vec<u8>> {
+    world.wait_gpu().unwrap();
+    alive
+        .iter()
+        .map(|&(h, size)| {
+            let a = device.object(h).unwrap().allocation().unwrap();
+            world.read(a, size as usize).unwrap()
+        })
+        .collect()
+}
+
+/// Fails at the first byte where the Vulkan driver's resources differ from the soft one's.
+fn assert_same_bytes(mode: ListMode, got: &[Vec<u8>], want: &[Vec<u8>]) {
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if let Some(at) = g.iter().zip(w).position(|(g, w)| g != w) {
+            panic!(
+                "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
+                &g[at..(at + 16).min(g.len())],
+                &w[at..(at + 16).min(w.len())]
+            );
+        }
+    }
+}
+
 #[test]
 fn draws_same_bytes_as_soft_in_every_mode() {
     for mode in ListMode::ALL {
@@ -1971,24 +1977,8 @@ fn draws_same_bytes_as_soft_in_every_mode() {
             return;
         };
         let alive = draw_stream(&device, &mut ic);
-        world.wait_gpu().unwrap();
-        let got: Vec<Vec<u8>> = alive
-            .iter()
-            .map(|&(h, size)| {
-                let a = device.object(h).unwrap().allocation().unwrap();
-                world.read(a, size as usize).unwrap()
-            })
-            .collect();
-        let want = soft_draw_bytes(mode);
-        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-            if let Some(at) = g.iter().zip(w).position(|(g, w)| g != w) {
-                panic!(
-                    "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
-                    &g[at..(at + 16).min(g.len())],
-                    &w[at..(at + 16).min(w.len())]
-                );
-            }
-        }
+        let got = vulkan_bytes(&device, &world, &alive);
+        assert_same_bytes(mode, &got, &soft_bytes(mode, draw_stream));
         // The draws really wrote: the target is not what transfers alone leave.
         assert!(got[4].iter().any(|&b| b != 0), "{mode:?}");
         ic.destroy_device().unwrap();
@@ -2104,44 +2094,13 @@ fn discards_read_in_place_same_bytes_as_soft_in_every_mode() {
             return;
         };
         let alive = discard_stream(&device, &mut ic);
-        world.wait_gpu().unwrap();
-        let got: Vec<Vec<u8>> = alive
-            .iter()
-            .map(|&(h, size)| {
-                let a = device.object(h).unwrap().allocation().unwrap();
-                world.read(a, size as usize).unwrap()
-            })
-            .collect();
-        let (soft_device, mut soft_ic, soft_world) = soft::device(
-            SoftConfig {
-                gpu: Gpu::Immediate,
-                command_lists: mode != ListMode::Emulated,
-                driver_built: mode == ListMode::DriverBuilt,
-                ..Default::default()
-            },
-            DeviceConfig::default(),
-        )
-        .unwrap();
-        let soft_alive = discard_stream(&soft_device, &mut soft_ic);
-        for (i, (g, &(h, _))) in got.iter().zip(&soft_alive).enumerate() {
-            let w = soft_world
-                .read(soft_device.object(h).unwrap().allocation().unwrap())
-                .unwrap();
-            if let Some(at) = g.iter().zip(&w).position(|(g, w)| g != w) {
-                panic!(
-                    "{mode:?}: resource {i} differs first at byte {at}: vulkan {:?}, soft {:?}",
-                    &g[at..(at + 16).min(g.len())],
-                    &w[at..(at + 16).min(w.len())]
-                );
-            }
-        }
+        let got = vulkan_bytes(&device, &world, &alive);
+        assert_same_bytes(mode, &got, &soft_bytes(mode, discard_stream));
         // The draws really wrote.
         assert!(
             got[3..].iter().all(|t| t.iter().any(|&b| b != 0)),
             "{mode:?}"
         );
-        soft_ic.destroy_device().unwrap();
-        soft_world.assert_clean();
         ic.destroy_device().unwrap();
         assert_clean(&world);
     }
