@@ -610,10 +610,9 @@ fn soft_config(mode: ListMode, gpu: Gpu) -> SoftConfig {
     SoftConfig {
         gpu,
         trace: false,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::default()
     }
+    .with_list_mode(mode)
 }
 
 /// `--replay PATH`: the capture replayed through the soft driver in `--mode`, on a device

@@ -85,10 +85,9 @@ fn replay(file: &[u8], mode: ListMode) {
     let config = SoftConfig {
         gpu: Gpu::Immediate,
         trace: false,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::default()
-    };
+    }
+    .with_list_mode(mode);
     let device_config = DeviceConfig::default().with_deferred_budget(1 << 20);
     let (device, mut ic, world) = soft::device(config, device_config).expect("a soft device");
     match capture::replay(file, &device, &mut ic) {
@@ -138,10 +137,9 @@ pub fn sample_capture(mode: ListMode) -> Vec<u8> {
     let config = SoftConfig {
         gpu: Gpu::Immediate,
         trace: false,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::default()
-    };
+    }
+    .with_list_mode(mode);
     let (device, mut ic, _world) =
         soft::device(config, DeviceConfig::default().with_capture(sink)).expect("a device");
     let desc = |bytes, usage, bind| ResourceDesc {

@@ -1329,10 +1329,9 @@ impl Harness {
             .with_rename_waiting(2);
         let soft_config = SoftConfig {
             trace: false,
-            command_lists: mode.has_driver_lists(),
-            driver_built: mode == ListMode::DriverBuilt,
             ..SoftConfig::default()
-        };
+        }
+        .with_list_mode(mode);
         let (device, ic, world) = soft::device(soft_config, config).expect("soft device");
         Harness {
             device,

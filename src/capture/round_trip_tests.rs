@@ -27,10 +27,9 @@ fn config(mode: ListMode) -> SoftConfig {
     SoftConfig {
         gpu: Gpu::Immediate,
         trace: false,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::default()
     }
+    .with_list_mode(mode)
 }
 
 #[test]

@@ -142,11 +142,23 @@ impl SoftConfig {
         if emulated && driver_built {
             return Err(SoftEnvError::Contradictory);
         }
-        Ok(SoftConfig {
-            command_lists: !emulated,
-            driver_built,
-            ..SoftConfig::default()
-        })
+        let mode = match (emulated, driver_built) {
+            (true, _) => crate::ListMode::Emulated,
+            (false, true) => crate::ListMode::DriverBuilt,
+            (false, false) => crate::ListMode::Replayed,
+        };
+        Ok(SoftConfig::default().with_list_mode(mode))
+    }
+
+    /// This config with the driver in list mode `mode`: without command lists
+    /// ([`crate::ListMode::Emulated`]), with lists the engine replays, or with lists it
+    /// builds itself ([`SoftConfig::command_lists`], [`SoftConfig::driver_built`]).
+    pub fn with_list_mode(self, mode: crate::ListMode) -> Self {
+        SoftConfig {
+            command_lists: mode.has_driver_lists(),
+            driver_built: mode == crate::ListMode::DriverBuilt,
+            ..self
+        }
     }
 }
 

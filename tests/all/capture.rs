@@ -43,10 +43,9 @@ fn setup_with(
 ) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         gpu,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::from_env().unwrap()
-    };
+    }
+    .with_list_mode(mode);
     let mut device_config = DeviceConfig::default();
     if let Some(sink) = sink {
         device_config = device_config.with_capture(sink);

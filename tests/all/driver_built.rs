@@ -31,10 +31,9 @@ fn setup(mode: ListMode) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
 fn config(mode: ListMode) -> SoftConfig {
     SoftConfig {
         gpu: Gpu::Immediate,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::from_env().unwrap()
     }
+    .with_list_mode(mode)
 }
 
 fn device_config() -> DeviceConfig {

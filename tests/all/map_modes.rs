@@ -17,11 +17,10 @@ use cmdlist::Error;
 fn setup(mode: ListMode, map_caps: MapCaps) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         gpu: Gpu::Immediate,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         map_caps,
         ..SoftConfig::from_env().unwrap()
-    };
+    }
+    .with_list_mode(mode);
     soft::device(config, DeviceConfig::default()).unwrap()
 }
 
@@ -542,10 +541,9 @@ fn r_m3_no_overwrite_after_a_lists_discard_waits_for_its_buffer() {
     for mode in ListMode::ALL {
         let config = SoftConfig {
             gpu: Gpu::Manual,
-            command_lists: mode.has_driver_lists(),
-            driver_built: mode == ListMode::DriverBuilt,
             ..SoftConfig::from_env().unwrap()
-        };
+        }
+        .with_list_mode(mode);
         let (device, mut ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
         let r = ring(&device);
         let mut dc = device.create_deferred_context().unwrap();

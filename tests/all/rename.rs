@@ -22,11 +22,10 @@ fn setup(
 ) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         gpu,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         map_caps,
         ..SoftConfig::from_env().unwrap()
-    };
+    }
+    .with_list_mode(mode);
     soft::device(config, DeviceConfig::default()).unwrap()
 }
 

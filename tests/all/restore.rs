@@ -22,10 +22,9 @@ const BLEND: BindPoint = BindPoint::new(BindClass::BlendState, 0);
 fn setup(mode: ListMode) -> (SoftDevice, SoftImmediate, Arc<SoftWorld>) {
     let config = SoftConfig {
         gpu: Gpu::Immediate,
-        command_lists: mode.has_driver_lists(),
-        driver_built: mode == ListMode::DriverBuilt,
         ..SoftConfig::from_env().unwrap()
-    };
+    }
+    .with_list_mode(mode);
     let device_config = DeviceConfig::default().with_list_clock(Clock::Submitted);
     soft::device(config, device_config).unwrap()
 }
@@ -252,10 +251,9 @@ fn r_c3_r_h2_a_panic_during_a_restoring_execute_leaks_no_hold() {
     for mode in ListMode::ALL {
         let config = SoftConfig {
             gpu: Gpu::Immediate,
-            command_lists: mode.has_driver_lists(),
-            driver_built: mode == ListMode::DriverBuilt,
             ..SoftConfig::from_env().unwrap()
-        };
+        }
+        .with_list_mode(mode);
         // The calls the restoring execute made, whether it panicked, and the bound objects
         // still alive at the end.
         let scenario = |plan: &Arc<FaultPlan>| {

@@ -1774,10 +1774,9 @@ fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
         let (device, mut ic, soft_world) = soft::device(
             SoftConfig {
                 gpu: Gpu::Immediate,
-                command_lists: mode != ListMode::Emulated,
-                driver_built: mode == ListMode::DriverBuilt,
                 ..Default::default()
-            },
+            }
+            .with_list_mode(mode),
             DeviceConfig::default(),
         )
         .unwrap();
@@ -1919,10 +1918,9 @@ fn soft_bytes(
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             gpu: Gpu::Immediate,
-            command_lists: mode != ListMode::Emulated,
-            driver_built: mode == ListMode::DriverBuilt,
             ..Default::default()
-        },
+        }
+        .with_list_mode(mode),
         DeviceConfig::default(),
     )
     .unwrap();
@@ -2812,10 +2810,9 @@ fn soft_ring_bytes(mode: ListMode) -> Vec<Vec<u8>> {
     let (device, mut ic, world) = soft::device(
         SoftConfig {
             gpu: Gpu::Immediate,
-            command_lists: mode != ListMode::Emulated,
-            driver_built: mode == ListMode::DriverBuilt,
             ..Default::default()
-        },
+        }
+        .with_list_mode(mode),
         DeviceConfig::default(),
     )
     .unwrap();
