@@ -793,3 +793,78 @@ fn r_e1_error_at_every_fallible_hook_is_clean() {
     );
     assert!(failures.is_empty(), "{}", report(&failures));
 }
+
+/// R-R5 under a panicking RecycleCommandList: three lists dropped since the context's last
+/// Finish wait in its inbox, and the hook panics at the first. The Finish unwinds; the
+/// inbox's other lists wait for a later Finish, which recycles them. Nothing is leaked or
+/// ended twice: every list's memory ends exactly once by the device's destruction.
+#[test]
+fn r_r5_a_panicking_recycle_leaves_the_inboxs_other_lists_to_a_later_finish() {
+    inject::silence_injected_panics();
+    let config = SoftConfig {
+        gpu: Gpu::Immediate,
+        trace: true,
+        ..crate::common::native()
+    };
+    // Three lists executed, flushed and dropped; then a Finish that recycles them. Answers
+    // the hook calls made before that Finish, and its result.
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, config.clone());
+        let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+        let (a, b) = (
+            device.create_resource(buffer(64)).unwrap(),
+            device.create_resource(buffer(64)).unwrap(),
+        );
+        let mut dc = device.create_deferred_context().unwrap();
+        let copy = |dc: &mut FaultSoftDeferredContext| {
+            dc.command(SoftCommand::Copy { dst: b, src: a }).unwrap();
+        };
+        let lists: Vec<_> = (0..3)
+            .map(|_| {
+                copy(&mut dc);
+                dc.finish().unwrap()
+            })
+            .collect();
+        for list in &lists {
+            ic.execute_command_list(list).unwrap();
+        }
+        ic.flush().unwrap();
+        drop(lists);
+        copy(&mut dc);
+        let before = plan.calls();
+        let finished = catch_unwind(AssertUnwindSafe(|| dc.finish()));
+        (device, ic, world, dc, before, finished)
+    };
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (_device, mut ic, _world, dc, before, finished) = run(&counting);
+    assert!(matches!(finished, Ok(Ok(_))));
+    let log = counting.log();
+    let recycles: Vec<usize> = (before as usize..log.len())
+        .filter(|&i| log[i] == "recycle_command_list")
+        .collect();
+    assert_eq!(recycles.len(), 3, "the Finish recycles the three lists");
+    drop((dc, finished));
+    ic.destroy_device().unwrap();
+
+    let plan = Arc::new(FaultPlan::at(recycles[0] as u64, Fault::Panic));
+    let (device, mut ic, world, mut dc, _, finished) = run(&plan);
+    assert!(finished.is_err(), "the Finish unwound");
+    assert!(plan.injected());
+    let recycled_before = dc.stats().recycled;
+    for _ in 0..2 {
+        dc.command(SoftCommand::Copy {
+            dst: device.create_resource(buffer(64)).unwrap(),
+            src: device.create_resource(buffer(64)).unwrap(),
+        })
+        .unwrap();
+        drop(dc.finish().unwrap());
+    }
+    assert!(
+        dc.stats().recycled > recycled_before,
+        "the lists left in the inbox are recycled later: {:?}",
+        dc.stats()
+    );
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
