@@ -117,7 +117,10 @@ impl std::error::Error for ReplayError {}
 pub struct ReplayReport {
     /// Records replayed.
     pub records: u64,
-    /// Where the capture was cut or damaged, if it was: everything before was replayed.
+    /// Where the capture was cut or damaged, if it was: the records up to the last
+    /// checkpoint before it were replayed. A damaged record (its checksum, its length, its
+    /// reserved bits) is named as such, at its record; a cut one as
+    /// [`CaptureErrorKind::Unfinished`], at the first record of the write the cut ended.
     pub tail: Option<CaptureError>,
     /// The replaying device's object for each object the capture made (by the handle the
     /// capturing device had given it).
@@ -245,7 +248,10 @@ where
             Err(e) => tail = Some(e),
         }
     }
-    if let Some(first) = frames.get(whole) {
+    // A cut (a crash's) leaves an unfinished write: the records after the last checkpoint
+    // are named as that. Damage is named as itself, at its record, wherever it is.
+    let damaged = tail.is_some_and(|e| e.kind != CaptureErrorKind::TornTail);
+    if let (Some(first), false) = (frames.get(whole), damaged) {
         tail = Some(CaptureError {
             record: first.record,
             offset: first.offset,

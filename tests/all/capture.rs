@@ -256,6 +256,47 @@ fn a_cut_capture_replays_to_its_last_whole_write() {
     }
 }
 
+/// A byte damaged anywhere after the first write (a flipped bit on disk, not a cut) is named
+/// as damage at its record, as the reader names it, not as a write a crash left unfinished;
+/// the records before it still replay.
+#[test]
+fn damage_is_named_at_its_record_not_taken_for_a_cut() {
+    let (capture, _) = captured(ListMode::Replayed);
+    let first_end = capture::FrameReader::new(&capture)
+        .unwrap()
+        .map(Result::unwrap)
+        .find(|f| f.stream == capture::CHECKPOINT_STREAM)
+        .map(|f| f.offset as usize + capture::FRAME_HEADER_LEN)
+        .unwrap();
+    let step = ((capture.len() - first_end) / 97).max(1);
+    let mut damaged = 0;
+    for at in (first_end..capture.len()).step_by(step) {
+        let mut bad = capture.clone();
+        bad[at] ^= 0x20;
+        let read_error = capture::FrameReader::new(&bad)
+            .unwrap()
+            .find_map(Result::err)
+            .expect("a changed byte is seen");
+        let (device, mut ic, world) = setup(ListMode::Replayed, None);
+        let report = capture::replay(&bad, &device, &mut ic)
+            .unwrap_or_else(|e| panic!("byte {at}: {e}"));
+        let tail = report.tail.expect("the damage is reported");
+        match read_error.kind {
+            // A length made longer runs past the end: what a cut looks like.
+            capture::CaptureErrorKind::TornTail => {
+                assert_eq!(tail.kind, capture::CaptureErrorKind::Unfinished, "byte {at}")
+            }
+            _ => {
+                assert_eq!(tail, read_error, "byte {at}");
+                damaged += 1;
+            }
+        }
+        assert!(report.records > 0, "byte {at}: what came before replayed");
+        assert!(world.violations().is_empty(), "{:#?}", world.violations());
+    }
+    assert!(damaged > 80, "{damaged} flips named as damage");
+}
+
 /// A hostile capture whose two deferred contexts each execute the other's first list before
 /// finishing it: the replay stops with an unknown list, instead of recursing for ever.
 #[test]
