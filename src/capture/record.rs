@@ -291,8 +291,8 @@ pub enum Call<'a, C> {
         /// Its flags.
         flags: MapFlags,
     },
-    /// What the application wrote through a Map, as it stood when its borrow of the bytes
-    /// ended (the context's next call): the Map's bytes, whole.
+    /// What the application wrote through a Map, as it stood at the Map's Unmap (or before
+    /// an earlier call that may end the Map or touch its memory): the Map's bytes, whole.
     Written {
         /// The resource mapped.
         resource: Handle<Resource>,

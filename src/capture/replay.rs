@@ -146,6 +146,40 @@ struct Stream<'a> {
     finished: u64,
     /// The record at `next` is a [`Call::MapUnmap`] whose Map is replayed already.
     unmap_due: bool,
+    /// For each Map record (its index in `frames`) whose bytes a later record holds, that
+    /// record's index ([`written_records`]).
+    written: HashMap<usize, usize>,
+}
+
+/// For each successful Map record of a stream's `frames` (its index) that handed out bytes
+/// to write, the index of the [`Call::Written`] that holds them: the first later one of the
+/// same resource (recorded at its Unmap, or before a call that may end the Map). One pass,
+/// reading the resource's bits and the outcome's byte without decoding the records.
+fn written_records(frames: &[Frame<'_>]) -> HashMap<usize, usize> {
+    // A context record: `seq` (8 bytes), the outcome's code (1), the resource (8); a Map's
+    // type's code follows (1: READ, whose bytes are not recorded).
+    let resource = |f: &Frame<'_>| {
+        let bits = f.payload.get(9..17)?;
+        Some(u64::from_le_bytes(bits.try_into().expect("8 bytes")))
+    };
+    let mut open: HashMap<u64, usize> = HashMap::new();
+    let mut written = HashMap::new();
+    for (index, frame) in frames.iter().enumerate() {
+        let Some(r) = resource(frame) else {
+            continue;
+        };
+        if frame.kind == Kind::Map as u16 {
+            let mapped = frame.payload.get(8) == Some(&0) && frame.payload.get(17) != Some(&1);
+            if mapped {
+                open.insert(r, index);
+            }
+        } else if frame.kind == Kind::Written as u16 {
+            if let Some(map) = open.remove(&r) {
+                written.insert(map, index);
+            }
+        }
+    }
+    written
 }
 
 /// How a replay treats the calls whose answer depends on how far the GPU has got.
@@ -271,10 +305,14 @@ where
                     next: 0,
                     finished: 0,
                     unmap_due: false,
+                    written: HashMap::new(),
                 })
                 .frames
                 .push(f),
         }
+    }
+    for stream in streams.values_mut() {
+        stream.written = written_records(&stream.frames);
     }
     std::thread::scope(|scope| {
         let mut replayer = Replayer {
@@ -432,8 +470,8 @@ where
             if until_finish.is_none() && due > bound {
                 return Ok(());
             }
-            // The record after it, if it holds what a Map's bytes were written to.
-            let written = s.frames.get(s.next + 1).copied();
+            // The record that holds what was written through a Map, if this is one.
+            let written = s.written.get(&s.next).map(|&at| s.frames[at]);
             let consumed = match frame.kind == Kind::MapUnmap as u16 {
                 true => self.map_unmap(&frame, half)?,
                 false => self.context_record(&frame, written)?,
@@ -539,8 +577,8 @@ where
         Self::check(frame, kind, record.outcome, replayed)
     }
 
-    /// Replays one context record; answers how many records it consumed (a Map and the
-    /// bytes written through it are replayed together).
+    /// Replays one context record (a Map with the bytes written through it, which `written`
+    /// holds, if it does); answers how many records it consumed.
     fn context_record(
         &mut self,
         frame: &Frame<'a>,
@@ -570,7 +608,7 @@ where
             }
         }
         let stream = frame.stream;
-        let mut consumed = 1;
+        let consumed = 1;
         let replayed: Outcome = if stream == IMMEDIATE_STREAM {
             match record.call {
                 Call::Map {
@@ -582,8 +620,7 @@ where
                         // A poll that found the GPU still drawing, not made again.
                         return Ok(consumed);
                     };
-                    let data = self.written_after(written, resource, ty, record.outcome)?;
-                    consumed += usize::from(data.is_some());
+                    let data = self.written_by(written, resource)?;
                     let done = filled(self.ic.map(resource, ty, flags), data);
                     self.settle(frame, done)?
                 }
@@ -595,8 +632,7 @@ where
             }
             match record.call {
                 Call::Map { resource, ty, .. } => {
-                    let data = self.written_after(written, resource, ty, record.outcome)?;
-                    consumed += usize::from(data.is_some());
+                    let data = self.written_by(written, resource)?;
                     let host = self.dcs.get_mut(&stream).expect("checked above");
                     let done = host.run(move |dc| filled(dc.map(resource, ty), data));
                     self.settle(frame, done)?
@@ -658,26 +694,21 @@ where
         Ok(0)
     }
 
-    /// The bytes written through a deferred context's Map that answered `captured`, if the
-    /// next record (`written`) holds them.
-    fn written_after(
+    /// The bytes written through a Map of `resource`, which `written` holds (a
+    /// [`Call::Written`] of the same resource, by [`written_records`]), copied in at the Map:
+    /// nothing reads a mapped resource's memory before its Unmap.
+    fn written_by(
         &self,
         written: Option<Frame<'a>>,
         resource: Handle<Resource>,
-        ty: MapType,
-        captured: Outcome,
     ) -> core::result::Result<Option<&'a [u8]>, ReplayError> {
-        let Some(next) = written else {
+        let Some(frame) = written else {
             return Ok(None);
         };
-        if next.kind != Kind::Written as u16 || ty == MapType::Read || captured != Outcome::Ok {
-            return Ok(None);
-        }
-        let record = Self::decode(&self.handles, &next, 0)?;
+        let record = Self::decode(&self.handles, &frame, 0)?;
         match record.call {
             Call::Written { resource: r, bytes } if r == resource => Ok(Some(bytes)),
-            Call::Written { .. } => Err(Self::error(&next, ReplayErrorKind::MapBytes)),
-            _ => Ok(None),
+            _ => Err(Self::error(&frame, ReplayErrorKind::MapBytes)),
         }
     }
 

@@ -497,6 +497,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// whose last owner this was ends then (its list-end hooks run on this thread, after the
     /// context's own sequence).
     fn unload(&mut self) {
+        // The recording's memory goes: so do the bytes of its Maps still open.
+        #[cfg(feature = "capture")]
+        if let Some(capture) = &mut self.capture {
+            capture.forget_maps();
+        }
         let mut executed = core::mem::take(&mut self.rec.lists);
         self.rec.clear();
         self.open.clear();
@@ -1533,9 +1538,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline(always)]
     pub(super) fn capture_begin(&mut self, call: Call<'_, &D::Command>) {
         if let Some(capture) = &mut self.capture {
-            // SAFETY: first thing in a call of this context: the bytes the last Map handed
-            // out were touched by nothing but the application since it gave up the `&mut`
-            // borrow they came with to make this call.
+            // SAFETY: first thing in a call of this context: the bytes of its open Maps are
+            // the recording's until their Unmaps (or forgotten with a recording reset inside
+            // a call), and were touched by nothing but the application since
+            // (`ContextCapture::settle_maps`).
             unsafe { capture.begin(&call) }
         }
     }
@@ -1574,16 +1580,20 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             unsafe { capture.begin_map() }
         }
         let result = map(self).map(|bytes| bytes as *mut [u8]);
+        // A removed context's Map hands out scratch bytes that its next Map reuses (and may
+        // move): nothing of them reaches a list, and the capture does not read them.
+        let recorded = self.calls != Calls::Removed;
         if let Some(capture) = &mut self.capture {
-            // Where the bytes are: the capture reads them at the context's next call.
-            let bytes = result.as_ref().ok().copied();
+            // Where the bytes are: the capture reads them at the Unmap, or before a call
+            // that may end the Map.
+            let bytes = result.as_ref().ok().copied().filter(|_| recorded);
             capture.end_map(resource, ty, flags, (&result).into(), bytes);
         }
         let bytes = result?;
         // SAFETY: the memory `map` handed out under the `&mut self` borrow that just ended,
         // alive until the next call of this context, which the returned borrow of `&mut self`
         // prevents; nothing touched it since (the capture only noted the pointer, and reads
-        // through it only at that next call).
+        // through it only in a later call).
         Ok(unsafe { &mut *bytes })
     }
 }

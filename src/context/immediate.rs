@@ -1380,9 +1380,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     #[inline(always)]
     pub(super) fn capture_begin(&mut self, call: crate::capture::Call<'_, &D::Command>) {
         if let Some(capture) = &mut self.capture {
-            // SAFETY: first thing in a call of this context: the bytes the last Map handed
-            // out were touched by nothing but the application since it gave up the `&mut`
-            // borrow they came with to make this call.
+            // SAFETY: first thing in a call of this context: the bytes of its open Maps are
+            // locked until their Unmaps, and were touched by nothing but the application
+            // since (`ContextCapture::settle_maps`).
             unsafe { capture.begin(&call) }
         }
     }
@@ -1394,12 +1394,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
     }
 
-    /// Records what the application wrote through the last Map, first thing in a call
-    /// whose own record goes to the device's stream.
+    /// Records what the application wrote through the Maps still open, first thing in a
+    /// call whose own record goes to the device's stream.
     pub(super) fn capture_written(&mut self) {
         if let Some(capture) = &mut self.capture {
             // SAFETY: as in `capture_begin`.
-            unsafe { capture.flush_pending() }
+            unsafe { capture.settle_maps(false) }
         }
     }
 
