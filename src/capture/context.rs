@@ -301,7 +301,11 @@ impl ContextCapture {
     /// As [`ContextCapture::settle_maps`]'s.
     #[inline]
     unsafe fn record_written_later(&mut self, resource: Handle<Resource>) {
-        let Some(at) = self.written_later.iter().position(|m| m.resource == resource) else {
+        let Some(at) = self
+            .written_later
+            .iter()
+            .position(|m| m.resource == resource)
+        else {
             return;
         };
         let map = self.written_later.swap_remove(at);
@@ -331,6 +335,12 @@ impl ContextCapture {
     /// the call's start recorded it.)
     pub(crate) fn forget_maps(&mut self) {
         self.written_later.clear();
+    }
+
+    /// The call just recorded answered `value` besides success ([`Call::Answer`]).
+    pub(crate) fn answer(&mut self, value: u64) {
+        let seq = self.sink.device_records();
+        self.push_record(seq, Outcome::Ok, Call::Answer(value));
     }
 
     /// The name of the list this (deferred) context's Finish is making, if it succeeds.

@@ -32,6 +32,7 @@
 //! assert_eq!((frame.stream, frame.kind, frame.payload), (1, 7, &b"a record"[..]));
 //! ```
 
+pub(crate) mod answer;
 mod codec;
 pub(crate) mod context;
 mod error;

@@ -84,8 +84,11 @@ const APP_ERRORS: [AppError; 17] = [
 const APP_ERROR_BASE: u8 = 32;
 
 impl Outcome {
+    /// The byte a record keeps of it (after a context record's 8-byte `seq`; first in a
+    /// device record's payload): 0 for success, 1 to 5 for the engine's errors, 32 on for the
+    /// application's, in the order of [`AppError`]'s variants.
     #[inline]
-    pub(crate) fn code(self) -> u8 {
+    pub fn code(self) -> u8 {
         match self {
             Outcome::Ok => 0,
             Outcome::Err(Error::OutOfMemory) => 1,
@@ -102,7 +105,8 @@ impl Outcome {
         }
     }
 
-    fn of_code(code: u8) -> Option<Self> {
+    /// The outcome a record's byte names ([`Outcome::code`]), if it names one.
+    pub fn of_code(code: u8) -> Option<Self> {
         Some(match code {
             0 => Outcome::Ok,
             1 => Outcome::Err(Error::OutOfMemory),
@@ -189,9 +193,11 @@ pub enum Kind {
     Trim = 41,
     /// [`Call::Checksum`].
     Checksum = 42,
+    /// [`Call::Answer`].
+    Answer = 43,
 }
 
-const KINDS: [Kind; 33] = [
+const KINDS: [Kind; 34] = [
     Kind::Create,
     Kind::Destroy,
     Kind::CreateDeferred,
@@ -225,6 +231,7 @@ const KINDS: [Kind; 33] = [
     Kind::ResourceIsBusy,
     Kind::Trim,
     Kind::Checksum,
+    Kind::Answer,
 ];
 
 impl Kind {
@@ -388,6 +395,12 @@ pub enum Call<'a, C> {
         /// The CRC-32 of its bytes.
         crc: u32,
     },
+    /// What the context's call before it answered besides success, where it answers a
+    /// value: `query_signaled`'s and `resource_is_busy`'s bool (1 for true), `present`'s
+    /// status (its `HRESULT`'s 32 bits), `set_display_mode`'s outcome (0 for a mode set,
+    /// else the private format's attribute with bit 32 set), `gamma_caps`' (a CRC-32 of its
+    /// fields). Recorded only where that call succeeded.
+    Answer(u64),
 }
 
 /// The most resources one recorded rotation names (a swap chain's buffers).
@@ -430,6 +443,7 @@ impl<C> Call<'_, C> {
             Call::ResourceIsBusy(_) => Kind::ResourceIsBusy,
             Call::Trim => Kind::Trim,
             Call::Checksum { .. } => Kind::Checksum,
+            Call::Answer(_) => Kind::Answer,
         }
     }
 
@@ -594,6 +608,7 @@ pub(crate) fn encode_call<C>(
         }
         Call::QuerySignaled(q) => enc.object(q),
         Call::ResourceIsBusy(r) => enc.object(r),
+        Call::Answer(value) => enc.u64(value),
         Call::Abandon
         | Call::Flush
         | Call::EndFrame
@@ -788,6 +803,7 @@ pub fn decode_record<'a, C: CaptureCommand>(
         Kind::QuerySignaled => Call::QuerySignaled(dec.object()?),
         Kind::ResourceIsBusy => Call::ResourceIsBusy(dec.object()?),
         Kind::Trim => Call::Trim,
+        Kind::Answer => Call::Answer(dec.u64()?),
         Kind::Checksum => Call::Checksum {
             resource: dec.object()?,
             crc: dec.u32()?,
@@ -1146,6 +1162,7 @@ mod tests {
                 resource: r,
                 crc: 0xDEAD_BEEF,
             },
+            Call::Answer(0x1_0000_0007),
         ];
         assert_eq!(calls.len(), KINDS.len(), "one of each kind");
         for (i, call) in calls.into_iter().enumerate() {

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::Scope;
 
+use super::answer::Answer;
 use super::codec::{CaptureCommand, DecodeError, Decoder};
 use super::error::{CaptureError, CaptureErrorKind};
 use super::reader::{Frame, FrameReader};
@@ -53,6 +54,15 @@ pub enum ReplayErrorKind {
     NotACapture(CaptureError),
     /// The record is not one a capture writes.
     Decode(DecodeError),
+    /// The call succeeded, as it did when captured, with another answer ([`Call::Answer`]).
+    Answered {
+        /// The call's kind.
+        call: Kind,
+        /// What it answered when captured, as the capture keeps it.
+        captured: u64,
+        /// What it answered now.
+        replayed: u64,
+    },
     /// The call answered otherwise than when it was captured.
     Diverged {
         /// The call's kind.
@@ -94,6 +104,14 @@ impl core::fmt::Display for ReplayError {
             } => write!(
                 f,
                 "{call:?} answered {replayed:?} where the capture says {captured:?}"
+            ),
+            ReplayErrorKind::Answered {
+                call,
+                captured,
+                replayed,
+            } => write!(
+                f,
+                "{call:?} answered {replayed:#x} where the capture says {captured:#x}"
             ),
             ReplayErrorKind::UnknownContext => f.write_str("a context the capture never made"),
             ReplayErrorKind::UnknownList => f.write_str("a list the capture never finished"),
@@ -328,6 +346,7 @@ where
             scope,
             records: 0,
             presents_checked: 0,
+            answered: None,
         };
         for (index, frame) in device_frames.iter().enumerate() {
             replayer.advance_all(index as u64)?;
@@ -363,6 +382,9 @@ struct Replayer<'r, 'a, 's, 'env, D: Driver, K: Kernel> {
     scope: &'s Scope<'s, 'env>,
     records: u64,
     presents_checked: u64,
+    /// What the immediate context's last call that answers a value answered, for the
+    /// [`Call::Answer`] after it.
+    answered: Option<(Kind, u64)>,
 }
 
 /// How many streams deep a replay goes to finish the lists executes name: a capture asks
@@ -395,6 +417,16 @@ fn filled<D: Driver, K: Kernel>(mapped: Result<&mut [u8]>, data: Option<&[u8]>) 
 /// failed, which a replay need not make again when it cannot (its objects unknown).
 fn refused(payload: &[u8], at: usize) -> bool {
     payload.get(at).is_some_and(|&code| code != 0)
+}
+
+/// A call's outcome, its answer kept in `answered` for the [`Call::Answer`] after it.
+fn answering<T: Answer>(
+    answered: &mut Option<(Kind, u64)>,
+    call: Kind,
+    result: Result<T>,
+) -> Outcome {
+    *answered = result.as_ref().ok().map(|value| (call, value.answer()));
+    (&result).into()
 }
 
 /// A record's `seq` (a context stream's), without decoding the rest.
@@ -789,7 +821,7 @@ where
             Call::Flush => (&ic.flush()).into(),
             Call::EndFrame => (&ic.end_frame()).into(),
             Call::ClearState => (&ic.clear_state()).into(),
-            Call::Present(args) => (&ic.present(&args)).into(),
+            Call::Present(args) => answering(&mut self.answered, Kind::Present, ic.present(&args)),
             Call::Blt(args) => (&ic.blt(&args)).into(),
             Call::Rotate { count, resources } => {
                 let rotated: Vec<Handle<Resource>> = resources
@@ -808,16 +840,40 @@ where
                 }
                 (&self.ic.destroy_device()).into()
             }
-            Call::GammaCaps => (&ic.gamma_caps()).into(),
+            Call::GammaCaps => answering(&mut self.answered, Kind::GammaCaps, ic.gamma_caps()),
             Call::SetDisplayMode {
                 primary,
                 subresource,
-            } => (&ic.set_display_mode(primary, subresource)).into(),
+            } => {
+                let result = ic.set_display_mode(primary, subresource);
+                answering(&mut self.answered, Kind::SetDisplayMode, result)
+            }
             Call::SetPriority { resource, priority } => {
                 (&ic.set_resource_priority(resource, priority)).into()
             }
-            Call::QuerySignaled(q) => (&ic.query_signaled(q)).into(),
-            Call::ResourceIsBusy(r) => (&ic.resource_is_busy(r)).into(),
+            Call::QuerySignaled(q) => answering(
+                &mut self.answered,
+                Kind::QuerySignaled,
+                ic.query_signaled(q),
+            ),
+            Call::ResourceIsBusy(r) => answering(
+                &mut self.answered,
+                Kind::ResourceIsBusy,
+                ic.resource_is_busy(r),
+            ),
+            Call::Answer(captured) => {
+                if let Some((call, replayed)) = self.answered.take() {
+                    if replayed != captured && self.compares(call) {
+                        let kind = ReplayErrorKind::Answered {
+                            call,
+                            captured,
+                            replayed,
+                        };
+                        return Err(Self::error(frame, kind));
+                    }
+                }
+                Outcome::Ok
+            }
             Call::Trim => {
                 ic.trim();
                 Outcome::Ok
@@ -845,6 +901,17 @@ where
             Call::QueryResidency(_) | Call::Written { .. } => Outcome::Ok,
             _ => return Err(Self::error(frame, ReplayErrorKind::UnknownContext)),
         })
+    }
+
+    /// Whether an answer of `call` is compared: every one where the replaying GPU keeps the
+    /// capturing one's pace ([`Timing::Exact`]); else not those of the polls of the GPU's
+    /// progress, nor the driver's gamma caps (another driver's are its own).
+    fn compares(&self, call: Kind) -> bool {
+        self.timing == Timing::Exact
+            || !matches!(
+                call,
+                Kind::QuerySignaled | Kind::ResourceIsBusy | Kind::GammaCaps
+            )
     }
 
     fn deferred_call(

@@ -923,7 +923,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// open. A query never ended is an application error.
     pub fn query_signaled(&mut self, query: Handle<Query>) -> Result<bool> {
         captured!(
-            self,
+            answer self,
             Call::QuerySignaled(query),
             self.query_signaled_uncaptured(query)
         )
@@ -1391,6 +1391,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(super) fn capture_end<T>(&mut self, result: &Result<T>) {
         if let Some(capture) = &mut self.capture {
             capture.commit(result.into());
+        }
+    }
+
+    /// After a call that answers a value, where it succeeded: the value recorded.
+    pub(super) fn capture_answer<T: crate::capture::answer::Answer>(&mut self, result: &Result<T>) {
+        if let (Some(capture), Ok(value)) = (&mut self.capture, result) {
+            capture.answer(value.answer());
         }
     }
 

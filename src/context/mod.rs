@@ -20,6 +20,19 @@ macro_rules! captured {
         $context.capture_end(&result);
         result
     }};
+    // A call that answers a value besides success: the value recorded after it where it
+    // succeeded (`Call::Answer`).
+    (answer $context:ident, $call:expr, $body:expr) => {{
+        #[cfg(feature = "capture")]
+        $context.capture_begin($call);
+        let result = $body;
+        #[cfg(feature = "capture")]
+        {
+            $context.capture_end(&result);
+            $context.capture_answer(&result);
+        }
+        result
+    }};
 }
 
 pub(crate) mod amortize;

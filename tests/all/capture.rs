@@ -278,13 +278,17 @@ fn damage_is_named_at_its_record_not_taken_for_a_cut() {
             .find_map(Result::err)
             .expect("a changed byte is seen");
         let (device, mut ic, world) = setup(ListMode::Replayed, None);
-        let report = capture::replay(&bad, &device, &mut ic)
-            .unwrap_or_else(|e| panic!("byte {at}: {e}"));
+        let report =
+            capture::replay(&bad, &device, &mut ic).unwrap_or_else(|e| panic!("byte {at}: {e}"));
         let tail = report.tail.expect("the damage is reported");
         match read_error.kind {
             // A length made longer runs past the end: what a cut looks like.
             capture::CaptureErrorKind::TornTail => {
-                assert_eq!(tail.kind, capture::CaptureErrorKind::Unfinished, "byte {at}")
+                assert_eq!(
+                    tail.kind,
+                    capture::CaptureErrorKind::Unfinished,
+                    "byte {at}"
+                )
             }
             _ => {
                 assert_eq!(tail, read_error, "byte {at}");
@@ -369,11 +373,23 @@ fn the_gpus_progress_replays_with_the_polls_that_made_it() {
         let report = capture::replay(&capture, &device, &mut ic)
             .unwrap_or_else(|e| panic!("{polls} polls ({mapped:?}): {e}"));
         assert_eq!(report.tail, None);
-        // On a GPU of another pace: exactly, a poll answers otherwise; with `Timing::Any`,
-        // the polls that found it still drawing are left out and the Map that mapped waits.
+        // On a GPU of another pace: exactly, the first poll answers otherwise (it finds the
+        // GPU done), or without polls the Map does; with `Timing::Any`, the polls that found
+        // it still drawing are left out and the Map that mapped waits.
         let (device, mut ic, world) = setup_with(Gpu::Immediate, ListMode::Replayed, None);
-        let exact = capture::replay(&capture, &device, &mut ic);
-        assert_eq!(exact.is_ok(), mapped.is_ok(), "{polls} polls: {exact:?}");
+        let exact = capture::replay(&capture, &device, &mut ic).unwrap_err();
+        let first_poll = capture::ReplayErrorKind::Answered {
+            call: capture::Kind::QuerySignaled,
+            captured: 0,
+            replayed: 1,
+        };
+        match polls {
+            0 => assert!(
+                matches!(exact.kind, capture::ReplayErrorKind::Diverged { call, .. } if call == capture::Kind::Map),
+                "{exact}"
+            ),
+            _ => assert_eq!(exact.kind, first_poll, "{polls} polls: {exact}"),
+        }
         let (device, mut ic, world_any) = setup_with(Gpu::Immediate, ListMode::Replayed, None);
         let any = capture::ReplayOptions::default().with_timing(capture::Timing::Any);
         let any = capture::replay_with(&capture, &device, &mut ic, any)
@@ -664,5 +680,158 @@ fn a_panicking_hook_leaves_no_torn_record() {
     let bytes = output.0.lock().unwrap().clone();
     for frame in capture::FrameReader::new(&bytes).unwrap() {
         frame.unwrap_or_else(|e| panic!("a torn record: {e}"));
+    }
+}
+
+/// A capture's file with each frame's payload as `edit` leaves it (its checksum made right
+/// again): what a capture of another run would hold.
+fn edited(capture: &[u8], mut edit: impl FnMut(&capture::Frame<'_>, &mut Vec<u8>)) -> Vec<u8> {
+    let mut file = Vec::new();
+    capture::write_header(&mut file).unwrap();
+    for frame in capture::FrameReader::new(capture).unwrap() {
+        let frame = frame.unwrap();
+        let mut payload = frame.payload.to_vec();
+        edit(&frame, &mut payload);
+        let mut frames = capture::StreamBuffer::new(frame.stream);
+        frames.push(frame.kind, &payload);
+        frames.drain_to(&mut file).unwrap();
+    }
+    file
+}
+
+/// Every answer a call returns is compared, not only success: a refused call that the
+/// replay refuses with another error, and a call that succeeds with another value
+/// (`query_signaled`'s and `resource_is_busy`'s bool, `present`'s status, `gamma_caps`,
+/// `set_display_mode`'s outcome), each stop the replay at its record. Unchanged, the
+/// capture replays whole.
+#[test]
+fn every_answer_and_every_error_kind_is_compared() {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, world) = setup(ListMode::Replayed, Some(sink));
+    let texture = |flags| {
+        let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let texture = cmdlist::Texture2d {
+            width: 4,
+            height: 4,
+            format: cmdlist::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+            ..Default::default()
+        };
+        let mut desc = ResourceDesc::texture(texture, bind).unwrap();
+        desc.flags = flags;
+        desc
+    };
+    let back_buffer = device
+        .create_resource(texture(cmdlist::ResourceFlags::empty()))
+        .unwrap();
+    let primary = ic
+        .create_primary(texture(cmdlist::ResourceFlags::PRIMARY))
+        .unwrap();
+    let staging = device
+        .create_resource(desc(64, Usage::Staging, BindFlags::empty()))
+        .unwrap();
+    let query = device.create_query(cmdlist::QueryKind::Event).unwrap();
+    // Refused: not a dynamic resource.
+    assert_eq!(
+        ic.map_discard(staging).map(drop),
+        Err(app(AppError::InvalidState))
+    );
+    ic.end_query(query).unwrap();
+    assert!(ic.query_signaled(query).unwrap());
+    assert!(!ic.resource_is_busy(staging).unwrap());
+    ic.gamma_caps().unwrap();
+    ic.set_display_mode(primary, 0).unwrap();
+    world.set_present_status(cmdlist::dxgi::PresentStatus(0x087A_0001));
+    let args = cmdlist::dxgi::PresentArgs {
+        src: back_buffer,
+        src_subresource: 0,
+        dst: None,
+        dxgi_context: cmdlist::dxgi::DxgiContext(0),
+        flags: cmdlist::dxgi::PresentFlags::FLIP,
+        flip_interval: 1,
+    };
+    ic.present(&args).unwrap();
+    ic.flush().unwrap();
+    let capture = output.0.lock().unwrap().clone();
+    let replay = |bytes: &[u8]| {
+        let (device, mut ic, world) = setup(ListMode::Replayed, None);
+        world.set_present_status(cmdlist::dxgi::PresentStatus(0x087A_0001));
+        capture::replay(bytes, &device, &mut ic)
+    };
+    replay(&capture).expect("the capture as it was made");
+
+    // The refused Map, refused with another error: the outcome's code, after `seq`.
+    let wrong = cmdlist::Error::Application(AppError::NotMappable);
+    let other_error = edited(&capture, |frame, payload| {
+        if frame.kind == capture::Kind::Map as u16 {
+            payload[8] = capture::Outcome::Err(wrong).code();
+        }
+    });
+    let e = replay(&other_error).unwrap_err();
+    assert_eq!(
+        e.kind,
+        capture::ReplayErrorKind::Diverged {
+            call: capture::Kind::Map,
+            captured: capture::Outcome::Err(wrong),
+            replayed: capture::Outcome::Err(app(AppError::InvalidState)),
+        },
+        "{e}"
+    );
+
+    // Each answer in turn made another: the call before it is named.
+    let answers: Vec<u64> = capture::FrameReader::new(&capture)
+        .unwrap()
+        .map(Result::unwrap)
+        .filter(|f| f.kind == capture::Kind::Answer as u16)
+        .map(|f| u64::from_le_bytes(f.payload[9..17].try_into().unwrap()))
+        .collect();
+    assert_eq!(answers.len(), 5, "{answers:x?}");
+    assert_eq!((answers[0], answers[1]), (1, 0), "signaled, not busy");
+    assert_eq!((answers[3], answers[4]), (0, 0x087A_0001), "set, the status");
+    let calls = [
+        capture::Kind::QuerySignaled,
+        capture::Kind::ResourceIsBusy,
+        capture::Kind::GammaCaps,
+        capture::Kind::SetDisplayMode,
+        capture::Kind::Present,
+    ];
+    for (n, call) in calls.into_iter().enumerate() {
+        let mut seen = 0;
+        let other_answer = edited(&capture, |frame, payload| {
+            if frame.kind == capture::Kind::Answer as u16 {
+                if seen == n {
+                    payload[9] ^= 1 << 7;
+                }
+                seen += 1;
+            }
+        });
+        let e = replay(&other_answer).unwrap_err();
+        assert_eq!(
+            e.kind,
+            capture::ReplayErrorKind::Answered {
+                call,
+                captured: answers[n] ^ (1 << 7),
+                replayed: answers[n],
+            },
+            "{e}"
+        );
+    }
+    // A GPU of another pace (`Timing::Any`) compares the present's and the mode's, not the
+    // polls' nor the driver's gamma caps.
+    let any = capture::ReplayOptions::default().with_timing(capture::Timing::Any);
+    for (n, compared) in [(0, false), (2, false), (3, true), (4, true)] {
+        let mut seen = 0;
+        let other_answer = edited(&capture, |frame, payload| {
+            if frame.kind == capture::Kind::Answer as u16 {
+                if seen == n {
+                    payload[9] ^= 1 << 7;
+                }
+                seen += 1;
+            }
+        });
+        let (device, mut ic, world) = setup(ListMode::Replayed, None);
+        world.set_present_status(cmdlist::dxgi::PresentStatus(0x087A_0001));
+        let replayed = capture::replay_with(&other_answer, &device, &mut ic, any);
+        assert_eq!(replayed.is_err(), compared, "answer {n}: {replayed:?}");
     }
 }

@@ -59,7 +59,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The surfaces are textures (`NotDisplayFormat` otherwise) with the subresource in range
     /// (`OutOfRange`).
     pub fn present(&mut self, args: &PresentArgs) -> Result<PresentStatus> {
-        let result = captured!(self, Call::Present(*args), self.present_uncaptured(args));
+        let result = captured!(
+            answer self,
+            Call::Present(*args),
+            self.present_uncaptured(args)
+        );
         #[cfg(feature = "capture")]
         if result.is_ok() {
             self.capture_present_checksum(args.src);
@@ -159,7 +163,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// GetGammaCapsDXGI (R-X2): the driver's gamma control capabilities, checked.
     pub fn gamma_caps(&mut self) -> Result<GammaCaps> {
-        captured!(self, Call::GammaCaps, self.gamma_caps_uncaptured())
+        captured!(answer self, Call::GammaCaps, self.gamma_caps_uncaptured())
     }
 
     #[inline(always)]
@@ -178,7 +182,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         subresource: u32,
     ) -> Result<DisplayModeOutcome> {
         captured!(
-            self,
+            answer self,
             Call::SetDisplayMode {
                 primary,
                 subresource,

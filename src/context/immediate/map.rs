@@ -328,7 +328,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// staging resource, the open buffer included (nothing is flushed).
     pub fn resource_is_busy(&mut self, resource: Handle<Resource>) -> Result<bool> {
         captured!(
-            self,
+            answer self,
             Call::ResourceIsBusy(resource),
             self.resource_is_busy_uncaptured(resource)
         )
