@@ -252,14 +252,16 @@ pub trait Kernel: Send + Sync + 'static {
     /// CPU access to `allocation`'s memory (`pfnLockCb`, R-M4): the bytes a Map of a staging
     /// resource (READ, WRITE, READ_WRITE) or a Map(NO_OVERWRITE) on the immediate context
     /// hands the application, until [`Kernel::unlock`]; and the allocation a Map(DISCARD)
-    /// renames to (R-M5), with [`LockFlags::NO_EXISTING_REFERENCE`] (no buffer the GPU has
-    /// not finished references it; the engine hands out its first bytes, as many as the
-    /// resource has, and refuses a mapping shorter than that). Called on the immediate
-    /// context's thread, at most once at a time per allocation. `flags` always has
-    /// [`LockFlags::IGNORE_SYNC`]: the engine waited for the newest buffer that uses the
-    /// resource first (a staging Map), or the application promised not to touch what the GPU
-    /// reads (NO_OVERWRITE); a kernel must not wait. Default: [`Error::Unsupported`] (the Map
-    /// fails with it).
+    /// renames to (R-M5). Called on the immediate context's thread, at most once at a time
+    /// per allocation. `flags` tell the three apart:
+    ///
+    /// | lock | `flags` | the GPU meanwhile |
+    /// |---|---|---|
+    /// | a staging Map, a present's checksum | [`LockFlags::READ_ONLY`] (READ), [`LockFlags::WRITE_ONLY`] (WRITE), neither (READ_WRITE) | finished every buffer that uses the allocation: the engine waited for the newest (R-M4), so a kernel's own wait returns at once |
+    /// | a Map(NO_OVERWRITE) of a dynamic buffer | `WRITE_ONLY \| IGNORE_SYNC` | buffers it has not finished may read the allocation (the application writes only where they do not, R-M2); a kernel must not wait |
+    /// | a rename's memory (R-M5) | `WRITE_ONLY \| IGNORE_SYNC \|` [`LockFlags::NO_EXISTING_REFERENCE`] | no buffer it has not finished references the allocation; the engine hands out its first bytes, as many as the resource has, and refuses a mapping shorter than that |
+    ///
+    /// Default: [`Error::Unsupported`] (the Map fails with it).
     fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
         let _ = (allocation, flags);
         Err(Error::Unsupported)
@@ -268,7 +270,15 @@ pub trait Kernel: Send + Sync + 'static {
     /// Ends CPU access to `allocation` (`pfnUnlockCb`): `mapping` is what [`Kernel::lock`]
     /// handed out, written as the application wrote it. Called on the immediate context's
     /// thread at the Unmap (also the one device destruction makes of a Map left open).
-    /// Default: nothing.
+    ///
+    /// The engine does not know which bytes the application wrote: a lock that is not
+    /// READ_ONLY may have written anywhere in the mapping. A kernel whose mapping is its own
+    /// memory has nothing to do. One that copied the memory in at the lock
+    /// ([`CpuMapping::owned`]) copies the mapping back, and for a Map(NO_OVERWRITE)
+    /// (`IGNORE_SYNC` without `NO_EXISTING_REFERENCE`) it copies back only the bytes that
+    /// differ from what it copied in: its GPU may have written the rest since the lock (a
+    /// copy into the buffer submitted before it), and the application wrote only where the
+    /// GPU does not read. Default: nothing.
     fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
         let _ = (allocation, mapping);
     }

@@ -13,9 +13,12 @@ bitflags! {
         const READ_ONLY = 0x1;
         /// `WriteOnly`: the CPU writes only (Map(WRITE), Map(NO_OVERWRITE)).
         const WRITE_ONLY = 0x2;
-        /// `IgnoreSync`: do not wait for the GPU. The engine sets it always: it waited itself
-        /// for the newest buffer that uses the resource (R-M4), or the application promised
-        /// not to touch what the GPU uses (Map(NO_OVERWRITE), R-M2).
+        /// `IgnoreSync`: do not wait for the GPU, which may still use the allocation. The
+        /// engine sets it for a Map(NO_OVERWRITE), whose application promised not to touch
+        /// what the GPU uses (R-M2), and for a rename's memory (with
+        /// `NO_EXISTING_REFERENCE`, R-M5); never for a staging Map, for which it waited
+        /// itself for the newest buffer that uses the resource (R-M4), so a kernel's wait
+        /// returns at once.
         const IGNORE_SYNC = 0x8;
         /// `NoExistingReference`: no command buffer, submitted and unfinished or still
         /// open, references the allocation; the engine asks it of the allocation a

@@ -1304,8 +1304,10 @@ struct Harness {
     seen: Vec<bool>,
     lists: Vec<MList>,
     /// Resources mapped on the immediate context: the contents the Unmap makes theirs, and
-    /// whether the Map was a Map(DISCARD) (which renames, R-M5).
-    ic_mapped: Vec<(usize, Vec<u8>, bool)>,
+    /// whether the Map was a Map(DISCARD) (which renames, R-M5), or else what a
+    /// Map(NO_OVERWRITE) handed out (its Unmap changes only the bytes written since: the
+    /// kernel's lock may be a copy, whose unlock keeps what the GPU wrote meanwhile).
+    ic_mapped: Vec<(usize, Vec<u8>, Option<Vec<u8>>)>,
     ic_begun: Vec<usize>,
     ic_bindings: BTreeMap<BindPoint, AnyHandle>,
     /// Errors the soft kernel had received when the step began.
@@ -2202,7 +2204,7 @@ impl Harness {
                 } else {
                     let mut contents = vec![0; size];
                     contents[..data.len()].copy_from_slice(&data);
-                    self.ic_mapped.push((r, contents, true));
+                    self.ic_mapped.push((r, contents, None));
                     Ok(())
                 };
                 (actual, expected)
@@ -2237,7 +2239,8 @@ impl Harness {
                     );
                     let mut contents = m.res[r].bytes.clone();
                     contents[at..at + data.len()].copy_from_slice(&data);
-                    self.ic_mapped.push((r, contents, false));
+                    let handed_out = m.res[r].bytes.clone();
+                    self.ic_mapped.push((r, contents, Some(handed_out)));
                     Ok(())
                 };
                 (actual, expected)
@@ -2249,11 +2252,23 @@ impl Harness {
                     None => Err(AppError::InvalidState.into()),
                     Some(_) if m.res[r].destroyed => Err(AppError::StaleHandle.into()),
                     Some(i) => {
-                        let (_, data, discard) = self.ic_mapped.swap_remove(i);
+                        let (_, mut data, handed_out) = self.ic_mapped.swap_remove(i);
+                        let discard = handed_out.is_none();
+                        if let Some(before) = &handed_out {
+                            // What the GPU wrote since the Map stays where the application
+                            // wrote nothing new.
+                            for ((new, was), now) in
+                                data.iter_mut().zip(before).zip(&m.res[r].bytes)
+                            {
+                                if new == was {
+                                    *new = *now;
+                                }
+                            }
+                        }
                         let write = MOp::Write { res: r, data };
                         let written = m.apply(&write);
                         if let (Err(_), MOp::Write { data, .. }) = (&written, write) {
-                            self.ic_mapped.push((r, data, discard)); // still mapped
+                            self.ic_mapped.push((r, data, handed_out)); // still mapped
                         } else if actual.is_ok() && discard {
                             // The soft driver renames (R-M5): the resource's bytes are in
                             // another allocation, or, with the pool at its limit, copied
@@ -2462,7 +2477,7 @@ impl Harness {
             if self
                 .ic_mapped
                 .iter()
-                .any(|(x, _, discard)| *x == r && !discard)
+                .any(|(x, _, handed_out)| *x == r && handed_out.is_some())
             {
                 return true;
             }

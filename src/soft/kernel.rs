@@ -210,10 +210,12 @@ impl Kernel for SoftKernel {
         Ok(())
     }
 
-    /// A copy of the allocation's bytes, written back at the unlock unless read-only. A lock
-    /// of memory a buffer the GPU has not finished uses, or the open buffer, is a violation
-    /// (R-M4: the engine waits first), except for a write-only lock, a Map(NO_OVERWRITE)
-    /// whose application writes where the GPU does not read (R-M2). Locking what is locked
+    /// A copy of the allocation's bytes, written back at the unlock unless read-only (for a
+    /// Map(NO_OVERWRITE), only the bytes the application changed: the GPU may have written
+    /// the rest since). A lock of memory a buffer the GPU has not finished uses, or the
+    /// open buffer, is a violation (R-M4: the engine waits first), except for a lock with
+    /// IgnoreSync, a Map(NO_OVERWRITE) whose application writes where the GPU does not read
+    /// (R-M2), or a rename's memory, checked unreferenced (R-M5). Locking what is locked
     /// is a violation too (the engine maps a resource once at a time, R-C4).
     fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
         let id = allocation.0.get();
@@ -221,8 +223,8 @@ impl Kernel for SoftKernel {
         self.world
             .note(&mut s, TraceEvent::of(Hook::Lock).allocation(id));
         Self::check_ic_thread(&mut s, "lock callback");
-        if !flags.contains(LockFlags::IGNORE_SYNC) {
-            let what = format!("allocation {id} locked without IgnoreSync: the kernel would wait");
+        if flags.contains(LockFlags::IGNORE_SYNC) && !flags.contains(LockFlags::WRITE_ONLY) {
+            let what = format!("allocation {id} locked with IgnoreSync to read");
             SoftWorld::violate(&mut s, "R-M4", what);
         }
         let completed = s.completed;
@@ -242,14 +244,19 @@ impl Kernel for SoftKernel {
                 );
                 SoftWorld::violate(&mut s, "R-M5", what);
             }
-        } else if busy && flags != LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC {
+        } else if busy && !flags.contains(LockFlags::IGNORE_SYNC) {
+            // A synchronised lock (a staging Map's): the kernel would wait.
             let what = format!(
                 "allocation {id} locked while a buffer the GPU has not finished uses it \
                  (completed {completed})"
             );
             SoftWorld::violate(&mut s, "R-M4", what);
         }
-        if s.locked.insert(id, flags).is_some() {
+        // A Map(NO_OVERWRITE)'s: the GPU may write the rest of the buffer before the unlock.
+        let no_overwrite = flags.contains(LockFlags::IGNORE_SYNC)
+            && !flags.contains(LockFlags::NO_EXISTING_REFERENCE);
+        let copied_in = no_overwrite.then(|| bytes.clone());
+        if s.locked.insert(id, (flags, copied_in)).is_some() {
             let what = format!("allocation {id} locked twice");
             SoftWorld::violate(&mut s, "R-M4", what);
         }
@@ -261,7 +268,7 @@ impl Kernel for SoftKernel {
         let mut s = self.world.lock();
         self.world
             .note(&mut s, TraceEvent::of(Hook::Unlock).allocation(id));
-        let Some(flags) = s.locked.remove(&id) else {
+        let Some((flags, copied_in)) = s.locked.remove(&id) else {
             let what = format!("allocation {id} unlocked, not locked");
             SoftWorld::violate(&mut s, "R-M4", what);
             return;
@@ -271,7 +278,17 @@ impl Kernel for SoftKernel {
         }
         let written = mapping.into_owned().unwrap_or_default();
         match s.allocations.get_mut(&id) {
-            Some(a) if a.bytes.len() == written.len() => a.bytes.copy_from_slice(&written),
+            Some(a) if a.bytes.len() == written.len() => match copied_in {
+                // Only what the application changed: what the GPU wrote since stays.
+                Some(before) if before.len() == written.len() => {
+                    for ((now, was), new) in a.bytes.iter_mut().zip(&before[..]).zip(&written) {
+                        if was != new {
+                            *now = *new;
+                        }
+                    }
+                }
+                _ => a.bytes.copy_from_slice(&written),
+            },
             _ => {
                 let what = format!("allocation {id} unlocked after it changed or went");
                 SoftWorld::violate(&mut s, "R-M4", what);

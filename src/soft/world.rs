@@ -440,6 +440,9 @@ pub(crate) struct DxgiRecords {
     pub(crate) residency: HashMap<u64, ResidencyStatus>,
 }
 
+/// A kernel lock (R-M4): its flags and, for a Map(NO_OVERWRITE)'s, the bytes copied in.
+pub(crate) type Lock = (crate::mapping::LockFlags, Option<Box<[u8]>>);
+
 #[derive(Debug, Default)]
 pub(crate) struct State {
     pub(crate) next_allocation: u64,
@@ -486,8 +489,9 @@ pub(crate) struct State {
     /// Context-local handles open: (context, object id) to the id of the object it depends
     /// on (a view's resource; 0: none).
     pub(crate) open_locals: HashMap<(u32, u64), u64>,
-    /// Allocations the kernel has locked for the CPU (R-M4), with the lock's flags.
-    pub(crate) locked: HashMap<u64, crate::mapping::LockFlags>,
+    /// Allocations the kernel has locked for the CPU (R-M4), with the lock's flags and, for
+    /// a Map(NO_OVERWRITE)'s, the bytes copied in (the unlock copies back what differs).
+    pub(crate) locked: HashMap<u64, Lock>,
 }
 
 /// What the soft driver's immediate context has bound, point by point: a vector kept

@@ -787,7 +787,11 @@ fn every_answer_and_every_error_kind_is_compared() {
         .collect();
     assert_eq!(answers.len(), 5, "{answers:x?}");
     assert_eq!((answers[0], answers[1]), (1, 0), "signaled, not busy");
-    assert_eq!((answers[3], answers[4]), (0, 0x087A_0001), "set, the status");
+    assert_eq!(
+        (answers[3], answers[4]),
+        (0, 0x087A_0001),
+        "set, the status"
+    );
     let calls = [
         capture::Kind::QuerySignaled,
         capture::Kind::ResourceIsBusy,

@@ -15,6 +15,7 @@ mod emulated;
 mod finish_faults;
 mod hardening;
 mod heard;
+mod locks;
 mod map_modes;
 mod nested;
 mod owed;

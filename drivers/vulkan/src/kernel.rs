@@ -44,10 +44,11 @@ const WAIT: Duration = Duration::from_secs(60);
 ///   guarantee), and what a buffer wrote is visible to the host once its fence passed on
 ///   the timeline, the engine's wait ([`Kernel::wait_for_fence`]: `vkWaitSemaphores` for
 ///   that buffer's value), after the host-read barrier every primary ends with. A lock
-///   never waits (the engine always sets [`LockFlags::IGNORE_SYNC`], and waited itself); a
-///   lock that reads (READ, READ_WRITE) of memory a buffer not yet finished uses, a lock
-///   without `IGNORE_SYNC`, a second lock of a locked allocation (refused) and an unlock of
-///   one not locked are [`crate::Violation`]s (R-M4). Unlike the soft kernel, which copies,
+///   never waits (a staging Map's lock, without [`LockFlags::IGNORE_SYNC`], comes after the
+///   engine's own wait; a Map(NO_OVERWRITE)'s has it); a synchronised lock of memory a
+///   buffer not yet finished uses, `IGNORE_SYNC` on a lock that reads, a second lock of a
+///   locked allocation (refused) and an unlock of one not locked are [`crate::Violation`]s
+///   (R-M4). Unlike the soft kernel, which copies,
 ///   bytes written through a Map(READ) land in the memory (D3D11 leaves them undefined).
 ///   The immediate context's Map(DISCARD) reaches the memory by a GPU copy; the engine has a
 ///   Map(NO_OVERWRITE) wait for that copy's buffer first (R-M3), so the lock sees the
@@ -238,8 +239,8 @@ impl Kernel for VulkanKernel {
     fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
         self.check_ic_thread("a lock");
         let id = allocation.0.get();
-        if !flags.contains(LockFlags::IGNORE_SYNC) {
-            let what = format!("allocation {id} locked without IgnoreSync: the kernel would wait");
+        if flags.contains(LockFlags::IGNORE_SYNC) && !flags.contains(LockFlags::WRITE_ONLY) {
+            let what = format!("allocation {id} locked with IgnoreSync to read");
             self.world.violate("R-M4", what);
         }
         let Some((ptr, len, last)) = self.world.host_bytes(allocation) else {
@@ -247,11 +248,11 @@ impl Kernel for VulkanKernel {
             self.world.violate("R-M4", what);
             return Err(Error::InvalidArg);
         };
-        // A lock that reads, or a rename's memory (R-M5), needs every buffer that uses the
-        // allocation finished: the engine waited for them (R-M4) or the pool did. (A
-        // write-only lock may be a Map(NO_OVERWRITE), which does not wait.)
+        // A synchronised lock (a staging Map's), or a rename's memory (R-M5), needs every
+        // buffer that uses the allocation finished: the engine waited for them (R-M4) or the
+        // pool did. (IgnoreSync alone is a Map(NO_OVERWRITE), which does not wait.)
         let unreferenced = flags.contains(LockFlags::NO_EXISTING_REFERENCE);
-        if unreferenced || !flags.contains(LockFlags::WRITE_ONLY) {
+        if unreferenced || !flags.contains(LockFlags::IGNORE_SYNC) {
             let ic = lock(&self.world.ic);
             let unsubmitted = ic.open_refs.contains(&id)
                 || ic.closed.iter().any(|c| c.refs.binary_search(&id).is_ok());

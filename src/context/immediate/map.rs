@@ -272,7 +272,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let allocation = view.allocation().ok_or(AppError::NotMappable)?;
             ic.open.check_map(resource)?;
             ic.wait_for_discard(resource)?;
-            ic.lock(resource, allocation, LockFlags::WRITE_ONLY)
+            // The GPU may still read the buffer: the kernel must not wait.
+            let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
+            ic.lock(resource, allocation, flags)
         })?;
         Ok(self.open.mapped(resource)?.bytes_mut())
     }
@@ -403,7 +405,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.allocation().ok_or(AppError::InvalidState)?
         };
         let kernel = self.device.shared.kernel();
-        let mapping = kernel.lock(allocation, LockFlags::READ_ONLY | LockFlags::IGNORE_SYNC)?;
+        // Synchronised: the GPU finished every buffer (waited for just above).
+        let mapping = kernel.lock(allocation, LockFlags::READ_ONLY)?;
         let crc = crc32fast::hash(mapping.bytes());
         kernel.unlock(allocation, mapping);
         Ok(crc)
@@ -428,7 +431,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Locks `allocation` for a Map of `resource` and notes the Map.
+    /// Locks `allocation` for a Map of `resource` and notes the Map: `flags` as
+    /// [`Kernel::lock`] says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
     fn lock(
         &mut self,
         resource: Handle<Resource>,
@@ -436,7 +440,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         flags: LockFlags,
     ) -> Result<()> {
         let kernel = self.device.shared.kernel();
-        let mapping = kernel.lock(allocation, flags | LockFlags::IGNORE_SYNC)?;
+        let mapping = kernel.lock(allocation, flags)?;
         self.open.map(
             resource,
             IcMap::Locked {
