@@ -2104,6 +2104,106 @@ fn discards_read_in_place_same_bytes_as_soft_in_every_mode() {
     }
 }
 
+/// An outer driver-built list that only executes an inner one, both recorded before the
+/// immediate context renames (R-M5) the two buffers the inner list reads: a copy out of the
+/// vertex buffer and a draw from it and the constant buffer. The outer list runs once
+/// before the renames (its secondaries, a snapshot of what it wrote taken on the immediate
+/// context) and once after, where its secondaries name the old buffers: the execute must
+/// find the inner list's resources moved, and its replay go into the inner list's packets.
+/// Returns the resources to compare, with their sizes, and whether both buffers renamed.
+fn nested_rename_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> (Vec<(Handle<Resource>, u64)>, bool)
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let cb = device.create_resource(dynamic_buffer(16)).unwrap();
+    let vb = device.create_resource(dynamic_buffer(64)).unwrap();
+    let out = device.create_resource(buffer(64)).unwrap();
+    let target = device.create_resource(buffer(128)).unwrap();
+    let [out_before, target_before] = [64, 128].map(|n| device.create_resource(buffer(n)).unwrap());
+    let discard = |ic: &mut ImmediateContext<D, K>, cb_words: [u32; 4], vb_seed| {
+        ic.map_discard(cb)
+            .unwrap()
+            .copy_from_slice(&words_le(&cb_words));
+        ic.unmap(cb).unwrap();
+        ic.map_discard(vb)
+            .unwrap()
+            .copy_from_slice(&pattern(64, vb_seed));
+        ic.unmap(vb).unwrap();
+    };
+    discard(ic, [3, 0x0101_0101, 7, 0xF0F0_0000], 1);
+    let outer = std::thread::scope(|scope| {
+        let worker: Worker<D, K> = Worker::spawn(scope, device);
+        worker.run(move |dc| {
+            dc.command(SoftCommand::Copy { dst: out, src: vb }).unwrap();
+            dc.bind(RT0, Some(target.any())).unwrap();
+            dc.command(SoftCommand::Draw {
+                constants: cb,
+                vertices: vb,
+                point: RT0,
+            })
+            .unwrap();
+            let inner = dc.finish().unwrap();
+            dc.execute_command_list(&inner).unwrap();
+            dc.finish().unwrap()
+        })
+    });
+    ic.execute_command_list(&outer).unwrap();
+    ic.command(&SoftCommand::Copy {
+        dst: out_before,
+        src: out,
+    })
+    .unwrap();
+    ic.command(&SoftCommand::Copy {
+        dst: target_before,
+        src: target,
+    })
+    .unwrap();
+    ic.flush().unwrap();
+    let allocation = |h: Handle<Resource>| device.object(h).unwrap().allocation();
+    let held = [allocation(cb), allocation(vb)];
+    discard(ic, [0x9E37_79B9, 5, 0xFFFF_FFFF, 1], 2);
+    let renamed = held[0] != allocation(cb) && held[1] != allocation(vb);
+    ic.execute_command_list(&outer).unwrap();
+    ic.flush().unwrap();
+    drop(outer);
+    ic.flush().unwrap();
+    let alive = vec![
+        (out, 64),
+        (target, 128),
+        (out_before, 64),
+        (target_before, 128),
+    ];
+    (alive, renamed)
+}
+
+#[test]
+fn a_nested_list_recorded_before_a_rename_reads_the_new_memory() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let before = world.built_stats().replayed_after_rotation;
+        let (alive, renamed) = nested_rename_stream(&device, &mut ic);
+        let got = vulkan_bytes(&device, &world, &alive);
+        let replays = world.built_stats().replayed_after_rotation - before;
+        let want = soft_bytes(mode, |device, ic| nested_rename_stream(device, ic).0);
+        assert_same_bytes(mode, &got, &want);
+        assert!(renamed, "{mode:?}: the discards renamed");
+        // The new bytes, not the old ones: the copy and the draw differ from the snapshot.
+        assert_eq!(got[0], pattern(64, 2), "{mode:?}");
+        assert_ne!(got[1], got[3], "{mode:?}: the draw read the new bytes");
+        // The execute after the renames replays; the one before runs the secondaries.
+        let want_replays = u64::from(mode == ListMode::DriverBuilt);
+        assert_eq!(replays, want_replays, "{mode:?}");
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
 /// A driver-built list of draws, each after a Map(DISCARD) of its constant buffer, into one
 /// target: the draws read the discards' upload bytes in place, so the only barriers are the
 /// secondary's first and one between draws (write after write on the target), not three
