@@ -2204,6 +2204,97 @@ fn a_nested_list_recorded_before_a_rename_reads_the_new_memory() {
     }
 }
 
+/// FillBound into render targets a driver-built list discarded earlier in the same
+/// recording: a view of part of one (the fill over the middle of the discard's bytes), and
+/// a whole one whose discard a draw read in place first. The fill must land in the
+/// resource's bytes after the discard's, not under them (the discard's copy into the
+/// resource, kept pending by the rename, must come first). The list runs twice. Returns the
+/// resources to compare, with their sizes.
+fn discard_fill_stream<D, K>(
+    device: &Device<D, K>,
+    ic: &mut ImmediateContext<D, K>,
+) -> Vec<(Handle<Resource>, u64)>
+where
+    D: Driver<Command = SoftCommand, IcData = u64>,
+    K: Kernel,
+{
+    let partly = device.create_resource(dynamic_buffer(128)).unwrap();
+    let whole = device.create_resource(dynamic_buffer(64)).unwrap();
+    let vb = device.create_resource(buffer(64)).unwrap();
+    let target = device.create_resource(buffer(64)).unwrap();
+    let middle = device
+        .create_view(
+            HandleType::RenderTargetView,
+            ViewDesc {
+                resource: partly,
+                first_byte: 16,
+                byte_len: 64,
+            },
+        )
+        .unwrap();
+    ic.update(vb, 0, &pattern(64, 40)).unwrap();
+    let list = std::thread::scope(|scope| {
+        let worker: Worker<D, K> = Worker::spawn(scope, device);
+        worker.run(move |dc| {
+            dc.map_discard(partly)
+                .unwrap()
+                .copy_from_slice(&pattern(128, 3));
+            dc.unmap(partly).unwrap();
+            dc.bind(RT0, Some(middle.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0xC7,
+            })
+            .unwrap();
+            dc.map_discard(whole)
+                .unwrap()
+                .copy_from_slice(&pattern(64, 9));
+            dc.unmap(whole).unwrap();
+            dc.bind(RT0, Some(target.any())).unwrap();
+            dc.command(SoftCommand::Draw {
+                constants: whole,
+                vertices: vb,
+                point: RT0,
+            })
+            .unwrap();
+            dc.bind(RT0, Some(whole.any())).unwrap();
+            dc.command(SoftCommand::FillBound {
+                point: RT0,
+                value: 0x3D,
+            })
+            .unwrap();
+            dc.finish().unwrap()
+        })
+    });
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    drop(list);
+    ic.flush().unwrap();
+    vec![(partly, 128), (whole, 64), (target, 64)]
+}
+
+#[test]
+fn fills_into_discarded_targets_same_bytes_as_soft_in_every_mode() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
+            return;
+        };
+        let alive = discard_fill_stream(&device, &mut ic);
+        let got = vulkan_bytes(&device, &world, &alive);
+        assert_same_bytes(mode, &got, &soft_bytes(mode, discard_fill_stream));
+        // The fills and the discards' bytes around them, and a draw that read the discard.
+        let mut partly = pattern(128, 3);
+        partly[16..80].fill(0xC7);
+        assert_eq!(got[0], partly, "{mode:?}");
+        assert_eq!(got[1], [0x3D; 64], "{mode:?}");
+        assert!(got[2].iter().any(|&b| b != 0), "{mode:?}: the draw wrote");
+        ic.destroy_device().unwrap();
+        assert_clean(&world);
+    }
+}
+
 /// A driver-built list of draws, each after a Map(DISCARD) of its constant buffer, into one
 /// target: the draws read the discards' upload bytes in place, so the only barriers are the
 /// secondary's first and one between draws (write after write on the target), not three
