@@ -103,4 +103,49 @@ mod tests {
         world.wait_gpu().unwrap();
         assert!(world.violations().is_empty(), "{:?}", world.violations());
     }
+
+    /// What the cache is for: a repeat answered from its own entries, not from the table.
+    /// The last `WAYS` allocations looked up are all kept (each miss takes the next entry in
+    /// turn, the oldest one's), and a deallocation empties the cache once, not for good: the
+    /// lookups after it are kept again, under the world's new count.
+    #[test]
+    fn keeps_the_last_allocations_looked_up_across_a_deallocation() {
+        let (_driver, kernel, world) = match crate::new(crate::VulkanConfig::default()) {
+            Ok(parts) => parts,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let desc = AllocationDesc {
+            size: 64,
+            shared: false,
+            primary: false,
+        };
+        let allocations: Vec<_> = (0..WAYS + 2)
+            .map(|_| kernel.allocate(&desc).unwrap())
+            .collect();
+        let mut cache = BufferCache::default();
+        let holds = |cache: &BufferCache, a: AllocationHandle| {
+            cache.entries.iter().any(|&(id, _)| id == a.0.get())
+        };
+        for &a in &allocations[..WAYS] {
+            cache.buffer_of(&world, a).unwrap();
+        }
+        assert!(allocations[..WAYS].iter().all(|&a| holds(&cache, a)));
+        cache.buffer_of(&world, allocations[WAYS]).unwrap();
+        assert!(!holds(&cache, allocations[0]), "the oldest replaced");
+        assert!(allocations[1..=WAYS].iter().all(|&a| holds(&cache, a)));
+        kernel.deallocate(allocations[WAYS + 1]);
+        for &a in &allocations[..2] {
+            cache.buffer_of(&world, a).unwrap();
+        }
+        assert_eq!(cache.taken, world.allocations_taken());
+        assert!(allocations[..2].iter().all(|&a| holds(&cache, a)));
+        for &a in &allocations[..=WAYS] {
+            kernel.deallocate(a);
+        }
+        world.wait_gpu().unwrap();
+        assert!(world.violations().is_empty(), "{:?}", world.violations());
+    }
 }
