@@ -140,6 +140,18 @@ mod tests {
         assert_eq!(r.read(span(1, 32, 64)), None, "past the renamed bytes");
     }
 
+    /// A renamed range that starts past its buffer's first byte (the driver's resources start
+    /// at byte 0, but the rule is the range's): a view inside it reads the upload bytes at its
+    /// offset into the range.
+    #[test]
+    fn a_view_reads_at_its_offset_into_a_range_that_starts_later() {
+        let mut r = Renames::default();
+        r.rename(span(1, 32, 32), span(9, 128, 32));
+        assert_eq!(r.read(span(1, 40, 8)), Some(span(9, 136, 8)));
+        assert_eq!(r.read(span(1, 32, 32)), Some(span(9, 128, 32)));
+        assert_eq!(r.read(span(1, 16, 32)), None, "before the renamed bytes");
+    }
+
     #[test]
     fn a_discard_that_covers_the_pending_one_drops_it() {
         let mut r = Renames::default();
