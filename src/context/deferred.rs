@@ -1209,11 +1209,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// Trims the context's pools down to their high watermarks (R-A1, R-A2): recycled lists
-    /// beyond what was made since the last trim, oversized list memory, bucket pages.
+    /// beyond what was made since the last trim, oversized list memory, bucket pages. A trim
+    /// with no list made since the last one keeps what the last window that made lists
+    /// needed: the list pool shrinks to it, and the bucket pages stay (their peak since the
+    /// last trim is no window's need).
     fn trim_pools(&mut self) -> usize {
         let before = self.stats().retained_bytes;
-        self.lists.trim();
-        self.cls.trim();
+        if self.lists.trim() {
+            self.cls.trim();
+        }
         before.saturating_sub(self.stats().retained_bytes)
     }
 

@@ -9,6 +9,9 @@
 //!   RecycleCreateCommandList (R-R6) at a later Finish.
 //! - The **watermark**: the largest lists made since the last trim, down to which a trim
 //!   shrinks the cache (R-A1: no memory kept beyond recent need, no shrinking at steady load).
+//!   A trim that finds no list made since the one before (two in a row: the application's
+//!   own trim just before the one amortised processing asked for) keeps the need of the last
+//!   window that made lists: an empty window says nothing of what the next lists need.
 //!
 //! Everything here runs on the context's thread but the inbox's pushes.
 
@@ -54,6 +57,8 @@ pub(crate) struct ListPool<D: Driver, K: Kernel> {
     /// Lists made since the last trim, and the largest contents among them.
     made_since_trim: usize,
     watermark: Watermark,
+    /// The need of the last window (between two trims) that made lists.
+    last_need: (usize, Watermark),
 }
 
 impl<D: Driver, K: Kernel> ListPool<D, K> {
@@ -66,6 +71,7 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
             cache: Vec::new(),
             made_since_trim: 0,
             watermark: Watermark::default(),
+            last_need: (0, Watermark::default()),
         }
     }
 
@@ -123,20 +129,27 @@ impl<D: Driver, K: Kernel> ListPool<D, K> {
     }
 
     /// Trims down to the high watermark (R-A1, R-A2): recycled lists beyond what was made
-    /// since the last trim are ended, the others shrunk to the largest recent contents.
-    pub(crate) fn trim(&mut self) {
-        let keep = self.made_since_trim.max(1);
+    /// since the last trim are ended, the others shrunk to the largest recent contents; or,
+    /// where no list was made since, to the last window's that made some. Answers whether
+    /// lists were made since the last trim.
+    pub(crate) fn trim(&mut self) -> bool {
+        let made = self.made_since_trim != 0;
+        if made {
+            self.last_need = (self.made_since_trim, self.watermark);
+        }
+        let (count, watermark) = self.last_need;
+        let keep = count.max(1);
         while self.cache.len() > keep {
             if let Some(node) = self.cache.pop() {
                 release(node);
             }
         }
-        let watermark = self.watermark;
         for node in &mut self.cache {
             node.value.body.shrink_to(&watermark);
         }
         self.made_since_trim = 0;
         self.watermark = Watermark::default();
+        made
     }
 
     /// The context is going: closes the inbox (later drops end their lists themselves) and
