@@ -129,15 +129,21 @@ impl From<DeferredId> for ContextId {
 /// 4. **Device destruction** (R-D3): a last submit, [`Kernel::wait_for_fence`] for the last
 ///    fence, then [`Kernel::deallocate`] for everything left.
 ///
+/// [`Kernel::wait_for_fence`] also comes before the lock of a staging Map or of the
+/// immediate context's Map(NO_OVERWRITE) whose buffer the GPU has not finished, and inside
+/// the destroy of a primary still in use (its documentation lists every call site).
+///
 /// [`Kernel::set_error`] comes whenever a call fails (R-E2), on its thread.
 ///
 /// # Required callbacks and defaults
-/// Seven callbacks are required: [`Kernel::allocate`], [`Kernel::deallocate`],
-/// [`Kernel::submit`], [`Kernel::completed_fence`], [`Kernel::wait_for_fence`],
-/// [`Kernel::set_error`], [`Kernel::perform_amortized_processing`]. The DXGI ones have
-/// default bodies: [`Kernel::present`] and [`Kernel::set_display_mode`] answer
-/// [`Error::Unsupported`], [`Kernel::set_priority`] ignores the priority and
-/// [`Kernel::query_residency`] answers resident.
+/// Thirteen callbacks in all. Seven are required: [`Kernel::allocate`],
+/// [`Kernel::deallocate`], [`Kernel::submit`], [`Kernel::completed_fence`],
+/// [`Kernel::wait_for_fence`], [`Kernel::set_error`],
+/// [`Kernel::perform_amortized_processing`]. Six have default bodies: the CPU-access pair
+/// ([`Kernel::lock`] answers [`Error::Unsupported`], so the Maps that need it fail, and
+/// [`Kernel::unlock`] does nothing), and the DXGI ones ([`Kernel::present`] and
+/// [`Kernel::set_display_mode`] answer [`Error::Unsupported`], [`Kernel::set_priority`]
+/// ignores the priority and [`Kernel::query_residency`] answers resident).
 ///
 /// # Errors
 /// A callback that can fail returns a [`crate::Result`] and the engine carries on from it: a
@@ -242,8 +248,24 @@ pub trait Kernel: Send + Sync + 'static {
     fn completed_fence(&self) -> u64;
 
     /// Blocks until the GPU has finished the buffer with fence value `fence`. Called on the
-    /// immediate context's thread: during device destruction (R-D3), and when a primary whose
-    /// last buffer is still running is destroyed (R-P1). A failure during device destruction
+    /// immediate context's thread, and only once [`Kernel::completed_fence`] has said that
+    /// buffer is not finished (the engine first flushes the open buffer when that is the one
+    /// it waits for). Every call site:
+    ///
+    /// - **A staging Map** (READ, WRITE or READ_WRITE, R-M4) without
+    ///   [`crate::MapFlags::DO_NOT_WAIT`]: the newest buffer that uses the resource (with
+    ///   the flag the Map answers [`Error::WasStillDrawing`] instead, and nothing waits).
+    /// - **A Map(NO_OVERWRITE) on the immediate context** (R-M3): the buffer that carries the
+    ///   resource's last Map(DISCARD), its Unmap on the immediate context or the execute of a
+    ///   list that discarded it, once per discard.
+    /// - **The destroy of a primary** whose last buffer is still running, under the retire
+    ///   clock `Clock::Completed` (the default), which deallocates inside the call (R-P1).
+    /// - **Device destruction** (R-D3): the last submitted fence.
+    /// - **A capture that checks presents** (feature `capture`, `CaptureSink::check_presents`),
+    ///   after each present, and its replay under `Timing::Exact`: the last submitted fence,
+    ///   before the surface is read.
+    ///
+    /// A failure is the calling Map's or destroy's error. A failure during device destruction
     /// is returned by it, and everything is still destroyed and deallocated before it returns
     /// (R-D3): a kernel that cannot wait for its own fence is taken to have lost the device,
     /// whose buffers will not run any more.
