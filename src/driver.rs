@@ -212,13 +212,34 @@ pub enum DeferredCall<'a, D: Driver> {
         /// Bytes of its contents.
         len: usize,
     },
-    /// Unmap of `resource` (also the one Finish makes of a resource still mapped, R-C4).
+    /// Unmap of `resource` (also the one Finish makes of a resource still mapped, R-C4). It
+    /// closes the resource's one open Map on this deferred context (a context maps a
+    /// resource once at a time, R-C4): a Map(DISCARD) or a Map(NO_OVERWRITE). The call does
+    /// not say which; the driver tells them apart by what it heard at the Map.
+    ///
+    /// - After a Map(DISCARD): the resource's new contents, for the driver to record as the
+    ///   list's write of them ([`Op::WriteDiscard`] where the engine replays lists).
+    /// - After a Map(NO_OVERWRITE) (R-M2): nothing new to upload. The bytes written are the
+    ///   last discard's, handed out again, and that discard's write carries them when the
+    ///   list runs, with every NO_OVERWRITE write made into them since; the driver records
+    ///   nothing for this Unmap.
+    ///
+    /// Where the driver builds its lists (`data: None`), the bytes are the driver's own,
+    /// handed out by [`Driver::map_discard_deferred`] or [`Driver::map_no_overwrite_deferred`].
+    /// The soft driver (`soft::built`) encodes a discard's Unmap as a packet with a copy of
+    /// the bytes in the list's arena, and its NO_OVERWRITE Maps hand out that packet's bytes
+    /// in place, so their Unmap encodes nothing; the Vulkan driver (`cmdlist-vulkan`) records
+    /// at a discard's Unmap the copy from its upload memory into the resource (or reads the
+    /// upload bytes in place), and at a NO_OVERWRITE's Unmap records nothing, since each
+    /// execute runs that copy after the whole recording was written.
     Unmap {
         /// The resource unmapped.
         resource: Handle<Resource>,
-        /// Its new contents as written through the engine's memory
-        /// ([`crate::ListMode::Replayed`]); `None` where the driver handed out the memory
-        /// ([`crate::ListMode::DriverBuilt`]).
+        /// [`crate::ListMode::Replayed`]: the bytes written through the engine's memory,
+        /// after a Map(DISCARD) the resource's new contents, after a Map(NO_OVERWRITE) the
+        /// discard's bytes with this Map's writes in them (the engine replays them with the
+        /// discard). `None` in [`crate::ListMode::DriverBuilt`]: the bytes are where the
+        /// driver handed them out, written as the application wrote them.
         data: Option<&'a [u8]>,
     },
     /// Bind (or with `None` unbind) an object at `point`; the state-refresh query already
