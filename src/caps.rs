@@ -40,6 +40,19 @@ bitflags! {
         /// resource and hears each rename ([`crate::Driver::renamed`]); the kernel serves
         /// [`crate::Kernel::lock`]. Without it, the Map's bytes reach the driver at the Unmap
         /// ([`crate::Op::WriteDiscard`]).
+        ///
+        /// A driver that builds its own lists ([`crate::ListMode::DriverBuilt`]) and declares
+        /// this must patch its lists at execute: a rename on the immediate context after a
+        /// list looked a resource up (while recording, or between two executes) gives the
+        /// resource another allocation, and a finished list that still names the old one
+        /// reads memory the resource no longer has (the engine keeps it only until the GPU
+        /// is done with it). [`crate::Driver::execute_command_list`] reads each resource's
+        /// [`crate::ObjectView::allocation`] then and writes it into what the list runs,
+        /// as after an identity rotation (R-X5). The soft driver's packets name resources by
+        /// handle and resolve them at every execute; the Vulkan driver (`cmdlist-vulkan`)
+        /// keeps with each list the allocation each resource had when the list looked it
+        /// up, and an execute that finds one moved replays the list from its handle-based
+        /// packets instead of running its secondaries.
         const DISCARD_RENAMES = 0x4;
     }
 }

@@ -712,7 +712,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ///   does: the engine sends no operation of the list and no [`Op::ClearState`].
     ///
     /// Objects resolve now, not at record time: identities may have rotated between Finish
-    /// and this call (R-X5), which moves allocations between resources. The engine has
+    /// and this call (R-X5), which moves allocations between resources, and with
+    /// [`crate::MapCaps::DISCARD_RENAMES`] a Map(DISCARD) on the immediate context may have
+    /// renamed a resource the list uses (R-M5), before this execute or between two executes
+    /// of the same list: the resource has another allocation, and the old one is freed once
+    /// the GPU is done with it. The engine has
     /// refreshed every view the list (and each list it executes) holds
     /// ([`Driver::refresh_view`]) before this hook; `objects.get(handle)` answers each
     /// object the list holds, destroyed ones included, with its current
@@ -720,6 +724,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// list keeps handles (or patch locations for them) in its buffer and writes the current
     /// allocations or addresses here, never ones cached while recording: the deferred
     /// context's thread cannot read IC data, and what it saw of an allocation may be stale.
+    /// The soft driver's packets name resources by handle and resolve them at each execute;
+    /// the Vulkan driver (`cmdlist-vulkan`), whose secondaries name buffers, keeps the
+    /// allocation each resource had when the list looked it up, and an execute that finds
+    /// one moved (a rotation or a rename) replays the list's handle-based packets into the
+    /// open buffer instead.
     ///
     /// An error still leaves the execute in the open buffer (it is submitted, and the list
     /// waits for it).
