@@ -329,8 +329,9 @@ where
 ///
 /// # The order of the hooks
 /// 1. **Device creation** ([`crate::Device::new`], on the thread that will drive the
-///    immediate context): [`Driver::threading_caps`], [`Driver::builds_command_lists`],
+///    immediate context): [`Driver::threading_caps`], [`Driver::map_caps`],
 ///    [`Driver::check_deferred_context_handle_sizes`] (two polls, R-H4, only with
+///    `COMMANDLISTS`), [`Driver::builds_command_lists`] (its answer counts only with
 ///    `COMMANDLISTS`), [`Driver::create_immediate`].
 /// 2. **An object's create** (any thread, R-F1): [`Driver::calc_private_size`], the kernel's
 ///    [`crate::Kernel::allocate`] of that many bytes, [`Driver::create_object`],
@@ -338,30 +339,46 @@ where
 ///    [`Driver::destroy_object`] runs later on the immediate context's thread, in the flush
 ///    after the last buffer that may reference it (R-D1, R-D2).
 /// 3. **The immediate context's work**: [`Driver::execute`] for each operation ([`Op`]),
-///    [`Driver::execute_command_list`] for each list executed; [`Driver::flush`] closes the
+///    [`Driver::execute_command_list`] for each list executed (after
+///    [`Driver::refresh_view`] for each view the list holds whose resource changed identity
+///    or was renamed); [`Driver::renamed`] at the Unmap of a Map(DISCARD) that renamed
+///    (R-M5, with [`crate::MapCaps::DISCARD_RENAMES`]); the DXGI calls:
+///    [`Driver::gamma_caps`], [`Driver::blt_caps`] then [`Driver::blt`],
+///    [`Driver::rotate_identities`] (each rotated view then refreshed with
+///    [`Driver::refresh_view`] before its next use, R-X5); [`Driver::flush`] closes the
 ///    buffer before the kernel's [`crate::Kernel::submit`].
 /// 4. **A deferred context** (caps with `COMMANDLISTS`; without, the engine emulates
 ///    deferred contexts and calls none of these hooks, R-C3):
 ///    [`Driver::create_deferred_context`]; for each recorded call, [`Driver::open_local`] for
 ///    each object it uses first (dependencies first, R-H1..R-H5) or [`Driver::use_local`],
-///    then [`Driver::record_deferred`]; at Finish (R-R7), [`Driver::recycle_command_list`]
-///    for each ended list whose buffers passed the list clock,
-///    [`Driver::recycle_create_command_list`] or [`Driver::create_command_list`],
-///    [`Driver::close_local`] for every open handle, then
-///    [`Driver::recycle_create_deferred_context`]; at Abandon (R-C2)
-///    [`Driver::abandon_command_list`]; at a list's end (any thread, R-R4)
-///    [`Driver::recycle_destroy_command_list`] or [`Driver::destroy_command_list`]; when the
-///    context is dropped, [`Driver::destroy_deferred_context`].
+///    then [`Driver::record_deferred`], or for a Map where the driver builds its lists
+///    [`Driver::map_discard_deferred`] or [`Driver::map_no_overwrite_deferred`] (its Unmap is
+///    a [`Driver::record_deferred`]), and for an execute of a list on the context
+///    [`Driver::execute_command_list_deferred`]; at Finish (R-R7),
+///    [`Driver::recycle_command_list`] for each ended list whose buffers passed the list
+///    clock, [`Driver::recycle_create_command_list`] or
+///    [`Driver::calc_private_command_list_size`], [`Driver::create_command_list`] and
+///    [`Driver::calc_deferred_context_handle_size`] (of the list), [`Driver::close_local`]
+///    for every open handle, then [`Driver::recycle_create_deferred_context`] (or, recycling
+///    off or failed, [`Driver::destroy_deferred_context`] and
+///    [`Driver::create_deferred_context`]); at Abandon (R-C2)
+///    [`Driver::abandon_command_list`], [`Driver::abandon_unbind`] for each binding,
+///    [`Driver::close_local`] for every open handle, then the context renewed as at Finish;
+///    at a list's end (any thread, R-R4) [`Driver::recycle_destroy_command_list`] or
+///    [`Driver::destroy_command_list`]; when the context is dropped,
+///    [`Driver::destroy_deferred_context`].
 /// 5. **Device destruction** ([`crate::ImmediateContext::destroy_device`], R-D3): a last
 ///    flush, the wait for the last fence, then [`Driver::destroy_object`] for every object.
 ///
 /// # Required hooks and defaults
-/// Seventeen hooks are required. The others have default bodies, so a driver starts with
-/// what it needs and a hook that a later protocol point adds does not break it: the recycle
-/// hooks (recycling falls back to create and destroy), [`Driver::use_local`],
+/// Seventeen hooks are required. The nineteen others have default bodies, so a driver
+/// starts with what it needs and a hook that a later protocol point adds does not break it:
+/// the recycle hooks (recycling falls back to create and destroy), [`Driver::use_local`],
 /// [`Driver::abandon_unbind`], [`Driver::execute_command_list`], the hooks of a driver that
 /// builds its own lists ([`Driver::builds_command_lists`], [`Driver::record_deferred`],
-/// [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`]), and the
+/// [`Driver::map_discard_deferred`], [`Driver::map_no_overwrite_deferred`],
+/// [`Driver::execute_command_list_deferred`]), the Map ones ([`Driver::map_caps`]: no Map
+/// type beyond D3D11.0's and no rename; [`Driver::renamed`]: nothing to remake), and the
 /// DXGI ones ([`Driver::gamma_caps`], [`Driver::blt_caps`], [`Driver::blt`],
 /// [`Driver::rotate_identities`], [`Driver::refresh_view`]).
 ///
@@ -372,21 +389,28 @@ where
 /// context (R-E3). A hook should not panic; one that does leaves the engine sound (below).
 ///
 /// # Threads
-/// - Free-threaded (any thread, several at once, R-F1/R-F2): [`Driver::threading_caps`],
-///   [`Driver::builds_command_lists`],
-///   [`Driver::check_deferred_context_handle_sizes`], [`Driver::calc_private_size`],
+/// - Free-threaded (any thread, several at once, R-F1/R-F2): [`Driver::calc_private_size`],
 ///   [`Driver::calc_deferred_context_handle_size`], [`Driver::create_object`] (except for
 ///   primaries).
-/// - The immediate context's thread (R-T1, R-T2, R-D1, R-P1): [`Driver::create_immediate`],
+/// - The thread creating the device, once each, before anything else: [`Driver::threading_caps`],
+///   [`Driver::map_caps`], [`Driver::check_deferred_context_handle_sizes`],
+///   [`Driver::builds_command_lists`], [`Driver::create_immediate`] (the first three are
+///   Check* entry points, free-threaded in the DDI).
+/// - The immediate context's thread (R-T1, R-T2, R-D1, R-P1, R-M5, R-X1..R-X7):
 ///   [`Driver::execute`], [`Driver::execute_command_list`], [`Driver::flush`],
-///   [`Driver::destroy_object`], and [`Driver::create_object`] for primaries.
-/// - A deferred context's thread (R-T1, R-R5, R-R7, R-C3): [`Driver::record_deferred`],
-///   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`],
-///   [`Driver::open_local`],
-///   [`Driver::use_local`], [`Driver::close_local`], [`Driver::create_command_list`],
-///   [`Driver::abandon_command_list`], [`Driver::recycle_command_list`],
+///   [`Driver::destroy_object`], [`Driver::create_object`] for primaries,
+///   [`Driver::renamed`], [`Driver::gamma_caps`], [`Driver::blt_caps`], [`Driver::blt`],
+///   [`Driver::rotate_identities`], [`Driver::refresh_view`].
+/// - A deferred context's thread (R-T1, R-R5, R-R7, R-C2, R-C3): [`Driver::record_deferred`],
+///   [`Driver::map_discard_deferred`], [`Driver::map_no_overwrite_deferred`],
+///   [`Driver::execute_command_list_deferred`], [`Driver::open_local`],
+///   [`Driver::use_local`], [`Driver::close_local`],
+///   [`Driver::calc_private_command_list_size`], [`Driver::create_command_list`],
+///   [`Driver::calc_deferred_context_handle_size`] of a list, [`Driver::abandon_command_list`],
+///   [`Driver::abandon_unbind`], [`Driver::recycle_command_list`],
 ///   [`Driver::recycle_create_command_list`], [`Driver::recycle_create_deferred_context`],
-///   [`Driver::destroy_deferred_context`].
+///   [`Driver::destroy_deferred_context`], and [`Driver::create_deferred_context`] when
+///   Finish or Abandon renews the context without recycling.
 /// - Any thread (free-threaded destroys, R-R4): [`Driver::destroy_command_list`],
 ///   [`Driver::recycle_destroy_command_list`]; [`Driver::create_deferred_context`] runs on
 ///   the thread creating the context.
@@ -413,15 +437,17 @@ where
 ///   unwind. A Finish or context drop cut short leaves the other handles open for the next
 ///   close; the recording is abandoned.
 /// - **A deferred context's recorded calls** ([`Driver::record_deferred`],
-///   [`Driver::map_discard_deferred`], [`Driver::execute_command_list_deferred`]): as
-///   failed. Nothing is recorded, a list is not held, and the context's bindings stay as
-///   they were (context-local handles the call opened stay open until Finish or Abandon). (An error it returns is a
-///   failed call like any other: reported, and out of memory removes the context, R-E3.)
+///   [`Driver::map_discard_deferred`], [`Driver::map_no_overwrite_deferred`],
+///   [`Driver::execute_command_list_deferred`]): as failed. Nothing is recorded, a list is
+///   not held, and the context's bindings stay as they were (context-local handles the call
+///   opened stay open until Finish or Abandon). (An error it returns is a failed call like
+///   any other: reported, and out of memory removes the context, R-E3.)
 /// - **Work on the immediate context** ([`Driver::execute`],
 ///   [`Driver::execute_command_list`], [`Driver::flush`]): as possibly half recorded. The
 ///   operation counts as in the open buffer and its objects are stamped with it, so nothing
 ///   it references is freed before that buffer is submitted (R-D1), and a list executed in
-///   it waits for it too.
+///   it waits for it too. [`Driver::renamed`]: as done (the rename is made before the hook
+///   runs, and stands).
 /// - **Device destruction** (R-D3): a hook that panics during the drain leaves the rest
 ///   queued; calling [`crate::ImmediateContext::destroy_device`] again, or dropping the
 ///   immediate context, finishes it.
@@ -774,7 +800,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     }
 
     /// Whether the driver builds its command lists itself ([`crate::ListMode::DriverBuilt`]),
-    /// asked once at device creation (only of a driver whose caps include `COMMANDLISTS`).
+    /// asked once at device creation, on the creating thread; the answer counts only for a
+    /// driver whose caps include `COMMANDLISTS`.
     /// Then every deferred-context call reaches the driver on the recording thread
     /// ([`Driver::record_deferred`], [`Driver::map_discard_deferred`],
     /// [`Driver::execute_command_list_deferred`]), where it validates and encodes into memory
