@@ -40,6 +40,22 @@ impl std::fmt::Debug for ListMemory<'_> {
 }
 
 /// A driver-defined command: a plain value that names objects by handle.
+///
+/// With cmdlist's feature `capture` the trait has two more items, `CAPTURABLE` and
+/// `encode_capture` (both with defaults), through which a capture writes the command. They
+/// exist only under that feature: a driver crate that implements them enables `capture` on
+/// its `cmdlist` dependency, unconditionally, or through a feature of its own that forwards
+/// to it and gates the two items, as `cmdlist-vulkan` forwards its own (its
+/// `drivers/vulkan/Cargo.toml`):
+///
+/// ```toml
+/// [features]
+/// capture = ["cmdlist/capture"]
+/// ```
+///
+/// with `#[cfg(feature = "capture")]` on both items in the driver's `impl Command`. Without
+/// the feature the items are not members of the trait, and an impl that names them does not
+/// compile.
 pub trait Command: Send + Sync + 'static {
     /// Calls `visit` with every object the command references, dependencies first (R-H3).
     /// The engine checks each before the command reaches [`Driver::execute`].
@@ -61,11 +77,16 @@ pub trait Command: Send + Sync + 'static {
     /// whose commands also implement [`crate::capture::CaptureCommand`] says `true` and
     /// delegates. Its commands are then in a capture, and can be replayed; otherwise a
     /// capture notes each command without its contents, and a replay stops there.
+    ///
+    /// Only under cmdlist's feature `capture`: a driver crate that sets it enables that
+    /// feature on its `cmdlist` dependency, e.g. with a feature of its own,
+    /// `capture = ["cmdlist/capture"]`, gating this item (the trait's documentation).
     #[cfg(feature = "capture")]
     const CAPTURABLE: bool = false;
 
     /// Writes the command into a capture ([`crate::capture::CaptureCommand::encode`]); called
-    /// only where [`Command::CAPTURABLE`] is `true`.
+    /// only where [`Command::CAPTURABLE`] is `true`. Only under cmdlist's feature `capture`,
+    /// as [`Command::CAPTURABLE`].
     #[cfg(feature = "capture")]
     fn encode_capture(&self, enc: &mut crate::capture::Encoder<'_>) {
         let _ = enc;
