@@ -643,6 +643,14 @@ impl<'a, D: Driver> Resolver<'a, D> {
 /// A looked-up object that keeps the CPU epoch pinned while held (so keep it briefly), and
 /// its device alive. Dereferences to the driver's [`Driver::Object`]. Not `Send`: the pin
 /// belongs to the thread.
+///
+/// It answers the handle, the type and the current allocation, not the object's
+/// description: no resource size, usage, bind flags or texture shape. A hook reads those
+/// from the [`ObjectView`] it is given ([`ObjectView::byte_size`], [`ObjectView::bind_flags`],
+/// [`ObjectView::texture`]); outside hooks, a driver that needs a resource's size keeps it in
+/// its [`Driver::Object`] at [`Driver::create_object`] (which gets the description) and reads
+/// it through this reference's `Deref`, as the soft driver's `SoftObject::byte_size` is read
+/// (`device.object(resource)?.byte_size`).
 pub struct ObjectRef<D: Driver> {
     _guard: Guard,
     entry: NonNull<Entry<D>>,
