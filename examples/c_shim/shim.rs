@@ -68,6 +68,7 @@ fn hresult(error: Error) -> HRESULT {
         Error::Application(_) => D3DDDIERR_APPLICATIONERROR,
         Error::DeviceRemoved => D3DDDIERR_DEVICEREMOVED,
         Error::Unsupported => DXGI_DDI_ERR_UNSUPPORTED,
+        Error::WasStillDrawing => DXGI_DDI_ERR_WASSTILLDRAWING,
         // `Error` is non-exhaustive.
         _ => E_FAIL,
     }
