@@ -17,6 +17,10 @@ pub const BIND_VB: u32 = 2; // slot, resource id (0: none)
 pub const WRITE: u32 = 3; // resource id, sum of the bytes written
 pub const CLEAR: u32 = 4; // clear-state
 
+/// The message of the driver's panic at a draw whose vertex range overflows (its bug, which
+/// the run provokes on purpose).
+pub const OVERFLOW_PANIC: &str = "the draw's vertex range fits in 32 bits";
+
 /// Draw(VertexCount, StartVertexLocation): reads the bound vertex buffers, names no object.
 #[derive(Clone, Copy, Debug)]
 pub struct Draw {
@@ -144,7 +148,7 @@ impl Driver for ShimDriver {
             // A driver bug: an input it forgot to validate panics here. The shim's boundary
             // turns the panic into the DDI's error path; the engine refuses the call.
             let end = draw.start.checked_add(draw.vertex_count);
-            let _last_vertex = end.expect("the draw's vertex range fits in 32 bits");
+            let _last_vertex = end.expect(OVERFLOW_PANIC);
         }
         Ok(())
     }
