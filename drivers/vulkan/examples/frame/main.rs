@@ -452,6 +452,18 @@ fn replay(_: &Options, _: &std::path::Path) -> Res<Option<Summary>> {
     )
 }
 
+/// The last picture against `docs/frame.png`, in words.
+fn against_docs(difference: Option<(u8, usize)>) -> String {
+    match difference {
+        Some((0, _)) => "the last picture is docs/frame.png exactly".to_string(),
+        Some((max, count)) => format!(
+            "the last picture within {max} code(s) of docs/frame.png ({count} byte(s) differ)"
+        ),
+        None => "the last picture not compared with docs/frame.png (not the default frame count)"
+            .to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -473,11 +485,11 @@ fn main() {
     };
     match job {
         Ok(Some(s)) => println!(
-            "frame: OK (lists {}; screens within {} code(s) of the soft driver's; against \
-             docs/frame.png {:?}; {} vkCmdExecuteCommands)",
+            "frame: OK (lists {}; screens within {} code(s) of the soft driver's; {}; {} \
+             vkCmdExecuteCommands)",
             shared::mode_name(s.mode),
             s.screen_diff,
-            s.against_docs,
+            against_docs(s.against_docs),
             s.execute_commands
         ),
         Ok(None) => {
