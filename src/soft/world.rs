@@ -17,13 +17,48 @@ use super::built::Built;
 use super::lifetime::Lifetimes;
 
 /// How the simulated GPU completes submitted buffers.
+///
+/// The default is [`Gpu::Manual`]: nothing completes on its own, so a loop that polls the
+/// GPU without waiting (a staging Map with [`crate::MapFlags::DO_NOT_WAIT`] until it stops
+/// answering [`crate::Error::WasStillDrawing`], [`crate::ImmediateContext::query_signaled`]
+/// until it answers `true`) spins forever unless something completes the buffer: the test
+/// itself ([`SoftWorld::complete_through`], [`SoftWorld::complete_all`]), or a config with
+/// [`Gpu::Immediate`] (done at submit) or [`Gpu::PollLag`] (done after that many polls).
+///
+/// ```
+/// use cmdlist::soft::{self, Gpu, SoftCommand, SoftConfig};
+/// use cmdlist::{DeviceConfig, Error, MapFlags, MapType, ResourceDesc, Usage};
+///
+/// let config = SoftConfig { gpu: Gpu::PollLag(8), ..SoftConfig::default() };
+/// let (device, mut ic, world) = soft::device(config, DeviceConfig::default())?;
+/// let src = device.create_resource(ResourceDesc { byte_size: 64, ..Default::default() })?;
+/// let desc = ResourceDesc { byte_size: 64, usage: Usage::Staging, ..Default::default() };
+/// let readback = device.create_resource(desc)?;
+/// ic.update(src, 0, &[7; 64])?;
+/// ic.command(&SoftCommand::Copy { dst: readback, src })?; // in the open buffer
+/// let mut polls = 0;
+/// let bytes = loop {
+///     match ic.map(readback, MapType::Read, MapFlags::DO_NOT_WAIT) {
+///         Ok(bytes) => break bytes.to_vec(),
+///         // Under `Gpu::Manual`, forever: call `world.complete_all()` here instead.
+///         Err(Error::WasStillDrawing) => polls += 1,
+///         Err(e) => return Err(e),
+///     }
+/// };
+/// ic.unmap(readback)?;
+/// assert_eq!(bytes, [7; 64]);
+/// assert!(polls > 0);
+/// # ic.destroy_device()?;
+/// # Ok::<(), Error>(())
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Gpu {
     /// Only when told ([`SoftWorld::complete_through`], [`SoftWorld::complete_all`]) or when
-    /// the engine waits on a fence.
+    /// the engine waits on a fence ([`crate::Kernel::wait_for_fence`]). The default: a
+    /// DO_NOT_WAIT poll never sees the buffer done until the test completes it.
     #[default]
     Manual,
-    /// At submit.
+    /// At submit: a poll finds every submitted buffer done.
     Immediate,
     /// A buffer completes after this many polls of the completed fence since its submit.
     PollLag(u32),
@@ -32,7 +67,10 @@ pub enum Gpu {
 /// Settings of a soft world.
 #[derive(Clone, Debug)]
 pub struct SoftConfig {
-    /// The fence timeline.
+    /// The fence timeline: [`Gpu::Manual`] by default, so a DO_NOT_WAIT poll loop
+    /// ([`crate::MapFlags::DO_NOT_WAIT`]) spins until the test completes the buffer
+    /// ([`SoftWorld::complete_through`], [`SoftWorld::complete_all`]); [`Gpu::Immediate`] or
+    /// [`Gpu::PollLag`] make it complete on its own (the type's documentation).
     pub gpu: Gpu,
     /// Whether deallocating while a submitted, unfinished buffer references the allocation is
     /// a violation (true for [`crate::Clock::Completed`] devices).
@@ -77,7 +115,8 @@ pub struct SoftConfig {
     pub map_caps: crate::MapCaps,
 }
 
-/// The plain settings: a GPU completed by hand, strict about R-D4, tracing, and a driver that
+/// The plain settings: a GPU completed by hand ([`Gpu::Manual`]: a DO_NOT_WAIT poll loop
+/// spins until the test completes the buffer), strict about R-D4, tracing, and a driver that
 /// records command lists and lets the engine replay them ([`crate::ListMode::Replayed`]). The
 /// environment plays no part; [`SoftConfig::from_env`] is the constructor that reads it.
 impl Default for SoftConfig {
