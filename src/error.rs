@@ -42,10 +42,12 @@ pub enum AppError {
     /// DestroyDevice while deferred contexts of the device are alive: their context-local
     /// handles must close before the objects behind them are destroyed (R-H2).
     DeferredContextsAlive,
-    /// A Map the resource, the context or the driver's caps do not allow: NO_OVERWRITE of a
-    /// texture, of a resource that is not dynamic or of a buffer bound in a way the driver's
-    /// [`crate::MapCaps`] leave out (R-M3); READ, WRITE or READ_WRITE on a deferred context,
-    /// or of a resource that is not staging (R-M1). `E_INVALIDARG` at the API.
+    /// A Map the resource, the context or the driver's caps do not allow: DISCARD of a
+    /// resource that is not dynamic (R-M1); NO_OVERWRITE of a texture, of a resource that is
+    /// not dynamic or of a buffer bound in a way the driver's [`crate::MapCaps`] leave out
+    /// (R-M3); READ, WRITE or READ_WRITE on a deferred context, or of a resource that is not
+    /// staging (R-M1). The one answer for "this resource cannot be mapped this way".
+    /// `E_INVALIDARG` at the API.
     NotMappable,
     /// Map(NO_OVERWRITE) on a deferred context without a Map(DISCARD) of the resource earlier
     /// in the same recording (R-M2): `D3D11_ERROR_DEFERRED_CONTEXT_MAP_WITHOUT_INITIAL_DISCARD`

@@ -350,6 +350,7 @@ const PRIMARY: &[AppError] = &[AppError::PrimaryMismatch];
 const OUT_OF_RANGE: &[AppError] = &[AppError::OutOfRange];
 const MISSING: &[AppError] = &[AppError::MissingDependency];
 const INVALID_STATE: &[AppError] = &[AppError::InvalidState];
+const NOT_MAPPABLE: &[AppError] = &[AppError::NotMappable];
 
 /// Where an object is in its lifecycle, as the model sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1451,7 +1452,7 @@ impl Harness {
             want = Want::App(INVALID_STATE); // mapped twice
         }
         if want == Want::Ok && self.objs[i].is_primary() {
-            want = Want::App(INVALID_STATE); // DISCARD maps dynamic resources only
+            want = Want::App(NOT_MAPPABLE); // DISCARD maps dynamic resources only
         }
         let size = self.objs[i].bytes.len();
         let len = len.min(size);

@@ -430,7 +430,7 @@ impl<'a, D: Driver> ObjectView<'a, D> {
     /// otherwise); a size this process cannot address is out of memory, never an overflow.
     pub(crate) fn discard_len(&self) -> Result<usize> {
         if self.entry.usage != Usage::Dynamic {
-            return Err(AppError::InvalidState.into());
+            return Err(AppError::NotMappable.into());
         }
         usize::try_from(self.entry.byte_size).map_err(|_| Error::OutOfMemory)
     }

@@ -734,7 +734,7 @@ fn every_answer_and_every_error_kind_is_compared() {
     // Refused: not a dynamic resource.
     assert_eq!(
         ic.map_discard(staging).map(drop),
-        Err(app(AppError::InvalidState))
+        Err(app(AppError::NotMappable))
     );
     ic.end_query(query).unwrap();
     assert!(ic.query_signaled(query).unwrap());
@@ -761,7 +761,7 @@ fn every_answer_and_every_error_kind_is_compared() {
     replay(&capture).expect("the capture as it was made");
 
     // The refused Map, refused with another error: the outcome's code, after `seq`.
-    let wrong = cmdlist::Error::Application(AppError::NotMappable);
+    let wrong = cmdlist::Error::Application(AppError::InvalidState);
     let other_error = edited(&capture, |frame, payload| {
         if frame.kind == capture::Kind::Map as u16 {
             payload[8] = capture::Outcome::Err(wrong).code();
@@ -773,7 +773,7 @@ fn every_answer_and_every_error_kind_is_compared() {
         capture::ReplayErrorKind::Diverged {
             call: capture::Kind::Map,
             captured: capture::Outcome::Err(wrong),
-            replayed: capture::Outcome::Err(app(AppError::InvalidState)),
+            replayed: capture::Outcome::Err(app(AppError::NotMappable)),
         },
         "{e}"
     );

@@ -274,7 +274,7 @@ fn r_e1_r_e3_every_refused_call_is_refused_before_the_driver_hears_it() {
         (
             "a Map of a resource that is not dynamic",
             default.clone(),
-            app(AppError::InvalidState),
+            app(AppError::NotMappable),
             |f| {
                 f.mark();
                 f.dc.map_discard(f.a).map(drop)

@@ -476,7 +476,7 @@ fn r_m4_staging_writes_reach_the_gpu_and_other_resources_are_refused() {
     assert_eq!(
         ic.map(upload, MapType::WriteDiscard, MapFlags::empty())
             .map(drop),
-        Err(app(AppError::InvalidState)),
+        Err(app(AppError::NotMappable)),
         "a discard of a staging resource"
     );
     ic.map(upload, MapType::Write, MapFlags::empty()).unwrap();

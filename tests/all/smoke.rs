@@ -103,8 +103,10 @@ fn r_c4_map_discard_needs_a_dynamic_resource() {
             ..Default::default()
         })
         .unwrap();
-    let refused = Error::Application(AppError::InvalidState);
+    // The one answer for a Map the resource does not allow, as for NO_OVERWRITE.
+    let refused = Error::Application(AppError::NotMappable);
     assert_eq!(ic.map_discard(fixed), Err(refused));
+    assert_eq!(ic.map_no_overwrite(fixed).map(drop), Err(refused));
     assert_eq!(ic.map_discard(dynamic).map(|b| b.len()), Ok(8));
     ic.unmap(dynamic).unwrap();
     let mut dc = device.create_deferred_context().unwrap();

@@ -60,7 +60,8 @@ impl OpenMap {
 }
 
 impl<D: Driver, K: Kernel> DeferredContext<D, K> {
-    /// Map(DISCARD) of a dynamic resource (any other is an application error): memory for
+    /// Map(DISCARD) of a dynamic resource (any other is
+    /// [`AppError::NotMappable`](crate::AppError::NotMappable)): memory for
     /// the resource's new contents, to write until [`DeferredContext::unmap`]. Where the
     /// engine replays lists the bytes are zeroed and live in the recording's arena, replayed
     /// with the list every time it is executed; where the driver builds its lists they are

@@ -80,7 +80,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
     }
 
-    /// Map(DISCARD) of a dynamic resource (any other is an application error): the
+    /// Map(DISCARD) of a dynamic resource (any other is
+    /// [`AppError::NotMappable`](crate::AppError::NotMappable)): the
     /// resource's new contents, to write until [`ImmediateContext::unmap`], without waiting
     /// for the GPU. While mapped, executing a command list that recorded a Map of it is an
     /// application error (R-C4).
