@@ -32,7 +32,7 @@ impl Answer for DisplayModeOutcome {
         match *self {
             DisplayModeOutcome::Set => 0,
             DisplayModeOutcome::IncompatiblePrivateFormat { attribute } => {
-                1 << 32 | u64::from(attribute)
+                (1 << 32) + u64::from(attribute)
             }
         }
     }
