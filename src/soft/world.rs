@@ -65,6 +65,12 @@ pub enum Gpu {
 }
 
 /// Settings of a soft world.
+///
+/// The default is the replayed list mode ([`crate::ListMode::Replayed`]: the driver has
+/// command lists and the engine replays them), a manual GPU clock, tracing and every check
+/// on; the main job's default mode, where the driver builds its lists, is
+/// `SoftConfig::default().with_list_mode(ListMode::DriverBuilt)`
+/// ([`SoftConfig::with_list_mode`]).
 #[derive(Clone, Debug)]
 pub struct SoftConfig {
     /// The fence timeline: [`Gpu::Manual`] by default, so a DO_NOT_WAIT poll loop
