@@ -839,3 +839,45 @@ fn every_answer_and_every_error_kind_is_compared() {
         assert_eq!(replayed.is_err(), compared, "answer {n}: {replayed:?}");
     }
 }
+
+/// A deferred context that runs out of memory while a Map is open drops its recording, and
+/// the Map's memory with it (R-E3): the capture forgets that Map's bytes (at the Unmap the
+/// memory is gone: no `Written` record reads it), and the capture replays.
+#[test]
+fn a_map_open_when_its_context_runs_out_of_memory_records_no_bytes() {
+    let config = || SoftConfig {
+        gpu: Gpu::Immediate,
+        resources_without_memory: true,
+        ..SoftConfig::from_env().unwrap()
+    };
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let device_config = DeviceConfig::default().with_capture(sink);
+    let (device, mut ic, _world) = soft::device(config(), device_config).unwrap();
+    let small = device
+        .create_resource(desc(64, Usage::Dynamic, BindFlags::VERTEX_BUFFER))
+        .unwrap();
+    let huge = device
+        .create_resource(desc(u64::MAX, Usage::Dynamic, BindFlags::VERTEX_BUFFER))
+        .unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.map_discard(small).unwrap().fill(5);
+    assert_eq!(dc.map_discard(huge).err(), Some(cmdlist::Error::OutOfMemory));
+    assert!(dc.is_removed());
+    dc.unmap(small).unwrap();
+    assert_eq!(dc.finish().err(), Some(cmdlist::Error::OutOfMemory));
+    drop(dc);
+    ic.flush().unwrap();
+    let capture = output.0.lock().unwrap().clone();
+    let kinds: Vec<u16> = capture::FrameReader::new(&capture)
+        .unwrap()
+        .map(|f| f.unwrap().kind)
+        .collect();
+    assert!(kinds.contains(&(capture::Kind::Map as u16)), "{kinds:?}");
+    assert!(
+        !kinds.contains(&(capture::Kind::Written as u16)),
+        "bytes read after the recording went: {kinds:?}"
+    );
+    let (device, mut ic, _world) = soft::device(config(), DeviceConfig::default()).unwrap();
+    capture::replay(&capture, &device, &mut ic).unwrap();
+}
