@@ -401,6 +401,8 @@ fn replay(options: &Options, path: &std::path::Path) -> Res<Option<Summary>> {
     }
     let screen = world.screen().ok_or("the capture presents nothing")?;
     let execute_commands = world.execute_commands();
+    // The records replayed, counted as the soft job counts them.
+    let records = report.records;
     drop(report);
     if !ic.device().is_removed() {
         ic.destroy_device()?;
@@ -419,7 +421,7 @@ fn replay(options: &Options, path: &std::path::Path) -> Res<Option<Summary>> {
     println!(
         "replay: {} records of {} on the Vulkan driver ({} lists), {presents} presents; against \
          docs/frame.png: max difference {max} code(s), {count} bytes differ; the last in {}",
-        report_records(&bytes),
+        records,
         path.display(),
         shared::mode_name(options.mode),
         options.out.display()
@@ -433,14 +435,6 @@ fn replay(options: &Options, path: &std::path::Path) -> Res<Option<Summary>> {
         against_docs: Some((max, count)),
         execute_commands,
     }))
-}
-
-/// The records of a capture, whole ones.
-#[cfg(feature = "capture")]
-fn report_records(bytes: &[u8]) -> usize {
-    cmdlist::capture::FrameReader::new(bytes)
-        .map(|r| r.filter_map(Result::ok).count())
-        .unwrap_or(0)
 }
 
 /// `--replay` without the feature that replays.
