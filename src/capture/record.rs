@@ -1165,7 +1165,12 @@ mod tests {
             Call::Answer(0x1_0000_0007),
         ];
         assert_eq!(calls.len(), KINDS.len(), "one of each kind");
-        for (i, call) in calls.into_iter().enumerate() {
+        // And the other arms of the kinds with more than one.
+        let others: Vec<Call<'_, Touch>> = vec![Call::Bind {
+            point: BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 3),
+            object: None,
+        }];
+        for (i, call) in calls.into_iter().chain(others).enumerate() {
             let kind = call.kind();
             let record = Record {
                 seq: if call.on_device_stream() {
@@ -1185,6 +1190,23 @@ mod tests {
             let back = decode_record::<Touch>(kind as u16, i as u64, &mut dec)
                 .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
             assert_eq!(back, record, "{kind:?}");
+        }
+    }
+
+    /// A command its driver could not capture (the byte before it 0) is named as such; a
+    /// byte that is neither 0 nor 1 as a record that is not one.
+    #[test]
+    fn a_command_no_driver_captured_is_named() {
+        for (flag, what) in [
+            (0, "a command its driver could capture"),
+            (2, "whether the command was captured"),
+        ] {
+            let mut bytes = 7u64.to_le_bytes().to_vec();
+            bytes.extend([0, flag]);
+            let mut same = |bits: u64| AnyHandle::from_bits(bits);
+            let mut dec = Decoder::new(&bytes, &mut same);
+            let e = decode_record::<Touch>(Kind::Command as u16, 0, &mut dec).unwrap_err();
+            assert_eq!((e.at, e.what), (10, what), "after the flag");
         }
     }
 }
