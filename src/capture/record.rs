@@ -1165,11 +1165,62 @@ mod tests {
             Call::Answer(0x1_0000_0007),
         ];
         assert_eq!(calls.len(), KINDS.len(), "one of each kind");
-        // And the other arms of the kinds with more than one.
-        let others: Vec<Call<'_, Touch>> = vec![Call::Bind {
-            point: BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 3),
-            object: None,
-        }];
+        // And the other arms of the kinds with more than one: a bind of nothing, every Map
+        // type, every rotation with and without a source rectangle, a present without a
+        // destination, the longest rotation of identities.
+        let mut others: Vec<Call<'_, Touch>> = vec![
+            Call::Bind {
+                point: BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 3),
+                object: None,
+            },
+            Call::Present(PresentArgs {
+                src: r,
+                src_subresource: 0,
+                dst: None,
+                dxgi_context: DxgiContext(0),
+                flags: PresentFlags::empty(),
+                flip_interval: 0,
+            }),
+            Call::Rotate {
+                count: MAX_ROTATED as u8,
+                resources: [Some(r); MAX_ROTATED],
+            },
+        ];
+        for ty in [
+            MapType::Read,
+            MapType::Write,
+            MapType::ReadWrite,
+            MapType::WriteDiscard,
+            MapType::WriteNoOverwrite,
+        ] {
+            others.push(Call::Map {
+                resource: r,
+                ty,
+                flags: MapFlags::empty(),
+            });
+        }
+        let rotations = [
+            Rotation::Unspecified,
+            Rotation::Identity,
+            Rotation::Rotate90,
+            Rotation::Rotate180,
+            Rotation::Rotate270,
+        ];
+        for (rotation, src_rect) in rotations
+            .into_iter()
+            .zip([None, Some(rect)].into_iter().cycle())
+        {
+            others.push(Call::Blt(BltArgs {
+                dst: r,
+                dst_subresource: 0,
+                dst_rect: rect,
+                src: r,
+                src_subresource: 0,
+                src_rect,
+                flags: BltFlags::empty(),
+                rotation,
+            }));
+        }
         for (i, call) in calls.into_iter().chain(others).enumerate() {
             let kind = call.kind();
             let record = Record {
@@ -1191,6 +1242,20 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{kind:?}: {e}"));
             assert_eq!(back, record, "{kind:?}");
         }
+    }
+
+    /// A rotation of more identities than a swap chain has is no record.
+    #[test]
+    fn a_rotation_of_more_than_max_rotated_is_refused() {
+        let mut bytes = 7u64.to_le_bytes().to_vec();
+        bytes.extend([0, MAX_ROTATED as u8 + 1]);
+        for _ in 0..=MAX_ROTATED {
+            bytes.extend(0x0001_0000_0000_0007u64.to_le_bytes());
+        }
+        let mut same = |bits: u64| AnyHandle::from_bits(bits);
+        let mut dec = Decoder::new(&bytes, &mut same);
+        let e = decode_record::<Touch>(Kind::Rotate as u16, 0, &mut dec).unwrap_err();
+        assert_eq!(e.what, "at most MAX_ROTATED resources");
     }
 
     /// A command its driver could not capture (the byte before it 0) is named as such; a

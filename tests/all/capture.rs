@@ -862,7 +862,10 @@ fn a_map_open_when_its_context_runs_out_of_memory_records_no_bytes() {
         .unwrap();
     let mut dc = device.create_deferred_context().unwrap();
     dc.map_discard(small).unwrap().fill(5);
-    assert_eq!(dc.map_discard(huge).err(), Some(cmdlist::Error::OutOfMemory));
+    assert_eq!(
+        dc.map_discard(huge).err(),
+        Some(cmdlist::Error::OutOfMemory)
+    );
     assert!(dc.is_removed());
     dc.unmap(small).unwrap();
     assert_eq!(dc.finish().err(), Some(cmdlist::Error::OutOfMemory));
