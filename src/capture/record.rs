@@ -1186,6 +1186,53 @@ mod tests {
                 resources: [Some(r); MAX_ROTATED],
             },
         ];
+        let texture = Texture2d {
+            width: 4,
+            height: 2,
+            array_size: 3,
+            mip_levels: 2,
+            samples: 1,
+            format: 87,
+        };
+        for usage in [
+            Usage::Default,
+            Usage::Immutable,
+            Usage::Dynamic,
+            Usage::Staging,
+        ] {
+            let desc = ResourceDesc {
+                usage,
+                texture: Some(texture),
+                ..desc
+            };
+            others.push(Call::Create {
+                desc: ObjectDesc::Resource(desc),
+                made: 1,
+            });
+        }
+        let view = ViewDesc {
+            resource: r,
+            first_byte: 16,
+            byte_len: 32,
+        };
+        let descs = [
+            ObjectDesc::View {
+                ty: HandleType::ShaderResourceView,
+                desc: view,
+            },
+            ObjectDesc::Shader(b"dxbc"),
+            ObjectDesc::ElementLayout(b"layout"),
+            ObjectDesc::State {
+                ty: HandleType::BlendState,
+                desc: b"blend",
+            },
+            ObjectDesc::Query(QueryKind::Event),
+            ObjectDesc::Query(QueryKind::Occlusion),
+            ObjectDesc::Query(QueryKind::Timestamp),
+        ];
+        for desc in descs {
+            others.push(Call::Create { desc, made: 2 });
+        }
         for ty in [
             MapType::Read,
             MapType::Write,
