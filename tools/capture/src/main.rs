@@ -1,0 +1,141 @@
+//! `cmdlist-capture`: reads the capture files `cmdlist::capture` writes (docs/CAPTURE.md).
+//!
+//! - `info FILE`: what the capture holds and how it ends.
+//! - `dump FILE`: its records, one a line, in the order a replay makes them.
+//! - `diff A B`: the first record where two captures differ.
+//!
+//! Exit status: 0 done (`diff`: the same), 1 `diff`: they differ, 2 a file that cannot be
+//! read, or bad arguments. Whatever the
+//! bytes, an error names the file, the record and the reason; never a panic.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod diff;
+mod dump;
+mod file;
+mod info;
+mod order;
+mod show;
+
+/// Reads cmdlist capture files (docs/CAPTURE.md): a summary, the records, the first record
+/// two captures differ at.
+///
+/// Exit status: 0 done (diff: the same); 1 diff: the captures differ; 2 a file that cannot
+/// be read, or bad arguments.
+#[derive(Parser)]
+#[command(name = "cmdlist-capture", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// What a capture holds and how it ends.
+    ///
+    /// Format version, records and frames, each context's records, lists made and executed,
+    /// presents, bytes written through Maps, and how the capture ends: at a checkpoint, cut
+    /// (a crash's) or damaged, and where.
+    Info {
+        /// The capture.
+        file: PathBuf,
+    },
+    /// The records, one a line, in the order a replay makes them.
+    ///
+    /// The order: the device's records in order, before device record i every context record whose seq is at most i (the
+    /// deferred contexts' first, then the immediate context's), a list's Finish before an
+    /// execute of it. Then the records written after the last checkpoint, in file order,
+    /// and how the capture ends. A line: record index, stream, seq, kind, arguments
+    /// (objects by their captured handles: resource#7 is slot 7), outcome.
+    Dump {
+        /// The capture.
+        file: PathBuf,
+        /// Only this stream's records: 0 the device's, 1 the immediate context's, 2 on the
+        /// deferred contexts'.
+        #[arg(long, value_name = "N")]
+        context: Option<u32>,
+        /// Only records whose index is in A..B (A.., ..B and A..=B too; or one index).
+        #[arg(long, value_name = "A..B", value_parser = dump::parse_range)]
+        records: Option<(u64, u64)>,
+        /// Only records of these kinds (comma-separated, any case: map,mapunmap,present).
+        #[arg(long, value_name = "KIND")]
+        kind: Option<String>,
+        /// The bytes written through each Map (Written and MapUnmap records), in hex.
+        #[arg(long)]
+        bytes: bool,
+    },
+    /// The first record where two captures differ.
+    ///
+    /// Compared in the order a replay makes them, as dump shows them, with the bytes of
+    /// Updates, Maps and creates: stream, call, arguments, outcome. Not compared: seq (where
+    /// a call ended among the device's records, which threads' timing moves), raw handle
+    /// bits (objects are compared by slot and life: a device's generations start from a
+    /// base of its own), a present's DXGI context. Shows a few records around the first
+    /// difference, then how each capture ends. Exit 0: the same; 1: they differ.
+    Diff {
+        /// One capture.
+        a: PathBuf,
+        /// The other.
+        b: PathBuf,
+    },
+}
+
+/// Why a command failed: the message names the file, the record and the reason. Empty:
+/// the output's reader stopped reading (`| head`), which is no failure.
+#[derive(Debug)]
+pub struct Failure(pub String);
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        match e.kind() {
+            io::ErrorKind::BrokenPipe => Failure(String::new()),
+            _ => Failure(format!("cannot write the output: {e}")),
+        }
+    }
+}
+
+/// Standard output, buffered.
+pub type Out<'a> = io::BufWriter<io::StdoutLock<'a>>;
+
+fn run(cli: Cli, out: &mut Out<'_>) -> Result<ExitCode, Failure> {
+    match cli.command {
+        Command::Info { file } => info::run(&file, out),
+        Command::Dump {
+            file,
+            context,
+            records,
+            kind,
+            bytes,
+        } => {
+            let filter = dump::Filter::new(context, records, kind.as_deref())?;
+            dump::run(&file, &filter, bytes, out)
+        }
+        Command::Diff { a, b } => diff::run(&a, &b, out),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let result = run(cli, &mut out);
+    let flushed = out.flush();
+    match (result, flushed) {
+        (Ok(code), Ok(())) => code,
+        // A reader that stopped reading (`| head`) is not a failure.
+        (_, Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        (Err(Failure(message)), _) if message.is_empty() => ExitCode::SUCCESS,
+        (Err(Failure(message)), _) => {
+            eprintln!("cmdlist-capture: {message}");
+            ExitCode::from(2)
+        }
+        (Ok(_), Err(e)) => {
+            eprintln!("cmdlist-capture: cannot write the output: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
