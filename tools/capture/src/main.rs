@@ -2,30 +2,32 @@
 //!
 //! - `info FILE`: what the capture holds and how it ends.
 //! - `dump FILE`: its records, one a line, in the order a replay makes them.
+//! - `replay FILE`: the capture replayed through the soft driver, up to any record.
 //! - `diff A B`: the first record where two captures differ.
 //!
-//! Exit status: 0 done (`diff`: the same), 1 `diff`: they differ, 2 a file that cannot be
-//! read, or bad arguments. Whatever the
+//! Exit status: 0 done (`diff`: the same), 1 `diff`: they differ, `replay`: a call answered
+//! otherwise than when captured, 2 a file that cannot be read, or bad arguments. Whatever the
 //! bytes, an error names the file, the record and the reason; never a panic.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 mod diff;
 mod dump;
 mod file;
 mod info;
 mod order;
+mod replay;
 mod show;
 
-/// Reads cmdlist capture files (docs/CAPTURE.md): a summary, the records, the first record
-/// two captures differ at.
+/// Reads cmdlist capture files (docs/CAPTURE.md): a summary, the records, a replay through
+/// the soft driver, the first record two captures differ at.
 ///
-/// Exit status: 0 done (diff: the same); 1 diff: the captures differ; 2 a file that cannot
-/// be read, or bad arguments.
+/// Exit status: 0 done (diff: the same); 1 diff: the captures differ, replay: a call
+/// answered otherwise than captured; 2 a file that cannot be read, or bad arguments.
 #[derive(Parser)]
 #[command(name = "cmdlist-capture", version)]
 struct Cli {
@@ -68,6 +70,38 @@ enum Command {
         #[arg(long)]
         bytes: bool,
     },
+    /// Replays the capture through the soft driver, up to any record.
+    ///
+    /// Every call checked to answer what it answered when captured
+    /// (cmdlist::capture::replay_with); exit 1 at the first that answers otherwise.
+    Replay {
+        /// The capture.
+        file: PathBuf,
+        /// The soft driver's list mode.
+        #[arg(long, value_enum, default_value_t = Mode::DriverBuilt)]
+        mode: Mode,
+        /// Where the deferred contexts run: all on one thread, or each on its own.
+        #[arg(long, value_enum, default_value_t = Threads::One)]
+        threads: Threads,
+        /// The soft GPU's pace: poll-lag (a buffer completes two polls after it is
+        /// submitted, as the main job's) or immediate (as the tests').
+        #[arg(long, value_enum, default_value_t = Pace::PollLag)]
+        gpu: Pace,
+        /// exact: every call answers as captured; any: polls that found the GPU busy are
+        /// left out (for a capture made on a GPU of another pace).
+        #[arg(long, value_enum, default_value_t = replay::TimingArg::Exact)]
+        timing: replay::TimingArg,
+        /// Stop after this record (its index, as dump shows it): the records a replay makes
+        /// up to it, and no others, are replayed.
+        #[arg(long, value_name = "RECORD")]
+        until: Option<u64>,
+        /// The last presented surface as a PNG.
+        #[arg(long, value_name = "OUT")]
+        png: Option<PathBuf>,
+        /// Refuse a capture whose creates ask for more bytes than this, in all.
+        #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+        max_bytes: u64,
+    },
     /// The first record where two captures differ.
     ///
     /// Compared in the order a replay makes them, as dump shows them, with the bytes of
@@ -82,6 +116,35 @@ enum Command {
         /// The other.
         b: PathBuf,
     },
+}
+
+/// The soft driver's list mode (`cmdlist::ListMode`).
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Mode {
+    /// The engine records each list and replays it at execute.
+    Replayed,
+    /// The driver builds each list on its recording thread.
+    DriverBuilt,
+    /// The engine emulates deferred contexts for a driver without command lists.
+    Emulated,
+}
+
+/// Where a replay's deferred contexts run.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Threads {
+    /// All on the replaying thread.
+    One,
+    /// Each on a thread of its own.
+    PerContext,
+}
+
+/// The soft GPU's pace.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Pace {
+    /// A submitted buffer completes two polls later.
+    PollLag,
+    /// A submitted buffer completes at once.
+    Immediate,
 }
 
 /// Why a command failed: the message names the file, the record and the reason. Empty:
@@ -113,6 +176,27 @@ fn run(cli: Cli, out: &mut Out<'_>) -> Result<ExitCode, Failure> {
         } => {
             let filter = dump::Filter::new(context, records, kind.as_deref())?;
             dump::run(&file, &filter, bytes, out)
+        }
+        Command::Replay {
+            file,
+            mode,
+            threads,
+            gpu,
+            timing,
+            until,
+            png,
+            max_bytes,
+        } => {
+            let options = replay::Options {
+                mode,
+                threads,
+                gpu,
+                timing,
+                until,
+                png,
+                max_bytes,
+            };
+            replay::run(&file, &options, out)
         }
         Command::Diff { a, b } => diff::run(&a, &b, out),
     }
