@@ -2,6 +2,8 @@
 //!
 //! - `info FILE`: what the capture holds and how it ends.
 //! - `dump FILE`: its records, one a line, in the order a replay makes them.
+//! - `stats FILE --png OUT`: records per context per frame, Map bytes per frame, list sizes,
+//!   as a chart and as text.
 //! - `replay FILE`: the capture replayed through the soft driver, up to any record.
 //! - `diff A B`: the first record where two captures differ.
 //!
@@ -15,6 +17,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod canvas;
 mod diff;
 mod dump;
 mod file;
@@ -22,9 +25,10 @@ mod info;
 mod order;
 mod replay;
 mod show;
+mod stats;
 
-/// Reads cmdlist capture files (docs/CAPTURE.md): a summary, the records, a replay through
-/// the soft driver, the first record two captures differ at.
+/// Reads cmdlist capture files (docs/CAPTURE.md): a summary, the records, charts of their
+/// frames, a replay through the soft driver, the first record two captures differ at.
 ///
 /// Exit status: 0 done (diff: the same); 1 diff: the captures differ, replay: a call
 /// answered otherwise than captured; 2 a file that cannot be read, or bad arguments.
@@ -70,6 +74,18 @@ enum Command {
         #[arg(long)]
         bytes: bool,
     },
+    /// Records and Map bytes per frame, list sizes: printed, and drawn as a PNG.
+    ///
+    /// Records per context per frame (a frame ends at a Present, or at an EndFrame in a
+    /// capture without presents), bytes written through Maps per frame, and each list's
+    /// records (a deferred context's records up to its Finish): printed, and drawn.
+    Stats {
+        /// The capture.
+        file: PathBuf,
+        /// Where to write the chart (a PNG 800 pixels wide).
+        #[arg(long, value_name = "OUT")]
+        png: Option<PathBuf>,
+    },
     /// Replays the capture through the soft driver, up to any record.
     ///
     /// Every call checked to answer what it answered when captured
@@ -104,12 +120,10 @@ enum Command {
     },
     /// The first record where two captures differ.
     ///
-    /// Compared in the order a replay makes them, as dump shows them, with the bytes of
-    /// Updates, Maps and creates: stream, call, arguments, outcome. Not compared: seq (where
-    /// a call ended among the device's records, which threads' timing moves), raw handle
-    /// bits (objects are compared by slot and life: a device's generations start from a
-    /// base of its own), a present's DXGI context. Shows a few records around the first
-    /// difference, then how each capture ends. Exit 0: the same; 1: they differ.
+    /// Compared in the order a replay makes them: each record's
+    /// stream, kind and payload, but a context record's seq (where a call ended among the
+    /// device's records, which threads' timing moves), with a few records around it. Then
+    /// how each ends. Exit 0: the same; 1: they differ.
     Diff {
         /// One capture.
         a: PathBuf,
@@ -177,6 +191,7 @@ fn run(cli: Cli, out: &mut Out<'_>) -> Result<ExitCode, Failure> {
             let filter = dump::Filter::new(context, records, kind.as_deref())?;
             dump::run(&file, &filter, bytes, out)
         }
+        Command::Stats { file, png } => stats::run(&file, png.as_deref(), out),
         Command::Replay {
             file,
             mode,
