@@ -819,6 +819,15 @@ fn every_answer_and_every_error_kind_is_compared() {
             },
             "{e}"
         );
+        // Said in words: the record, the call and both answers.
+        let said = e.to_string();
+        let expected = format!(
+            "record {} (stream 1): {call:?} answered {:#x} where the capture says {:#x}",
+            e.record,
+            answers[n],
+            answers[n] ^ (1 << 7)
+        );
+        assert_eq!(said, expected);
     }
     // A GPU of another pace (`Timing::Any`) compares the present's and the mode's, not the
     // polls' nor the driver's gamma caps.
