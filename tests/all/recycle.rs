@@ -855,3 +855,20 @@ fn r_r4_recycle_destroyed_list_memory_returned_when_context_dropped() {
     drop(dc);
     finish_and_clean(&world, ic);
 }
+
+/// R-R5, R-R6: lists dropped before the next Finish are recycled into the context's cache
+/// there, one taken back for the list it makes; `stats()` counts the ones that wait in the
+/// cache, as many as were dropped but one.
+#[test]
+fn r_r5_r_r6_stats_count_the_lists_waiting_in_the_cache() {
+    let (device, ic, world, src, dst) = setup(native(), submitted());
+    let mut dc = device.create_deferred_context().unwrap();
+    let lists: Vec<_> = (0..3).map(|_| copy_list(&mut dc, src, dst)).collect();
+    assert_eq!(dc.stats().cached_lists, 0);
+    drop(lists);
+    let kept = copy_list(&mut dc, src, dst);
+    let stats = dc.stats();
+    assert_eq!((stats.cached_lists, stats.waiting_lists), (2, 0));
+    drop((kept, dc, device));
+    finish_and_clean(&world, ic);
+}
