@@ -59,7 +59,8 @@ pub use replay::{
 pub use sink::CaptureSink;
 pub use stream::StreamBuffer;
 
-#[cfg(all(test, feature = "soft"))]
+#[cfg(test)]
+#[cfg(feature = "soft")]
 mod round_trip_tests;
 
 #[cfg(test)]

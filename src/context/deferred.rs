@@ -1350,7 +1350,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 }
 
-#[cfg(all(test, feature = "soft"))]
+#[cfg(test)]
+#[cfg(feature = "soft")]
 mod tests {
     use crate::soft::{self, Gpu, SoftCommand, SoftConfig};
     use crate::{DeviceConfig, ResourceDesc, Usage};

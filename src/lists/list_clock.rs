@@ -100,7 +100,8 @@ impl ListStamp {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod loom_models {
     use super::*;
     use crate::primitive::AtomicBool;

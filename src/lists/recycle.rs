@@ -164,7 +164,8 @@ impl<T> Drop for DropStack<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -219,7 +220,8 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod loom_models {
     use super::*;
     use loom::sync::Arc;

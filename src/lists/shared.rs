@@ -125,7 +125,8 @@ impl<T: Shareable> Drop for Shared<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize as StdCount;
@@ -180,7 +181,8 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod loom_models {
     use super::*;
     use loom::cell::UnsafeCell;

@@ -33,7 +33,8 @@ impl CurrentAllocation {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod tests {
     use super::*;
     use loom::sync::Arc;

@@ -149,7 +149,8 @@ impl TakeAllStack {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use std::sync::Arc;
@@ -210,7 +211,8 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod loom_models {
     use super::*;
     use loom::sync::Arc;

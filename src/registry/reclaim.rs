@@ -168,7 +168,8 @@ impl Limbo {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(test)]
+#[cfg(not(loom))]
 mod tests {
     use super::*;
     use crate::primitive::AtomicU32;

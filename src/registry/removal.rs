@@ -92,7 +92,8 @@ impl Removal {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(test)]
+#[cfg(loom)]
 mod tests {
     use loom::sync::Arc;
     use loom::thread;

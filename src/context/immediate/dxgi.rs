@@ -538,7 +538,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 }
 
-#[cfg(all(test, feature = "soft"))]
+#[cfg(test)]
+#[cfg(feature = "soft")]
 mod tests {
     use crate::dxgi::DisplayFormat;
     use crate::soft::{self, Gpu, SoftCommand, SoftConfig};
