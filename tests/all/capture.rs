@@ -893,3 +893,80 @@ fn a_map_open_when_its_context_runs_out_of_memory_records_no_bytes() {
     let (device, mut ic, _world) = soft::device(config(), DeviceConfig::default()).unwrap();
     capture::replay(&capture, &device, &mut ic).unwrap();
 }
+
+/// The replay's order against the device's records, where a call and a destroy meet on one
+/// thread: an update, then the destroy of what it wrote; a Map and its Unmap with the
+/// destroy of the mapped resource between them (the Unmap refused: StaleHandle, the Map
+/// left to device destruction); a Map refused (mapped already) between a Map and its Unmap,
+/// which holds no bytes. Replayed, each call answers as it did and the bytes are the same.
+#[test]
+fn calls_meeting_a_destroy_replay_on_their_side_of_it() {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, world) = setup(ListMode::Replayed, Some(sink));
+    let dynamic = || {
+        device
+            .create_resource(desc(64, Usage::Dynamic, BindFlags::VERTEX_BUFFER))
+            .unwrap()
+    };
+    let (updated, mapped, kept) = (dynamic(), dynamic(), dynamic());
+    let dst = device
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    ic.command(&SoftCommand::Fill { dst, value: 3 }).unwrap();
+    ic.update(dst, 0, &[1; 8]).unwrap();
+    device.destroy(updated).unwrap();
+    ic.map_discard(mapped).unwrap().fill(2);
+    device.destroy(mapped).unwrap();
+    assert_eq!(ic.unmap(mapped), Err(app(AppError::StaleHandle)));
+    ic.map_discard(kept).unwrap().fill(4);
+    assert_eq!(
+        ic.map_discard(kept).map(drop),
+        Err(app(AppError::InvalidState)),
+        "mapped already"
+    );
+    ic.unmap(kept).unwrap();
+    ic.command(&SoftCommand::Copy { dst, src: kept }).unwrap();
+    ic.flush().unwrap();
+    let want = world.read(allocation(&device, dst)).unwrap();
+    assert_eq!(want, [4; 64]);
+    let capture = output.0.lock().unwrap().clone();
+    let (device, mut ic, world) = setup(ListMode::Replayed, None);
+    let report = capture::replay(&capture, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
+    let replayed = report.object(dst).unwrap();
+    assert_eq!(world.read(allocation(&device, replayed)).unwrap(), want);
+}
+
+/// A record that does not decode (it names an object the capture never made) stops the
+/// replay where the call succeeded; only a refused one is passed over.
+#[test]
+fn a_successful_call_naming_an_unknown_object_stops_the_replay() {
+    for (outcome, stops) in [
+        (0u8, true),
+        (
+            capture::Outcome::Err(app(AppError::StaleHandle)).code(),
+            false,
+        ),
+    ] {
+        let mut file = Vec::new();
+        capture::write_header(&mut file).unwrap();
+        let mut payload = 0u64.to_le_bytes().to_vec();
+        payload.push(outcome);
+        payload.extend(0x0001_0000_0000_0007u64.to_le_bytes()); // Unmap of resource #7
+        let mut frames = capture::StreamBuffer::new(capture::IMMEDIATE_STREAM);
+        frames.push(capture::Kind::Unmap as u16, &payload);
+        frames.drain_to(&mut file).unwrap();
+        let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
+        end.push(0, &[]);
+        end.drain_to(&mut file).unwrap();
+        let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+        let replayed = capture::replay(&file, &device, &mut ic);
+        match stops {
+            true => assert!(
+                matches!(replayed, Err(ref e) if matches!(e.kind, capture::ReplayErrorKind::Decode(_))),
+                "{replayed:?}"
+            ),
+            false => assert_eq!(replayed.map(|r| r.records).ok(), Some(1)),
+        }
+    }
+}
