@@ -1350,6 +1350,75 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 }
 
+/// The context's stream in the device's capture (feature `capture`): each public call
+/// starts its record first thing ([`DeferredContext::capture_begin`]) and ends it with its
+/// answer ([`DeferredContext::capture_end`]).
+#[cfg(feature = "capture")]
+impl<D: Driver, K: Kernel> DeferredContext<D, K> {
+    /// Starts the record of `call`. First thing in every public call that records one.
+    #[inline(always)]
+    pub(super) fn capture_begin(&mut self, call: Call<'_, &D::Command>) {
+        if let Some(capture) = &mut self.capture {
+            // SAFETY: first thing in a call of this context: the bytes of its open Maps are
+            // the recording's until their Unmaps (or forgotten with a recording reset inside
+            // a call), and were touched by nothing but the application since
+            // (`ContextCapture::settle_maps`).
+            unsafe { capture.begin(&call) }
+        }
+    }
+
+    /// Ends the record [`DeferredContext::capture_begin`] started with the call's answer.
+    pub(super) fn capture_end<T>(&mut self, result: &Result<T>) {
+        if let Some(capture) = &mut self.capture {
+            capture.commit(result.into());
+        }
+    }
+
+    /// Ends a Finish's record; a list made takes its name in the capture, and the
+    /// recording's records go to the sink, to be written at the next flush.
+    fn capture_finished(&mut self, list: &Result<CommandList<D, K>>) {
+        self.capture_end(list);
+        if let Some(capture) = &mut self.capture {
+            if let Ok(list) = list {
+                let _ = list.data().capture_id.set(capture.next_list_id());
+                capture.count_list();
+            }
+            capture.hand_over();
+        }
+    }
+
+    /// A Map of `resource` of type `ty` that `map` makes, recorded, with the bytes it
+    /// hands out noted to be recorded at the next call.
+    pub(super) fn captured_map(
+        &mut self,
+        resource: Handle<Resource>,
+        ty: crate::map_type::MapType,
+        map: impl FnOnce(&mut Self) -> Result<&mut [u8]>,
+    ) -> Result<&mut [u8]> {
+        let flags = crate::map_type::MapFlags::empty();
+        if let Some(capture) = &mut self.capture {
+            // SAFETY: first thing in a call of this context, as in `capture_begin`.
+            unsafe { capture.begin_map() }
+        }
+        let result = map(self).map(|bytes| bytes as *mut [u8]);
+        // A removed context's Map hands out scratch bytes that its next Map reuses (and may
+        // move): nothing of them reaches a list, and the capture does not read them.
+        let recorded = self.calls != Calls::Removed;
+        if let Some(capture) = &mut self.capture {
+            // Where the bytes are: the capture reads them at the Unmap, or before a call
+            // that may end the Map.
+            let bytes = result.as_ref().ok().copied().filter(|_| recorded);
+            capture.end_map(resource, ty, flags, (&result).into(), bytes);
+        }
+        let bytes = result?;
+        // SAFETY: the memory `map` handed out under the `&mut self` borrow that just ended,
+        // alive until the next call of this context, which the returned borrow of `&mut self`
+        // prevents; nothing touched it since (the capture only noted the pointer, and reads
+        // through it only in a later call).
+        Ok(unsafe { &mut *bytes })
+    }
+}
+
 #[cfg(test)]
 #[cfg(feature = "soft")]
 mod tests {
@@ -1531,74 +1600,5 @@ mod tests {
         drop(dc);
         ic.destroy_device().unwrap();
         world.assert_clean();
-    }
-}
-
-/// The context's stream in the device's capture (feature `capture`): each public call
-/// starts its record first thing ([`DeferredContext::capture_begin`]) and ends it with its
-/// answer ([`DeferredContext::capture_end`]).
-#[cfg(feature = "capture")]
-impl<D: Driver, K: Kernel> DeferredContext<D, K> {
-    /// Starts the record of `call`. First thing in every public call that records one.
-    #[inline(always)]
-    pub(super) fn capture_begin(&mut self, call: Call<'_, &D::Command>) {
-        if let Some(capture) = &mut self.capture {
-            // SAFETY: first thing in a call of this context: the bytes of its open Maps are
-            // the recording's until their Unmaps (or forgotten with a recording reset inside
-            // a call), and were touched by nothing but the application since
-            // (`ContextCapture::settle_maps`).
-            unsafe { capture.begin(&call) }
-        }
-    }
-
-    /// Ends the record [`DeferredContext::capture_begin`] started with the call's answer.
-    pub(super) fn capture_end<T>(&mut self, result: &Result<T>) {
-        if let Some(capture) = &mut self.capture {
-            capture.commit(result.into());
-        }
-    }
-
-    /// Ends a Finish's record; a list made takes its name in the capture, and the
-    /// recording's records go to the sink, to be written at the next flush.
-    fn capture_finished(&mut self, list: &Result<CommandList<D, K>>) {
-        self.capture_end(list);
-        if let Some(capture) = &mut self.capture {
-            if let Ok(list) = list {
-                let _ = list.data().capture_id.set(capture.next_list_id());
-                capture.count_list();
-            }
-            capture.hand_over();
-        }
-    }
-
-    /// A Map of `resource` of type `ty` that `map` makes, recorded, with the bytes it
-    /// hands out noted to be recorded at the next call.
-    pub(super) fn captured_map(
-        &mut self,
-        resource: Handle<Resource>,
-        ty: crate::map_type::MapType,
-        map: impl FnOnce(&mut Self) -> Result<&mut [u8]>,
-    ) -> Result<&mut [u8]> {
-        let flags = crate::map_type::MapFlags::empty();
-        if let Some(capture) = &mut self.capture {
-            // SAFETY: first thing in a call of this context, as in `capture_begin`.
-            unsafe { capture.begin_map() }
-        }
-        let result = map(self).map(|bytes| bytes as *mut [u8]);
-        // A removed context's Map hands out scratch bytes that its next Map reuses (and may
-        // move): nothing of them reaches a list, and the capture does not read them.
-        let recorded = self.calls != Calls::Removed;
-        if let Some(capture) = &mut self.capture {
-            // Where the bytes are: the capture reads them at the Unmap, or before a call
-            // that may end the Map.
-            let bytes = result.as_ref().ok().copied().filter(|_| recorded);
-            capture.end_map(resource, ty, flags, (&result).into(), bytes);
-        }
-        let bytes = result?;
-        // SAFETY: the memory `map` handed out under the `&mut self` borrow that just ended,
-        // alive until the next call of this context, which the returned borrow of `&mut self`
-        // prevents; nothing touched it since (the capture only noted the pointer, and reads
-        // through it only in a later call).
-        Ok(unsafe { &mut *bytes })
     }
 }
