@@ -146,6 +146,84 @@ fn r_m2_a_ring_discarded_again_appends_to_its_new_discard() {
     }
 }
 
+/// Every ring of a recording discarded again appends to its own new discard (R-M2), not
+/// only the first ring: three rings are discarded one after the other before any append (so
+/// each first append finds its own discard, not the recording's last), then the second and
+/// the third are discarded again, in reverse order. The appends that follow find each ring's
+/// new discard, the first ring keeps its own, and the list lands as each ring's last discard
+/// with the appends made after it, in every list mode.
+#[test]
+fn r_m2_every_ring_of_a_recording_discarded_again_appends_to_its_new_discard() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let rings = [ring(&device), ring(&device), ring(&device)];
+        let mut dc = device.create_deferred_context().unwrap();
+        // Ring i's first discard writes 10(i+1), its first append 10(i+1)+1.
+        let first = |i: usize| 10 * (i as u8 + 1);
+        for (i, &r) in rings.iter().enumerate() {
+            dc.map_discard(r).unwrap()[..16].fill(first(i));
+            dc.unmap(r).unwrap();
+        }
+        for (i, &r) in rings.iter().enumerate() {
+            let bytes = dc.map_no_overwrite(r).unwrap();
+            assert_eq!(
+                &bytes[..16],
+                &[first(i); 16],
+                "{mode:?}: ring {i}'s discard"
+            );
+            bytes[16..32].fill(first(i) + 1);
+            dc.unmap(r).unwrap();
+        }
+        // The second and the third discarded again: 10(i+1)+5.
+        let renewed = |i: usize| first(i) + 5;
+        for (i, &r) in rings.iter().enumerate().skip(1).rev() {
+            dc.map_discard(r).unwrap()[..16].fill(renewed(i));
+            dc.unmap(r).unwrap();
+        }
+        // Each ring's next append: 10(i+1)+2 at 32..48.
+        for (i, &r) in rings.iter().enumerate() {
+            let bytes = dc.map_no_overwrite(r).unwrap();
+            let head = if i == 0 { first(i) } else { renewed(i) };
+            assert_eq!(
+                &bytes[..16],
+                &[head; 16],
+                "{mode:?}: ring {i}'s last discard"
+            );
+            if i > 0 && mode.replays() {
+                assert_eq!(&bytes[16..32], &[0; 16], "{mode:?}: ring {i}, zeroed");
+            }
+            bytes[32..48].fill(first(i) + 2);
+            dc.unmap(r).unwrap();
+        }
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        for (i, &r) in rings.iter().enumerate() {
+            let landed = world.read(allocation(&device, r)).unwrap();
+            let head = if i == 0 { first(i) } else { renewed(i) };
+            assert_eq!(&landed[..16], &[head; 16], "{mode:?}: ring {i}");
+            assert_eq!(&landed[32..48], &[first(i) + 2; 16], "{mode:?}: ring {i}");
+            let appended = match i {
+                0 => Some(first(i) + 1),
+                // The engine's discards are zeroed: nothing of the first discard is left.
+                _ if mode.replays() => Some(0),
+                _ => None,
+            };
+            if let Some(value) = appended {
+                assert_eq!(&landed[16..32], &[value; 16], "{mode:?}: ring {i}");
+            }
+        }
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((list, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// Map(NO_OVERWRITE) needs a discard of the resource earlier in the same recording (R-M2):
 /// without one, or after one in an earlier recording, it is refused with
 /// `MapWithoutDiscard`, nothing is recorded and the driver hears nothing; the next discard
