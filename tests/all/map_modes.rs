@@ -275,6 +275,73 @@ fn r_m2_no_overwrite_without_a_discard_in_the_recording_is_refused_unheard() {
     }
 }
 
+/// A recording's rings, and what it discarded, go with it (R-M2): after a ring (a discard
+/// and an append) and a discard with no append, an abandon leaves neither resource valid
+/// for Map(NO_OVERWRITE), nor does a Finish for the next recording, even one that records
+/// into the recycled memory of the finished list: each is refused with `MapWithoutDiscard`,
+/// unheard, in every list mode.
+#[test]
+fn r_m2_rings_and_discards_are_forgotten_at_abandon_and_in_a_recycled_recording() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let (r, s) = (ring(&device), ring(&device));
+        let mut dc = device.create_deferred_context().unwrap();
+        let record = |dc: &mut cmdlist::soft::SoftDeferredContext| {
+            dc.map_discard(r).unwrap().fill(1);
+            dc.unmap(r).unwrap();
+            dc.map_no_overwrite(r).unwrap()[..8].fill(2);
+            dc.unmap(r).unwrap();
+            dc.map_discard(s).unwrap().fill(3);
+            dc.unmap(s).unwrap();
+        };
+        let refused = |dc: &mut cmdlist::soft::SoftDeferredContext, when: &str| {
+            let before = events_of(&world, dc.id()).len();
+            for resource in [r, s] {
+                assert_eq!(
+                    dc.map_no_overwrite(resource).map(drop),
+                    Err(app(AppError::MapWithoutDiscard)),
+                    "{mode:?}: {when}"
+                );
+            }
+            assert_eq!(
+                events_of(&world, dc.id()).len(),
+                before,
+                "{mode:?}: unheard"
+            );
+        };
+        record(&mut dc);
+        dc.abandon().unwrap();
+        refused(&mut dc, "after an abandon");
+        // A list made, then destroyed: the next Finish recycles it, and its cleared
+        // recording becomes the context's.
+        record(&mut dc);
+        drop(dc.finish().unwrap());
+        refused(&mut dc, "in the next recording");
+        let list = dc.finish().unwrap();
+        assert!(dc.stats().recycled >= 1, "{mode:?}: {:?}", dc.stats());
+        refused(&mut dc, "in the recycled recording");
+        // A discard of its own makes it valid again.
+        dc.map_discard(s).unwrap().fill(4);
+        dc.unmap(s).unwrap();
+        assert!(dc.map_no_overwrite(s).unwrap().iter().all(|&b| b == 4));
+        dc.unmap(s).unwrap();
+        let last = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.execute_command_list(&last).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(world.read(allocation(&device, r)), Some(vec![0; 64]));
+        assert_eq!(world.read(allocation(&device, s)), Some(vec![4; 64]));
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((list, last, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// R-M3: Map(NO_OVERWRITE) takes dynamic buffers only: vertex and index buffers always,
 /// constant buffers and buffers bound as shader resources only where the driver's caps say
 /// so (D3D11.1); a texture, a resource that is not dynamic, or a buffer bound in a way the
