@@ -342,6 +342,66 @@ fn r_m2_rings_and_discards_are_forgotten_at_abandon_and_in_a_recycled_recording(
     }
 }
 
+/// A discard in a list that the recording executes is not the recording's own (R-M2: a
+/// discard in an earlier list does not count): after a deferred context executes a finished
+/// list that discarded a resource (a nested list, R-C3), Map(NO_OVERWRITE) of that resource
+/// is refused with `MapWithoutDiscard`, unheard, in every list mode alike (where the driver
+/// builds its lists, it chains the inner list, whose discard is no more the outer
+/// recording's). A discard of the outer recording's own makes it valid, and the outer list
+/// lands as the inner discard, then the outer discard with its append.
+#[test]
+fn r_m2_a_discard_in_an_executed_list_does_not_count_for_no_overwrite() {
+    for mode in ListMode::ALL {
+        let (device, mut ic, world) = setup(mode, MapCaps::empty());
+        let r = ring(&device);
+        let mut inner_dc = device.create_deferred_context().unwrap();
+        inner_dc.map_discard(r).unwrap().fill(1);
+        inner_dc.unmap(r).unwrap();
+        inner_dc.map_no_overwrite(r).unwrap()[..8].fill(2);
+        inner_dc.unmap(r).unwrap();
+        let inner = inner_dc.finish().unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.execute_command_list(&inner).unwrap();
+        let before = events_of(&world, dc.id()).len();
+        assert_eq!(
+            dc.map_no_overwrite(r).map(drop),
+            Err(app(AppError::MapWithoutDiscard)),
+            "{mode:?}"
+        );
+        assert_eq!(
+            events_of(&world, dc.id()).len(),
+            before,
+            "{mode:?}: unheard"
+        );
+        dc.map_discard(r).unwrap()[..16].fill(5);
+        dc.unmap(r).unwrap();
+        let bytes = dc.map_no_overwrite(r).unwrap();
+        assert_eq!(&bytes[..16], &[5; 16], "{mode:?}: the outer discard");
+        bytes[16..32].fill(6);
+        dc.unmap(r).unwrap();
+        let outer = dc.finish().unwrap();
+        ic.execute_command_list(&outer).unwrap();
+        ic.flush().unwrap();
+        let landed = world.read(allocation(&device, r)).unwrap();
+        assert_eq!(&landed[..32], &[[5; 16], [6; 16]].concat()[..], "{mode:?}");
+        if mode.replays() {
+            assert_eq!(
+                &landed[32..],
+                &[0; 32],
+                "{mode:?}: the outer discard's zeroes"
+            );
+        }
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop((inner, outer, inner_dc, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// R-M3: Map(NO_OVERWRITE) takes dynamic buffers only: vertex and index buffers always,
 /// constant buffers and buffers bound as shader resources only where the driver's caps say
 /// so (D3D11.1); a texture, a resource that is not dynamic, or a buffer bound in a way the
