@@ -402,6 +402,52 @@ fn r_m2_a_discard_in_an_executed_list_does_not_count_for_no_overwrite() {
     }
 }
 
+/// A Map(NO_OVERWRITE) that runs out of memory (R-E3; here the replay limit, which the
+/// Unmap it owes would pass) removes the context as any call does and, as a Map must hand
+/// out memory, hands out scratch bytes of the resource's size, in every list mode: the error
+/// goes to the context's sink, Finish answers out of memory once, and neither the scratch
+/// nor the discard before it reaches the resource.
+#[test]
+fn r_m2_r_e3_a_no_overwrite_that_runs_out_of_memory_hands_out_scratch() {
+    use cmdlist::ContextId;
+    for mode in ListMode::ALL {
+        let config = SoftConfig {
+            gpu: Gpu::Immediate,
+            map_caps: MapCaps::empty(),
+            ..SoftConfig::from_env().unwrap()
+        }
+        .with_list_mode(mode);
+        let device_config = DeviceConfig::default().with_replay_limit(1);
+        let (device, mut ic, world) = soft::device(config, device_config).unwrap();
+        let r = ring(&device);
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.map_discard(r).unwrap().fill(1);
+        dc.unmap(r).unwrap();
+        let mapped = dc.map_no_overwrite(r).map(|bytes| {
+            bytes.fill(2);
+            bytes.len()
+        });
+        assert_eq!(mapped, Ok(64), "{mode:?}: scratch of the resource's size");
+        assert!(dc.is_removed(), "{mode:?}");
+        assert_eq!(
+            world.errors(),
+            [(ContextId::Deferred(dc.id()), Error::OutOfMemory)],
+            "{mode:?}"
+        );
+        assert_eq!(dc.finish().map(drop), Err(Error::OutOfMemory), "{mode:?}");
+        ic.flush().unwrap();
+        assert_eq!(world.read(allocation(&device, r)), Some(vec![0; 64]));
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:#?}",
+            world.violations()
+        );
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// R-M3: Map(NO_OVERWRITE) takes dynamic buffers only: vertex and index buffers always,
 /// constant buffers and buffers bound as shader resources only where the driver's caps say
 /// so (D3D11.1); a texture, a resource that is not dynamic, or a buffer bound in a way the
