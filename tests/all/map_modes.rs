@@ -647,6 +647,49 @@ fn r_m4_a_staging_read_flushes_and_waits_for_the_newest_buffer_that_uses_it() {
     world.assert_clean();
 }
 
+/// Of two buffers the GPU has not finished, only the newer uses the staging resource (R-M4):
+/// a staging Map waits for that newer buffer, not only for the oldest one running, whether
+/// the newer is submitted already or still open (flushed first); it hands out the bytes the
+/// newer buffer copied, and the kernel never locked memory a running buffer uses.
+#[test]
+fn r_m4_a_staging_map_waits_for_the_newer_of_two_running_buffers() {
+    use cmdlist::soft::SoftCommand;
+    use cmdlist::{MapFlags, MapType};
+    for submitted in [true, false] {
+        let (device, mut ic, world) = manual();
+        let src = device.create_resource(crate::common::buffer(16)).unwrap();
+        let other = device.create_resource(crate::common::buffer(16)).unwrap();
+        let readback = device.create_resource(staging(16)).unwrap();
+        // Buffer 1: the source's contents and a copy elsewhere; the readback unused.
+        ic.update(src, 0, &[7; 16]).unwrap();
+        ic.command(&SoftCommand::Copy { dst: other, src }).unwrap();
+        ic.flush().unwrap();
+        // Buffer 2: the copy into the readback.
+        ic.command(&SoftCommand::Copy { dst: readback, src })
+            .unwrap();
+        if submitted {
+            ic.flush().unwrap();
+        }
+        assert_eq!(world.completed(), 0, "both running");
+        let bytes = ic.map(readback, MapType::Read, MapFlags::empty()).unwrap();
+        assert_eq!(bytes, &[7; 16], "submitted {submitted}: buffer 2's copy");
+        ic.unmap(readback).unwrap();
+        assert_eq!(world.submits(), 2, "submitted {submitted}");
+        assert_eq!(
+            world.completed(),
+            2,
+            "submitted {submitted}: buffer 2 waited for"
+        );
+        assert!(
+            world.violations().is_empty(),
+            "submitted {submitted}: {:#?}",
+            world.violations()
+        );
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// DO_NOT_WAIT (R-M4): while the GPU has not finished the buffer that uses the staging
 /// resource, the Map answers `WasStillDrawing`, maps nothing and waits for nothing (the open
 /// buffer is flushed once, so polling makes progress); once the buffer completed, it maps.
