@@ -690,6 +690,67 @@ fn r_m4_a_staging_map_waits_for_the_newer_of_two_running_buffers() {
     }
 }
 
+/// A Map asks the kernel about the GPU only while it must (R-M3, R-M4): once the GPU has
+/// finished the buffer a staging Map (the newest that uses the resource) or a
+/// Map(NO_OVERWRITE) (the one that carries the resource's last discard) depends on, the
+/// first such Map polls the completed fence once and waits for nothing, and the Maps after
+/// it, the context knowing that buffer complete, neither poll nor wait: a ring's appends
+/// and a polled readback cost no kernel call but the lock. Whichever Map comes first.
+#[test]
+fn r_m3_r_m4_a_map_whose_buffer_is_done_polls_once_and_waits_for_nothing() {
+    use cmdlist::soft::inject::{self, FaultPlan};
+    use cmdlist::soft::SoftCommand;
+    use cmdlist::{Device, MapFlags, MapType};
+    for staging_first in [false, true] {
+        let plan = Arc::new(FaultPlan::counting().with_log());
+        let config = SoftConfig {
+            gpu: Gpu::Manual,
+            map_caps: MapCaps::empty(),
+            ..SoftConfig::from_env().unwrap()
+        };
+        let (driver, kernel, world) = inject::new(&plan, config);
+        let (device, mut ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+        let src = device.create_resource(crate::common::buffer(16)).unwrap();
+        let readback = device.create_resource(staging(16)).unwrap();
+        let ring = device
+            .create_resource(dynamic(16, BindFlags::VERTEX_BUFFER))
+            .unwrap();
+        // Buffer 1: a copy into the readback and a discard of the ring; the GPU finishes it
+        // without the context looking.
+        ic.update(src, 0, &[7; 16]).unwrap();
+        ic.command(&SoftCommand::Copy { dst: readback, src })
+            .unwrap();
+        ic.map_discard(ring).unwrap().fill(1);
+        ic.unmap(ring).unwrap();
+        ic.flush().unwrap();
+        world.complete_all();
+        let from = plan.log().len();
+        for round in 0..2 {
+            for staging_map in [staging_first, !staging_first] {
+                let case = (staging_first, round, staging_map);
+                if staging_map {
+                    let bytes = ic.map(readback, MapType::Read, MapFlags::empty()).unwrap();
+                    assert_eq!(bytes, &[7; 16], "{case:?}");
+                    ic.unmap(readback).unwrap();
+                } else {
+                    let bytes = ic.map_no_overwrite(ring).unwrap();
+                    assert_eq!(bytes, &[1; 16], "{case:?}");
+                    ic.unmap(ring).unwrap();
+                }
+            }
+        }
+        let log = plan.log();
+        let asked = |hook: &str| log[from..].iter().filter(|&&h| h == hook).count();
+        let case = (staging_first, &log[from..]);
+        assert_eq!(asked("completed_fence"), 1, "{case:?}: one poll");
+        assert_eq!(asked("wait_for_fence"), 0, "{case:?}: no wait");
+        assert_eq!(asked("lock"), 4, "{case:?}");
+        assert!(world.violations().is_empty(), "{:#?}", world.violations());
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
+
 /// DO_NOT_WAIT (R-M4): while the GPU has not finished the buffer that uses the staging
 /// resource, the Map answers `WasStillDrawing`, maps nothing and waits for nothing (the open
 /// buffer is flushed once, so polling makes progress); once the buffer completed, it maps.
