@@ -491,3 +491,66 @@ fn r_c5_r_e3_a_failing_re_bind_is_the_next_recordings_failure() {
         }
     }
 }
+
+/// A Finish restoring the state that fails with an error other than out of memory (here the
+/// driver refuses the Unmap that Finish adds for a resource left mapped, R-C4) abandons the
+/// recording (R-C2) and binds nothing again (R-C5): the context records on with nothing
+/// bound, and its next list's draw writes no target. The same Finish unrefused restores the
+/// binding. In both list modes with deferred-context hooks.
+#[test]
+fn r_c5_r_c2_a_finish_restoring_the_state_that_fails_binds_nothing_again() {
+    use crate::common::dynamic_buffer;
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::{Device, Error};
+    for driver_built in [false, true] {
+        let config = SoftConfig {
+            gpu: Gpu::Immediate,
+            command_lists: true,
+            driver_built,
+            ..SoftConfig::from_env().unwrap()
+        };
+        let scenario = |plan: &Arc<FaultPlan>| {
+            let (driver, kernel, world) = inject::new(plan, config.clone());
+            let (device, ic) = Device::new(driver, kernel, DeviceConfig::default()).unwrap();
+            let a = device.create_resource(buffer(8)).unwrap();
+            let mapped = device.create_resource(dynamic_buffer(8)).unwrap();
+            let mut dc = device.create_deferred_context().unwrap();
+            dc.bind(RT0, Some(a.any())).unwrap();
+            dc.map_discard(mapped).unwrap().fill(1);
+            let mark = plan.calls();
+            let list = dc.finish_restoring_state();
+            (device, ic, dc, world, list, a, mark)
+        };
+        // The reference run: Finish's first recorded call is the Unmap it adds.
+        let counting = Arc::new(FaultPlan::counting().with_log());
+        let (_device, _ic, dc, _world, list, a, mark) = scenario(&counting);
+        assert!(list.is_ok(), "driver-built {driver_built}");
+        assert_eq!(dc.bindings().collect::<Vec<_>>(), [(RT0, a.any())]);
+        let log = counting.log();
+        let unmap = log[mark as usize..]
+            .iter()
+            .position(|&h| h == "record_deferred")
+            .expect("Finish has the driver hear its Unmap");
+        let plan = Arc::new(FaultPlan::at(
+            mark + unmap as u64,
+            Fault::Error(Error::InvalidArg),
+        ));
+        let (device, mut ic, mut dc, world, list, a, _) = scenario(&plan);
+        let case = (driver_built, plan.hit());
+        assert!(plan.injected(), "{case:?}");
+        assert_eq!(list.map(drop), Err(Error::InvalidArg), "{case:?}");
+        assert_eq!(dc.bindings().count(), 0, "{case:?}: nothing bound again");
+        assert_eq!(dc.binding(RT0), None, "{case:?}");
+        dc.command(fill_bound(5)).unwrap();
+        let next = dc.finish().unwrap();
+        ic.execute_command_list(&next).unwrap();
+        ic.flush().unwrap();
+        let memory = device.object(a).unwrap().allocation().unwrap();
+        let target = world.read(memory).unwrap();
+        assert_eq!(target, vec![0; 8], "{case:?}: no target bound");
+        assert!(world.violations().is_empty(), "{:#?}", world.violations());
+        drop((next, dc));
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
