@@ -968,5 +968,49 @@ fn a_successful_call_naming_an_unknown_object_stops_the_replay() {
             ),
             false => assert_eq!(replayed.map(|r| r.records).ok(), Some(1)),
         }
+
+/// R-M1 while capturing: a deferred context's READ, WRITE and READ_WRITE Maps are refused
+/// with `NotMappable`, as without a capture, in every list mode; the capture replays them
+/// refused (a replayed call must answer what it answered) and the discard after them lands.
+#[test]
+fn r_m1_a_capturing_deferred_context_refuses_read_and_write_maps() {
+    for mode in ListMode::ALL {
+        let output = Output::default();
+        let sink = CaptureSink::new(output.clone()).unwrap();
+        let (device, mut ic, world) = setup(mode, Some(sink.clone()));
+        let ring = device
+            .create_resource(desc(64, Usage::Dynamic, BindFlags::VERTEX_BUFFER))
+            .unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        for ty in [MapType::Read, MapType::Write, MapType::ReadWrite] {
+            assert_eq!(
+                dc.map(ring, ty).map(drop),
+                Err(app(AppError::NotMappable)),
+                "{mode:?} {ty:?}"
+            );
+        }
+        dc.map(ring, MapType::WriteDiscard).unwrap().fill(3);
+        dc.unmap(ring).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        ic.flush().unwrap();
+        assert_eq!(world.read(allocation(&device, ring)), Some(vec![3; 64]));
+        drop((list, dc));
+        assert_eq!(sink.error(), None, "{mode:?}");
+        sink.flush();
+        let capture = output.0.lock().unwrap().clone();
+        let (replay_device, mut replay_ic, replay_world) = setup(mode, None);
+        let report = capture::replay(&capture, &replay_device, &mut replay_ic)
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let replayed = report.object(ring).expect("made by the replay");
+        assert_eq!(
+            replay_world.read(allocation(&replay_device, replayed)),
+            Some(vec![3; 64]),
+            "{mode:?}"
+        );
+        replay_ic.destroy_device().unwrap();
+        replay_world.assert_clean();
+        ic.destroy_device().unwrap();
+        world.assert_clean();
     }
 }
