@@ -1014,3 +1014,98 @@ fn r_m1_a_capturing_deferred_context_refuses_read_and_write_maps() {
         world.assert_clean();
     }
 }
+
+/// The CRC-32 (IEEE) of `bytes`, computed apart from the engine's.
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = match crc & 1 {
+                1 => (crc >> 1) ^ 0xEDB8_8320,
+                _ => crc >> 1,
+            };
+        }
+    }
+    !crc
+}
+
+/// A capture that checks presents records, after each present, the CRC-32 of the presented
+/// surface's bytes once the GPU finished the present's buffer (waiting for it where the GPU
+/// runs behind, and for nothing where the context saw it done), and a replay finds the same
+/// and counts each present checked, whatever the GPU's pace.
+#[test]
+fn a_capture_that_checks_presents_records_each_surfaces_crc() {
+    use cmdlist::dxgi::{DisplayFormat, DxgiContext, PresentArgs, PresentFlags};
+    use cmdlist::soft::Hook;
+    for gpu in [Gpu::Manual, Gpu::Immediate] {
+        let output = Output::default();
+        let sink = CaptureSink::new(output.clone()).unwrap();
+        sink.check_presents(true);
+        let (device, mut ic, world) = setup_with(gpu, ListMode::Replayed, Some(sink.clone()));
+        let surface = cmdlist::Texture2d {
+            width: 4,
+            height: 2,
+            samples: 1,
+            format: DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+            ..Default::default()
+        };
+        let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+        let back_buffer = device
+            .create_resource(ResourceDesc::texture(surface, bind).unwrap())
+            .unwrap();
+        let args = PresentArgs {
+            src: back_buffer,
+            src_subresource: 0,
+            dst: None,
+            dxgi_context: DxgiContext(1),
+            flags: PresentFlags::FLIP,
+            flip_interval: 1,
+        };
+        let mut crcs = Vec::new();
+        for value in [9u8, 0x5A] {
+            ic.command(&SoftCommand::Fill {
+                dst: back_buffer,
+                value,
+            })
+            .unwrap();
+            world.clear_trace();
+            ic.present(&args).unwrap();
+            let waits = world
+                .trace()
+                .iter()
+                .filter(|e| e.hook == Hook::WaitForFence)
+                .count();
+            let expected = usize::from(gpu == Gpu::Manual);
+            assert_eq!(waits, expected, "{gpu:?}: waits for the present's buffer");
+            let bytes = world.read(allocation(&device, back_buffer)).unwrap();
+            assert!(bytes.iter().all(|&b| b == value), "{gpu:?}");
+            crcs.push(crc32(&bytes));
+        }
+        assert_ne!(crcs[0], crcs[1]);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+        assert_eq!(sink.error(), None);
+        sink.flush();
+        let capture = output.0.lock().unwrap().clone();
+        let recorded: Vec<_> = capture::FrameReader::new(&capture)
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|f| f.kind == capture::Kind::Checksum as u16)
+            .map(|f| f.payload.to_vec())
+            .collect();
+        assert_eq!(recorded.len(), 2, "{gpu:?}: one per present");
+        for (payload, crc) in recorded.iter().zip(&crcs) {
+            assert!(
+                payload.windows(4).any(|w| w == crc.to_le_bytes()),
+                "{gpu:?}: {crc:#x} in {payload:?}"
+            );
+        }
+        let (device, mut ic, world) = setup_with(gpu, ListMode::Replayed, None);
+        let report =
+            capture::replay(&capture, &device, &mut ic).unwrap_or_else(|e| panic!("{gpu:?}: {e}"));
+        assert_eq!(report.presents_checked, 2, "{gpu:?}");
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
