@@ -968,6 +968,8 @@ fn a_successful_call_naming_an_unknown_object_stops_the_replay() {
             ),
             false => assert_eq!(replayed.map(|r| r.records).ok(), Some(1)),
         }
+    }
+}
 
 /// R-M1 while capturing: a deferred context's READ, WRITE and READ_WRITE Maps are refused
 /// with `NotMappable`, as without a capture, in every list mode; the capture replays them
