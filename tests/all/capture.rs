@@ -1111,3 +1111,53 @@ fn a_capture_that_checks_presents_records_each_surfaces_crc() {
         world.assert_clean();
     }
 }
+
+/// The device's stream as the contexts': a destroy that does not decode (an object the
+/// capture never made) stops the replay where it succeeded and is passed over, counted,
+/// where it was refused; a primary made and destroyed on the immediate context replays.
+#[test]
+fn device_records_naming_unknown_objects_and_primaries_replay_as_captured() {
+    let refused = capture::Outcome::Err(app(AppError::StaleHandle)).code();
+    for (outcome, stops) in [(0u8, true), (refused, false)] {
+        let mut file = Vec::new();
+        capture::write_header(&mut file).unwrap();
+        let mut payload = vec![outcome];
+        payload.extend(0x0001_0000_0000_0007u64.to_le_bytes()); // Destroy of object #7
+        let mut frames = capture::StreamBuffer::new(capture::DEVICE_STREAM);
+        frames.push(capture::Kind::Destroy as u16, &payload);
+        frames.drain_to(&mut file).unwrap();
+        let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
+        end.push(0, &[]);
+        end.drain_to(&mut file).unwrap();
+        let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+        let replayed = capture::replay(&file, &device, &mut ic);
+        match stops {
+            true => assert!(
+                matches!(replayed, Err(ref e) if matches!(e.kind, capture::ReplayErrorKind::Decode(_))),
+                "{replayed:?}"
+            ),
+            false => assert_eq!(replayed.map(|r| r.records).ok(), Some(1)),
+        }
+    }
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (_device, mut ic, _world) = setup(ListMode::Replayed, Some(sink));
+    let texture = cmdlist::Texture2d {
+        width: 4,
+        height: 4,
+        format: cmdlist::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+        ..Default::default()
+    };
+    let mut primary = ResourceDesc::texture(texture, BindFlags::PRESENT).unwrap();
+    primary.flags = cmdlist::ResourceFlags::PRIMARY;
+    let made = ic.create_primary(primary).unwrap();
+    ic.destroy_primary(made).unwrap();
+    assert_eq!(ic.destroy_primary(made), Err(app(AppError::StaleHandle)));
+    ic.flush().unwrap();
+    let capture = output.0.lock().unwrap().clone();
+    let (device, mut ic, world) = setup(ListMode::Replayed, None);
+    let report = capture::replay(&capture, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.records, 4, "a create, two destroys (one refused), a flush");
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
