@@ -169,7 +169,9 @@ mod world;
 pub use built::VulkanDeferred;
 pub use driver::{VulkanDriver, VulkanImmediate, VulkanObject};
 pub use kernel::VulkanKernel;
-pub use world::{BuiltStats, Faults, Unavailable, Violation, VulkanConfig, VulkanWorld};
+pub use world::{
+    BuiltStats, Faults, Unavailable, ValidationLog, Violation, VulkanConfig, VulkanWorld,
+};
 
 use std::sync::Arc;
 

@@ -167,6 +167,18 @@ fn unavailable(reason: impl Into<String>) -> Unavailable {
     }
 }
 
+/// The validation layer's messages of a world, kept past it ([`VulkanWorld::validation_log`]).
+#[derive(Clone, Debug)]
+pub struct ValidationLog(Arc<Mutex<Vec<String>>>);
+
+impl ValidationLog {
+    /// Every error and warning the layer reported so far, those of the world's destruction
+    /// included once it dropped.
+    pub fn messages(&self) -> Vec<String> {
+        lock(&self.0).clone()
+    }
+}
+
 /// A protocol or usage check that failed, as the soft world's violations.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Violation {
@@ -461,8 +473,9 @@ pub struct VulkanWorld {
     _entry: ash::Entry,
     instance: ash::Instance,
     debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-    /// Boxed so that the messenger's user-data pointer stays put.
-    messages: Box<Mutex<Vec<String>>>,
+    /// Shared so that the messenger's user-data pointer stays put, and so that the reports
+    /// of the world's own destruction reach a [`ValidationLog`] that outlives it.
+    messages: Arc<Mutex<Vec<String>>>,
     pub(crate) device: ash::Device,
     /// The compute pipelines; `None` without `VK_KHR_push_descriptor` (draws and the Blt are
     /// then unsupported).
@@ -523,8 +536,8 @@ unsafe extern "system" fn on_message(
     if !severity.intersects(wanted) || user.is_null() {
         return vk::FALSE;
     }
-    // SAFETY: `user` is the `Box<Mutex<Vec<String>>>` of the world that made the messenger,
-    // which destroys the messenger before dropping the box; `data` and the strings it
+    // SAFETY: `user` is the `Arc<Mutex<Vec<String>>>` of the world that made the messenger,
+    // which destroys the messenger before dropping its reference; `data` and the strings it
     // points to are valid for the duration of the callback (the spec's
     // PFN_vkDebugUtilsMessengerCallbackEXT), and `p_message` is null or NUL-terminated.
     unsafe {
@@ -584,7 +597,7 @@ impl VulkanWorld {
         let features = [vk::ValidationFeatureEnableEXT::SYNCHRONIZATION_VALIDATION];
         let mut validation_features =
             vk::ValidationFeaturesEXT::default().enabled_validation_features(&features);
-        let messages: Box<Mutex<Vec<String>>> = Box::default();
+        let messages: Arc<Mutex<Vec<String>>> = Arc::default();
         let messenger_info = || {
             vk::DebugUtilsMessengerCreateInfoEXT::default()
                 .message_severity(
@@ -619,8 +632,8 @@ impl VulkanWorld {
         // enumerated above; ValidationFeaturesEXT and DebugUtilsMessengerCreateInfoEXT are
         // valid pNexts of VkInstanceCreateInfo (VUID-VkInstanceCreateInfo-pNext-pNext),
         // chained only with VK_EXT_validation_features and VK_EXT_debug_utils enabled; the
-        // messenger's user data, the boxed message list, outlives the instance (destroyed
-        // below on a failure, or by the world that owns both, before the box).
+        // messenger's user data, the shared message list, outlives the instance (destroyed
+        // below on a failure, or by the world that owns both, before its reference).
         let instance = steps
             .next()
             .and_then(|()| unsafe { entry.create_instance(&info, None) })
@@ -629,7 +642,7 @@ impl VulkanWorld {
             let loader = ash::ext::debug_utils::Instance::new(&entry, &instance);
             let info = messenger_info();
             // SAFETY: the instance enabled VK_EXT_debug_utils; the user data outlives the
-            // messenger (destroyed in `Drop` before the box).
+            // messenger (destroyed in `Drop` before the world's reference to it).
             let made = steps
                 .next()
                 .and_then(|()| unsafe { loader.create_debug_utils_messenger(&info, None) });
@@ -876,7 +889,7 @@ impl VulkanWorld {
         ),
         instance: ash::Instance,
         debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-        messages: Box<Mutex<Vec<String>>>,
+        messages: Arc<Mutex<Vec<String>>>,
         (device_name, queue_family): (String, u32),
     ) -> Self {
         VulkanWorld {
@@ -931,6 +944,13 @@ impl VulkanWorld {
     /// Every error and warning the validation layer reported so far.
     pub fn validation_messages(&self) -> Vec<String> {
         lock(&self.messages).clone()
+    }
+
+    /// The validation layer's messages, readable after the world is gone: the layer reports
+    /// the objects a device or instance is destroyed with (a command pool, buffer or memory
+    /// the driver never destroyed) only as the world drops.
+    pub fn validation_log(&self) -> ValidationLog {
+        ValidationLog(Arc::clone(&self.messages))
     }
 
     /// The device's `maxStorageBufferRange` (`None` without the compute pipelines): a draw
