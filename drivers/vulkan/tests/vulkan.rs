@@ -52,8 +52,9 @@ fn required() -> bool {
     std::env::var("CMDLIST_VULKAN_REQUIRED").is_ok_and(|v| v == "1")
 }
 
-/// After device destruction: no violation, no validation message, no allocation left.
-fn assert_clean(world: &VulkanWorld) {
+/// After device destruction: no violation, no validation message, no allocation left; then
+/// the world, the last reference to it, dropped without leaving an object behind.
+fn assert_clean(world: Arc<VulkanWorld>) {
     assert_eq!(world.violations(), vec![], "violations");
     assert_eq!(
         world.validation_messages(),
@@ -63,6 +64,22 @@ fn assert_clean(world: &VulkanWorld) {
     assert_eq!(world.errors(), vec![], "errors reported (R-E2)");
     assert_eq!(world.live_allocations(), 0, "allocations left (R-D3)");
     assert_eq!(world.zombie_allocations(), 0, "memory waiting for the GPU");
+    assert_nothing_left(world);
+}
+
+/// Drops the world, which must be the last reference to it (nothing of the device's, a
+/// deferred context's pool or a parked list, still holds it), and checks what the
+/// validation layer reported as the device and the instance were destroyed: no object left
+/// that the driver never destroyed (a command pool, an upload buffer, its memory).
+fn assert_nothing_left(world: Arc<VulkanWorld>) {
+    let log = world.validation_log();
+    let world = Arc::into_inner(world).expect("the world outlived its device's last user");
+    drop(world);
+    assert_eq!(
+        log.messages(),
+        Vec::<String>::new(),
+        "validation layer as the world dropped"
+    );
 }
 
 fn buffer(bytes: u64) -> ResourceDesc {
@@ -438,7 +455,8 @@ fn compare(mode: ListMode) {
             );
         }
     }
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 #[test]
@@ -714,7 +732,8 @@ fn hazard_barriers_only_where_ranges_meet() {
             assert_eq!(&world.read(a, 64).unwrap(), want, "{mode:?}: buffer {i}");
         }
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -748,7 +767,8 @@ fn submissions_in_a_row_are_ordered_by_the_end_barrier() {
     let sa = device.object(s).unwrap().allocation().unwrap();
     assert_eq!(world.read(sa, 64).unwrap(), vec![0x3C; 64]);
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// The barrier that starts each secondary: a nested list's segments run in one
@@ -792,7 +812,8 @@ fn nested_segments_are_ordered_by_their_start_barrier() {
     assert_eq!(world.read(za, 64).unwrap(), vec![0x21; 64]);
     drop(outer);
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -839,7 +860,8 @@ fn r_d1_r_d4_pending_buffer_keeps_destroyed_memory() {
             "{mode:?}: freed once the GPU finished"
         );
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -869,7 +891,8 @@ fn r_d1_submitted_clock_memory_waits_for_the_timeline() {
     world.wait_gpu().unwrap();
     assert_eq!(world.zombie_allocations(), 0);
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// The kernel's check is live: a deallocation while a submitted buffer that names the
@@ -962,7 +985,8 @@ fn read_waits_for_the_buffer_that_wrote() {
     ic.flush().unwrap();
     assert!(world.read(a, LEN).unwrap() == bytes, "read before the copy");
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// The kernel checks the engine against what the GPU commands really reference: memory an
@@ -1438,7 +1462,9 @@ fn driver_built_lists_outlive_and_race_their_context() {
         ic.flush().unwrap();
         let stats = world.built_stats();
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        let orphaned = world.built_stats().freed_orphaned;
+        drop((device, ic));
+        assert_clean(world);
         // Recycling on: the worker's lists came back into its cache; off: every Finish
         // renews the context's state (a new pool), so its lists outlive their pool's
         // context and free their secondaries themselves.
@@ -1446,7 +1472,7 @@ fn driver_built_lists_outlive_and_race_their_context() {
             true => assert!(stats.recycled >= 1, "{stats:?}"),
             false => assert!(stats.freed_orphaned >= 8, "{stats:?}"),
         }
-        assert!(world.built_stats().freed_orphaned >= 1, "the orphan list");
+        assert!(orphaned >= 1, "the orphan list");
     }
 }
 
@@ -1513,7 +1539,8 @@ fn submitted_list_clock_keeps_lists_until_the_gpu_ran_them() {
             "recycle {recycle}"
         );
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -1558,7 +1585,8 @@ fn ic_pool_stays_on_its_thread_while_others_wait_for_the_gpu() {
     assert_eq!(world.read(a, 4096).unwrap(), pattern(4096, 299u32 as u8));
     drop(list);
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// A deferred context moved to another thread between recordings (one thread at a time,
@@ -1592,7 +1620,8 @@ fn driver_built_context_may_move_between_threads() {
     assert_eq!(threads, vec![std::thread::current().id(), other]);
     drop((dc, list));
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// A context that outlives its device (R-D3): device destruction destroys its lists on the
@@ -1769,7 +1798,8 @@ fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
             .collect();
         let replays = world.built_stats().replayed_after_rotation;
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
 
         let (device, mut ic, soft_world) = soft::device(
             SoftConfig {
@@ -1980,7 +2010,8 @@ fn draws_same_bytes_as_soft_in_every_mode() {
         // The draws really wrote: the target is not what transfers alone leave.
         assert!(got[4].iter().any(|&b| b != 0), "{mode:?}");
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -2100,7 +2131,8 @@ fn discards_read_in_place_same_bytes_as_soft_in_every_mode() {
             "{mode:?}"
         );
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -2200,7 +2232,8 @@ fn a_nested_list_recorded_before_a_rename_reads_the_new_memory() {
         let want_replays = u64::from(mode == ListMode::DriverBuilt);
         assert_eq!(replays, want_replays, "{mode:?}");
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -2291,7 +2324,8 @@ fn fills_into_discarded_targets_same_bytes_as_soft_in_every_mode() {
         assert_eq!(got[1], [0x3D; 64], "{mode:?}");
         assert!(got[2].iter().any(|&b| b != 0), "{mode:?}: the draw wrote");
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -2335,7 +2369,8 @@ fn renamed_discards_need_no_barriers_of_their_own() {
     assert_eq!(last, vec![DRAWS as u8 - 1; 64], "the last discard's bytes");
     drop((list, dc));
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// The compute barriers have teeth too: without the hazard rule's barriers, a draw reading
@@ -2703,7 +2738,8 @@ fn r_x6_r_x7_gpu_blt_matches_the_reference() {
         }
     }
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// The main job's Blt (examples/frame): an `R8G8B8A8_UNORM_SRGB` canvas stretched 2x into a
@@ -2744,7 +2780,8 @@ fn main_jobs_blt_on_the_gpu_within_one_code() {
     assert!(got.iter().any(|&b| b != 0), "nothing written");
     assert!(diff <= 1, "{diff} codes off");
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
 
 /// Formats the GPU Blt does not cover are refused as unsupported, nothing written.
@@ -2847,7 +2884,8 @@ fn r_x1_present_copies_the_surface_to_the_screen() {
             "{mode:?}: the copy"
         );
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -3065,7 +3103,8 @@ fn no_overwrite_ring_same_bytes_as_soft_in_every_mode() {
         assert_eq!(got[3], ring_out(2), "{mode:?}: out 1");
         assert!(got[4].iter().any(|&b| b != 0), "{mode:?}: the draws wrote");
         ic.destroy_device().unwrap();
-        assert_clean(&world);
+        drop((device, ic));
+        assert_clean(world);
     }
 }
 
@@ -3116,5 +3155,6 @@ fn driver_built_no_overwrite_unmap_records_nothing() {
     assert_eq!(world.read(a, RING).unwrap(), want);
     drop((appended, whole, dc));
     ic.destroy_device().unwrap();
-    assert_clean(&world);
+    drop((device, ic));
+    assert_clean(world);
 }
