@@ -1624,6 +1624,48 @@ fn driver_built_context_may_move_between_threads() {
     assert_clean(world);
 }
 
+/// Where the driver builds its lists, an abandoned recording (R-C2) reaches no later list of
+/// its context, recycled (its pool, secondaries and upload memory kept for the next
+/// recording): the fill and the update abandoned never write their resource, and the next
+/// list writes its own resource alone.
+#[test]
+fn driver_built_abandoned_recording_reaches_no_later_list() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let r = device.create_resource(buffer(64)).unwrap();
+    let s = device.create_resource(buffer(64)).unwrap();
+    ic.update(r, 0, &[0x11; 64]).unwrap();
+    let mut dc = device.create_deferred_context().unwrap();
+    dc.command(SoftCommand::Fill {
+        dst: r,
+        value: 0x5A,
+    })
+    .unwrap();
+    dc.update(r, 8, &pattern(16, 3)).unwrap();
+    dc.abandon().unwrap();
+    dc.command(SoftCommand::Fill {
+        dst: s,
+        value: 0x17,
+    })
+    .unwrap();
+    let list = dc.finish().unwrap();
+    ic.execute_command_list(&list).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let read = |h: Handle<Resource>| {
+        let a = device.object(h).unwrap().allocation().unwrap();
+        world.read(a, 64).unwrap()
+    };
+    assert_eq!(read(r), vec![0x11; 64], "the abandoned recording wrote");
+    assert_eq!(read(s), vec![0x17; 64]);
+    drop((list, dc));
+    ic.destroy_device().unwrap();
+    drop((device, ic));
+    assert_clean(world);
+}
+
 /// A context that outlives its device (R-D3): device destruction destroys its lists on the
 /// immediate context's thread while the context is alive, so their secondaries go back
 /// through its pool's lock, and the context frees them when it is dropped on its thread.
