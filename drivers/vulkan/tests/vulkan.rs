@@ -3200,3 +3200,68 @@ fn driver_built_no_overwrite_unmap_records_nothing() {
     drop((device, ic));
     assert_clean(world);
 }
+
+/// Where the driver builds its lists, a Map(NO_OVERWRITE)'s Unmap records nothing either
+/// when a command read the resource since its discard (the read made the discard's copy
+/// recorded): a list of one discard, a copy out of the stretch it wrote and five appends
+/// costs the barriers of the discard and the copy alone, where the appends' copy, recorded
+/// after the read, would add one (a write after a read). The resource ends with every
+/// append, `out` with the stretch read.
+#[test]
+fn driver_built_no_overwrite_after_a_read_records_nothing() {
+    let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
+    else {
+        return;
+    };
+    let desc = ResourceDesc {
+        bind: BindFlags::VERTEX_BUFFER,
+        ..dynamic_buffer(RING as u64)
+    };
+    let ring = device.create_resource(desc).unwrap();
+    let out = device.create_resource(buffer(STRETCH as u64)).unwrap();
+    let want = ring_out(9)[..RING].to_vec();
+    let mut dc = device.create_deferred_context().unwrap();
+    let copy_out = SoftCommand::CopyRegion {
+        dst: out,
+        dst_offset: 0,
+        src: ring,
+        src_offset: 0,
+        len: STRETCH as u64,
+    };
+    let discard_and_read = |dc: &mut DeferredContext<_, _>| {
+        dc.map_discard(ring).unwrap()[..STRETCH].copy_from_slice(&want[..STRETCH]);
+        dc.unmap(ring).unwrap();
+        dc.command(copy_out).unwrap();
+    };
+    let before = world.hazard_barriers();
+    discard_and_read(&mut dc);
+    for k in 1..STRETCHES {
+        let at = k * STRETCH..(k + 1) * STRETCH;
+        dc.map_no_overwrite(ring).unwrap()[at.clone()].copy_from_slice(&want[at]);
+        dc.unmap(ring).unwrap();
+    }
+    let appended = dc.finish().unwrap();
+    let with_appends = world.hazard_barriers() - before;
+    let before = world.hazard_barriers();
+    discard_and_read(&mut dc);
+    let alone = dc.finish().unwrap();
+    assert_eq!(
+        with_appends,
+        world.hazard_barriers() - before,
+        "barriers of the list with appends, and of the discard and the copy alone"
+    );
+    drop(alone);
+    ic.execute_command_list(&appended).unwrap();
+    ic.flush().unwrap();
+    world.wait_gpu().unwrap();
+    let read = |h: Handle<Resource>, len: usize| {
+        let a = device.object(h).unwrap().allocation().unwrap();
+        world.read(a, len).unwrap()
+    };
+    assert_eq!(read(ring, RING), want);
+    assert_eq!(read(out, STRETCH), want[..STRETCH]);
+    drop((appended, dc));
+    ic.destroy_device().unwrap();
+    drop((device, ic));
+    assert_clean(world);
+}
