@@ -1002,3 +1002,65 @@ fn destroy_list(world: &VulkanWorld, list: BuiltList) {
     }
     world.give_back_chunks(arena.chunks);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A world whose driver builds its lists, and the driver's state of a deferred context of
+    /// it, driven hook by hook (the id is that of a context the engine made); `None` where
+    /// no Vulkan device exists and none is required (`CMDLIST_VULKAN_REQUIRED=1`).
+    fn context() -> Option<(Arc<VulkanWorld>, VulkanDeferred)> {
+        let config = crate::VulkanConfig::for_mode(cmdlist::ListMode::DriverBuilt);
+        let (device, _ic, world) = match crate::device(config, cmdlist::DeviceConfig::default()) {
+            Ok(parts) => parts,
+            Err(e) if std::env::var("CMDLIST_VULKAN_REQUIRED").is_ok_and(|v| v == "1") => {
+                panic!("CMDLIST_VULKAN_REQUIRED=1: {e}")
+            }
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return None;
+            }
+        };
+        let id = device.create_deferred_context().unwrap().id();
+        let dc = VulkanDeferred::new(&world, id, true).unwrap();
+        Some((world, dc))
+    }
+
+    /// Finish of a recording of one secondary: the list's private memory.
+    fn list(world: &VulkanWorld, dc: &mut VulkanDeferred) -> [u8; 16] {
+        let mut private = [0; 16];
+        dc.secondary(world).unwrap();
+        finish(world, dc, &mut private).unwrap();
+        private
+    }
+
+    fn assert_clean(world: &VulkanWorld) {
+        assert_eq!(world.violations(), vec![]);
+        assert_eq!(world.validation_messages(), Vec::<String>::new());
+    }
+
+    /// A list destroyed while its context lives hands its secondaries to the pool's
+    /// graveyard; the context frees them at its next renewal, or at its next Finish.
+    #[test]
+    fn the_graveyard_is_freed_at_the_next_renewal_and_finish() {
+        let Some((world, mut dc)) = context() else {
+            return;
+        };
+        let pool = Arc::clone(dc.pool.as_ref().unwrap());
+        let graves = || lock(&pool.state).graveyard.len();
+        let mut private = list(&world, &mut dc);
+        destroy(&world, &mut private);
+        assert_eq!(graves(), 1, "handed back");
+        dc.renew(&world);
+        assert_eq!(graves(), 0, "freed at the renewal");
+        let mut private = list(&world, &mut dc);
+        destroy(&world, &mut private);
+        assert_eq!(graves(), 1, "handed back");
+        let mut next = list(&world, &mut dc);
+        assert_eq!(graves(), 0, "freed at the Finish");
+        destroy(&world, &mut next);
+        dc.destroy(&world);
+        assert_clean(&world);
+    }
+}
