@@ -1063,4 +1063,38 @@ mod tests {
         dc.destroy(&world);
         assert_clean(&world);
     }
+
+    /// A list that chains a list whose recording does not know what it baked (a hook
+    /// panicked while it looked resources up, which leaves the recording unsure) is unsure
+    /// too, and so is an unsure recording that chains a sure list: every execute of them
+    /// replays their packets.
+    #[test]
+    fn chaining_keeps_a_list_unsure() {
+        let Some((world, mut dc)) = context() else {
+            return;
+        };
+        let mut sure = list(&world, &mut dc);
+        dc.secondary(&world).unwrap();
+        // What `record` leaves after a hook that panicked.
+        dc.building.unsure = true;
+        let mut unsure = [0; 16];
+        finish(&world, &mut dc, &mut unsure).unwrap();
+        assert!(!list_of(&sure).unwrap().unsure);
+        assert!(list_of(&unsure).unwrap().unsure);
+
+        chain(&world, &mut dc, &unsure).unwrap();
+        let mut outer = list(&world, &mut dc);
+        assert!(list_of(&outer).unwrap().unsure, "chains an unsure list");
+
+        dc.building.unsure = true;
+        chain(&world, &mut dc, &sure).unwrap();
+        let mut unsure_outer = list(&world, &mut dc);
+        assert!(list_of(&unsure_outer).unwrap().unsure, "unsure itself");
+
+        for private in [&mut unsure_outer, &mut outer, &mut unsure, &mut sure] {
+            destroy(&world, private);
+        }
+        dc.destroy(&world);
+        assert_clean(&world);
+    }
 }
