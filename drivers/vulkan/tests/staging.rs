@@ -50,13 +50,14 @@ fn required() -> bool {
     std::env::var("CMDLIST_VULKAN_REQUIRED").is_ok_and(|v| v == "1")
 }
 
-/// After device destruction: no violation, no validation message, no allocation left.
-fn assert_clean(world: &VulkanWorld, mode: ListMode) {
+/// After device destruction: no violation, no validation message, no allocation left; then
+/// the world, the last reference to it, dropped without leaving an object behind.
+fn assert_clean(world: Arc<VulkanWorld>, mode: ListMode) {
     assert_clean_but(world, mode, &[]);
 }
 
 /// [`assert_clean`], with `expected` the errors reported besides WasStillDrawing.
-fn assert_clean_but(world: &VulkanWorld, mode: ListMode, expected: &[(ContextId, Error)]) {
+fn assert_clean_but(world: Arc<VulkanWorld>, mode: ListMode, expected: &[(ContextId, Error)]) {
     assert_eq!(world.violations(), vec![], "{mode:?}: violations");
     assert_eq!(
         world.validation_messages(),
@@ -72,6 +73,16 @@ fn assert_clean_but(world: &VulkanWorld, mode: ListMode, expected: &[(ContextId,
     assert_eq!(errors, expected, "{mode:?}: errors reported (R-E2)");
     assert_eq!(world.live_allocations(), 0, "{mode:?}: allocations left");
     assert_eq!(world.zombie_allocations(), 0, "{mode:?}: memory left");
+    // What the layer reports as the device and the instance are destroyed: the objects the
+    // driver never destroyed.
+    let log = world.validation_log();
+    let world = Arc::into_inner(world).expect("the world outlived its device's last user");
+    drop(world);
+    assert_eq!(
+        log.messages(),
+        Vec::<String>::new(),
+        "{mode:?}: validation layer as the world dropped"
+    );
 }
 
 fn buffer(bytes: u64) -> ResourceDesc {
@@ -219,7 +230,8 @@ fn a_staging_read_waits_only_for_the_buffer_that_uses_it() {
             world.wait_gpu().unwrap();
         }
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
 
@@ -265,7 +277,8 @@ fn do_not_wait_answers_was_still_drawing_while_the_copy_is_held() {
             assert!(!ic.resource_is_busy(readback).unwrap());
         }
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
 
@@ -330,7 +343,8 @@ fn do_not_wait_never_maps_stale_bytes() {
         }
         eprintln!("{mode:?}: WasStillDrawing {still_drawing} times over 6 copies");
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
 
@@ -405,7 +419,8 @@ fn staging_writes_are_what_the_gpu_copies_out() {
             assert_eq!(read_back(&mut ic, readback), second, "{mode:?} {via:?}");
         }
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
 
@@ -473,7 +488,8 @@ fn no_overwrite_on_the_immediate_context_appends_in_place() {
             );
         }
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
 
@@ -502,7 +518,8 @@ fn a_destroyed_or_open_map_is_unlocked_and_freed() {
             .unwrap()
             .fill(3);
         ic.destroy_device().unwrap();
-        assert_clean_but(&world, mode, &[(ContextId::Immediate, stale)]);
+        drop((device, ic));
+        assert_clean_but(world, mode, &[(ContextId::Immediate, stale)]);
     }
 }
 
@@ -540,9 +557,10 @@ fn no_overwrite_right_after_a_discard_keeps_the_discards_bytes() {
         want[16..32].fill(2);
         let after = read_back(&mut ic, readback);
         ic.destroy_device().unwrap();
+        drop((device, ic));
         assert_eq!(seen, [1; 16], "{mode:?}: contents kept");
         assert_eq!(after, want, "{mode:?}: the appended bytes");
-        assert_clean(&world, mode);
+        assert_clean(world, mode);
     }
 }
 
@@ -600,7 +618,8 @@ fn a_discard_on_the_immediate_context_renames_while_the_gpu_reads_the_old_memory
             );
         }
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
 
@@ -639,6 +658,7 @@ fn a_list_recorded_before_a_rename_reads_the_new_memory() {
         );
         drop((list, unrelated));
         ic.destroy_device().unwrap();
-        assert_clean(&world, mode);
+        drop((device, ic));
+        assert_clean(world, mode);
     }
 }
