@@ -1157,7 +1157,47 @@ fn device_records_naming_unknown_objects_and_primaries_replay_as_captured() {
     let capture = output.0.lock().unwrap().clone();
     let (device, mut ic, world) = setup(ListMode::Replayed, None);
     let report = capture::replay(&capture, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(report.records, 4, "a create, two destroys (one refused), a flush");
+    assert_eq!(
+        report.records, 4,
+        "a create, two destroys (one refused), a flush"
+    );
     ic.destroy_device().unwrap();
     world.assert_clean();
+}
+
+/// An execute of a list no capture made (named on the device's stream, as a capture names
+/// another device's list) is passed over where it was refused; where it succeeded, or where
+/// it names a deferred context's list that was never finished, the replay stops at it.
+#[test]
+fn executes_of_lists_no_capture_made_are_passed_over_only_when_refused() {
+    let refused = capture::Outcome::Err(app(AppError::WrongDevice)).code();
+    for (outcome, stream, passed) in [
+        (refused, capture::DEVICE_STREAM, true),
+        (0, capture::DEVICE_STREAM, false),
+        (refused, capture::FIRST_DEFERRED_STREAM, false),
+    ] {
+        let mut file = Vec::new();
+        capture::write_header(&mut file).unwrap();
+        let mut payload = 0u64.to_le_bytes().to_vec();
+        payload.push(outcome);
+        payload.extend(stream.to_le_bytes());
+        payload.extend(0u64.to_le_bytes());
+        payload.push(0);
+        let mut frames = capture::StreamBuffer::new(capture::IMMEDIATE_STREAM);
+        frames.push(capture::Kind::Execute as u16, &payload);
+        frames.drain_to(&mut file).unwrap();
+        let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
+        end.push(0, &[]);
+        end.drain_to(&mut file).unwrap();
+        let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+        let replayed = capture::replay(&file, &device, &mut ic);
+        match passed {
+            true => assert_eq!(replayed.map(|r| r.records).ok(), Some(1)),
+            false => assert_eq!(
+                replayed.map_err(|e| e.kind).err(),
+                Some(capture::ReplayErrorKind::UnknownList),
+                "outcome {outcome}, stream {stream}"
+            ),
+        }
+    }
 }
