@@ -652,7 +652,7 @@ where
                         // A poll that found the GPU still drawing, not made again.
                         return Ok(consumed);
                     };
-                    let data = self.written_by(written, resource)?;
+                    let data = self.written_by(written)?;
                     let done = filled(self.ic.map(resource, ty, flags), data);
                     self.settle(frame, done)?
                 }
@@ -664,7 +664,7 @@ where
             }
             match record.call {
                 Call::Map { resource, ty, .. } => {
-                    let data = self.written_by(written, resource)?;
+                    let data = self.written_by(written)?;
                     let host = self.dcs.get_mut(&stream).expect("checked above");
                     let done = host.run(move |dc| filled(dc.map(resource, ty), data));
                     self.settle(frame, done)?
@@ -726,20 +726,20 @@ where
         Ok(0)
     }
 
-    /// The bytes written through a Map of `resource`, which `written` holds (a
-    /// [`Call::Written`] of the same resource, by [`written_records`]), copied in at the Map:
-    /// nothing reads a mapped resource's memory before its Unmap.
+    /// The bytes written through a Map, which `written` holds (a [`Call::Written`] of the
+    /// same resource, paired by [`written_records`] on the resource's captured bits, which
+    /// name one object for the capture's life), copied in at the Map: nothing reads a mapped
+    /// resource's memory before its Unmap.
     fn written_by(
         &self,
         written: Option<Frame<'a>>,
-        resource: Handle<Resource>,
     ) -> core::result::Result<Option<&'a [u8]>, ReplayError> {
         let Some(frame) = written else {
             return Ok(None);
         };
         let record = Self::decode(&self.handles, &frame, 0)?;
         match record.call {
-            Call::Written { resource: r, bytes } if r == resource => Ok(Some(bytes)),
+            Call::Written { bytes, .. } => Ok(Some(bytes)),
             _ => Err(Self::error(&frame, ReplayErrorKind::MapBytes)),
         }
     }

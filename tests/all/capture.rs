@@ -1201,3 +1201,45 @@ fn executes_of_lists_no_capture_made_are_passed_over_only_when_refused() {
         }
     }
 }
+
+/// The immediate context's binds, queries and ClearState replay; and a deferred context that
+/// executes a list a context of a later stream finished (its stream replayed after the
+/// first's at the same device record) has that list finished first.
+#[test]
+fn immediate_state_calls_and_a_later_streams_list_replay() {
+    use cmdlist::{BindClass, BindPoint};
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, world) = setup(ListMode::Replayed, Some(sink));
+    let vertices = device
+        .create_resource(desc(64, Usage::Default, BindFlags::VERTEX_BUFFER))
+        .unwrap();
+    let dst = device
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    let query = device.create_query(cmdlist::QueryKind::Occlusion).unwrap();
+    let (mut outer, mut inner) = (
+        device.create_deferred_context().unwrap(),
+        device.create_deferred_context().unwrap(),
+    );
+    let point = BindPoint::new(BindClass::VertexBuffer, 0);
+    ic.bind(point, Some(vertices.any())).unwrap();
+    ic.begin_query(query).unwrap();
+    ic.command(&SoftCommand::Fill { dst, value: 6 }).unwrap();
+    ic.end_query(query).unwrap();
+    ic.clear_state().unwrap();
+    inner.command(SoftCommand::Fill { dst, value: 7 }).unwrap();
+    let inner_list = inner.finish().unwrap();
+    outer.execute_command_list(&inner_list).unwrap();
+    let outer_list = outer.finish().unwrap();
+    ic.execute_command_list(&outer_list).unwrap();
+    ic.flush().unwrap();
+    drop((outer_list, inner_list, outer, inner));
+    let want = world.read(allocation(&device, dst)).unwrap();
+    assert_eq!(want, [7; 64]);
+    let capture = output.0.lock().unwrap().clone();
+    let (device, mut ic, world) = setup(ListMode::Replayed, None);
+    let report = capture::replay(&capture, &device, &mut ic).unwrap_or_else(|e| panic!("{e}"));
+    let replayed = report.object(dst).unwrap();
+    assert_eq!(world.read(allocation(&device, replayed)).unwrap(), want);
+}
