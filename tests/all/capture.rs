@@ -1232,6 +1232,18 @@ fn immediate_state_calls_and_a_later_streams_list_replay() {
     let inner_list = inner.finish().unwrap();
     outer.execute_command_list(&inner_list).unwrap();
     let outer_list = outer.finish().unwrap();
+    // The later stream goes on after that Finish with an object made since: finishing its
+    // list for the earlier stream replays up to the Finish, not past it.
+    let made_after = device
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    inner
+        .command(SoftCommand::Fill {
+            dst: made_after,
+            value: 8,
+        })
+        .unwrap();
+    drop(inner.finish().unwrap());
     ic.execute_command_list(&outer_list).unwrap();
     ic.flush().unwrap();
     drop((outer_list, inner_list, outer, inner));
