@@ -1202,7 +1202,8 @@ fn executes_of_lists_no_capture_made_are_passed_over_only_when_refused() {
     }
 }
 
-/// The immediate context's binds, queries and ClearState replay; and a deferred context that
+/// The immediate context's binds, queries and ClearState, a deferred context's queries and
+/// abandon, replay; and a deferred context that
 /// executes a list a context of a later stream finished (its stream replayed after the
 /// first's at the same device record) has that list finished first.
 #[test]
@@ -1228,7 +1229,14 @@ fn immediate_state_calls_and_a_later_streams_list_replay() {
     ic.command(&SoftCommand::Fill { dst, value: 6 }).unwrap();
     ic.end_query(query).unwrap();
     ic.clear_state().unwrap();
+    // A deferred context's queries and abandon replay too.
+    let event = device.create_query(cmdlist::QueryKind::Event).unwrap();
+    inner.command(SoftCommand::Fill { dst, value: 9 }).unwrap();
+    inner.abandon().unwrap();
+    inner.begin_query(query).unwrap();
     inner.command(SoftCommand::Fill { dst, value: 7 }).unwrap();
+    inner.end_query(query).unwrap();
+    inner.end_query(event).unwrap();
     let inner_list = inner.finish().unwrap();
     outer.execute_command_list(&inner_list).unwrap();
     let outer_list = outer.finish().unwrap();
