@@ -209,6 +209,8 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
         ic.bind(RT0, Some(a.any())).unwrap();
         ic.rotate_resource_identities(&[x, y]).unwrap();
         let result = ic.execute_command_list_restoring(&list);
+        // The hooks heard up to the restoring execute's end.
+        let heard = plan.log().len();
         let bound = ic.bindings().collect::<Vec<_>>();
         let destroyed_before = ic.retire_stats().destroyed;
         device.destroy(a).unwrap();
@@ -219,7 +221,7 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
         drop(device);
         ic.destroy_device().unwrap();
         world.assert_clean();
-        (result, bound, destroyed, a)
+        (result, bound, destroyed, a, heard)
     };
     let counting = Arc::new(FaultPlan::counting().with_log());
     let (ok, ..) = run(&counting);
@@ -229,10 +231,16 @@ fn r_c3_a_restoring_execute_cut_short_keeps_the_bindings_and_leaks_no_hold() {
         .iter()
         .position(|h| *h == "refresh_view")
         .unwrap() as u64;
-    let plan = Arc::new(FaultPlan::at(call, Fault::Error(Error::InvalidArg)));
-    let (result, bound, destroyed, a) = run(&plan);
+    let plan = Arc::new(FaultPlan::at(call, Fault::Error(Error::InvalidArg)).with_log());
+    let (result, bound, destroyed, a, heard) = run(&plan);
     assert_eq!(result, Err(Error::InvalidArg));
     assert_eq!(bound, [(RT0, a.any())], "the bindings as they were");
+    // Still bound: nothing bound again after the refused refresh (then its error reported).
+    assert_eq!(
+        plan.log()[call as usize..heard],
+        ["refresh_view", "set_error"],
+        "the hooks heard from the refused refresh to the execute's end"
+    );
     assert_eq!(destroyed, 1, "destroyed once unbound: no hold left behind");
 }
 
