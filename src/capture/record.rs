@@ -1319,6 +1319,7 @@ mod tests {
             let mut dec = Decoder::new(&bytes, &mut same);
             let e = decode_record::<Touch>(Kind::Command as u16, 0, &mut dec).unwrap_err();
             assert_eq!((e.at, e.what), (10, what), "after the flag");
+            assert_eq!(e.to_string(), format!("byte 10 of the record: {what}"));
         }
     }
 }
