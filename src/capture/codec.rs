@@ -284,6 +284,17 @@ fn class_of(class: u8, stage: u8) -> Option<BindClass> {
 mod tests {
     use super::*;
 
+    /// A decoder shows how far it read of how much, not the bytes (a capture's payloads may
+    /// be large) nor its map.
+    #[test]
+    fn a_decoder_debugs_as_its_place() {
+        let bytes = [1, 0, 0, 0, 9];
+        let mut none = |_: u64| None;
+        let mut dec = Decoder::new(&bytes, &mut none);
+        dec.u32().unwrap();
+        assert_eq!(format!("{dec:?}"), "Decoder { len: 5, at: 4, .. }");
+    }
+
     fn classes() -> Vec<BindClass> {
         let mut all = vec![
             BindClass::VertexBuffer,
