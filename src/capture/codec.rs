@@ -285,14 +285,19 @@ mod tests {
     use super::*;
 
     /// A decoder shows how far it read of how much, not the bytes (a capture's payloads may
-    /// be large) nor its map.
+    /// be large) nor its map; it finishes where the bytes end.
     #[test]
-    fn a_decoder_debugs_as_its_place() {
+    fn a_decoder_debugs_as_its_place_and_finishes_at_the_end() {
         let bytes = [1, 0, 0, 0, 9];
         let mut none = |_: u64| None;
         let mut dec = Decoder::new(&bytes, &mut none);
         dec.u32().unwrap();
         assert_eq!(format!("{dec:?}"), "Decoder { len: 5, at: 4, .. }");
+        // A byte left over is not the record's end.
+        let e = dec.finish().unwrap_err();
+        assert_eq!((e.at, e.what), (4, "the record's end"));
+        dec.u8().unwrap();
+        assert_eq!(dec.finish(), Ok(()));
     }
 
     fn classes() -> Vec<BindClass> {
