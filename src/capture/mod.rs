@@ -102,6 +102,30 @@ mod tests {
         (frames, None)
     }
 
+    /// The reader's offset is after the last whole frame read, and a frame may be as long
+    /// as `MAX_PAYLOAD` (one that long, cut, is a cut, not too long).
+    #[test]
+    fn the_reader_says_where_it_is_and_takes_the_longest_frame() {
+        let file = capture(&FRAMES);
+        let mut reader = FrameReader::new(&file).unwrap();
+        assert_eq!(reader.offset(), HEADER_LEN);
+        reader.next().unwrap().unwrap();
+        assert_eq!(
+            reader.offset(),
+            HEADER_LEN + FRAME_HEADER_LEN + FRAMES[0].2.len()
+        );
+        let mut longest = Vec::new();
+        write_header(&mut longest).unwrap();
+        longest.extend(MAX_PAYLOAD.to_le_bytes());
+        longest.extend([0; FRAME_HEADER_LEN - 4]);
+        let error = FrameReader::new(&longest)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(error.kind, CaptureErrorKind::TornTail);
+    }
+
     #[test]
     fn frames_read_back_as_written_in_order() {
         let (frames, error) = read(&capture(&FRAMES));

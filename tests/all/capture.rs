@@ -1263,3 +1263,77 @@ fn immediate_state_calls_and_a_later_streams_list_replay() {
     let replayed = report.object(dst).unwrap();
     assert_eq!(world.read(allocation(&device, replayed)).unwrap(), want);
 }
+
+/// The sink: `flush` writes the device's records without the immediate context's flush; a
+/// sink that does not check presents records no checksum after a present; it debugs as its
+/// count of device records.
+#[test]
+fn the_sink_flushes_on_demand_and_checks_presents_only_when_asked() {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, world) = setup(ListMode::Replayed, Some(sink.clone()));
+    let bind = BindFlags::PRESENT | BindFlags::RENDER_TARGET;
+    let texture = cmdlist::Texture2d {
+        width: 4,
+        height: 4,
+        format: cmdlist::dxgi::DisplayFormat::B8G8R8A8Unorm.to_dxgi(),
+        ..Default::default()
+    };
+    let back_buffer = device
+        .create_resource(ResourceDesc::texture(texture, bind).unwrap())
+        .unwrap();
+    assert_eq!(format!("{sink:?}"), "CaptureSink { device_records: 1, .. }");
+    let header_only = output.0.lock().unwrap().len();
+    assert_eq!(header_only, HEADER_LEN, "nothing written before a flush");
+    sink.flush();
+    let kinds = |bytes: &[u8]| -> Vec<u16> {
+        capture::FrameReader::new(bytes)
+            .unwrap()
+            .map(|f| f.unwrap().kind)
+            .collect()
+    };
+    let written = output.0.lock().unwrap().clone();
+    assert!(kinds(&written).contains(&(capture::Kind::Create as u16)));
+    let args = cmdlist::dxgi::PresentArgs {
+        src: back_buffer,
+        src_subresource: 0,
+        dst: None,
+        dxgi_context: cmdlist::dxgi::DxgiContext(0),
+        flags: cmdlist::dxgi::PresentFlags::FLIP,
+        flip_interval: 1,
+    };
+    ic.present(&args).unwrap();
+    let written = output.0.lock().unwrap().clone();
+    assert!(kinds(&written).contains(&(capture::Kind::Present as u16)));
+    assert!(!kinds(&written).contains(&(capture::Kind::Checksum as u16)));
+    drop(device);
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}
+
+/// Replayed with each deferred context on a thread of its own, a capture that ends with the
+/// device's destruction (its deferred contexts dropped first) replays: each context's thread
+/// has dropped its context before the destruction runs.
+#[test]
+fn a_replay_on_threads_drops_each_context_before_the_device_goes() {
+    let output = Output::default();
+    let sink = CaptureSink::new(output.clone()).unwrap();
+    let (device, mut ic, _world) = setup(ListMode::Replayed, Some(sink));
+    let dst = device
+        .create_resource(desc(64, Usage::Default, BindFlags::empty()))
+        .unwrap();
+    for value in 0..4u8 {
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::Fill { dst, value }).unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+    }
+    ic.destroy_device().unwrap();
+    let capture = output.0.lock().unwrap().clone();
+    let threads =
+        capture::ReplayOptions::default().with_threads(capture::ReplayThreads::PerContext);
+    for _ in 0..20 {
+        let (device, mut ic, _world) = setup(ListMode::Replayed, None);
+        capture::replay_with(&capture, &device, &mut ic, threads).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
