@@ -126,6 +126,39 @@ mod tests {
         assert_eq!(error.kind, CaptureErrorKind::TornTail);
     }
 
+    /// A stream buffer counts the frames and bytes waiting, until they are drained; a frame
+    /// longer than `MAX_PAYLOAD` is taken back whole.
+    #[test]
+    fn a_stream_buffer_counts_what_waits_and_refuses_a_frame_too_long() {
+        let mut buffer = StreamBuffer::new(1);
+        assert!(buffer.is_empty());
+        assert_eq!((buffer.frames(), buffer.len()), (0, 0));
+        buffer.push(2, b"abc");
+        buffer.push(3, b"");
+        assert!(!buffer.is_empty());
+        assert_eq!(
+            (buffer.frames(), buffer.len()),
+            (2, 2 * FRAME_HEADER_LEN + 3)
+        );
+        let start = buffer.begin_frame(4);
+        buffer
+            .payload()
+            .resize(start + FRAME_HEADER_LEN + MAX_PAYLOAD as usize + 1, 0);
+        assert!(!buffer.end_frame(start), "one byte too long");
+        assert_eq!(
+            (buffer.frames(), buffer.len()),
+            (2, 2 * FRAME_HEADER_LEN + 3)
+        );
+        let start = buffer.begin_frame(4);
+        buffer
+            .payload()
+            .resize(start + FRAME_HEADER_LEN + MAX_PAYLOAD as usize, 0);
+        assert!(buffer.end_frame(start), "as long as a frame may be");
+        buffer.drain_to(&mut std::io::sink()).unwrap();
+        assert!(buffer.is_empty());
+        assert_eq!((buffer.frames(), buffer.len()), (0, 0));
+    }
+
     #[test]
     fn frames_read_back_as_written_in_order() {
         let (frames, error) = read(&capture(&FRAMES));
