@@ -1388,7 +1388,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// A Map of `resource` of type `ty` that `map` makes, recorded, with the bytes it
-    /// hands out noted to be recorded at the next call.
+    /// hands out noted, to be recorded at its Unmap (or before a call that may end it).
     pub(super) fn captured_map(
         &mut self,
         resource: Handle<Resource>,

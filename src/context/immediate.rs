@@ -1469,8 +1469,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// A Map of `resource` of type `ty` that `map` makes, recorded, with the bytes it
-    /// hands out noted to be recorded at the next call (but a READ Map's, which the
-    /// application only reads).
+    /// hands out noted, to be recorded at its Unmap or before a call that may end it (but a
+    /// READ Map's, which the application only reads).
     pub(super) fn captured_map(
         &mut self,
         resource: Handle<Resource>,
