@@ -301,6 +301,20 @@ fn damage_is_named_at_its_record_not_taken_for_a_cut() {
     assert!(damaged > 80, "{damaged} flips named as damage");
 }
 
+/// A capture file of one record on `stream` (`kind`, `payload`), ended by a checkpoint: a
+/// hostile capture, made by hand.
+fn one_record(stream: u32, kind: capture::Kind, payload: &[u8]) -> Vec<u8> {
+    let mut file = Vec::new();
+    capture::write_header(&mut file).unwrap();
+    let mut frames = capture::StreamBuffer::new(stream);
+    frames.push(kind as u16, payload);
+    frames.drain_to(&mut file).unwrap();
+    let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
+    end.push(0, &[]);
+    end.drain_to(&mut file).unwrap();
+    file
+}
+
 /// A hostile capture whose two deferred contexts each execute the other's first list before
 /// finishing it: the replay stops with an unknown list, instead of recursing for ever.
 #[test]
@@ -948,17 +962,10 @@ fn a_successful_call_naming_an_unknown_object_stops_the_replay() {
             false,
         ),
     ] {
-        let mut file = Vec::new();
-        capture::write_header(&mut file).unwrap();
         let mut payload = 0u64.to_le_bytes().to_vec();
         payload.push(outcome);
         payload.extend(0x0001_0000_0000_0007u64.to_le_bytes()); // Unmap of resource #7
-        let mut frames = capture::StreamBuffer::new(capture::IMMEDIATE_STREAM);
-        frames.push(capture::Kind::Unmap as u16, &payload);
-        frames.drain_to(&mut file).unwrap();
-        let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
-        end.push(0, &[]);
-        end.drain_to(&mut file).unwrap();
+        let file = one_record(capture::IMMEDIATE_STREAM, capture::Kind::Unmap, &payload);
         let (device, mut ic, _world) = setup(ListMode::Replayed, None);
         let replayed = capture::replay(&file, &device, &mut ic);
         match stops {
@@ -1119,16 +1126,9 @@ fn a_capture_that_checks_presents_records_each_surfaces_crc() {
 fn device_records_naming_unknown_objects_and_primaries_replay_as_captured() {
     let refused = capture::Outcome::Err(app(AppError::StaleHandle)).code();
     for (outcome, stops) in [(0u8, true), (refused, false)] {
-        let mut file = Vec::new();
-        capture::write_header(&mut file).unwrap();
         let mut payload = vec![outcome];
         payload.extend(0x0001_0000_0000_0007u64.to_le_bytes()); // Destroy of object #7
-        let mut frames = capture::StreamBuffer::new(capture::DEVICE_STREAM);
-        frames.push(capture::Kind::Destroy as u16, &payload);
-        frames.drain_to(&mut file).unwrap();
-        let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
-        end.push(0, &[]);
-        end.drain_to(&mut file).unwrap();
+        let file = one_record(capture::DEVICE_STREAM, capture::Kind::Destroy, &payload);
         let (device, mut ic, _world) = setup(ListMode::Replayed, None);
         let replayed = capture::replay(&file, &device, &mut ic);
         match stops {
@@ -1176,19 +1176,12 @@ fn executes_of_lists_no_capture_made_are_passed_over_only_when_refused() {
         (0, capture::DEVICE_STREAM, false),
         (refused, capture::FIRST_DEFERRED_STREAM, false),
     ] {
-        let mut file = Vec::new();
-        capture::write_header(&mut file).unwrap();
         let mut payload = 0u64.to_le_bytes().to_vec();
         payload.push(outcome);
         payload.extend(stream.to_le_bytes());
         payload.extend(0u64.to_le_bytes());
         payload.push(0);
-        let mut frames = capture::StreamBuffer::new(capture::IMMEDIATE_STREAM);
-        frames.push(capture::Kind::Execute as u16, &payload);
-        frames.drain_to(&mut file).unwrap();
-        let mut end = capture::StreamBuffer::new(capture::CHECKPOINT_STREAM);
-        end.push(0, &[]);
-        end.drain_to(&mut file).unwrap();
+        let file = one_record(capture::IMMEDIATE_STREAM, capture::Kind::Execute, &payload);
         let (device, mut ic, _world) = setup(ListMode::Replayed, None);
         let replayed = capture::replay(&file, &device, &mut ic);
         match passed {
