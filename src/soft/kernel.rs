@@ -280,7 +280,8 @@ impl Kernel for SoftKernel {
         match s.allocations.get_mut(&id) {
             Some(a) if a.bytes.len() == written.len() => match copied_in {
                 // Only what the application changed: what the GPU wrote since stays.
-                Some(before) if before.len() == written.len() => {
+                // (Copied from these bytes into a mapping of their length: as long.)
+                Some(before) => {
                     for ((now, was), new) in a.bytes.iter_mut().zip(&before[..]).zip(&written) {
                         if was != new {
                             *now = *new;
