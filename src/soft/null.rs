@@ -179,12 +179,15 @@ impl Driver for NullDriver {
         len: usize,
         _locals: &mut LocalHandles<'_, Self>,
     ) -> Result<&'a mut [u8]> {
-        dc.staging.clear();
-        dc.staging
-            .try_reserve(len)
-            .map_err(|_| Error::OutOfMemory)?;
-        dc.staging.resize(len, 0);
-        Ok(&mut dc.staging)
+        // A discard's contents are undefined until written: the memory of the last one is
+        // handed out again as it is, grown (zeroed) only for a larger resource.
+        if let Some(more) = len.checked_sub(dc.staging.len()).filter(|&more| more > 0) {
+            dc.staging
+                .try_reserve(more)
+                .map_err(|_| Error::OutOfMemory)?;
+            dc.staging.resize(len, 0);
+        }
+        Ok(&mut dc.staging[..len])
     }
 
     /// The staging bytes of the last discard, kept: a null driver keeps one Map's memory
