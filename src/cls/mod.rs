@@ -185,17 +185,24 @@ impl<D: Driver> ClsTable<D> {
         dc: Option<&mut D::Deferred>,
         at: usize,
     ) -> Result<()> {
+        self.open[at].held.entry().check_live()?;
+        self.use_at(driver, dc, at);
+        Ok(())
+    }
+
+    /// Uses the open handle at `at` ([`ClsTable::find_open`]) again, for an object the caller
+    /// found live already: the driver hears the use with the handle's context-local memory
+    /// (none on an emulated context, `dc` `None`).
+    #[inline]
+    pub(crate) fn use_at(&mut self, driver: &D, dc: Option<&mut D::Deferred>, at: usize) {
         let local = &mut self.open[at];
-        let entry = local.held.entry();
-        entry.check_live()?;
         let (Some(dc), Some(block)) = (dc, local.block.as_mut()) else {
-            return Ok(());
+            return;
         };
         // SAFETY: an open handle's block is this table's allocator's, freed only when the
         // handle closes, and `len` is the length its allocation answered (`open_new`).
         let bytes = unsafe { self.bucket.bytes_mut_of_len(block, local.len as usize) };
-        driver.use_local(dc, local.ty, entry.object(), bytes);
-        Ok(())
+        driver.use_local(dc, local.ty, local.held.entry().object(), bytes);
     }
 
     /// Uses `handle`, whose context-local handle is open in this recording (a binding being

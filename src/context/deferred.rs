@@ -363,9 +363,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// Fails with out-of-memory if one more operation of `more` bytes (payload included)
-    /// would take the recording over budget or past the replay limit (R-E3).
+    /// would take the recording over budget or past the replay limit (R-E3):
+    /// [`DeferredContext::reserve_for`] of one operation, for the calls that record one.
+    #[inline(always)]
     fn reserve(&self, more: usize) -> Result<()> {
-        self.reserve_for(more, 1, 0)
+        let owed = self.open.owed();
+        // The recording's bytes and those its open Maps and Begins owe were each checked
+        // against the budget when recorded, so their sum cannot overflow; what comes from
+        // the caller saturates, and so do the replayed operations (a nested list's count).
+        let used = self.rec.bytes() + owed * OPERATION_BYTES;
+        let replayed = self.rec.replayed_ops().saturating_add(owed as u64 + 1);
+        if used.saturating_add(more) > self.budget || replayed > self.replay_limit {
+            Err(Error::OutOfMemory)
+        } else {
+            Ok(())
+        }
     }
 
     /// Fails with out-of-memory unless `ops` more operations of `bytes` in all, one of which
@@ -416,6 +428,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// and records nothing; otherwise `work` runs once the device is known alive, and a
     /// failure is reported on this context's sink, out of memory removing the context
     /// locally.
+    #[inline(always)]
     fn record(&mut self, work: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
         if self.calls == Calls::Removed {
             return Ok(());
@@ -560,26 +573,32 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             // Nothing open yet (the recording's first call): every object is a first use.
             return self.use_rest_of(command, 0);
         }
+        let driver = self.device.shared.driver();
+        let mut dc = self.dc.for_hooks()?;
+        let cls = &mut self.cls;
         let mut used = 0usize;
-        let mut outcome = Ok(true);
+        // The first pass's end: an object not open here, or one no longer live.
+        let mut stop: Option<Option<Error>> = None;
         command.for_each_object(&mut |h| {
-            if !matches!(outcome, Ok(true)) {
+            if stop.is_some() {
                 return;
             }
-            outcome = match self.cls.find_open(h) {
-                Some(at) => self
-                    .dc
-                    .for_hooks()
-                    .and_then(|dc| self.cls.use_live_at(self.device.shared.driver(), dc, at))
-                    .map(|()| true),
-                None => Ok(false),
+            let Some(at) = cls.find_open(h) else {
+                stop = Some(None);
+                return;
             };
-            used += matches!(outcome, Ok(true)) as usize;
+            match cls.view_at(at).entry().check_live() {
+                Ok(()) => {
+                    cls.use_at(driver, dc.as_deref_mut(), at);
+                    used += 1;
+                }
+                Err(e) => stop = Some(Some(e)),
+            }
         });
-        match outcome {
-            Ok(true) => Ok(()),
-            Ok(false) => self.use_rest_of(command, used),
-            Err(e) => Err(e),
+        match stop {
+            None => Ok(()),
+            Some(None) => self.use_rest_of(command, used),
+            Some(Some(e)) => Err(e),
         }
     }
 

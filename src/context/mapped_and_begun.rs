@@ -68,6 +68,30 @@ impl<M> MappedAndBegun<M> {
             .ok_or_else(|| AppError::InvalidState.into())
     }
 
+    /// Where the open Map of `resource` is, for [`MappedAndBegun::mapped_at`] and
+    /// [`MappedAndBegun::unmap_at`], or an application error if it is not mapped here: an
+    /// Unmap finds its Map once.
+    #[inline]
+    pub(crate) fn find_mapped(&self, resource: Handle<Resource>) -> Result<usize> {
+        self.mapped
+            .iter()
+            .position(|(r, _)| *r == resource)
+            .ok_or_else(|| AppError::InvalidState.into())
+    }
+
+    /// The memory of the open Map at `at` ([`MappedAndBegun::find_mapped`]).
+    #[inline]
+    pub(crate) fn mapped_at(&self, at: usize) -> &M {
+        &self.mapped[at].1
+    }
+
+    /// Ends the open Map at `at` ([`MappedAndBegun::find_mapped`], nothing mapped or
+    /// unmapped since), giving its memory back.
+    #[inline]
+    pub(crate) fn unmap_at(&mut self, at: usize) -> M {
+        self.mapped.swap_remove(at).1
+    }
+
     /// Ends the Map of `resource`, giving its memory back, or an application error if it is
     /// not mapped here.
     pub(crate) fn unmap(&mut self, resource: Handle<Resource>) -> Result<M> {

@@ -1,14 +1,12 @@
 //! CPU access on a deferred context (R-M1, R-M2, R-M3): Map(DISCARD), Map(NO_OVERWRITE) after
 //! a discard of the same resource in the recording, and Unmap, in every list mode.
 
-use scopeguard::ScopeGuard;
-
 use super::{Calls, DeferredContext};
 use crate::bind::StateView;
 use crate::cls::local_handles::LocalHandles;
 use crate::driver::{DeferredCall, Driver};
 use crate::error::{AppError, Error, Result};
-use crate::handle::{Handle, Resource};
+use crate::handle::{Handle, ObjectKind, Resource};
 use crate::kernel::Kernel;
 use crate::lists::record::{
     note_in_set, sort_set, Payload, Recorded, Ring, RingMemory, OPERATION_BYTES,
@@ -49,16 +47,6 @@ impl From<RingMemory> for MapMemory {
     }
 }
 
-impl OpenMap {
-    /// A Map(NO_OVERWRITE) of the discard's `memory`.
-    fn again(memory: MapMemory) -> Self {
-        match memory {
-            MapMemory::Arena(payload) => OpenMap::NoOverwrite(payload),
-            MapMemory::Driver(_) => OpenMap::DriverNoOverwrite,
-        }
-    }
-}
-
 impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Map(DISCARD) of a dynamic resource (any other is
     /// [`AppError::NotMappable`](crate::AppError::NotMappable)): memory for
@@ -76,81 +64,130 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.map_discard_inner(resource)
     }
 
+    /// Map(DISCARD)'s one route, from the call to the memory handed out: the checks
+    /// ([`DeferredContext::check_discard`]), then the bytes, the arena's or the driver's; the
+    /// Map is noted open only once its memory is there, so that a refusal, or a hook that
+    /// panics, leaves nothing to undo.
+    #[inline(always)]
     fn map_discard_inner(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
         let _recording = self.trace_recording();
-        let result = self.map_new(resource);
-        match self.settle(result) {
+        let size = match self.check_discard(resource) {
+            Ok(size) => size,
+            Err(e) => return self.map_refused(resource, e, false),
+        };
+        if !self.replays {
+            return self.map_with_driver(resource, size);
+        }
+        match self.map_into_arena(resource, size) {
             // SAFETY: the payload was just allocated in this recording's arena, which is not
             // reset while `&mut self` is borrowed by the result, and nothing else refers to
             // these bytes until the unmap records them.
-            Ok(MapMemory::Arena(payload)) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
-            Ok(MapMemory::Driver(len)) => self.map_with_driver(resource, len),
-            Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
-            Err(e) => Err(e),
+            Ok(payload) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
+            Err(e) => self.map_refused(resource, e, false),
         }
     }
 
-    /// The driver's memory for a Map(DISCARD) the engine noted already
-    /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)); a refusal ends the Map and is
-    /// settled as any failed call.
+    /// A Map(DISCARD)'s checks, in their order (R-D3, R-C4, R-E1, R-M1, R-E3), and the
+    /// resource's use in the recording (R-H1): its size. A resource open in this recording
+    /// is checked through its handle, without a pin (the handle holds it, R-H2); a first use
+    /// opens it ([`DeferredContext::check_discard_first`]).
+    #[inline]
+    fn check_discard(&mut self, resource: Handle<Resource>) -> Result<usize> {
+        self.check_alive()?;
+        self.open.check_map(resource)?;
+        let Some(at) = self.cls.find_open(resource.any()) else {
+            return self.check_discard_first(resource);
+        };
+        let view = self.cls.view_at(at);
+        // The registry's checks but for the tag and the generation, which the open handle
+        // matched, and the device's removal, checked above.
+        if !<Resource as ObjectKind>::accepts(view.ty()) {
+            return Err(AppError::WrongType.into());
+        }
+        view.entry().check_live()?;
+        let size = view.discard_len()?;
+        self.reserve(OPERATION_BYTES.saturating_add(size))?;
+        let driver = self.device.shared.driver();
+        self.cls.use_at(driver, self.dc.for_hooks()?, at);
+        Ok(size)
+    }
+
+    /// [`DeferredContext::check_discard`] for a resource not open in this recording yet: looked
+    /// up in the registry under a pin, then opened (R-H1, R-H3).
+    #[inline(never)]
+    fn check_discard_first(&mut self, resource: Handle<Resource>) -> Result<usize> {
+        let mut guard = None;
+        let (size, open) = self.with_live(resource, &mut guard, |view| view.discard_len())?;
+        self.reserve(OPERATION_BYTES.saturating_add(size))?;
+        self.use_checked(resource.any(), open, &mut guard)?;
+        Ok(size)
+    }
+
+    /// The arena's zeroed bytes for a Map(DISCARD) where the engine replays lists, once the
+    /// driver heard the Map; the Map noted open.
+    #[inline]
+    fn map_into_arena(&mut self, resource: Handle<Resource>, size: usize) -> Result<Payload> {
+        // Allocated before the driver hears the Map, as an update's copy is.
+        let payload = self.rec.payloads.zeroed(size)?;
+        self.rec.payload_bytes += size;
+        self.hear(DeferredCall::MapDiscard {
+            resource,
+            len: size,
+        })?;
+        self.open.map(resource, OpenMap::Discard(payload));
+        Ok(payload)
+    }
+
+    /// The driver's memory for a Map(DISCARD) that passed the checks
+    /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)), the Map noted open once
+    /// the driver handed it out; a refusal is settled as any failed call.
+    #[inline]
     fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
-        let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
-        // The driver made its Map but handed out memory of another length.
-        let mut wrong_length = false;
-        if let Ok(Some(dc)) = self.dc.for_hooks() {
-            let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
-            // Guarded: a hook that panics ends the Map, as a refusal does.
-            let open = &mut self.open;
-            let unmapped = scopeguard::guard_on_unwind((), |()| {
-                let _ = open.unmap(resource);
-            });
-            answer = s
-                .driver()
-                .map_discard_deferred(dc, resource, len, &mut locals)
-                .map(|bytes| bytes as *mut [u8])
-                // Memory of another length than the resource's new contents is the driver's
-                // error (R-E1): the application writes exactly `len` bytes in every mode.
-                .and_then(|bytes| match bytes.len() == len {
-                    true => Ok(bytes),
-                    false => {
-                        wrong_length = true;
-                        Err(Error::InvalidArg)
-                    }
-                });
-            ScopeGuard::into_inner(unmapped);
+        // Where the engine does not replay, the driver builds the lists: it has state, or
+        // lost it (R-R3), which is out of memory.
+        let Ok(Some(dc)) = self.dc.for_hooks() else {
+            return self.map_refused(resource, Error::OutOfMemory, false);
+        };
+        let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+        let bytes = match s
+            .driver()
+            .map_discard_deferred(dc, resource, len, &mut locals)
+        {
+            Ok(bytes) => bytes as *mut [u8],
+            Err(e) => return self.map_refused(resource, e, false),
+        };
+        // Memory of another length than the resource's new contents is the driver's error
+        // (R-E1): the application writes exactly `len` bytes in every mode.
+        if bytes.len() != len {
+            return self.map_refused(resource, Error::InvalidArg, true);
         }
-        match answer {
-            Ok(bytes) => {
-                // Counted once the driver handed the memory out (a refused Map counts
-                // nothing).
-                self.rec.payload_bytes += len;
-                // SAFETY: the bytes are borrowed from the driver's state of this context
-                // (`self.dc`), which the returned borrow of `&mut self` keeps alive and
-                // untouched; the pointer was made from that borrow just above, and since
-                // then only another field (the recording's byte count) was written.
-                Ok(unsafe { &mut *bytes })
-            }
-            Err(e) => self.driver_map_refused(resource, e, wrong_length),
-        }
+        self.open.map(resource, OpenMap::DriverDiscard);
+        // Counted once the driver handed the memory out (a refused Map counts nothing).
+        self.rec.payload_bytes += len;
+        // SAFETY: the bytes are borrowed from the driver's state of this context
+        // (`self.dc`), which the returned borrow of `&mut self` keeps alive and untouched;
+        // the pointer was made from that borrow just above, and since then only other fields
+        // (the open Maps, the recording's byte count) were written.
+        Ok(unsafe { &mut *bytes })
     }
 
-    /// A Map the driver refused (`e`), or answered with memory of the wrong length: the Map
-    /// ends and the failure is settled as any failed call's. Where the driver made its Map
-    /// but the engine refused the memory, the driver holds a Map no call will end: its
-    /// recording is dropped (AbandonCommandList) by a local removal, and Finish reports the
-    /// lost recording (R-E3).
+    /// A Map refused (`e`), before it was noted open, settled as any failed call's. Where
+    /// the driver made its Map but answered memory of the wrong length, the driver holds a
+    /// Map no call will end: its recording is dropped (AbandonCommandList) by a local
+    /// removal, and Finish reports the lost recording (R-E3). A removed context's Map hands
+    /// out scratch bytes.
     #[cold]
-    fn driver_map_refused(
+    #[inline(never)]
+    fn map_refused(
         &mut self,
         resource: Handle<Resource>,
         e: Error,
         wrong_length: bool,
     ) -> Result<&mut [u8]> {
-        let _ = self.open.unmap(resource);
         let result = self.settle(Err(e));
         if wrong_length {
             self.remove_locally();
@@ -165,6 +202,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// What a removed context's Map hands out (R-E3: the call is accepted and records
     /// nothing): scratch bytes, allocated fallibly (a resource too big for memory is out of
     /// memory, not an abort).
+    #[cold]
+    #[inline(never)]
     fn scratch_map(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         // A resource bigger than the address space (a 32-bit process and a 4 GiB buffer) is
         // out of memory, never a scratch of its size truncated to `usize`.
@@ -176,32 +215,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             .map_err(|_| Error::OutOfMemory)?;
         self.sink.resize(size, 0);
         Ok(&mut self.sink)
-    }
-
-    /// Checks and notes a Map(DISCARD): the arena's zeroed bytes where the engine replays
-    /// lists (the driver hears the Map), nothing where the driver hands out the memory.
-    fn map_new(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
-        self.check_alive()?;
-        self.open.check_map(resource)?;
-        let mut guard = None;
-        let (size, open) = self.with_live(resource, &mut guard, |view| view.discard_len())?;
-        self.reserve(OPERATION_BYTES.saturating_add(size))?;
-        self.use_checked(resource.any(), open, &mut guard)?;
-        drop(guard);
-        if !self.replays {
-            // The driver's Map comes next (`map_with_driver`), which counts the bytes.
-            self.open.map(resource, OpenMap::DriverDiscard);
-            return Ok(MapMemory::Driver(size));
-        }
-        // Allocated before the driver hears the Map, as an update's copy is.
-        let payload = self.rec.payloads.zeroed(size)?;
-        self.rec.payload_bytes += size;
-        self.hear(DeferredCall::MapDiscard {
-            resource,
-            len: size,
-        })?;
-        self.open.map(resource, OpenMap::Discard(payload));
-        Ok(MapMemory::Arena(payload))
     }
 
     /// Map(NO_OVERWRITE) of a dynamic buffer (R-M1..R-M3), only after a
@@ -228,22 +241,30 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.map_no_overwrite_inner(resource)
     }
 
+    /// Map(NO_OVERWRITE)'s one route: the checks ([`DeferredContext::check_append`]), then
+    /// the discard's bytes, the arena's once the driver heard the Map, or the driver's; the
+    /// Map noted open once its memory is there.
+    #[inline(always)]
     fn map_no_overwrite_inner(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         if self.calls == Calls::Removed {
             return self.scratch_map(resource);
         }
         let _recording = self.trace_recording();
-        let result = self.map_again(resource);
-        match self.settle(result) {
-            // SAFETY: the payload is the discard's, in this recording's arena, which is not
-            // reset while `&mut self` is borrowed by the result. The operation that replays
-            // it reads its bytes only once the recording is finished, after this borrow
-            // ended, and the driver heard the discard's bytes for the length of a call.
-            Ok(MapMemory::Arena(payload)) => Ok(unsafe { self.rec.payloads.bytes_mut(payload) }),
-            Ok(MapMemory::Driver(len)) => self.map_again_with_driver(resource, len),
-            Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
-            Err(e) => Err(e),
+        let payload = match self.check_append(resource) {
+            Ok(MapMemory::Arena(payload)) => payload,
+            Ok(MapMemory::Driver(len)) => return self.map_again_with_driver(resource, len),
+            Err(e) => return self.map_refused(resource, e, false),
+        };
+        let len = payload.len();
+        if let Err(e) = self.hear(DeferredCall::MapNoOverwrite { resource, len }) {
+            return self.map_refused(resource, e, false);
         }
+        self.open.map(resource, OpenMap::NoOverwrite(payload));
+        // SAFETY: the payload is the discard's, in this recording's arena, which is not
+        // reset while `&mut self` is borrowed by the result. The operation that replays it
+        // reads its bytes only once the recording is finished, after this borrow ended, and
+        // the driver heard the discard's bytes for the length of a call.
+        Ok(unsafe { self.rec.payloads.bytes_mut(payload) })
     }
 
     /// Map of `ty`, as a C shim's ResourceMap passes it: [`DeferredContext::map_discard`] or
@@ -271,35 +292,39 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.settle(Err(AppError::NotMappable.into()))
     }
 
-    /// Checks and notes a Map(NO_OVERWRITE): the discard's memory (R-M2).
-    fn map_again(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
+    /// A Map(NO_OVERWRITE)'s checks (R-D3, R-C4, R-E1, R-M2, R-M3, R-E3) and the
+    /// resource's use in the recording: the discard's memory. A ring's next append (the
+    /// resource appended to earlier in this recording, so open here, and its description
+    /// checked then and unchanged since) checks only the resource's life again; a first
+    /// append checks it all ([`DeferredContext::check_append_first`]).
+    #[inline]
+    fn check_append(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
-        let mut guard = None;
-        // A ring's next append: its resource passed the checks at the first append, and its
-        // description has not changed since; only its life is checked again.
         let ring = self.rec.rings.iter().find(|r| r.resource == resource);
-        let (memory, open) = match ring.map(|r| r.memory) {
-            Some(memory) => {
-                let (_, open) = self.with_live(resource, &mut guard, |_| Ok(()))?;
-                (MapMemory::from(memory), open)
-            }
-            None => {
-                let caps = self.device.shared.map_caps();
-                let (len, open) =
-                    self.with_live(resource, &mut guard, |view| view.no_overwrite_len(caps))?;
-                (self.first_append(resource, len)?, open)
-            }
+        let (Some(ring), Some(at)) = (ring, self.cls.find_open(resource.any())) else {
+            return self.check_append_first(resource);
         };
+        let memory = MapMemory::from(ring.memory);
+        self.cls.view_at(at).entry().check_live()?;
         // Its Unmap is owed as any Map's (R-E3), though it records nothing.
         self.reserve(0)?;
+        let driver = self.device.shared.driver();
+        self.cls.use_at(driver, self.dc.for_hooks()?, at);
+        Ok(memory)
+    }
+
+    /// [`DeferredContext::check_append`] for a resource's first append in this recording:
+    /// every check, then its memory kept as a ring ([`DeferredContext::first_append`]).
+    #[inline(never)]
+    fn check_append_first(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
+        let mut guard = None;
+        let caps = self.device.shared.map_caps();
+        let (len, open) =
+            self.with_live(resource, &mut guard, |view| view.no_overwrite_len(caps))?;
+        let memory = self.first_append(resource, len)?;
+        self.reserve(0)?;
         self.use_checked(resource.any(), open, &mut guard)?;
-        drop(guard);
-        if let MapMemory::Arena(payload) = memory {
-            let len = payload.len();
-            self.hear(DeferredCall::MapNoOverwrite { resource, len })?;
-        }
-        self.open.map(resource, OpenMap::again(memory));
         Ok(memory)
     }
 
@@ -330,44 +355,35 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(memory.into())
     }
 
-    /// The driver's memory of the resource's last discard, for a Map(NO_OVERWRITE) the engine
-    /// noted already ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)); a refusal
-    /// ends the Map and is settled as any failed call.
+    /// The driver's memory of the resource's last discard, for a Map(NO_OVERWRITE) that
+    /// passed the checks ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)), the Map
+    /// noted open once the driver handed it out; a refusal is settled as any failed call.
+    #[inline]
     fn map_again_with_driver(
         &mut self,
         resource: Handle<Resource>,
         len: usize,
     ) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
-        let mut answer: Result<*mut [u8]> = Err(Error::OutOfMemory);
-        let mut wrong_length = false;
-        if let Ok(Some(dc)) = self.dc.for_hooks() {
-            let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
-            // Guarded: a hook that panics ends the Map, as a refusal does.
-            let open = &mut self.open;
-            let unmapped = scopeguard::guard_on_unwind((), |()| {
-                let _ = open.unmap(resource);
-            });
-            answer = s
-                .driver()
-                .map_no_overwrite_deferred(dc, resource, len, &mut locals)
-                .map(|bytes| bytes as *mut [u8])
-                // The discard's length, or the driver's error (R-E1).
-                .and_then(|bytes| match bytes.len() == len {
-                    true => Ok(bytes),
-                    false => {
-                        wrong_length = true;
-                        Err(Error::InvalidArg)
-                    }
-                });
-            ScopeGuard::into_inner(unmapped);
+        let Ok(Some(dc)) = self.dc.for_hooks() else {
+            return self.map_refused(resource, Error::OutOfMemory, false);
+        };
+        let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+        let bytes = match s
+            .driver()
+            .map_no_overwrite_deferred(dc, resource, len, &mut locals)
+        {
+            Ok(bytes) => bytes as *mut [u8],
+            Err(e) => return self.map_refused(resource, e, false),
+        };
+        // The discard's length, or the driver's error (R-E1).
+        if bytes.len() != len {
+            return self.map_refused(resource, Error::InvalidArg, true);
         }
-        match answer {
-            // SAFETY: as in `map_with_driver`: the bytes are borrowed from the driver's state
-            // of this context, kept alive and untouched by the returned borrow of `&mut self`.
-            Ok(bytes) => Ok(unsafe { &mut *bytes }),
-            Err(e) => self.driver_map_refused(resource, e, wrong_length),
-        }
+        self.open.map(resource, OpenMap::DriverNoOverwrite);
+        // SAFETY: as in `map_with_driver`: the bytes are borrowed from the driver's state of
+        // this context, kept alive and untouched by the returned borrow of `&mut self`.
+        Ok(unsafe { &mut *bytes })
     }
 
     /// Unmap: records the contents written since [`DeferredContext::map_discard`] (those
@@ -377,10 +393,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self,
             crate::capture::Call::Unmap(resource),
             self.record(|dc| {
-                let map = *dc.open.mapped(resource)?;
-                dc.record_unmap(resource, map)?;
+                let at = dc.open.find_mapped(resource)?;
+                dc.record_unmap(resource, *dc.open.mapped_at(at))?;
                 // Ended once heard: a refused (or panicking) Unmap leaves the resource mapped.
-                dc.open.unmap(resource).map(|_| ())
+                dc.open.unmap_at(at);
+                Ok(())
             })
         )
     }
