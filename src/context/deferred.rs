@@ -164,6 +164,12 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// checked at every recorded call (R-E3).
     budget: usize,
     replay_limit: u64,
+    /// What more the recording may take without the budget's sums being made again (R-E3):
+    /// at most the bytes left in the budget, and at most the operations left under the replay
+    /// limit at [`OPERATION_BYTES`] each, counting the operations open Maps and begun queries
+    /// owe as recorded. Each reservation takes at least what it costs either limit, so the
+    /// credit never exceeds the true room; it is made again when it runs out (0 at first).
+    credit: usize,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
     /// The bindings a restoring execute binds again (capacity kept).
@@ -244,6 +250,7 @@ impl<D: Driver, K: Kernel> Device<D, K> {
             replays: s.mode().replays(),
             budget: s.config().deferred_budget,
             replay_limit: s.config().replay_limit,
+            credit: 0,
             sink: Vec::new(),
             restore: Vec::new(),
             lists: ListPool::new(),
@@ -366,18 +373,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// would take the recording over budget or past the replay limit (R-E3):
     /// [`DeferredContext::reserve_for`] of one operation, for the calls that record one.
     #[inline(always)]
-    fn reserve(&self, more: usize) -> Result<()> {
-        let owed = self.open.owed();
-        // The recording's bytes and those its open Maps and Begins owe were each checked
-        // against the budget when recorded, so their sum cannot overflow; what comes from
-        // the caller saturates, and so do the replayed operations (a nested list's count).
-        let used = self.rec.bytes() + owed * OPERATION_BYTES;
-        let replayed = self.rec.replayed_ops().saturating_add(owed as u64 + 1);
-        if used.saturating_add(more) > self.budget || replayed > self.replay_limit {
-            Err(Error::OutOfMemory)
-        } else {
-            Ok(())
-        }
+    fn reserve(&mut self, more: usize) -> Result<()> {
+        self.reserve_for(more, 1, 0)
     }
 
     /// Fails with out-of-memory unless `ops` more operations of `bytes` in all, one of which
@@ -385,23 +382,48 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// (R-E3): a call that records several operations checks them all before recording any.
     /// The operations the open Maps and begun queries owe count as recorded, so the Unmaps
     /// and Ends that Finish adds never fail.
-    #[inline]
-    fn reserve_for(&self, bytes: usize, ops: usize, nested: u64) -> Result<()> {
+    ///
+    /// Paid from [`DeferredContext::credit`] where it covers the reservation: a subtraction,
+    /// the budget's sums made again only when the credit runs out.
+    #[inline(always)]
+    fn reserve_for(&mut self, bytes: usize, ops: usize, nested: u64) -> Result<()> {
+        // In the credit's unit: the bytes, or the operations replayed at OPERATION_BYTES
+        // each, whichever is more (what the reservation takes from either limit, at most).
+        let replays = (ops as u64).saturating_add(nested);
+        let cost = match replays {
+            1 => bytes.max(OPERATION_BYTES),
+            _ => bytes.max(
+                usize::try_from(replays).map_or(usize::MAX, |r| r.saturating_mul(OPERATION_BYTES)),
+            ),
+        };
+        match self.credit.checked_sub(cost) {
+            Some(left) => {
+                self.credit = left;
+                Ok(())
+            }
+            None => self.reserve_exactly(bytes, replays),
+        }
+    }
+
+    /// [`DeferredContext::reserve_for`] where the credit does not cover it: the budget's and
+    /// the replay limit's sums, made again, and the credit they leave after this reservation.
+    #[cold]
+    #[inline(never)]
+    fn reserve_exactly(&mut self, bytes: usize, replays: u64) -> Result<()> {
         let owed = self.open.owed();
         // The recording's bytes and those its open Maps and Begins owe were each checked
         // against the budget when recorded, so their sum cannot overflow; what comes from
         // the caller saturates.
         let used = self.rec.bytes() + owed * OPERATION_BYTES;
-        let replayed = self
-            .rec
-            .replayed_ops()
-            .saturating_add((owed as u64).saturating_add(ops as u64))
-            .saturating_add(nested);
-        if used.saturating_add(bytes) > self.budget || replayed > self.replay_limit {
-            Err(Error::OutOfMemory)
-        } else {
-            Ok(())
+        let replayed = self.rec.replayed_ops().saturating_add(owed as u64);
+        let byte_room = self.budget.saturating_sub(used);
+        let replay_room = self.replay_limit.saturating_sub(replayed);
+        if bytes > byte_room || replays > replay_room {
+            return Err(Error::OutOfMemory);
         }
+        let replays_left = (replay_room - replays).saturating_mul(OPERATION_BYTES as u64);
+        self.credit = (byte_room - bytes).min(usize::try_from(replays_left).unwrap_or(usize::MAX));
+        Ok(())
     }
 
     /// Appends an operation: counted always, kept where the engine replays lists (not where
@@ -420,7 +442,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.rec.ops.push(op);
     }
 
-    fn reserve_op(&self) -> Result<()> {
+    fn reserve_op(&mut self) -> Result<()> {
         self.reserve(OPERATION_BYTES)
     }
 
