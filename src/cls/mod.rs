@@ -109,7 +109,8 @@ impl<D: Driver> ClsTable<D> {
     fn position_of(&self, handle: AnyHandle) -> Option<usize> {
         let slot = handle.slot() as usize;
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
-        let at = page[slot % TABLE_PAGE].checked_sub(1)? as usize;
+        // 0 (not open) wraps to a position past any table's end, which `get` refuses.
+        let at = page[slot % TABLE_PAGE].wrapping_sub(1) as usize;
         // The open handle holds its object, so the slot cannot have been reused while open;
         // the comparison is a cheap guard all the same.
         (self.open.get(at)?.held.handle() == handle).then_some(at)
