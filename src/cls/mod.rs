@@ -16,12 +16,14 @@
 
 pub mod bucket;
 pub(crate) mod local_handles;
+mod recent;
 
 use crossbeam_epoch::Guard;
 use scopeguard::ScopeGuard;
 
 use crate::bind::StateView;
 use crate::cls::bucket::{Block, BucketAllocator};
+use crate::cls::recent::RecentHandles;
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, HandleSizeTable, HandleType};
@@ -52,6 +54,8 @@ pub(crate) struct ClsTable<D: Driver> {
     bucket: BucketAllocator,
     /// The dependency's context-local bytes, copied for the open hook (capacity kept).
     scratch: Vec<u8>,
+    /// Where the handles named last are: most uses skip `table`.
+    recent: RecentHandles,
 }
 
 /// What opening and closing handles needs from the context.
@@ -71,6 +75,7 @@ impl<D: Driver> ClsTable<D> {
             open: Vec::new(),
             bucket: BucketAllocator::new(sizes)?,
             scratch: Vec::new(),
+            recent: RecentHandles::default(),
         })
     }
 
@@ -107,13 +112,26 @@ impl<D: Driver> ClsTable<D> {
     /// Where `handle`'s open context-local handle is in `open`, if it is open.
     #[inline]
     fn position_of(&self, handle: AnyHandle) -> Option<usize> {
+        match self.recent.find(handle) {
+            Some(at) => Some(at),
+            None => self.position_in_table(handle),
+        }
+    }
+
+    /// [`ClsTable::position_of`] for a handle not among the recent ones: the slot table, and
+    /// the handle remembered if it is open.
+    #[inline(never)]
+    fn position_in_table(&self, handle: AnyHandle) -> Option<usize> {
         let slot = handle.slot() as usize;
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
         // 0 (not open) wraps to a position past any table's end, which `get` refuses.
         let at = page[slot % TABLE_PAGE].wrapping_sub(1) as usize;
         // The open handle holds its object, so the slot cannot have been reused while open;
         // the comparison is a cheap guard all the same.
-        (self.open.get(at)?.held.handle() == handle).then_some(at)
+        (self.open.get(at)?.held.handle() == handle).then(|| {
+            self.recent.note(handle, at);
+            at
+        })
     }
 
     #[inline(always)]
@@ -134,6 +152,7 @@ impl<D: Driver> ClsTable<D> {
     /// opening it set its entry.
     #[inline(always)]
     fn clear_position(&mut self, handle: AnyHandle) {
+        self.recent.forget(handle);
         let slot = handle.slot() as usize;
         if let Some(Some(page)) = self.table.get_mut(slot / TABLE_PAGE) {
             page[slot % TABLE_PAGE] = 0;
@@ -325,6 +344,7 @@ impl<D: Driver> ClsTable<D> {
             block,
         });
         self.set_position(handle, at as u32 + 1);
+        self.recent.note(handle, at);
         at
     }
 
