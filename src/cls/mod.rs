@@ -120,7 +120,7 @@ impl<D: Driver> ClsTable<D> {
 
     /// [`ClsTable::position_of`] for a handle not among the recent ones: the slot table, and
     /// the handle remembered if it is open.
-    #[inline(never)]
+    #[inline]
     fn position_in_table(&self, handle: AnyHandle) -> Option<usize> {
         let slot = handle.slot() as usize;
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
@@ -344,7 +344,6 @@ impl<D: Driver> ClsTable<D> {
             block,
         });
         self.set_position(handle, at as u32 + 1);
-        self.recent.note(handle, at);
         at
     }
 

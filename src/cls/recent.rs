@@ -13,9 +13,9 @@ const RECENT: usize = 32;
 /// views bound each draw) skips the two-level slot table and its checks.
 ///
 /// Direct-mapped by slot. An entry is the whole handle, generation and type included, so a
-/// handle that only shares a slot never matches; it is written when a handle opens or is
-/// found in the table, and erased when that handle closes, so a match is always a handle
-/// open at that position (positions do not move while open: handles are pushed at the end
+/// handle that only shares a slot never matches; it is written when a handle is found in the
+/// table (a handle's first use after it opened pays for the table once), and erased when
+/// that handle closes, so a match is always a handle open at that position (positions do not move while open: handles are pushed at the end
 /// and closed from the end). Interior mutability, so that lookups through `&self` remember
 /// what they found: the table belongs to one context on one thread (`Send`, not `Sync`).
 #[derive(Debug)]
