@@ -39,15 +39,16 @@
 
 #[path = "common/cycle.rs"]
 mod cycle;
+#[path = "common/cycle_warm.rs"]
+mod cycle_warm;
 #[path = "common/ic.rs"]
 mod ic;
 
 use std::hint::black_box;
 
-use cmdlist::{DeferredContext, DeviceConfig, ImmediateContext, ListMode};
+use cmdlist::ListMode;
+use cycle_warm::{check, warm, Warm};
 use gungraun::prelude::*;
-
-use cmdlist::soft::null::{copy_of, null_device_in, CopyCommand, NullDriver, NullKernel};
 
 /// Instructions of one warm recycled cycle (`cycle_1cmd::warm_cycle recycled`), as last
 /// recorded (BENCHMARKS.md says when and why).
@@ -55,70 +56,6 @@ const RECYCLED_BUDGET_IR: u64 = 1_182;
 /// Instructions of one warm recycled cycle where the driver builds its lists
 /// (`cycle_1cmd::warm_cycle driver_built`), as last recorded.
 const DRIVER_BUILT_BUDGET_IR: u64 = 1_138;
-
-/// A warm context, its immediate context and the copy it records.
-struct Warm {
-    dc: DeferredContext<NullDriver, NullKernel>,
-    ic: ImmediateContext<NullDriver, NullKernel>,
-    copy: CopyCommand,
-    recycle: bool,
-    /// Amortised processing performed before the measured cycle.
-    amortized: u64,
-}
-
-/// A null device with recycling on or off, in list mode `mode`, warmed as the criterion
-/// bench warms it (boxed: the measured function moves a pointer, not the contexts).
-fn warm((mode, recycle): (ListMode, bool)) -> Box<Warm> {
-    ic::prepared(move || {
-        let (device, mut ic) =
-            null_device_in(mode, DeviceConfig::default().with_recycle(recycle)).unwrap();
-        assert_eq!(device.list_mode(), mode);
-        let copy = copy_of(&device);
-        let mut dc = device.create_deferred_context().expect("dc");
-        cycle::warm(&mut dc, &mut ic, copy, recycle);
-        ic.end_frame().expect("end frame");
-        for _ in 0..2 {
-            cycle::cycle(&mut dc, &mut ic, copy);
-        }
-        let amortized = ic.amortized_count();
-        Box::new(Warm {
-            dc,
-            ic,
-            copy,
-            recycle,
-            amortized,
-        })
-    })
-}
-
-/// Checks what the measured cycle did, then destroys the device.
-fn check(w: Box<Warm>) {
-    let Warm {
-        dc,
-        mut ic,
-        recycle,
-        amortized,
-        ..
-    } = *w;
-    assert_eq!(
-        ic.amortized_count(),
-        amortized,
-        "the measured flush performed amortised processing: the setup stalled (rerun)"
-    );
-    let stats = dc.stats();
-    let cycles = cycle::WARM as u64 + 3;
-    if recycle {
-        assert_eq!(
-            (stats.created, stats.recycled),
-            (1, cycles - 1),
-            "{stats:?}"
-        );
-    } else {
-        assert_eq!((stats.created, stats.recycled), (cycles, 0), "{stats:?}");
-    }
-    drop(dc);
-    ic.destroy_device().expect("destroy device");
-}
 
 #[library_benchmark(teardown = check)]
 #[bench::recycled(args = ((ListMode::Replayed, true)), setup = warm, config = ic::gated(RECYCLED_BUDGET_IR, None))]

@@ -54,6 +54,7 @@ pub fn warm<D: Driver, K: Kernel>(
 /// The physical floor of the cycle's payload: reuse a `Vec`, push one two-word command,
 /// iterate it. Always inlined, so it costs what the same code written in place does.
 #[inline(always)]
+#[allow(dead_code)] // the floors' (cycle_ic, recycle), not every includer's
 pub fn floor(commands: &mut Vec<[u64; 2]>, words: [u64; 2]) {
     commands.clear();
     commands.push(black_box(words));

@@ -1,0 +1,335 @@
+//! Instruction counts of each call kind alone, with gungraun on callgrind over the null driver
+//! (`cmdlist::soft::null`, hooks that do nothing): the ledger's rows (BENCHMARKS.md, "Each
+//! call kind"), and a gate on each.
+//!
+//! Each function makes [`CALLS`] calls of one kind on a warm device (the recorded draw's
+//! warm-up, `common/draw.rs`, or the ring's, `common/ring_draw.rs`), so the figure divided
+//! by [`CALLS`] is one call's instructions in a warm steady state, the loop's own few
+//! included; `floor` is the application's share (the same loop writing the same 64 bytes
+//! into memory of its own), to subtract from the Map rows.
+//!
+//! - `command`: a command naming two objects, both open in the recording (deferred) or
+//!   referenced by the open buffer already (immediate).
+//! - `discard`: Map(WRITE_DISCARD) of a 64-byte dynamic constant buffer, 64 bytes written,
+//!   Unmap (R-M1; on the immediate context a rename, R-M5).
+//! - `append`: a ring's append (R-M2, R-M3): Map(WRITE_NO_OVERWRITE) of a 1 MiB dynamic
+//!   vertex buffer discarded once this recording (or this frame), 64 bytes written at the
+//!   next stretch, Unmap.
+//! - `staging_read`: on the immediate context, Map(READ) of an idle 64-byte staging buffer,
+//!   its 64 bytes read, Unmap (R-M4).
+//!
+//! # The gate
+//! Each function carries a hard limit: its budget below plus the headroom of
+//! `common/ic.rs`, and no locked instruction on a deferred context. On the immediate
+//! context the null kernel's lock and unlock take its table's mutex, its stand-in for a
+//! kernel call, where a Map reaches the kernel.
+
+// gungraun's macros generate public modules, constants and functions without docs.
+#![allow(missing_docs)]
+
+#[path = "common/draw.rs"]
+mod draw;
+#[path = "common/ic.rs"]
+mod ic;
+// Its ring and starts; the ring draw itself is draw_ic's.
+#[allow(dead_code)]
+#[path = "common/ring_draw.rs"]
+mod ring_draw;
+
+use std::hint::black_box;
+
+use cmdlist::handle::Resource;
+use cmdlist::soft::null::{NullDriver, NullKernel};
+use cmdlist::{
+    DeferredContext, Handle, ImmediateContext, ListMode, MapFlags, MapType, ResourceDesc, Usage,
+};
+use draw::{warm_device, Draw};
+use gungraun::prelude::*;
+use ring_draw::RingDraw;
+
+/// Calls per measured run.
+pub const CALLS: u64 = 32;
+
+/// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
+/// as last recorded (BENCHMARKS.md says when).
+const COMMAND_REPLAYED_IR: u64 = 2_851;
+/// The same where the driver builds its lists.
+const COMMAND_DRIVER_BUILT_IR: u64 = 2_371;
+/// The same on the immediate context.
+const COMMAND_IMMEDIATE_IR: u64 = 7_956;
+/// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
+/// whose lists the engine replays.
+const DISCARD_REPLAYED_IR: u64 = 7_009;
+/// The same where the driver builds its lists.
+const DISCARD_DRIVER_BUILT_IR: u64 = 5_100;
+/// The same on the immediate context.
+const DISCARD_IMMEDIATE_IR: u64 = 22_159;
+/// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
+/// replays.
+const APPEND_REPLAYED_IR: u64 = 4_293;
+/// The same where the driver builds its lists.
+const APPEND_DRIVER_BUILT_IR: u64 = 4_485;
+/// The same on the immediate context.
+const APPEND_IMMEDIATE_IR: u64 = 17_285;
+/// Instructions of [`CALLS`] staging Map(READ)s, 64 bytes read, Unmaps, on the immediate
+/// context.
+const STAGING_READ_IR: u64 = 17_782;
+/// Locked instructions per Map that reaches the null kernel: its lock and unlock each take
+/// its table's mutex (acquire and release).
+const KERNEL_LOCKED_PER_MAP: u64 = 4;
+/// The ring's size.
+const MIB: usize = 1 << 20;
+
+/// Which context a run's calls go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum On {
+    Deferred,
+    Immediate,
+}
+
+/// A warm device, its deferred context, the draw's objects, a ring and a staging buffer.
+struct Warm {
+    dc: DeferredContext<NullDriver, NullKernel>,
+    ic: ImmediateContext<NullDriver, NullKernel>,
+    draw: Draw,
+    ring: RingDraw,
+    staging: Handle<Resource>,
+    on: On,
+    operations: usize,
+}
+
+/// A warm device in list mode `mode` ([`draw::warm_device`], one draw recorded in the
+/// recording), its ring discarded once in the recording (and in the immediate context's
+/// open buffer), and an idle staging buffer the immediate context read once.
+fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
+    ic::prepared(move || {
+        let (mut dc, mut ic, draw) = warm_device(mode, on == On::Immediate, 1);
+        let device = ic.device().clone();
+        let ring = RingDraw {
+            ring: device
+                .create_resource(ResourceDesc {
+                    byte_size: MIB as u64,
+                    bind: cmdlist::BindFlags::VERTEX_BUFFER,
+                    usage: Usage::Dynamic,
+                    ..Default::default()
+                })
+                .expect("ring"),
+            bytes: MIB,
+            copy: draw.copy,
+        };
+        let staging = device
+            .create_resource(ResourceDesc {
+                byte_size: 64,
+                usage: Usage::Staging,
+                ..Default::default()
+            })
+            .expect("staging");
+        match on {
+            On::Deferred => {
+                ring_draw::start_ring(&mut dc, ring);
+                append_deferred(&mut dc, ring, 1);
+            }
+            On::Immediate => {
+                ring_draw::start_ring_immediate(&mut ic, ring);
+                append_immediate(&mut ic, ring, 1);
+                read_staging(&mut ic, staging);
+                ic.flush().expect("flush");
+                read_staging(&mut ic, staging);
+            }
+        }
+        let operations = dc.stats().operations;
+        Box::new(Warm {
+            dc,
+            ic,
+            draw,
+            ring,
+            staging,
+            on,
+            operations,
+        })
+    })
+}
+
+/// Checks that the run recorded what its calls record (`per_call` operations each on a
+/// deferred context) and that nothing failed, then destroys the device.
+fn check(w: Box<Warm>, per_call: usize) {
+    let Warm {
+        dc,
+        mut ic,
+        on,
+        operations,
+        ..
+    } = *w;
+    let recorded = match on {
+        On::Deferred => per_call * CALLS as usize,
+        On::Immediate => 0,
+    };
+    assert_eq!(dc.stats().operations, operations + recorded);
+    assert_eq!(ic.device().kernel().errors(), 0, "a call failed");
+    drop(dc);
+    ic.destroy_device().expect("destroy device");
+}
+
+/// A command records one operation; a Map(DISCARD)'s Unmap one.
+fn check_one_each(w: Box<Warm>) {
+    check(w, 1);
+}
+
+/// An append records none.
+fn check_none(w: Box<Warm>) {
+    check(w, 0);
+}
+
+/// A ring append on a deferred context: Map(NO_OVERWRITE), 64 bytes at the `n`th stretch,
+/// Unmap.
+#[inline(always)]
+fn append_deferred(dc: &mut DeferredContext<NullDriver, NullKernel>, ring: RingDraw, n: u64) {
+    let bytes = dc.map_no_overwrite(ring.ring).expect("map");
+    let at = n as usize * 64;
+    bytes[at..at + 64].fill(black_box(n) as u8);
+    dc.unmap(ring.ring).expect("unmap");
+}
+
+/// The same append on the immediate context.
+#[inline(always)]
+fn append_immediate(ic: &mut ImmediateContext<NullDriver, NullKernel>, ring: RingDraw, n: u64) {
+    let bytes = ic.map_no_overwrite(ring.ring).expect("map");
+    let at = n as usize * 64;
+    bytes[at..at + 64].fill(black_box(n) as u8);
+    ic.unmap(ring.ring).expect("unmap");
+}
+
+/// A staging read: Map(READ), the 64 bytes read, Unmap.
+#[inline(always)]
+fn read_staging(ic: &mut ImmediateContext<NullDriver, NullKernel>, staging: Handle<Resource>) {
+    let bytes = ic
+        .map(staging, MapType::Read, MapFlags::empty())
+        .expect("map");
+    black_box(bytes.iter().fold(0u8, |a, b| a ^ b));
+    ic.unmap(staging).expect("unmap");
+}
+
+#[library_benchmark(teardown = check_one_each)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, On::Deferred)),
+    setup = warm,
+    config = ic::gated(COMMAND_REPLAYED_IR, Some(0))
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, On::Deferred)),
+    setup = warm,
+    config = ic::gated(COMMAND_DRIVER_BUILT_IR, Some(0))
+)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, On::Immediate)),
+    setup = warm,
+    config = ic::gated(COMMAND_IMMEDIATE_IR, Some(0))
+)]
+fn command(mut w: Box<Warm>) -> Box<Warm> {
+    let copy = w.draw.copy;
+    for _ in 0..CALLS {
+        match w.on {
+            On::Deferred => w.dc.command(black_box(copy)).expect("command"),
+            On::Immediate => w.ic.command(black_box(&copy)).expect("command"),
+        }
+    }
+    w
+}
+
+#[library_benchmark(teardown = check_one_each)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, On::Deferred)),
+    setup = warm,
+    config = ic::gated(DISCARD_REPLAYED_IR, Some(0))
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, On::Deferred)),
+    setup = warm,
+    config = ic::gated(DISCARD_DRIVER_BUILT_IR, Some(0))
+)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, On::Immediate)),
+    setup = warm,
+    config = ic::gated(DISCARD_IMMEDIATE_IR, Some(KERNEL_LOCKED_PER_MAP * CALLS))
+)]
+fn discard(mut w: Box<Warm>) -> Box<Warm> {
+    let constants = w.draw.constants;
+    for n in 0..CALLS {
+        let bytes = match w.on {
+            On::Deferred => w.dc.map_discard(constants).expect("map"),
+            On::Immediate => w.ic.map_discard(constants).expect("map"),
+        };
+        bytes.fill(black_box(n) as u8);
+        match w.on {
+            On::Deferred => w.dc.unmap(constants).expect("unmap"),
+            On::Immediate => w.ic.unmap(constants).expect("unmap"),
+        }
+    }
+    w
+}
+
+#[library_benchmark(teardown = check_none)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, On::Deferred)),
+    setup = warm,
+    config = ic::gated(APPEND_REPLAYED_IR, Some(0))
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, On::Deferred)),
+    setup = warm,
+    config = ic::gated(APPEND_DRIVER_BUILT_IR, Some(0))
+)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, On::Immediate)),
+    setup = warm,
+    config = ic::gated(APPEND_IMMEDIATE_IR, Some(KERNEL_LOCKED_PER_MAP * CALLS))
+)]
+fn append(mut w: Box<Warm>) -> Box<Warm> {
+    let ring = w.ring;
+    for n in 2..2 + CALLS {
+        match w.on {
+            On::Deferred => append_deferred(&mut w.dc, ring, n),
+            On::Immediate => append_immediate(&mut w.ic, ring, n),
+        }
+    }
+    w
+}
+
+#[library_benchmark(teardown = check_none)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, On::Immediate)),
+    setup = warm,
+    config = ic::gated(STAGING_READ_IR, Some(KERNEL_LOCKED_PER_MAP * CALLS))
+)]
+fn staging_read(mut w: Box<Warm>) -> Box<Warm> {
+    let staging = w.staging;
+    for _ in 0..CALLS {
+        read_staging(&mut w.ic, staging);
+    }
+    w
+}
+
+/// The floor's bytes: the application's own 64.
+fn constants() -> Box<[u8; 64]> {
+    Box::new([0; 64])
+}
+
+// The application's share of a Map run, without the engine: the same loop writing the same
+// 64 bytes per call into memory of its own.
+#[library_benchmark]
+#[bench::floor(setup = constants)]
+fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
+    for n in 0..CALLS {
+        let bytes = black_box(&mut *bytes);
+        bytes.fill(black_box(n) as u8);
+        black_box(black_box(bytes).as_ptr());
+    }
+    bytes
+}
+
+library_benchmark_group!(
+    name = call_kind,
+    benchmarks = [command, discard, append, staging_read, floor]
+);
+
+main!(config = ic::config(); library_benchmark_groups = call_kind);
