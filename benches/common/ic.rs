@@ -33,9 +33,19 @@ pub fn callgrind() -> Callgrind {
 /// instrumentation.
 #[allow(dead_code)] // the gated benches' (cycle_ic, draw_ic), not every includer's
 pub fn gated(budget: u64, max_locked: Option<u64>) -> LibraryBenchmarkConfig {
+    gated_with_headroom(budget, 5, max_locked)
+}
+
+/// [`gated`] with a limit of `budget` instructions plus `headroom_percent`.
+#[allow(dead_code)] // the gated benches', not every includer's
+pub fn gated_with_headroom(
+    budget: u64,
+    headroom_percent: u64,
+    max_locked: Option<u64>,
+) -> LibraryBenchmarkConfig {
     let mut callgrind = callgrind();
     if cfg!(not(feature = "trace")) {
-        let instructions = (EventKind::Ir, budget + budget * 5 / 100);
+        let instructions = (EventKind::Ir, budget + budget * headroom_percent / 100);
         match max_locked {
             Some(locked) => callgrind.hard_limits([instructions, (EventKind::Ge, locked)]),
             None => callgrind.hard_limits([instructions]),
