@@ -204,8 +204,12 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         drop(self.go.take());
         if let Some(thread) = self.thread.take() {
-            // A recorder that panicked (a failed check) fails the bench here.
-            thread.join().expect("recording thread");
+            // A recorder that panicked (a failed check) fails the bench here, unless the
+            // bench's thread is failing already (its message said so; a second panic would
+            // abort the process instead).
+            if thread.join().is_err() && !std::thread::panicking() {
+                panic!("a recording thread failed");
+            }
         }
     }
 }
