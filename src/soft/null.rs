@@ -113,11 +113,31 @@ pub struct NullDriver {
     mode: ListMode,
 }
 
-/// The null driver's state of a deferred context: the memory its Map(DISCARD) hands out
-/// where it builds its lists.
+/// The null driver's state of a deferred context: the memory its Maps hand out where it
+/// builds its lists, one buffer per resource the context mapped (kept for the context's
+/// life: a ring and its constant buffers are a handful), the last used first.
 #[derive(Debug, Default)]
 pub struct NullDeferred {
-    staging: Vec<u8>,
+    staging: Vec<(Handle<Resource>, Vec<u8>)>,
+}
+
+impl NullDeferred {
+    /// The memory of `resource`'s Maps, if it was mapped here.
+    #[inline]
+    fn staging_of(&mut self, resource: Handle<Resource>) -> Option<&mut Vec<u8>> {
+        match self.staging.first() {
+            Some((r, _)) if *r == resource => Some(&mut self.staging[0].1),
+            _ => self.staging_further(resource),
+        }
+    }
+
+    /// [`NullDeferred::staging_of`] past the first: found, it becomes the first.
+    #[inline(never)]
+    fn staging_further(&mut self, resource: Handle<Resource>) -> Option<&mut Vec<u8>> {
+        let at = self.staging.iter().position(|(r, _)| *r == resource)?;
+        self.staging.swap(0, at);
+        Some(&mut self.staging[0].1)
+    }
 }
 
 impl Default for NullDriver {
@@ -175,32 +195,36 @@ impl Driver for NullDriver {
     fn map_discard_deferred<'a>(
         &self,
         dc: &'a mut NullDeferred,
-        _resource: Handle<Resource>,
+        resource: Handle<Resource>,
         len: usize,
         _locals: &mut LocalHandles<'_, Self>,
     ) -> Result<&'a mut [u8]> {
-        // A discard's contents are undefined until written: the memory of the last one is
-        // handed out again as it is, grown (zeroed) only for a larger resource.
-        if let Some(more) = len.checked_sub(dc.staging.len()).filter(|&more| more > 0) {
-            dc.staging
-                .try_reserve(more)
-                .map_err(|_| Error::OutOfMemory)?;
-            dc.staging.resize(len, 0);
+        if dc.staging_of(resource).is_none() {
+            dc.staging.try_reserve(1).map_err(|_| Error::OutOfMemory)?;
+            dc.staging.insert(0, (resource, Vec::new()));
         }
-        Ok(&mut dc.staging[..len])
+        let staging = &mut dc.staging[0].1;
+        // A discard's contents are undefined until written: the resource's memory is handed
+        // out again as it is, grown (zeroed) only for a larger resource.
+        if let Some(more) = len.checked_sub(staging.len()).filter(|&more| more > 0) {
+            staging.try_reserve(more).map_err(|_| Error::OutOfMemory)?;
+            staging.resize(len, 0);
+        }
+        Ok(&mut staging[..len])
     }
 
-    /// The staging bytes of the last discard, kept: a null driver keeps one Map's memory
-    /// per context, which is enough for one ring at a time.
+    /// The resource's memory, as its last discard handed it out and the application wrote
+    /// it since.
     #[inline]
     fn map_no_overwrite_deferred<'a>(
         &self,
         dc: &'a mut NullDeferred,
-        _resource: Handle<Resource>,
+        resource: Handle<Resource>,
         len: usize,
         _locals: &mut LocalHandles<'_, Self>,
     ) -> Result<&'a mut [u8]> {
-        dc.staging.get_mut(..len).ok_or(Error::InvalidArg)
+        let staging = dc.staging_of(resource).ok_or(Error::InvalidArg)?;
+        staging.get_mut(..len).ok_or(Error::InvalidArg)
     }
 
     #[inline]
