@@ -4,8 +4,7 @@
 //!
 //! Each draw is `common/api_mix.rs`'s: two binds, its vertices appended to a
 //! NO_OVERWRITE ring (a discard where it wraps, and at the start of each deferred
-//! recording; a deferred context's ring wraps with the constants, as that module says why),
-//! a 64-byte constant buffer discarded every 16 draws, the draw command. A
+//! recording), a 64-byte constant buffer discarded every 16 draws, the draw command. A
 //! frame is [`FRAME_DRAWS`] draws, then a flush and the frame's end on the immediate
 //! context. Three configurations:
 //!
@@ -55,8 +54,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use api_mix::{
-    draw, recorded_operations, Mix, RingCursor, CONSTANTS_EVERY, DEFERRED_RING_BYTES,
-    IMMEDIATE_RING_BYTES, VERTEX_BYTES,
+    draw, recorded_operations, Mix, RingCursor, CONSTANTS_EVERY, RING_BYTES, VERTEX_BYTES,
 };
 use cmdlist::soft::null::{null_device_in, NullDevice, NullDriver, NullKernel};
 use cmdlist::{CommandList, DeferredContext, DeviceConfig, ImmediateContext, ListMode};
@@ -237,7 +235,7 @@ fn median(mut rates: Vec<f64>) -> f64 {
 fn immediate(plan: Plan) -> f64 {
     let (device, mut ic) = device();
     let mut stream = ImmediateStream {
-        mix: Mix::new(&device, IMMEDIATE_RING_BYTES).expect("objects"),
+        mix: Mix::new(&device, RING_BYTES).expect("objects"),
         cursor: RingCursor::default(),
         next: 0,
     };
@@ -273,7 +271,7 @@ fn deferred(plan: Plan, contexts: u64) -> f64 {
         .map(|_| {
             let stream = DeferredStream {
                 dc: device.create_deferred_context().expect("deferred context"),
-                mix: Mix::new(&device, DEFERRED_RING_BYTES).expect("objects"),
+                mix: Mix::new(&device, RING_BYTES).expect("objects"),
                 cursor: RingCursor::default(),
                 next: 0,
             };
@@ -326,7 +324,7 @@ fn shares(plan: Plan) -> (f64, f64) {
     let (device, mut ic) = device();
     let mut stream = DeferredStream {
         dc: device.create_deferred_context().expect("deferred context"),
-        mix: Mix::new(&device, DEFERRED_RING_BYTES).expect("objects"),
+        mix: Mix::new(&device, RING_BYTES).expect("objects"),
         cursor: RingCursor::default(),
         next: 0,
     };

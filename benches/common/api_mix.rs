@@ -13,17 +13,11 @@
 //!    start of each recording (a recording's first Map of a resource must discard);
 //! 4. the draw command (the null driver's one command, naming two objects).
 //!
-//! The ring's size is the context's. On the immediate context it is
-//! [`IMMEDIATE_RING_BYTES`], a wrap every 4,096 draws: the first append after a wrap waits
-//! for the buffer that carries the discard, flushing it, as a game's ring pays once a wrap.
-//! On a deferred context it is [`DEFERRED_RING_BYTES`], [`CONSTANTS_EVERY`] draws' vertices,
-//! so that it wraps at the draw that discards the constants, right after that discard: the
-//! null driver keeps one Map's memory per deferred context, its last discard's, and serves
-//! a Map(NO_OVERWRITE) from it, so where it builds the lists a ring's appends must follow
-//! the ring's own discard with no other discard between, or the append is refused. A
-//! deferred context's recording therefore starts at a draw whose index is a multiple of
-//! [`CONSTANTS_EVERY`], and discards its ring once more every [`CONSTANTS_EVERY`] draws than
-//! a ring of the immediate context's size would.
+//! The ring is [`RING_BYTES`] on either context, a wrap every [`RING_DRAWS`] draws. On the
+//! immediate context the first append after a wrap waits for the buffer that carries the
+//! discard, flushing it, as a game's ring pays once a wrap; a deferred context's recording
+//! discards it at its first draw (a recording's first Map of a resource must discard, R-M2)
+//! and at each wrap after.
 
 use std::hint::black_box;
 
@@ -38,11 +32,10 @@ use cmdlist::{
 pub const VERTEX_BYTES: usize = 64;
 /// The constant buffer is discarded and written once every this many draws.
 pub const CONSTANTS_EVERY: u64 = 16;
-/// The immediate context's ring: 4,096 draws between two discards.
-pub const IMMEDIATE_RING_BYTES: usize = 256 * 1024;
-/// A deferred context's ring: [`CONSTANTS_EVERY`] draws between two discards (the module's
-/// docs say why).
-pub const DEFERRED_RING_BYTES: usize = CONSTANTS_EVERY as usize * VERTEX_BYTES;
+/// The ring's size: [`RING_DRAWS`] draws between two discards.
+pub const RING_BYTES: usize = 256 * 1024;
+/// Draws between two discards of the ring.
+pub const RING_DRAWS: u64 = (RING_BYTES / VERTEX_BYTES) as u64;
 /// The constant buffer's size.
 pub const CONSTANTS_BYTES: usize = 64;
 /// Materials the draws cycle through (an instance buffer and a texture each).
@@ -213,8 +206,8 @@ pub fn draw<C: MixContext>(ctx: &mut C, mix: &Mix, cursor: &mut RingCursor, n: u
 /// Operations a deferred context records for the first `count` draws of a recording that
 /// starts at a draw whose index is a multiple of [`CONSTANTS_EVERY`]: three a draw (the two
 /// binds and the command; an append records none), and one more for each discard's Unmap
-/// (the constants' and the ring's, both at every [`CONSTANTS_EVERY`]th draw, the ring of
-/// [`DEFERRED_RING_BYTES`]).
+/// (the constants' at every [`CONSTANTS_EVERY`]th draw, the ring's at the recording's first
+/// draw and every [`RING_DRAWS`] after).
 pub fn recorded_operations(count: u64) -> usize {
-    (3 * count + 2 * count.div_ceil(CONSTANTS_EVERY)) as usize
+    (3 * count + count.div_ceil(CONSTANTS_EVERY) + count.div_ceil(RING_DRAWS)) as usize
 }
