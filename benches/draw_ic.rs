@@ -33,7 +33,7 @@
 //! run recorded exactly [`DRAWS`] draws and that nothing failed.
 //!
 //! # The gate
-//! Every deferred and immediate run carries a hard limit: its budget below plus 5%, and no
+//! Every deferred and immediate run carries a hard limit: its budget below plus 10%, and no
 //! locked instruction at all (`Ge`, callgrind's global bus events: every lock-prefixed
 //! read-modify-write and every `xchg` with memory, which an epoch pin, a reference count or
 //! a shared counter would cost) but the null kernel's own on the immediate context: its

@@ -27,25 +27,20 @@ pub fn callgrind() -> Callgrind {
     callgrind
 }
 
-/// A gate's configuration: [`callgrind`] with hard limits of `budget` instructions plus 5%,
-/// and of `max_locked` locked instructions (`Ge`) where one is given. With the feature
-/// `trace` the counts are reported and not gated: the budgets are the engine's without
-/// instrumentation.
-#[allow(dead_code)] // the gated benches' (cycle_ic, draw_ic), not every includer's
-pub fn gated(budget: u64, max_locked: Option<u64>) -> LibraryBenchmarkConfig {
-    gated_with_headroom(budget, 5, max_locked)
-}
+/// The room a gate leaves above the count it guards, in percent: a limit to keep far from,
+/// so that a change that costs a few instructions more than it should is seen before a
+/// budget is spent.
+pub const HEADROOM_PERCENT: u64 = 10;
 
-/// [`gated`] with a limit of `budget` instructions plus `headroom_percent`.
+/// A gate's configuration: [`callgrind`] with hard limits of `budget` instructions plus
+/// [`HEADROOM_PERCENT`], and of `max_locked` locked instructions (`Ge`) where one is given.
+/// With the feature `trace` the counts are reported and not gated: the budgets are the
+/// engine's without instrumentation.
 #[allow(dead_code)] // the gated benches', not every includer's
-pub fn gated_with_headroom(
-    budget: u64,
-    headroom_percent: u64,
-    max_locked: Option<u64>,
-) -> LibraryBenchmarkConfig {
+pub fn gated(budget: u64, max_locked: Option<u64>) -> LibraryBenchmarkConfig {
     let mut callgrind = callgrind();
     if cfg!(not(feature = "trace")) {
-        let instructions = (EventKind::Ir, budget + budget * headroom_percent / 100);
+        let instructions = (EventKind::Ir, budget + budget * HEADROOM_PERCENT / 100);
         match max_locked {
             Some(locked) => callgrind.hard_limits([instructions, (EventKind::Ge, locked)]),
             None => callgrind.hard_limits([instructions]),
