@@ -167,8 +167,9 @@ pub struct DeferredContext<D: Driver, K: Kernel> {
     /// What more the recording may take without the budget's sums being made again (R-E3):
     /// at most the bytes left in the budget, and at most the operations left under the replay
     /// limit at [`OPERATION_BYTES`] each, counting the operations open Maps and begun queries
-    /// owe as recorded. Each reservation takes at least what it costs either limit, so the
-    /// credit never exceeds the true room; it is made again when it runs out (0 at first).
+    /// owe as recorded. Each reservation takes at least what it adds to either sum, so the
+    /// credit never exceeds the true room, and a credit above 0 answers as the sums would;
+    /// it is made again when it runs out (0 at first).
     credit: usize,
     /// Where writes through a Map go while the context is removed.
     sink: Vec<u8>,
@@ -387,12 +388,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// the budget's sums made again only when the credit runs out.
     #[inline(always)]
     fn reserve_for(&mut self, bytes: usize, ops: usize, nested: u64) -> Result<()> {
-        // In the credit's unit: the bytes, or the operations replayed at OPERATION_BYTES
-        // each, whichever is more (what the reservation takes from either limit, at most).
+        // In the credit's unit: what the reservation may take from either limit, at most
+        // (its bytes, or its operations replayed at OPERATION_BYTES each, whichever is more),
+        // and at least 1: a credit left is never 0 where one was paid, so a credit of 0
+        // always goes to the sums.
         let replays = (ops as u64).saturating_add(nested);
         let cost = match replays {
             1 => bytes.max(OPERATION_BYTES),
-            _ => bytes.max(
+            _ => bytes.max(1).max(
                 usize::try_from(replays).map_or(usize::MAX, |r| r.saturating_mul(OPERATION_BYTES)),
             ),
         };
@@ -401,28 +404,35 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 self.credit = left;
                 Ok(())
             }
-            None => self.reserve_exactly(bytes, replays),
+            None => self.reserve_exactly(bytes, replays, cost),
         }
     }
 
-    /// [`DeferredContext::reserve_for`] where the credit does not cover it: the budget's and
-    /// the replay limit's sums, made again, and the credit they leave after this reservation.
+    /// [`DeferredContext::reserve_for`] where the credit does not cover it: R-E3's sums,
+    /// made again, and the credit they leave once this reservation took its `cost`.
+    ///
+    /// The cost, not the bytes: a call may owe more than it reserves (a Map(NO_OVERWRITE)
+    /// reserves no bytes, and its open Map counts its Unmap's [`OPERATION_BYTES`] as owed),
+    /// and the cost covers that, so the credit never exceeds what the sums would allow next.
     #[cold]
     #[inline(never)]
-    fn reserve_exactly(&mut self, bytes: usize, replays: u64) -> Result<()> {
+    fn reserve_exactly(&mut self, bytes: usize, replays: u64, cost: usize) -> Result<()> {
         let owed = self.open.owed();
         // The recording's bytes and those its open Maps and Begins owe were each checked
         // against the budget when recorded, so their sum cannot overflow; what comes from
         // the caller saturates.
         let used = self.rec.bytes() + owed * OPERATION_BYTES;
         let replayed = self.rec.replayed_ops().saturating_add(owed as u64);
-        let byte_room = self.budget.saturating_sub(used);
-        let replay_room = self.replay_limit.saturating_sub(replayed);
-        if bytes > byte_room || replays > replay_room {
+        if used.saturating_add(bytes) > self.budget
+            || replayed.saturating_add(replays) > self.replay_limit
+        {
             return Err(Error::OutOfMemory);
         }
-        let replays_left = (replay_room - replays).saturating_mul(OPERATION_BYTES as u64);
-        self.credit = (byte_room - bytes).min(usize::try_from(replays_left).unwrap_or(usize::MAX));
+        // Both subtractions are within their limits: checked just above.
+        let bytes_left = (self.budget - used).saturating_sub(cost);
+        let replays_left =
+            (self.replay_limit - replayed - replays).saturating_mul(OPERATION_BYTES as u64);
+        self.credit = bytes_left.min(usize::try_from(replays_left).unwrap_or(usize::MAX));
         Ok(())
     }
 
