@@ -392,13 +392,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // (its bytes, or its operations replayed at OPERATION_BYTES each, whichever is more),
         // and at least 1: a credit left is never 0 where one was paid, so a credit of 0
         // always goes to the sums.
+        // (Inlined into each caller, whose `ops` and `nested` are constants: the sum folds.)
         let replays = (ops as u64).saturating_add(nested);
-        let cost = match replays {
-            1 => bytes.max(OPERATION_BYTES),
-            _ => bytes.max(1).max(
-                usize::try_from(replays).map_or(usize::MAX, |r| r.saturating_mul(OPERATION_BYTES)),
-            ),
-        };
+        let replays_cost =
+            usize::try_from(replays).map_or(usize::MAX, |r| r.saturating_mul(OPERATION_BYTES));
+        let cost = bytes.max(replays_cost).max(1);
         match self.credit.checked_sub(cost) {
             Some(left) => {
                 self.credit = left;
