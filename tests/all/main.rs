@@ -18,6 +18,7 @@ mod heard;
 mod locks;
 mod map_modes;
 mod nested;
+mod null;
 mod owed;
 mod panic_safety;
 mod primary;
