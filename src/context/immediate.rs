@@ -34,6 +34,10 @@ mod dxgi;
 mod map;
 mod rename_pool;
 
+/// The objects of a command a call resolves once and keeps for its stamp; a command that
+/// names more is walked again for the rest (the engine's commands name two or three).
+const COMMAND_OBJECTS: usize = 8;
+
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]
 struct OpenBuffer {
@@ -323,36 +327,56 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
     }
 
-    /// Runs one operation whose handles are resolved, then stamps `objects` with the open
-    /// buffer, whether the driver accepted the operation or refused it: a driver may have
-    /// referenced memory before refusing (R-D1), so a refused operation counts as in the
-    /// buffer, which is submitted, as one whose hook panicked does.
+    /// Runs one operation whose handles are resolved: [`Self::run_hook`] with
+    /// [`Driver::execute`].
     fn run<'g>(
         &mut self,
         guard: &'g Guard,
-        objects: &[ObjectView<'g, D>],
-        command: Option<&D::Command>,
+        objects: &[Option<ObjectView<'g, D>>],
         op: Op<'_, D>,
     ) -> Result<()> {
-        self.run_hook(guard, objects, command, |driver, imm, resolver| {
+        self.run_hook(guard, objects, None, |driver, imm, resolver| {
             driver.execute(imm, resolver, op)
         })
     }
 
-    /// [`ImmediateContext::run`] for any hook that puts work in the open buffer: views whose
-    /// resource's identity changed are refreshed first (R-X5), and `objects` and the
-    /// command's are stamped once the hook returned (or unwound), accepted or refused.
+    /// The one route of every hook that puts work in the open buffer, once the call's
+    /// handles are resolved and checked: views whose resource's identity changed are
+    /// refreshed first (R-X5); then `objects` (and, for a command with more objects than a
+    /// call resolves at once, every object of `more`) are stamped with the open buffer and
+    /// the operation is counted in it (R-D1); then the hook runs.
+    ///
+    /// Stamped before the hook, so that the stamp holds whether the driver accepts the
+    /// operation, refuses it, or panics: a driver may have referenced memory before it
+    /// refused or unwound, so the buffer counts the operation and is submitted, and nothing
+    /// it references is freed before that submit. Nothing the hook can reach reads the
+    /// stamps, so stamping first is the whole of this call's panic safety: no state to
+    /// repair afterwards.
     fn run_hook<'g>(
         &mut self,
         guard: &'g Guard,
-        objects: &[ObjectView<'g, D>],
-        command: Option<&D::Command>,
+        objects: &[Option<ObjectView<'g, D>>],
+        more: Option<&D::Command>,
         hook: impl FnOnce(&D, &mut D::Immediate, &Resolver<'_, D>) -> Result<()>,
     ) -> Result<()> {
         if self.rotations != 0 {
-            self.refresh_views(guard, objects, command)?;
+            self.refresh_views(guard, objects, more)?;
         }
         let s = &*self.device.shared;
+        let (buffer, token) = (&mut self.buffer, &mut self.token);
+        for view in objects.iter().flatten() {
+            Self::reference(buffer, token, s.registry(), guard, *view);
+        }
+        if let Some(command) = more {
+            // `held`, not `live`: another thread may destroy an object meanwhile, but only
+            // this thread frees entries, so everything validated before is there to stamp.
+            command.for_each_object(&mut |h| {
+                if let Ok(view) = s.registry().held(h, guard) {
+                    Self::reference(buffer, token, s.registry(), guard, view);
+                }
+            });
+        }
+        buffer.operations += 1;
         let resolver = Resolver::new(
             s.registry(),
             guard,
@@ -360,25 +384,6 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             false,
             self.buffer.number,
         );
-        let stamp = |(buffer, token): (&mut OpenBuffer, &mut IcToken)| {
-            for view in objects {
-                Self::reference(buffer, token, s.registry(), guard, *view);
-            }
-            // `held`, not `live`: another thread may destroy an object meanwhile, but only
-            // this thread frees entries, so everything validated before is there to stamp.
-            if let Some(command) = command {
-                command.for_each_object(&mut |h| {
-                    if let Ok(view) = s.registry().held(h, guard) {
-                        Self::reference(buffer, token, s.registry(), guard, view);
-                    }
-                });
-            }
-            buffer.operations += 1;
-        };
-        // A driver that refuses or panics mid-operation may have put part of it in the buffer:
-        // stamp it all the same, so that nothing it references is freed before the buffer's
-        // submit.
-        let _stamped = scopeguard::guard((&mut self.buffer, &mut self.token), stamp);
         hook(s.driver(), &mut self.imm, &resolver)
     }
 
@@ -394,20 +399,27 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     #[inline(always)]
     fn command_uncaptured(&mut self, command: &D::Command) -> Result<()> {
         self.entry(|ic| {
-            let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let registry = ic.device.shared.registry();
-            // Two passes, so that nothing is stamped unless every handle is good and no list of
-            // views is allocated: validate, then stamp.
-            let mut failed = None;
-            command.for_each_object(&mut |h| {
-                if let Err(e) = registry.live(h, guard) {
-                    failed = failed.or(Some(e));
+            let guard = registry.ic_guard(&ic.token);
+            // Each handle looked up once: the views found validate the command and are the
+            // ones stamped. Nothing is stamped unless every handle is good.
+            let mut objects = [None; COMMAND_OBJECTS];
+            let (mut found, mut failed, mut more) = (0, None, false);
+            command.for_each_object(&mut |h| match registry.live(h, guard) {
+                Ok(view) if found < COMMAND_OBJECTS => {
+                    objects[found] = Some(view);
+                    found += 1;
                 }
+                Ok(_) => more = true,
+                Err(e) => failed = failed.or(Some(e)),
             });
             if let Some(e) = failed {
                 return Err(e);
             }
-            ic.run(guard, &[], Some(command), Op::Command(command))
+            let more = more.then_some(command);
+            ic.run_hook(guard, &objects[..found], more, |driver, imm, resolver| {
+                driver.execute(imm, resolver, Op::Command(command))
+            })
         })
     }
 
@@ -437,8 +449,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.check_write(offset, data.len())?;
             ic.run(
                 guard,
-                &[view],
-                None,
+                &[Some(view)],
                 Op::Update {
                     resource: view,
                     offset,
@@ -465,14 +476,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 Some(h) => Some(ic.device.shared.registry().live(h, guard)?),
                 None => None,
             };
-            let objects: &[ObjectView<'_, D>] = match &view {
-                Some(v) => core::slice::from_ref(v),
-                None => &[],
-            };
             ic.run(
                 guard,
-                objects,
-                None,
+                &[view],
                 Op::Bind {
                     point,
                     object: view,
@@ -570,7 +576,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn clear_state_uncaptured(&mut self) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            ic.run(guard, &[], None, Op::ClearState)?;
+            ic.run(guard, &[], Op::ClearState)?;
             ic.unbind_all(guard);
             Ok(())
         })
@@ -613,7 +619,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         } else {
             Op::EndQuery(view)
         };
-        self.run(guard, &[view], None, op)?;
+        self.run(guard, &[Some(view)], op)?;
         self.open.query(query, begin);
         if !begin {
             view.entry().ic_side(&mut self.token).query_end = self.buffer.number;
@@ -714,7 +720,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         point,
                         object: Some(view),
                     };
-                    restored = ic.run(guard, &[view], None, op);
+                    restored = ic.run(guard, &[Some(view)], op);
                     if restored.is_ok() {
                         // The hold taken above becomes the binding's, in place of what an
                         // execute cut short left there.

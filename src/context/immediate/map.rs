@@ -496,7 +496,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         resource: view,
                         data: &contents,
                     };
-                    match ic.run(guard, &[view], None, op) {
+                    match ic.run(guard, &[Some(view)], op) {
                         Ok(()) => {
                             // What a Map(NO_OVERWRITE) after it waits for (R-M3).
                             view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
