@@ -283,10 +283,38 @@ pub trait Kernel: Send + Sync + 'static {
     /// | a Map(NO_OVERWRITE) of a dynamic buffer | `WRITE_ONLY \| IGNORE_SYNC` | buffers it has not finished may read the allocation (the application writes only where they do not, R-M2); a kernel must not wait |
     /// | a rename's memory (R-M5) | `WRITE_ONLY \| IGNORE_SYNC \|` [`LockFlags::NO_EXISTING_REFERENCE`] | no buffer it has not finished references the allocation; the engine hands out its first bytes, as many as the resource has, and refuses a mapping shorter than that |
     ///
+    /// Where the kernel keeps locks across Maps ([`Kernel::persistent_locks`]), each lock
+    /// comes with [`LockFlags::PERSISTENT`] as well, and is not ended by the Map's Unmap.
+    ///
     /// Default: [`Error::Unsupported`] (the Map fails with it).
     fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
         let _ = (allocation, flags);
         Err(Error::Unsupported)
+    }
+
+    /// Whether a lock may persist across Maps (R-M3..R-M5): `true` promises that
+    /// [`Kernel::lock`] hands out the allocation's own memory ([`CpuMapping::from_raw`], no
+    /// copy), coherent with what the GPU reads and writes of it (CPU writes reach the GPU
+    /// without an unlock; GPU writes a finished buffer made are visible to CPU reads), and
+    /// that the mapping stays valid while buffers that use the allocation are built,
+    /// submitted and run, until [`Kernel::unlock`].
+    ///
+    /// The engine then locks an allocation once, with [`LockFlags::PERSISTENT`], and keeps
+    /// the lock from Map to Map: a Map(NO_OVERWRITE) or a staging Map of an allocation
+    /// locked already is a pointer into that memory, and a Map(DISCARD) that renames takes
+    /// its allocation from the rename pool with its lock: none calls the kernel. Each lock
+    /// still ends with an unlock before its allocation's [`Kernel::deallocate`] (R-M4): at
+    /// the resource's real destruction, when the rename pool gives an allocation back, and
+    /// at device destruction, which ends every lock first. The engine makes references to
+    /// the bytes only between a Map and its Unmap (synchronised as always: a staging Map
+    /// after its wait, R-M4; a Map(NO_OVERWRITE) where the application writes only what the
+    /// GPU does not read, R-M2), so a kernel or driver may touch the memory on the CPU
+    /// between Maps, never during one.
+    ///
+    /// Called once, when the immediate context is made. Default: `false`, every Map locks
+    /// and its Unmap unlocks (a kernel that copies in and out, as the soft kernel does).
+    fn persistent_locks(&self) -> bool {
+        false
     }
 
     /// Ends CPU access to `allocation` (`pfnUnlockCb`): `mapping` is what [`Kernel::lock`]

@@ -24,6 +24,11 @@ bitflags! {
         /// open, references the allocation; the engine asks it of the allocation a
         /// Map(DISCARD) renames to (R-M5), whose buffers the GPU finished.
         const NO_EXISTING_REFERENCE = 0x100;
+        /// The engine's own flag, not a `D3DDDICB_LOCKFLAGS` one: the lock may outlive the
+        /// Map it was taken for, kept across Maps while buffers that use the allocation
+        /// run, until the unlock before its deallocation. Asked only of a kernel that
+        /// answers [`crate::Kernel::persistent_locks`] with `true` (R-M3..R-M5).
+        const PERSISTENT = 0x8000_0000;
     }
 }
 

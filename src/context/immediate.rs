@@ -23,6 +23,7 @@ use crate::handle::{AnyHandle, Handle, ObjectKind, Query, Resource};
 use crate::kernel::{AllocationHandle, ContextId, Kernel, Submission};
 use crate::list_mode::ListMode;
 use crate::lists::record::Recorded;
+use crate::mapping::CpuMapping;
 use crate::primitive::Ordering;
 use crate::registry::retire::{Clock, Clocks, Drain, Pass, RetireQueue, RetireStats};
 use crate::registry::{Entry, IcDataRefs, IcToken, ObjectView, Registry, Resolver};
@@ -31,6 +32,8 @@ use map::IcMap;
 use rename_pool::RenamePool;
 
 mod dxgi;
+#[cfg(all(test, feature = "soft"))]
+mod lock_tests;
 mod map;
 mod rename_pool;
 
@@ -115,6 +118,10 @@ pub struct ImmediateContext<D: Driver, K: Kernel> {
     /// Allocations a Map(DISCARD) renamed resources away from, until the GPU is done with
     /// them and another rename takes them (R-M5).
     rename_pool: RenamePool,
+    /// The kernel keeps locks across Maps ([`Kernel::persistent_locks`], asked once): each
+    /// allocation is locked at its first Map and stays locked until it is deallocated or
+    /// the device is destroyed (R-M3..R-M5).
+    persistent_locks: bool,
     amortizer: Amortizer,
     /// Proves this is the device's one immediate context: the single reclaimer of entries.
     token: IcToken,
@@ -167,6 +174,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         };
         #[cfg(feature = "capture")]
         let capture = device_capture(&device);
+        let persistent_locks = device.shared.kernel().persistent_locks();
         ImmediateContext {
             token,
             device,
@@ -185,6 +193,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             spare_contents: Vec::new(),
             locked: Vec::new(),
             rename_pool: RenamePool::default(),
+            persistent_locks,
             amortizer: Amortizer::default(),
             lists_in_flight: Vec::new(),
             rotations: 0,
@@ -1086,13 +1095,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let _span = span!("amortize");
         self.retire.trim();
         let s = &*self.device.shared;
-        self.rename_pool.trim(self.completed, |allocation| {
-            s.kernel().deallocate(allocation)
+        self.rename_pool.trim(self.completed, |allocation, lock| {
+            Self::give_back(s.kernel(), allocation, lock)
         });
         s.registry().amortize(&mut self.token);
         s.ask_deferred_to_trim();
         s.kernel()
             .perform_amortized_processing(ContextId::Immediate);
+    }
+
+    /// Deallocates an allocation the rename pool lets go of, its persistent lock ended first
+    /// (R-M4).
+    fn give_back(kernel: &K, allocation: AllocationHandle, lock: Option<CpuMapping>) {
+        if let Some(lock) = lock {
+            kernel.unlock(allocation, lock);
+        }
+        kernel.deallocate(allocation);
     }
 
     /// The end of a frame (the Present point): performs amortised processing if the frame
@@ -1139,7 +1157,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.retire.trim();
         let kernel = self.device.shared.kernel();
         self.rename_pool
-            .release_done(self.completed, |allocation| kernel.deallocate(allocation));
+            .release_done(self.completed, |allocation, lock| {
+                Self::give_back(kernel, allocation, lock)
+            });
         self.device.shared.registry().amortize(&mut self.token);
     }
 
@@ -1300,7 +1320,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // Nothing reads what renames left (the GPU is idle, or the wait failed and the
         // device is lost either way).
         self.rename_pool
-            .drain(|allocation| s.kernel().deallocate(allocation));
+            .drain(|allocation, lock| Self::give_back(s.kernel(), allocation, lock));
         self.life = Life::Draining;
         s.registry().mark_removed();
         // The GPU is idle: every retired list's memory can go, and lists ended from now on
@@ -1342,8 +1362,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // stack yet (it may never be collected again). Each slot is queued once.
         self.retire.collect(s.registry());
         let mut queued = self.retire.queued_slots();
-        let retire = &mut self.retire;
+        let (retire, token) = (&mut self.retire, &mut self.token);
         s.registry().for_each_linked(&guard, |index, entry| {
+            // Every persistent lock ends before anything is deallocated (R-M4), also those
+            // of the objects left to live deferred contexts: no Map comes after this.
+            if let (Some(allocation), Some(lock)) =
+                (entry.allocation(), entry.ic_side(token).lock.take())
+            {
+                s.kernel().unlock(allocation, lock);
+            }
             if entry.claim_for_drain() && queued.insert(index) {
                 retire.push_now(index);
             }

@@ -64,6 +64,7 @@ use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
 use crate::handle::{AnyHandle, Handle, HandleType, ObjectKind, MAX_SLOTS};
 use crate::kernel::AllocationHandle;
+use crate::mapping::CpuMapping;
 use crate::primitive::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use crate::registry::current_allocation::CurrentAllocation;
 use crate::registry::index_stack::{IndexStack, TakeAllStack, NIL};
@@ -136,6 +137,14 @@ pub(crate) struct IcSide<D: Driver> {
     /// for none, and for a shared or primary allocation, which other devices or the display
     /// know by its handle.
     pub(crate) allocation_size: u64,
+    /// Where the rename pool keeps allocations of `allocation_size` bytes (R-M5), found at
+    /// the first rename; `None` before it, and after a rotation moved the size.
+    pub(crate) rename_class: Option<u32>,
+    /// The persistent lock of the object's current allocation (R-M3..R-M5, where the
+    /// kernel keeps locks across Maps, `Kernel::persistent_locks`): taken at its first Map,
+    /// lent to each Map and given back at its Unmap (`None` meanwhile), ended before the
+    /// allocation is deallocated (R-M4).
+    pub(crate) lock: Option<CpuMapping>,
     /// The driver's IC data.
     pub(crate) data: D::IcData,
 }
@@ -895,6 +904,8 @@ impl<D: Driver> Registry<D> {
                 discarded_in: 0,
                 identity: 0,
                 allocation_size: new.allocation_size,
+                rename_class: None,
+                lock: None,
                 data: new.ic_data,
             })),
         };

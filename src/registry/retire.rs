@@ -246,8 +246,9 @@ impl RetireQueue {
     }
 
     /// Really destroys a sealed entry that left the queue: the driver's destroy hook, then,
-    /// also when that hook panics, the dependency's hold released, the slot unlinked, and
-    /// the kernel memory deallocated (or queued for the completed fence).
+    /// also when that hook panics, the allocation's persistent lock ended (R-M4), the
+    /// dependency's hold released, the slot unlinked, and the kernel memory deallocated (or
+    /// queued for the completed fence).
     pub(crate) fn destroy_now<D: Driver, K: Kernel>(
         &mut self,
         pass: &mut Pass<'_, D, K>,
@@ -262,6 +263,11 @@ impl RetireQueue {
         // The rest, after the hook: run in place when it returns (inlined into the pass), by
         // the guard when it unwinds.
         let rest = |queue: &mut Self, token: &mut IcToken| {
+            // A persistent lock of the allocation ends before the allocation can go (R-M4).
+            // (An open Map's lock is lent to the Map: `locked` keeps that allocation.)
+            if let (Some(allocation), Some(lock)) = (allocation, entry.ic_side(token).lock.take()) {
+                kernel.unlock(allocation, lock);
+            }
             if let Some(dep) = entry.dependency() {
                 if let Ok(dep) = registry.find_linked(dep, guard) {
                     dep.release();

@@ -344,9 +344,32 @@ pub struct NullKernel {
     memory: NullMemory,
     completed: AtomicU64,
     errors: AtomicU64,
+    /// Answers [`Kernel::persistent_locks`] with `false`, as a kernel that copies would.
+    copies_locks: bool,
 }
 
 impl NullKernel {
+    /// A null kernel that does not keep locks across Maps ([`Kernel::persistent_locks`]
+    /// answers `false`): every Map locks and its Unmap unlocks. The default keeps them.
+    pub fn without_persistent_locks() -> Self {
+        NullKernel {
+            copies_locks: true,
+            ..NullKernel::default()
+        }
+    }
+
+    /// How many locks ([`Kernel::lock`]) were taken, and how many ended
+    /// ([`Kernel::unlock`]).
+    pub fn locks(&self) -> (u64, u64) {
+        self.memory.lock_counts()
+    }
+
+    /// How many allocations were deallocated while locked (R-M4 forbids it; the bytes stay
+    /// until the unlock).
+    pub fn deallocated_while_locked(&self) -> u64 {
+        self.memory.deallocated_while_locked()
+    }
+
     /// How many errors the engine reported through [`Kernel::set_error`] (R-E2).
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
@@ -392,6 +415,12 @@ impl Kernel for NullKernel {
 
     #[inline]
     fn perform_amortized_processing(&self, _context: ContextId) {}
+
+    #[inline]
+    fn persistent_locks(&self) -> bool {
+        // The mapping is the allocation's own bytes, and its GPU never touches them.
+        !self.copies_locks
+    }
 
     fn lock(&self, allocation: AllocationHandle, _flags: LockFlags) -> Result<CpuMapping> {
         // The GPU is always done (every submission completes at once): nothing to wait for.

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use core::ptr::NonNull;
@@ -52,6 +53,10 @@ type Table = HashMap<u64, Memory, BuildHasherDefault<IdHasher>>;
 #[derive(Default)]
 pub(crate) struct NullMemory {
     table: Mutex<Table>,
+    /// Locks taken, locks ended, allocations deallocated while locked (for tests).
+    locks: AtomicU64,
+    unlocks: AtomicU64,
+    freed_locked: AtomicU64,
 }
 
 /// Not the bytes: a mapping may be writing them (the table holds memory handed out as
@@ -83,7 +88,10 @@ impl NullMemory {
         let mut table = self.table();
         let id = allocation.0.get();
         match table.get_mut(&id) {
-            Some(m) if m.locked => m.freed = true,
+            Some(m) if m.locked => {
+                m.freed = true;
+                self.freed_locked.fetch_add(1, Ordering::Relaxed);
+            }
             _ => {
                 table.remove(&id);
             }
@@ -112,6 +120,7 @@ impl NullMemory {
             }
         };
         memory.locked = true;
+        self.locks.fetch_add(1, Ordering::Relaxed);
         let ptr = NonNull::new(bytes.as_mut_ptr()).expect("a box's pointer is never null");
         // SAFETY: `ptr` is the start of a boxed slice of `len` bytes, which stays where it is
         // (moving the table's entry moves the box, not its bytes) and is neither freed nor
@@ -121,6 +130,19 @@ impl NullMemory {
         Ok(unsafe { CpuMapping::from_raw(ptr, len) })
     }
 
+    /// Locks taken and locks ended so far.
+    pub(crate) fn lock_counts(&self) -> (u64, u64) {
+        (
+            self.locks.load(Ordering::Relaxed),
+            self.unlocks.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Allocations deallocated while locked so far.
+    pub(crate) fn deallocated_while_locked(&self) -> u64 {
+        self.freed_locked.load(Ordering::Relaxed)
+    }
+
     /// Ends the lock; the mapping's bytes are already the allocation's.
     pub(crate) fn unlock(&self, allocation: AllocationHandle, mapping: CpuMapping) {
         let mut table = self.table();
@@ -128,6 +150,7 @@ impl NullMemory {
         // The mapping goes first: its bytes may go with the entry below.
         drop(mapping);
         if let Some(m) = table.get_mut(&id) {
+            self.unlocks.fetch_add(1, Ordering::Relaxed);
             m.locked = false;
             if m.freed {
                 table.remove(&id);

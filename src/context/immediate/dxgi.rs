@@ -385,26 +385,35 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // it has now: referenced before they move, as the flush references the bindings
             // with the allocations they have then (R-D1).
             Self::reference_bound(&ic.bindings, &mut ic.buffer, &mut ic.token, registry);
-            // (allocation, last buffer, renamable size) triples move together, one place to
-            // the left: each takes its right neighbour's (read before it changes), the last
-            // the first's. The size goes with its allocation: a shared allocation (size 0)
-            // is never renamed, whichever resource holds it (R-M5).
+            // (allocation, last buffer, renamable size, persistent lock) move together, one
+            // place to the left: each takes its right neighbour's (read before it changes),
+            // the last the first's. The size goes with its allocation: a shared allocation
+            // (size 0) is never renamed, whichever resource holds it (R-M5); and so does the
+            // allocation's lock, which is the allocation's, not the resource's.
             let token = &mut ic.token;
-            let triple = |view: ObjectView<'_, D>, token: &mut IcToken| {
+            let moved = |view: ObjectView<'_, D>, token: &mut IcToken| {
                 let side = view.entry().ic_side(token);
-                (view.allocation(), side.last_buffer, side.allocation_size)
+                let lock = side.lock.take();
+                (
+                    view.allocation(),
+                    side.last_buffer,
+                    side.allocation_size,
+                    lock,
+                )
             };
-            let wrapped = triple(first, token);
+            let mut wrapped = Some(moved(first, token));
             for i in 0..n {
-                let (allocation, last_buffer, allocation_size) = match i + 1 < n {
-                    true => triple(view(i + 1), token),
-                    false => wrapped,
+                let (allocation, last_buffer, allocation_size, lock) = match i + 1 < n {
+                    true => moved(view(i + 1), token),
+                    false => wrapped.take().expect("the first's, once"),
                 };
                 let entry = view(i).entry();
                 entry.set_allocation(token, allocation);
                 let side = entry.ic_side(token);
                 side.last_buffer = last_buffer;
                 side.allocation_size = allocation_size;
+                side.rename_class = None;
+                side.lock = lock;
                 side.identity += 1;
             }
             ic.rotations += 1;

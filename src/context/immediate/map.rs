@@ -19,7 +19,10 @@ use crate::kernel::{AllocationDesc, AllocationHandle, Kernel};
 use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
 use crate::registry::ObjectView;
+use rename_pool::ClassId;
 use scopeguard::ScopeGuard;
+
+use super::rename_pool;
 
 /// An open Map on the immediate context.
 #[derive(Debug)]
@@ -32,13 +35,19 @@ pub(super) enum IcMap {
         allocation: AllocationHandle,
         mapping: CpuMapping,
     },
+    /// A Map of the resource's own memory through its allocation's persistent lock
+    /// ([`Kernel::persistent_locks`]), lent by the resource until the Unmap gives it back.
+    Lent {
+        allocation: AllocationHandle,
+        mapping: CpuMapping,
+    },
     /// Map(DISCARD) that renames (R-M5): an allocation no unfinished buffer reads, locked
-    /// until the Unmap makes it the resource's.
+    /// until the Unmap makes it the resource's (and, with persistent locks, locked after it).
     Renamed {
         allocation: AllocationHandle,
         mapping: CpuMapping,
-        /// Its size (the resource's allocation's).
-        size: u64,
+        /// Its size class in the rename pool (the resource's allocation's size).
+        class: ClassId,
         /// The bytes handed out (the resource's; the mapping may be larger).
         len: usize,
     },
@@ -54,7 +63,7 @@ impl IcMap {
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             IcMap::Discard(contents) => contents,
-            IcMap::Locked { mapping, .. } => mapping.bytes_mut(),
+            IcMap::Locked { mapping, .. } | IcMap::Lent { mapping, .. } => mapping.bytes_mut(),
             // Checked at the Map: `len` is within the mapping.
             IcMap::Renamed { mapping, len, .. } => &mut mapping.bytes_mut()[..*len],
         }
@@ -124,10 +133,19 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             .map_caps()
             .contains(MapCaps::DISCARD_RENAMES)
         {
+            let side = view.entry().ic_side(&mut self.token);
             // 0: no allocation, or one that other devices or the display know (not renamed).
-            let allocation_size = view.entry().ic_side(&mut self.token).allocation_size;
-            if allocation_size != 0 && self.map_renamed(resource, allocation_size, size)? {
-                return Ok(());
+            let allocation_size = side.allocation_size;
+            if allocation_size != 0 {
+                let class = match side.rename_class {
+                    Some(class) => class,
+                    None => *side
+                        .rename_class
+                        .insert(self.rename_pool.class(allocation_size)),
+                };
+                if self.map_renamed(resource, class, allocation_size, size)? {
+                    return Ok(());
+                }
             }
         }
         let mut contents = self.spare_contents.pop().unwrap_or_default();
@@ -141,71 +159,105 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Locks an allocation of `size` bytes that no unfinished buffer reads, for a
-    /// Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest if the GPU is done
-    /// with it, a new one otherwise, unless the pool already keeps
+    /// Locks an allocation of `size` bytes (of `class` in the pool) that no unfinished
+    /// buffer reads, for a Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest
+    /// if the GPU is done with it, a new one otherwise, unless the pool already keeps
     /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`false`: the
-    /// Map goes through the copy). Its first `len` bytes (the resource's) are handed out; a
-    /// kernel that maps fewer is refused ([`Error::InvalidArg`]).
-    fn map_renamed(&mut self, resource: Handle<Resource>, size: u64, len: usize) -> Result<bool> {
-        let mut pooled = self.rename_pool.take(size, self.completed);
+    /// Map goes through the copy). A pooled allocation still locked (persistent locks) calls
+    /// no kernel. Its first `len` bytes (the resource's) are handed out, zeroed; a kernel
+    /// that maps fewer is refused ([`Error::InvalidArg`]).
+    fn map_renamed(
+        &mut self,
+        resource: Handle<Resource>,
+        class: ClassId,
+        size: u64,
+        len: usize,
+    ) -> Result<bool> {
+        let mut pooled = self.rename_pool.take(class, self.completed);
         if pooled.is_none() {
             // The fence as the kernel has it now: a pooled allocation may have come free.
             let completed = self.completed_fence()?;
-            pooled = self.rename_pool.take(size, completed);
+            pooled = self.rename_pool.take(class, completed);
         }
         let waiting = self.device.shared.config().rename_waiting;
-        if pooled.is_none() && self.rename_pool.waiting(size) >= waiting {
+        if pooled.is_none() && self.rename_pool.waiting(class) >= waiting {
             return Ok(false);
         }
         let kernel = self.device.shared.kernel();
-        let allocation = match pooled {
-            Some(allocation) => allocation,
+        let (allocation, lock) = match pooled {
+            Some(idle) => (idle.allocation, idle.lock),
             None => {
                 let desc = AllocationDesc {
                     size,
                     shared: false,
                     primary: false,
                 };
-                kernel.allocate(&desc)?
+                (kernel.allocate(&desc)?, None)
             }
         };
-        // Until the lock hands it out, the allocation is the pool's (no buffer referenced
-        // it): back there if the lock fails or panics.
-        let back = scopeguard::guard(&mut self.rename_pool, |pool| pool.give(size, allocation, 0));
-        let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
-        let mut mapping = kernel.lock(allocation, flags | LockFlags::NO_EXISTING_REFERENCE)?;
+        let mut mapping = match lock {
+            Some(mapping) => mapping,
+            None => self.lock_for_rename(class, allocation)?,
+        };
         // Zeroed, as every Map(DISCARD) here hands out (and a deferred context's): the
         // contents never depend on which allocation the pool had. A ring pays it once per
         // wrap, as many bytes as its appends write.
         match mapping.bytes_mut().get_mut(..len) {
             Some(bytes) => bytes.fill(0),
             None => {
-                kernel.unlock(allocation, mapping);
+                // Back to the pool first: an unlock that panics counts as done.
+                self.rename_pool.give(class, allocation, None, 0);
+                self.device.shared.kernel().unlock(allocation, mapping);
                 return Err(Error::InvalidArg);
             }
         }
-        ScopeGuard::into_inner(back);
         let map = IcMap::Renamed {
             allocation,
             mapping,
-            size,
+            class,
             len,
         };
         self.open.map(resource, map);
         Ok(true)
     }
 
+    /// The kernel's lock of an allocation a rename takes (R-M5): a new one, or one the pool
+    /// keeps unlocked. Until the lock hands it out the allocation is the pool's (no buffer
+    /// referenced it): back there if the lock fails or panics.
+    #[cold]
+    fn lock_for_rename(
+        &mut self,
+        class: ClassId,
+        allocation: AllocationHandle,
+    ) -> Result<CpuMapping> {
+        let kernel = self.device.shared.kernel();
+        let mut flags =
+            LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC | LockFlags::NO_EXISTING_REFERENCE;
+        if self.persistent_locks {
+            flags |= LockFlags::PERSISTENT;
+        }
+        let back = scopeguard::guard(&mut self.rename_pool, |pool| {
+            pool.give(class, allocation, None, 0)
+        });
+        let mapping = kernel.lock(allocation, flags)?;
+        ScopeGuard::into_inner(back);
+        Ok(mapping)
+    }
+
     /// The Unmap of a Map(DISCARD) that renamed (R-M5): the allocation written becomes the
     /// resource's. The one it had may be read by the open buffer (an operation, or a binding
     /// since its last stamp): it is stamped with the open buffer, which lists both, and
     /// waits in the pool until the GPU finished that buffer.
+    ///
+    /// With persistent locks, `lock` (the new allocation's) becomes the resource's, and the
+    /// old allocation's goes to the pool with it.
     fn rename(
         &mut self,
         resource: Handle<Resource>,
         view: ObjectView<'_, D>,
         allocation: AllocationHandle,
-        size: u64,
+        lock: Option<CpuMapping>,
+        class: ClassId,
     ) -> Result<()> {
         let entry = view.entry();
         Self::stamp(&mut self.buffer, &mut self.token, entry);
@@ -216,8 +268,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // The buffer's operations from here on read the new one; the resource is stamped
         // with the buffer already, so its next use would not list it.
         self.buffer.allocations.push(allocation);
-        self.rename_pool.give(size, previous, self.buffer.number);
         let side = entry.ic_side(&mut self.token);
+        let previous_lock = core::mem::replace(&mut side.lock, lock);
+        self.rename_pool
+            .give(class, previous, previous_lock, self.buffer.number);
         let viewable = view.bind_flags().intersects(VIEWABLE);
         if viewable {
             // Its views embed the old allocation: refreshed before their next use (R-X5).
@@ -267,15 +321,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn map_no_overwrite_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         self.entry(|ic| {
             let caps = ic.device.shared.map_caps();
-            let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            let view = ic.device.shared.registry().live(resource, guard)?;
+            let registry = ic.device.shared.registry();
+            let guard = registry.ic_guard(&ic.token);
+            let mut view = registry.live(resource, guard)?;
             view.no_overwrite_len(caps)?;
-            let allocation = view.allocation().ok_or(AppError::NotMappable)?;
+            view.allocation().ok_or(AppError::NotMappable)?;
             ic.open.check_map(resource)?;
-            ic.wait_for_discard(resource)?;
+            let discarded = view.entry().ic_side(&mut ic.token).discarded_in;
+            if discarded > ic.completed {
+                ic.wait_for_discard(discarded)?;
+                // Looked up again: the wait's flush may have really destroyed the resource.
+                view = ic.device.shared.registry().live(resource, guard)?;
+            }
             // The GPU may still read the buffer: the kernel must not wait.
             let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
-            ic.lock(resource, allocation, flags)
+            ic.lock(resource, view, flags)
         })?;
         Ok(self.open.mapped(resource)?.bytes_mut())
     }
@@ -319,10 +379,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     return Err(AppError::NotMappable.into())
                 }
             };
-            let allocation = ic.staging_allocation(resource)?;
+            let registry = ic.device.shared.registry();
+            let guard = registry.ic_guard(&ic.token);
+            let mut view = registry.live(resource, guard)?;
+            Self::staging_allocation_of(view)?;
             ic.open.check_map(resource)?;
-            ic.wait_until_idle(resource, flags.contains(MapFlags::DO_NOT_WAIT))?;
-            ic.lock(resource, allocation, lock)
+            let last = view.entry().ic_side(&mut ic.token).last_buffer;
+            if last > ic.completed {
+                ic.wait_until_idle(last, flags.contains(MapFlags::DO_NOT_WAIT))?;
+                // Looked up again: the wait's flush may have really destroyed the resource.
+                view = ic.device.shared.registry().live(resource, guard)?;
+            }
+            ic.lock(resource, view, lock)
         })?;
         Ok(self.open.mapped(resource)?.bytes_mut())
     }
@@ -350,6 +418,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn staging_allocation(&mut self, resource: Handle<Resource>) -> Result<AllocationHandle> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
         let view = self.device.shared.registry().live(resource, guard)?;
+        Self::staging_allocation_of(view)
+    }
+
+    /// [`Self::staging_allocation`] of a resource looked up already.
+    fn staging_allocation_of(view: ObjectView<'_, D>) -> Result<AllocationHandle> {
         if view.entry().usage() != Usage::Staging {
             return Err(AppError::NotMappable.into());
         }
@@ -364,12 +437,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(view.entry().ic_side(&mut self.token).last_buffer)
     }
 
-    /// Waits until the GPU has finished the newest buffer that uses `resource`, flushing
-    /// first if that is the open buffer; with `do_not_wait`, answers
+    /// Waits until the GPU has finished buffer `last`, the newest that uses a resource,
+    /// flushing first if that is the open buffer; with `do_not_wait`, answers
     /// [`Error::WasStillDrawing`] instead of waiting (R-M4).
-    fn wait_until_idle(&mut self, resource: Handle<Resource>, do_not_wait: bool) -> Result<()> {
-        let last = self.last_buffer_of(resource)?;
-        if last == 0 || last <= self.completed {
+    #[cold]
+    fn wait_until_idle(&mut self, last: u64, do_not_wait: bool) -> Result<()> {
+        if last <= self.completed {
             return Ok(());
         }
         if last >= self.buffer.number {
@@ -400,11 +473,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 .wait_for_fence(self.last_submitted)?;
             self.completed_fence()?;
         }
-        let allocation = {
-            let guard = self.device.shared.registry().ic_guard(&self.token);
-            let view = self.device.shared.registry().live(resource, guard)?;
-            view.allocation().ok_or(AppError::InvalidState)?
-        };
+        let guard = self.device.shared.registry().ic_guard(&self.token);
+        let view = self.device.shared.registry().live(resource, guard)?;
+        let allocation = view.allocation().ok_or(AppError::InvalidState)?;
+        // An allocation locked already (a persistent lock) is read through that lock.
+        if let Some(lock) = &view.entry().ic_side(&mut self.token).lock {
+            return Ok(crc32fast::hash(lock.bytes()));
+        }
         let kernel = self.device.shared.kernel();
         // Synchronised: the GPU finished every buffer (waited for just above).
         let mapping = kernel.lock(allocation, LockFlags::READ_ONLY)?;
@@ -413,13 +488,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(crc)
     }
 
-    /// Waits until the GPU has run the buffer that carries `resource`'s last Map(DISCARD)
-    /// (R-M3), flushing it first if it is the open one.
-    fn wait_for_discard(&mut self, resource: Handle<Resource>) -> Result<()> {
-        let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().live(resource, guard)?;
-        let discarded = view.entry().ic_side(&mut self.token).discarded_in;
-        if discarded == 0 || discarded <= self.completed {
+    /// Waits until the GPU has run buffer `discarded`, the one that carries a resource's
+    /// last Map(DISCARD) (R-M3), flushing it first if it is the open one.
+    #[cold]
+    fn wait_for_discard(&mut self, discarded: u64) -> Result<()> {
+        if discarded <= self.completed {
             return Ok(());
         }
         if discarded >= self.buffer.number {
@@ -432,23 +505,39 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Locks `allocation` for a Map of `resource` and notes the Map: `flags` as
-    /// [`Kernel::lock`] says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
+    /// Locks the allocation of `view` (the resource `resource`) for a Map and notes the
+    /// Map: `flags` as [`Kernel::lock`] says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
+    /// With persistent locks ([`Kernel::persistent_locks`]) the Map borrows the
+    /// allocation's lock, taken at its first Map for reading and writing whatever the Map,
+    /// and calls no kernel after that.
     fn lock(
         &mut self,
         resource: Handle<Resource>,
-        allocation: AllocationHandle,
+        view: ObjectView<'_, D>,
         flags: LockFlags,
     ) -> Result<()> {
+        let allocation = view.allocation().ok_or(AppError::NotMappable)?;
         let kernel = self.device.shared.kernel();
-        let mapping = kernel.lock(allocation, flags)?;
-        self.open.map(
-            resource,
-            IcMap::Locked {
+        let map = if self.persistent_locks {
+            let mapping = match view.entry().ic_side(&mut self.token).lock.take() {
+                Some(mapping) => mapping,
+                None => {
+                    let flags = (flags - LockFlags::READ_ONLY - LockFlags::WRITE_ONLY)
+                        | LockFlags::PERSISTENT;
+                    kernel.lock(allocation, flags)?
+                }
+            };
+            IcMap::Lent {
                 allocation,
                 mapping,
-            },
-        );
+            }
+        } else {
+            IcMap::Locked {
+                allocation,
+                mapping: kernel.lock(allocation, flags)?,
+            }
+        };
+        self.open.map(resource, map);
         Ok(())
     }
 
@@ -459,7 +548,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(super) fn note_locked(open: &MappedAndBegun<IcMap>, locked: &mut Vec<AllocationHandle>) {
         locked.clear();
         locked.extend(open.maps().filter_map(|map| match map {
-            IcMap::Locked { allocation, .. } => Some(*allocation),
+            IcMap::Locked { allocation, .. } | IcMap::Lent { allocation, .. } => Some(*allocation),
             // A rename's allocation is no object's until its Unmap: the queue never has it.
             IcMap::Discard(_) | IcMap::Renamed { .. } => None,
         }));
@@ -518,28 +607,40 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     ic.device.shared.kernel().unlock(allocation, mapping);
                     Ok(())
                 }
+                IcMap::Lent { mapping, .. } => {
+                    // The lock stays: the resource has it back for its next Map.
+                    view.entry().ic_side(&mut ic.token).lock = Some(mapping);
+                    Ok(())
+                }
                 IcMap::Renamed {
                     allocation,
                     mapping,
-                    size,
+                    class,
                     ..
                 } => {
-                    // An unlock that panics counts as done: the allocation, never the
-                    // resource's, goes back to the pool.
-                    let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
-                        pool.give(size, allocation, 0)
-                    });
-                    ic.device.shared.kernel().unlock(allocation, mapping);
-                    ScopeGuard::into_inner(back);
+                    let lock = match ic.persistent_locks {
+                        true => Some(mapping),
+                        false => {
+                            // An unlock that panics counts as done: the allocation, never
+                            // the resource's, goes back to the pool.
+                            let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
+                                pool.give(class, allocation, None, 0)
+                            });
+                            ic.device.shared.kernel().unlock(allocation, mapping);
+                            ScopeGuard::into_inner(back);
+                            None
+                        }
+                    };
                     // Renamed whatever comes next: a bound view the driver refuses to bind
                     // again is this Unmap's error, the Map ended.
-                    ic.rename(resource, view, allocation, size)
+                    ic.rename(resource, view, allocation, lock, class)
                 }
             }
         })
     }
 
-    /// Unlocks every Map of a resource's own memory left open (device destruction).
+    /// Unlocks every Map of a resource's own memory left open, persistent locks lent to a
+    /// Map included (device destruction).
     pub(super) fn unlock_all(&mut self) {
         let kernel = self.device.shared.kernel();
         while let Some((_, map)) = self.open.pop_mapped() {
@@ -548,16 +649,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 IcMap::Locked {
                     allocation,
                     mapping,
+                }
+                | IcMap::Lent {
+                    allocation,
+                    mapping,
                 } => kernel.unlock(allocation, mapping),
                 IcMap::Renamed {
                     allocation,
                     mapping,
-                    size,
+                    class,
                     ..
                 } => {
                     // Into the pool whether the unlock returns or panics.
-                    let _back =
-                        scopeguard::guard(&mut self.rename_pool, |p| p.give(size, allocation, 0));
+                    let _back = scopeguard::guard(&mut self.rename_pool, |p| {
+                        p.give(class, allocation, None, 0)
+                    });
                     kernel.unlock(allocation, mapping);
                 }
             }

@@ -15,16 +15,25 @@
 use std::collections::VecDeque;
 
 use crate::kernel::AllocationHandle;
+use crate::mapping::CpuMapping;
 
 /// Trims an idle allocation survives: amortised processing runs about once a millisecond of
 /// activity (R-A1), so this is a few frames' worth at 60 Hz, longer than a resource
 /// discarded once a frame waits between two of its discards.
 pub(super) const KEEP_TRIMS: u64 = 64;
 
+/// One size's place in the pool: found once per resource ([`RenamePool::class`]) and kept
+/// in its immediate-context side, so that a rename reaches its allocations without a
+/// search. Valid for the pool's life (a class is never removed).
+pub(super) type ClassId = u32;
+
 /// A renamed-away allocation.
-#[derive(Clone, Copy, Debug)]
-struct Idle {
-    allocation: AllocationHandle,
+#[derive(Debug)]
+pub(super) struct Idle {
+    pub(super) allocation: AllocationHandle,
+    /// Its persistent lock, where the kernel keeps locks across Maps
+    /// ([`crate::Kernel::persistent_locks`]): a rename that takes it calls no kernel.
+    pub(super) lock: Option<CpuMapping>,
     /// The newest buffer that may read it: reusable once the completed fence reaches it.
     last_buffer: u64,
     /// The pool's trim count when it came back.
@@ -35,7 +44,8 @@ struct Idle {
 #[derive(Debug)]
 struct SizeClass {
     size: u64,
-    /// Oldest first: stamps grow along the queue, so the front is the first to be done.
+    /// Oldest first: stamps grow along the queue, so the front is the first to be done and
+    /// a take is one look at it.
     idle: VecDeque<Idle>,
 }
 
@@ -47,30 +57,8 @@ pub(super) struct RenamePool {
 }
 
 impl RenamePool {
-    /// An allocation of `size` bytes that no buffer the GPU has not finished reads, if the
-    /// pool has one.
-    pub(super) fn take(&mut self, size: u64, completed: u64) -> Option<AllocationHandle> {
-        let class = self.classes.iter_mut().find(|c| c.size == size)?;
-        match class.idle.front() {
-            Some(idle) if idle.last_buffer <= completed => {
-                class.idle.pop_front().map(|idle| idle.allocation)
-            }
-            _ => None,
-        }
-    }
-
-    /// Allocations of `size` bytes the pool holds, whether the GPU is done with them or not.
-    pub(super) fn waiting(&self, size: u64) -> usize {
-        self.classes
-            .iter()
-            .find(|c| c.size == size)
-            .map_or(0, |c| c.idle.len())
-    }
-
-    /// Takes back `allocation` (`size` bytes), which buffers up to `last_buffer` may read.
-    /// Its queue keeps its capacity, so a steady pattern of discards allocates nothing.
-    pub(super) fn give(&mut self, size: u64, allocation: AllocationHandle, last_buffer: u64) {
-        let trims = self.trims;
+    /// The class of allocations of `size` bytes, made on its first use.
+    pub(super) fn class(&mut self, size: u64) -> ClassId {
         let index = match self.classes.iter().position(|c| c.size == size) {
             Some(index) => index,
             None => {
@@ -81,7 +69,38 @@ impl RenamePool {
                 self.classes.len() - 1
             }
         };
-        let idle = &mut self.classes[index].idle;
+        index as ClassId
+    }
+
+    /// An allocation of `class` that no buffer the GPU has not finished reads, if the pool
+    /// has one: its oldest, in O(1).
+    #[inline]
+    pub(super) fn take(&mut self, class: ClassId, completed: u64) -> Option<Idle> {
+        let idle = &mut self.classes[class as usize].idle;
+        match idle.front() {
+            Some(front) if front.last_buffer <= completed => idle.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Allocations of `class` the pool holds, whether the GPU is done with them or not.
+    pub(super) fn waiting(&self, class: ClassId) -> usize {
+        self.classes[class as usize].idle.len()
+    }
+
+    /// Takes back `allocation` of `class` (with its persistent lock, if it has one), which
+    /// buffers up to `last_buffer` may read. Its queue keeps its capacity, so a steady
+    /// pattern of discards allocates nothing.
+    #[inline]
+    pub(super) fn give(
+        &mut self,
+        class: ClassId,
+        allocation: AllocationHandle,
+        lock: Option<CpuMapping>,
+        last_buffer: u64,
+    ) {
+        let trims = self.trims;
+        let idle = &mut self.classes[class as usize].idle;
         // Stamps only grow along the queue, so that its front is the first to be done: a
         // rename stamps with the open buffer, whose number never falls, and an allocation
         // given back unused (stamp 0) waits behind the others.
@@ -90,14 +109,20 @@ impl RenamePool {
             .map_or(last_buffer, |b| b.last_buffer.max(last_buffer));
         idle.push_back(Idle {
             allocation,
+            lock,
             last_buffer,
             trims,
         });
     }
 
     /// Amortised processing (R-A1): each allocation the GPU is done with that sat unused
-    /// through [`KEEP_TRIMS`] trims goes to `deallocate` (the pool lets go of it first).
-    pub(super) fn trim(&mut self, completed: u64, mut deallocate: impl FnMut(AllocationHandle)) {
+    /// through [`KEEP_TRIMS`] trims goes to `deallocate` with its persistent lock, which it
+    /// ends first (R-M4); the pool lets go of it before the call.
+    pub(super) fn trim(
+        &mut self,
+        completed: u64,
+        mut deallocate: impl FnMut(AllocationHandle, Option<CpuMapping>),
+    ) {
         self.trims += 1;
         let trims = self.trims;
         for class in &mut self.classes {
@@ -106,7 +131,7 @@ impl RenamePool {
                     break;
                 }
                 let idle = class.idle.pop_front().expect("the front was there");
-                deallocate(idle.allocation);
+                deallocate(idle.allocation, idle.lock);
             }
         }
     }
@@ -116,7 +141,7 @@ impl RenamePool {
     pub(super) fn release_done(
         &mut self,
         completed: u64,
-        mut deallocate: impl FnMut(AllocationHandle),
+        mut deallocate: impl FnMut(AllocationHandle, Option<CpuMapping>),
     ) {
         for class in &mut self.classes {
             while class
@@ -125,20 +150,23 @@ impl RenamePool {
                 .is_some_and(|idle| idle.last_buffer <= completed)
             {
                 let idle = class.idle.pop_front().expect("the front was there");
-                deallocate(idle.allocation);
+                deallocate(idle.allocation, idle.lock);
             }
         }
     }
 
     /// Device destruction, once the GPU is idle (R-D3): every allocation to `deallocate`,
-    /// each leaving the pool before its call (a call that panics repeats none).
-    pub(super) fn drain(&mut self, mut deallocate: impl FnMut(AllocationHandle)) {
+    /// each leaving the pool before its call (a call that panics repeats none). The classes
+    /// stay, empty, so that a class kept by a resource stays valid.
+    pub(super) fn drain(
+        &mut self,
+        mut deallocate: impl FnMut(AllocationHandle, Option<CpuMapping>),
+    ) {
         for class in &mut self.classes {
             while let Some(idle) = class.idle.pop_front() {
-                deallocate(idle.allocation);
+                deallocate(idle.allocation, idle.lock);
             }
         }
-        self.classes.clear();
     }
 
     /// Allocations waiting in the pool.
@@ -157,56 +185,84 @@ mod tests {
         AllocationHandle(NonZeroU64::new(id).unwrap())
     }
 
+    fn taken(pool: &mut RenamePool, class: ClassId, completed: u64) -> Option<AllocationHandle> {
+        pool.take(class, completed).map(|idle| idle.allocation)
+    }
+
     #[test]
     fn an_allocation_is_reused_only_once_its_buffer_completed_and_only_at_its_size() {
         let mut pool = RenamePool::default();
-        pool.give(64, a(1), 3);
-        assert_eq!(pool.take(64, 2), None, "buffer 3 not finished");
-        assert_eq!(pool.take(128, 3), None, "another size");
-        assert_eq!(pool.take(64, 3), Some(a(1)));
-        assert_eq!(pool.take(64, 3), None);
+        let (c64, c128) = (pool.class(64), pool.class(128));
+        assert_eq!(pool.class(64), c64, "one class per size");
+        assert_ne!(c64, c128);
+        pool.give(c64, a(1), None, 3);
+        assert_eq!(taken(&mut pool, c64, 2), None, "buffer 3 not finished");
+        assert_eq!(taken(&mut pool, c128, 3), None, "another size");
+        assert_eq!(taken(&mut pool, c64, 3), Some(a(1)));
+        assert_eq!(taken(&mut pool, c64, 3), None);
     }
 
     #[test]
     fn stamps_never_fall_along_a_class() {
         let mut pool = RenamePool::default();
-        pool.give(64, a(1), 5);
-        pool.give(64, a(2), 4);
-        assert_eq!(pool.take(64, 4), None);
-        assert_eq!(pool.take(64, 5), Some(a(1)));
-        assert_eq!(pool.take(64, 5), Some(a(2)));
+        let c = pool.class(64);
+        pool.give(c, a(1), None, 5);
+        pool.give(c, a(2), None, 4);
+        assert_eq!(taken(&mut pool, c, 4), None);
+        assert_eq!(taken(&mut pool, c, 5), Some(a(1)));
+        assert_eq!(taken(&mut pool, c, 5), Some(a(2)));
+    }
+
+    /// A persistent lock waits with its allocation and comes back with it, and goes to the
+    /// deallocation with it (R-M4: ended before the allocation goes).
+    #[test]
+    fn r_m4_r_m5_a_persistent_lock_stays_with_its_allocation() {
+        let mut pool = RenamePool::default();
+        let c = pool.class(8);
+        let lock = || Some(CpuMapping::owned(vec![0; 8].into_boxed_slice()));
+        pool.give(c, a(1), lock(), 1);
+        pool.give(c, a(2), None, 1);
+        let idle = pool.take(c, 1).unwrap();
+        assert_eq!((idle.allocation, idle.lock.is_some()), (a(1), true));
+        pool.give(c, a(3), lock(), 2);
+        let mut gone = vec![];
+        pool.release_done(2, |x, lock| gone.push((x, lock.is_some())));
+        assert_eq!(gone, [(a(2), false), (a(3), true)]);
     }
 
     #[test]
     fn trim_gives_back_what_sat_unused_and_done_only() {
         let mut pool = RenamePool::default();
-        pool.give(64, a(1), 1);
+        let c = pool.class(64);
+        pool.give(c, a(1), None, 1);
         let mut gone = vec![];
         for _ in 0..KEEP_TRIMS - 1 {
-            pool.trim(1, |x| gone.push(x));
+            pool.trim(1, |x, _| gone.push(x));
         }
         assert!(gone.is_empty(), "not idle long enough");
-        pool.give(64, a(2), 9);
-        pool.trim(1, |x| gone.push(x));
+        pool.give(c, a(2), None, 9);
+        pool.trim(1, |x, _| gone.push(x));
         assert_eq!(gone, [a(1)]);
         for _ in 0..2 * KEEP_TRIMS {
-            pool.trim(8, |x| gone.push(x));
+            pool.trim(8, |x, _| gone.push(x));
         }
         assert_eq!(gone, [a(1)], "buffer 9 not finished");
-        pool.trim(9, |x| gone.push(x));
+        pool.trim(9, |x, _| gone.push(x));
         assert_eq!(gone, [a(1), a(2)]);
         assert_eq!(pool.len(), 0);
     }
 
     #[test]
-    fn drain_gives_back_everything() {
+    fn drain_gives_back_everything_and_keeps_the_classes() {
         let mut pool = RenamePool::default();
-        pool.give(64, a(1), 7);
-        pool.give(32, a(2), 8);
+        let (c64, c32) = (pool.class(64), pool.class(32));
+        pool.give(c64, a(1), None, 7);
+        pool.give(c32, a(2), None, 8);
         let mut gone = vec![];
-        pool.drain(|x| gone.push(x));
+        pool.drain(|x, _| gone.push(x));
         gone.sort_by_key(|x| x.0);
         assert_eq!(gone, [a(1), a(2)]);
         assert_eq!(pool.len(), 0);
+        assert_eq!(pool.class(32), c32, "a class a resource keeps stays valid");
     }
 }
