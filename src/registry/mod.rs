@@ -982,6 +982,23 @@ impl<D: Driver> Registry<D> {
         })
     }
 
+    /// [`Registry::live`] for the immediate context, inside a call that found the device
+    /// not removed: only the immediate context removes it (device destruction), so the
+    /// check is not made again for each handle.
+    #[inline]
+    pub(crate) fn ic_live<'g, T: ObjectKind>(
+        &self,
+        handle: Handle<T>,
+        guard: &'g Guard,
+    ) -> Result<ObjectView<'g, D>> {
+        let entry = self.find_linked(handle, guard)?;
+        entry.check_live()?;
+        Ok(ObjectView {
+            handle: handle.any(),
+            entry,
+        })
+    }
+
     /// The object `handle` names while something holds it (a command list being replayed):
     /// live, or destroyed by the application but not yet really destroyed.
     pub(crate) fn held<'g, T: ObjectKind>(

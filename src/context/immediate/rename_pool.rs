@@ -12,8 +12,6 @@
 //! may wait at all is the device's `rename_waiting`, which the context checks
 //! ([`RenamePool::waiting`]) before it allocates another.
 
-use std::collections::VecDeque;
-
 use crate::kernel::AllocationHandle;
 use crate::mapping::CpuMapping;
 
@@ -46,7 +44,78 @@ struct SizeClass {
     size: u64,
     /// Oldest first: stamps grow along the queue, so the front is the first to be done and
     /// a take is one look at it.
-    idle: VecDeque<Idle>,
+    idle: Fifo,
+}
+
+/// A first-in first-out queue of idle allocations: a ring whose size is a power of two,
+/// doubled when full (its capacity kept, so a steady pattern of discards allocates
+/// nothing). A `VecDeque` cost a rename twice as many instructions (its push is not
+/// inlined, and its index wraps with a comparison).
+#[derive(Debug, Default)]
+struct Fifo {
+    /// `slots[(head + i) & mask]` for `i < len` hold the queue, the rest `None`.
+    slots: Vec<Option<Idle>>,
+    head: usize,
+    len: usize,
+}
+
+impl Fifo {
+    fn mask(&self) -> usize {
+        self.slots.len().wrapping_sub(1)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn front(&self) -> Option<&Idle> {
+        match self.len {
+            0 => None,
+            _ => self.slots[self.head].as_ref(),
+        }
+    }
+
+    fn back(&self) -> Option<&Idle> {
+        match self.len {
+            0 => None,
+            len => self.slots[(self.head + len - 1) & self.mask()].as_ref(),
+        }
+    }
+
+    #[inline]
+    fn pop_front(&mut self) -> Option<Idle> {
+        if self.len == 0 {
+            return None;
+        }
+        let idle = self.slots[self.head].take();
+        self.head = (self.head + 1) & self.mask();
+        self.len -= 1;
+        idle
+    }
+
+    #[inline]
+    fn push_back(&mut self, idle: Idle) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        let at = (self.head + self.len) & self.mask();
+        self.slots[at] = Some(idle);
+        self.len += 1;
+    }
+
+    /// Doubles the ring (at least 4 slots), its queue laid out from slot 0.
+    #[cold]
+    fn grow(&mut self) {
+        let capacity = (2 * self.slots.len()).max(4);
+        let mut slots = Vec::with_capacity(capacity);
+        let mask = self.mask();
+        for i in 0..self.len {
+            slots.push(self.slots[(self.head + i) & mask].take());
+        }
+        slots.resize_with(capacity, || None);
+        self.slots = slots;
+        self.head = 0;
+    }
 }
 
 /// The pool: see the module docs. Owned by the immediate context (its thread only).
@@ -64,7 +133,7 @@ impl RenamePool {
             None => {
                 self.classes.push(SizeClass {
                     size,
-                    idle: VecDeque::new(),
+                    idle: Fifo::default(),
                 });
                 self.classes.len() - 1
             }
