@@ -23,9 +23,14 @@
 //!   Gated as the others; the two sizes must cost the same within 5% (an append touches
 //!   only its stretch), and no more than the Map(DISCARD) draw of a 64-byte buffer.
 //! - `recorded_draw::ring immediate_*`: the same ring draw on the immediate context (R-M3):
-//!   Map(WRITE_NO_OVERWRITE) of the ring's own memory through the kernel's lock, 64 bytes
-//!   written at the draw's stretch, Unmap, the command; each frame starts the ring with a
-//!   Map(WRITE_DISCARD), which renames (R-M5). Gated as the others, 1 MiB and 16 MiB alike.
+//!   Map(WRITE_NO_OVERWRITE) of the ring's own memory through the kernel's lock (the null
+//!   kernel's locks persist across Maps, `Kernel::persistent_locks`: a pointer into memory
+//!   locked already), 64 bytes written at the draw's stretch, Unmap, the command; each frame
+//!   starts the ring with a Map(WRITE_DISCARD), which renames (R-M5). Gated as the others,
+//!   1 MiB and 16 MiB alike.
+//! - `recorded_draw::staging immediate`: [`DRAWS`] staging reads on the immediate context
+//!   (R-M4): Map(READ) of an idle 64-byte staging resource, one byte read, Unmap. Setup:
+//!   16 flushed frames of 64 reads.
 //! - `recorded_draw::floor`: the application's share alone, the same loop writing the same
 //!   64 bytes per draw into memory of its own; a run minus the floor is the engine's share.
 //!
@@ -36,9 +41,10 @@
 //! Every deferred and immediate run carries a hard limit: its budget below plus 10%, and no
 //! locked instruction at all (`Ge`, callgrind's global bus events: every lock-prefixed
 //! read-modify-write and every `xchg` with memory, which an epoch pin, a reference count or
-//! a shared counter would cost) but the null kernel's own on the immediate context: its
-//! lock and unlock each take its table's mutex ([`KERNEL_LOCKED_PER_MAP`] a Map). `cargo
-//! bench -p cmdlist-benches --bench draw_ic` exits with an error above a limit; when a draw gets cheaper, record the new count here. With
+//! a shared counter would cost; the null kernel's lock takes its table's mutex, but only at
+//! an allocation's first Map, its locks persisting). `cargo bench -p cmdlist-benches
+//! --bench draw_ic` exits with an error above a limit; when a draw gets cheaper, record the
+//! new count here. With
 //! the feature `trace` the counts are reported and not gated. The plain writes to memory
 //! other contexts share are counted by `examples/draw_writes.rs` (BENCHMARKS.md).
 
@@ -54,9 +60,13 @@ mod ring_draw;
 
 use std::hint::black_box;
 
-use cmdlist::soft::null::{NullDriver, NullKernel};
-use cmdlist::{DeferredContext, ImmediateContext, ListMode};
-use draw::{draw_deferred, draw_immediate, warm_device, Draw, PER_LIST};
+use cmdlist::handle::Resource;
+use cmdlist::soft::null::{null_device, NullDriver, NullKernel};
+use cmdlist::{
+    DeferredContext, DeviceConfig, Handle, ImmediateContext, ListMode, MapFlags, MapType,
+    ResourceDesc, Usage,
+};
+use draw::{draw_deferred, draw_immediate, warm_device, Draw, FRAMES, PER_LIST};
 use gungraun::prelude::*;
 use ring_draw::{draw_ring, draw_ring_immediate, RingDraw};
 
@@ -71,7 +81,7 @@ const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_563;
 /// The same on a deferred context the engine emulates (a driver without command lists).
 const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 29_596;
+const IMMEDIATE_BUDGET_IR: u64 = 21_244;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 12_321;
@@ -81,11 +91,10 @@ const RING_DRIVER_BUILT_BUDGET_IR: u64 = 11_745;
 const RING_EMULATED_BUDGET_IR: u64 = 12_257;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 25_377;
-/// Locked instructions per Map on the immediate context that reaches kernel memory: the
-/// null kernel's lock and unlock each take its table's mutex (acquire and release), its
-/// stand-in for a kernel call. The engine's own share has none.
-const KERNEL_LOCKED_PER_MAP: u64 = 4;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 16_385;
+/// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
+/// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 10_361;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
@@ -150,12 +159,12 @@ fn check(w: Box<Warm>) {
 #[bench::immediate_replayed(
     args = ((ListMode::Replayed, true)),
     setup = warm,
-    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
+    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(0))
 )]
 #[bench::immediate_driver_built(
     args = ((ListMode::DriverBuilt, true)),
     setup = warm,
-    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
+    config = ic::gated(IMMEDIATE_BUDGET_IR, Some(0))
 )]
 fn run(mut w: Box<Warm>) -> Box<Warm> {
     let draw = w.draw;
@@ -243,12 +252,12 @@ fn check_ring(w: Box<WarmRing>) {
 #[bench::immediate_1mib(
     args = ((ListMode::Replayed, MIB, true)),
     setup = warm_ring,
-    config = ic::gated(RING_IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
+    config = ic::gated(RING_IMMEDIATE_BUDGET_IR, Some(0))
 )]
 #[bench::immediate_16mib(
     args = ((ListMode::Replayed, 16 * MIB, true)),
     setup = warm_ring,
-    config = ic::gated(RING_IMMEDIATE_BUDGET_IR, Some(KERNEL_LOCKED_PER_MAP * DRAWS))
+    config = ic::gated(RING_IMMEDIATE_BUDGET_IR, Some(0))
 )]
 fn ring(mut w: Box<WarmRing>) -> Box<WarmRing> {
     let draw = w.draw;
@@ -260,6 +269,65 @@ fn ring(mut w: Box<WarmRing>) -> Box<WarmRing> {
         for n in 0..DRAWS {
             draw_ring(&mut w.dc, draw, PER_LIST - DRAWS + n);
         }
+    }
+    w
+}
+
+/// A warm immediate context and an idle 64-byte staging resource it read before.
+struct WarmStaging {
+    ic: ImmediateContext<NullDriver, NullKernel>,
+    staging: Handle<Resource>,
+}
+
+/// One staging read: Map(READ) of the idle staging resource (R-M4: nothing to wait for),
+/// its last byte read, Unmap.
+#[inline(always)]
+fn read_staging(ic: &mut ImmediateContext<NullDriver, NullKernel>, staging: Handle<Resource>) {
+    let bytes = ic
+        .map_staging(staging, MapType::Read, MapFlags::empty())
+        .expect("map");
+    black_box(black_box(&*bytes)[63]);
+    ic.unmap(staging).expect("unmap");
+}
+
+/// A null device whose immediate context read its staging resource through [`FRAMES`]
+/// flushed frames of [`PER_LIST`] reads.
+fn warm_staging() -> Box<WarmStaging> {
+    ic::prepared(|| {
+        let (device, mut ic) = null_device(DeviceConfig::default()).expect("null device");
+        let desc = ResourceDesc {
+            byte_size: 64,
+            usage: Usage::Staging,
+            ..Default::default()
+        };
+        let staging = device.create_resource(desc).expect("staging");
+        for _ in 0..FRAMES {
+            for _ in 0..PER_LIST {
+                read_staging(&mut ic, staging);
+            }
+            ic.flush().expect("flush");
+            ic.end_frame().expect("end frame");
+        }
+        Box::new(WarmStaging { ic, staging })
+    })
+}
+
+/// Checks that nothing failed, then destroys the device.
+fn check_staging(w: Box<WarmStaging>) {
+    let WarmStaging { mut ic, .. } = *w;
+    assert_eq!(ic.device().kernel().errors(), 0, "a call failed");
+    ic.destroy_device().expect("destroy device");
+}
+
+#[library_benchmark(teardown = check_staging)]
+#[bench::immediate(
+    setup = warm_staging,
+    config = ic::gated(STAGING_IMMEDIATE_BUDGET_IR, Some(0))
+)]
+fn staging(mut w: Box<WarmStaging>) -> Box<WarmStaging> {
+    let staging = w.staging;
+    for _ in 0..DRAWS {
+        read_staging(&mut w.ic, staging);
     }
     w
 }
@@ -282,6 +350,9 @@ fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
     bytes
 }
 
-library_benchmark_group!(name = recorded_draw, benchmarks = [run, ring, floor]);
+library_benchmark_group!(
+    name = recorded_draw,
+    benchmarks = [run, ring, staging, floor]
+);
 
 main!(config = ic::config(); library_benchmark_groups = recorded_draw);

@@ -6,7 +6,8 @@
 //! and command lists with nothing in them, and executes nothing; [`NullKernel`] hands out
 //! allocation handles from a counter, completes every submission at once, and keeps a table
 //! of each allocation's size, with memory for the ones a Map locks (a mutex that creates,
-//! destroys and Maps take). A real driver
+//! destroys and locks take), its locks kept across Maps ([`Kernel::persistent_locks`], so a
+//! Map after an allocation's first calls no kernel). A real driver
 //! keeps the shape and fills in the hooks: its objects in `Object` and `IcData`, its command
 //! buffer in `Immediate`, its deferred-context state in `Deferred`, its commands in
 //! `Command`; `docs/EMBEDDING.md` in the repository says how its DDI entry points map to
