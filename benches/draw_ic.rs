@@ -81,7 +81,7 @@ const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_563;
 /// The same on a deferred context the engine emulates (a driver without command lists).
 const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 21_244;
+const IMMEDIATE_BUDGET_IR: u64 = 20_860;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 12_321;

@@ -99,7 +99,10 @@ impl Fifo {
             self.grow();
         }
         let at = (self.head + self.len) & self.mask();
-        self.slots[at] = Some(idle);
+        // Past the queue every slot is empty: nothing to drop.
+        let empty = self.slots[at].replace(idle);
+        debug_assert!(empty.is_none());
+        core::mem::forget(empty);
         self.len += 1;
     }
 
@@ -158,7 +161,8 @@ impl RenamePool {
     }
 
     /// Takes back `allocation` of `class` (with its persistent lock, if it has one), which
-    /// buffers up to `last_buffer` may read. Its queue keeps its capacity, so a steady
+    /// buffers up to `last_buffer` may read: the open buffer at a rename, never below an
+    /// earlier rename's, or 0 for an allocation no buffer read (it takes the newest stamp). Its queue keeps its capacity, so a steady
     /// pattern of discards allocates nothing.
     #[inline]
     pub(super) fn give(
@@ -171,11 +175,13 @@ impl RenamePool {
         let trims = self.trims;
         let idle = &mut self.classes[class as usize].idle;
         // Stamps only grow along the queue, so that its front is the first to be done: a
-        // rename stamps with the open buffer, whose number never falls, and an allocation
-        // given back unused (stamp 0) waits behind the others.
-        let last_buffer = idle
-            .back()
-            .map_or(last_buffer, |b| b.last_buffer.max(last_buffer));
+        // rename stamps with the open buffer, whose number never falls (so never below the
+        // back's), and an allocation given back unused (stamp 0) waits behind the others.
+        let last_buffer = match last_buffer {
+            0 => idle.back().map_or(0, |b| b.last_buffer),
+            stamp => stamp,
+        };
+        debug_assert!(idle.back().is_none_or(|b| b.last_buffer <= last_buffer));
         idle.push_back(Idle {
             allocation,
             lock,
@@ -271,12 +277,14 @@ mod tests {
         assert_eq!(taken(&mut pool, c64, 3), None);
     }
 
+    /// An allocation given back unused (stamp 0) waits behind the others, with the newest
+    /// stamp.
     #[test]
     fn stamps_never_fall_along_a_class() {
         let mut pool = RenamePool::default();
         let c = pool.class(64);
         pool.give(c, a(1), None, 5);
-        pool.give(c, a(2), None, 4);
+        pool.give(c, a(2), None, 0);
         assert_eq!(taken(&mut pool, c, 4), None);
         assert_eq!(taken(&mut pool, c, 5), Some(a(1)));
         assert_eq!(taken(&mut pool, c, 5), Some(a(2)));
