@@ -34,6 +34,8 @@ use rename_pool::RenamePool;
 mod dxgi;
 #[cfg(all(test, feature = "soft"))]
 mod lock_tests;
+#[cfg(all(test, feature = "soft"))]
+mod lookup_tests;
 mod map;
 mod rename_pool;
 
@@ -414,7 +416,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // ones stamped. Nothing is stamped unless every handle is good.
             let mut objects = [None; COMMAND_OBJECTS];
             let (mut found, mut failed, mut more) = (0, None, false);
-            command.for_each_object(&mut |h| match registry.ic_live(h, guard) {
+            command.for_each_object(&mut |h| match registry.ic_live(&mut ic.token, h, guard) {
                 Ok(view) if found < COMMAND_OBJECTS => {
                     objects[found] = Some(view);
                     found += 1;
@@ -454,7 +456,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     ) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            let view = ic.device.shared.registry().ic_live(resource, guard)?;
+            let view = ic
+                .device
+                .shared
+                .registry()
+                .ic_live(&mut ic.token, resource, guard)?;
             view.check_write(offset, data.len())?;
             ic.run(
                 guard,
@@ -482,7 +488,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
             let view = match object {
-                Some(h) => Some(ic.device.shared.registry().ic_live(h, guard)?),
+                Some(h) => Some(
+                    ic.device
+                        .shared
+                        .registry()
+                        .ic_live(&mut ic.token, h, guard)?,
+                ),
                 None => None,
             };
             ic.run(
@@ -621,7 +632,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn query_op(&mut self, query: Handle<Query>, begin: bool) -> Result<()> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().ic_live(query, guard)?;
+        let view = self
+            .device
+            .shared
+            .registry()
+            .ic_live(&mut self.token, query, guard)?;
         self.open.check_query(query, begin)?;
         let op = if begin {
             Op::BeginQuery(view)
@@ -949,7 +964,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.entry(|ic| {
             let end = {
                 let guard = ic.device.shared.registry().ic_guard(&ic.token);
-                let view = ic.device.shared.registry().ic_live(query, guard)?;
+                let view = ic
+                    .device
+                    .shared
+                    .registry()
+                    .ic_live(&mut ic.token, query, guard)?;
                 view.entry().ic_side(&mut ic.token).query_end
             };
             if end == 0 {
@@ -1169,7 +1188,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
         // Only this context unlinks entries, and it cannot while `&mut self` is borrowed by
         // the result, so the entry outlives the result (see `ic_guard`).
-        let view = self.device.shared.registry().ic_live(handle, guard)?;
+        let view = self
+            .device
+            .shared
+            .registry()
+            .ic_live(&mut self.token, handle, guard)?;
         Ok(&mut view.entry().ic_side(&mut self.token).data)
     }
 

@@ -760,10 +760,41 @@ unsafe impl<D: Driver> Sync for Registry<D> {}
 /// The witness that its holder is the immediate context of one registry's device (the
 /// single reclaimer): made once per registry ([`Registry::take_ic_token`]), owned by the
 /// immediate context, neither `Clone` nor `Sync`.
+///
+/// It also keeps the immediate context's lookup cache ([`Registry::ic_live`]): as the
+/// single reclaimer, only its holder unlinks entries ([`Registry::free`], which takes the
+/// token and forgets the slot), so an entry found once stays linked, and its handle's
+/// life the same, until then. A lookup of a handle found before checks only what can
+/// change meanwhile: that the object is still live.
 pub(crate) struct IcToken {
     tag: u8,
+    /// Per slot index modulo [`IC_CACHE`]: the handle last found there and its entry
+    /// (`Entry<D>` of this token's registry, type-erased: the token is not generic).
+    cache: [IcCached; IC_CACHE],
     _not_sync: PhantomData<core::cell::Cell<()>>,
 }
+
+// SAFETY: the cache's pointers are to entries of the token's registry, which is `Sync`;
+// they are only dereferenced by `Registry::ic_live` with `&mut` to the token, on whichever
+// thread holds it, as the entries themselves may be (an `Entry` is `Sync`).
+unsafe impl Send for IcToken {}
+
+/// Lines of the immediate context's lookup cache: objects a frame names over and over hit
+/// it (a draw's constant buffer, shaders, targets).
+const IC_CACHE: usize = 64;
+
+/// A line of the immediate context's lookup cache.
+#[derive(Clone, Copy)]
+struct IcCached {
+    /// The handle's bits (0: none: a handle's bits are never 0).
+    bits: u64,
+    entry: *const (),
+}
+
+const IC_CACHE_EMPTY: IcCached = IcCached {
+    bits: 0,
+    entry: core::ptr::null(),
+};
 
 /// A slot reserved for an object being created; given back to the free stack if dropped
 /// before [`Registry::link`].
@@ -982,16 +1013,41 @@ impl<D: Driver> Registry<D> {
         })
     }
 
-    /// [`Registry::live`] for the immediate context, inside a call that found the device
-    /// not removed: only the immediate context removes it (device destruction), so the
-    /// check is not made again for each handle.
+    /// [`Registry::live`] for the immediate context (its `token`), inside a call that
+    /// found the device not removed: only the immediate context removes it (device
+    /// destruction), so that is not checked again. A handle found before is answered from
+    /// the token's cache: the same life of the same entry (only [`Registry::free`], which
+    /// forgets it, can end that), so only its type and that it is still live are checked.
     #[inline]
     pub(crate) fn ic_live<'g, T: ObjectKind>(
         &self,
+        token: &mut IcToken,
         handle: Handle<T>,
         guard: &'g Guard,
     ) -> Result<ObjectView<'g, D>> {
-        let entry = self.find_linked(handle, guard)?;
+        assert_eq!(token.tag, self.tag, "an IC token of another device");
+        let bits = handle.to_bits();
+        let line = &mut token.cache[handle.slot() as usize & (IC_CACHE - 1)];
+        let entry = if line.bits == bits {
+            // SAFETY: the line was filled below, by this registry (the token is its one
+            // token: tag checked above), with an entry found linked under a handle of these
+            // bits; entries are unlinked only by `free`, which takes this token and clears
+            // the line of the slot it unlinks, so the entry is still linked, and a linked
+            // entry is valid for the immediate context without a pin (`ic_guard`). The
+            // entry's generation never changes, so it is the handle's life.
+            let entry = unsafe { &*line.entry.cast::<Entry<D>>() };
+            if !T::accepts(entry.ty) {
+                return Err(AppError::WrongType.into());
+            }
+            entry
+        } else {
+            let entry = self.find_linked(handle, guard)?;
+            *line = IcCached {
+                bits,
+                entry: core::ptr::from_ref(entry).cast(),
+            };
+            entry
+        };
         entry.check_live()?;
         Ok(ObjectView {
             handle: handle.any(),
@@ -1041,6 +1097,11 @@ impl<D: Driver> Registry<D> {
         // slot is not in the free stack while its entry is linked, so nothing races here.
         let old = slot.entry.load(Ordering::Acquire, guard);
         slot.entry.store(Shared::null(), Ordering::Release);
+        // The lookup cache forgets the entry: the slot's next life is another's.
+        let line = &mut token.cache[index as usize & (IC_CACHE - 1)];
+        if line.entry == old.as_raw().cast() {
+            *line = IC_CACHE_EMPTY;
+        }
         // SAFETY: `old` was loaded under `guard` from its slot, so it is valid or null.
         let generation = match unsafe { old.as_ref() } {
             Some(entry) => entry.generation.get(),
@@ -1132,6 +1193,7 @@ impl<D: Driver> Registry<D> {
     pub(crate) fn take_ic_token(&self) -> Option<IcToken> {
         (!self.token_taken.swap(true, Ordering::SeqCst)).then_some(IcToken {
             tag: self.tag,
+            cache: [IC_CACHE_EMPTY; IC_CACHE],
             _not_sync: PhantomData,
         })
     }

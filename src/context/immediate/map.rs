@@ -124,7 +124,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     fn map_new(&mut self, resource: Handle<Resource>) -> Result<()> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().ic_live(resource, guard)?;
+        let view = self
+            .device
+            .shared
+            .registry()
+            .ic_live(&mut self.token, resource, guard)?;
         let size = view.discard_len()?;
         self.open.check_map(resource)?;
         if self
@@ -323,7 +327,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let caps = ic.device.shared.map_caps();
             let registry = ic.device.shared.registry();
             let guard = registry.ic_guard(&ic.token);
-            let mut view = registry.ic_live(resource, guard)?;
+            let mut view = registry.ic_live(&mut ic.token, resource, guard)?;
             view.no_overwrite_len(caps)?;
             view.allocation().ok_or(AppError::NotMappable)?;
             ic.open.check_map(resource)?;
@@ -331,7 +335,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if discarded > ic.completed {
                 ic.wait_for_discard(discarded)?;
                 // Looked up again: the wait's flush may have really destroyed the resource.
-                view = ic.device.shared.registry().ic_live(resource, guard)?;
+                view = ic
+                    .device
+                    .shared
+                    .registry()
+                    .ic_live(&mut ic.token, resource, guard)?;
             }
             // The GPU may still read the buffer: the kernel must not wait.
             let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
@@ -381,14 +389,18 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             };
             let registry = ic.device.shared.registry();
             let guard = registry.ic_guard(&ic.token);
-            let mut view = registry.ic_live(resource, guard)?;
+            let mut view = registry.ic_live(&mut ic.token, resource, guard)?;
             Self::staging_allocation_of(view)?;
             ic.open.check_map(resource)?;
             let last = view.entry().ic_side(&mut ic.token).last_buffer;
             if last > ic.completed {
                 ic.wait_until_idle(last, flags.contains(MapFlags::DO_NOT_WAIT))?;
                 // Looked up again: the wait's flush may have really destroyed the resource.
-                view = ic.device.shared.registry().ic_live(resource, guard)?;
+                view = ic
+                    .device
+                    .shared
+                    .registry()
+                    .ic_live(&mut ic.token, resource, guard)?;
             }
             ic.lock(resource, view, lock)
         })?;
@@ -417,7 +429,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The allocation of a live staging resource; an application error for any other.
     fn staging_allocation(&mut self, resource: Handle<Resource>) -> Result<AllocationHandle> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().ic_live(resource, guard)?;
+        let view = self
+            .device
+            .shared
+            .registry()
+            .ic_live(&mut self.token, resource, guard)?;
         Self::staging_allocation_of(view)
     }
 
@@ -433,7 +449,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// The newest buffer that used `resource` (0: none), as its stamp says (R-D1).
     fn last_buffer_of(&mut self, resource: Handle<Resource>) -> Result<u64> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().ic_live(resource, guard)?;
+        let view = self
+            .device
+            .shared
+            .registry()
+            .ic_live(&mut self.token, resource, guard)?;
         Ok(view.entry().ic_side(&mut self.token).last_buffer)
     }
 
@@ -474,7 +494,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             self.completed_fence()?;
         }
         let guard = self.device.shared.registry().ic_guard(&self.token);
-        let view = self.device.shared.registry().ic_live(resource, guard)?;
+        let view = self
+            .device
+            .shared
+            .registry()
+            .ic_live(&mut self.token, resource, guard)?;
         let allocation = view.allocation().ok_or(AppError::InvalidState)?;
         // An allocation locked already (a persistent lock) is read through that lock.
         if let Some(lock) = &view.entry().ic_side(&mut self.token).lock {
@@ -572,7 +596,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let map = ic.open.unmap(resource)?;
             // A resource gone since its Map: refused, the Map left open, whatever its kind
             // (device destruction ends it).
-            let view = match ic.device.shared.registry().ic_live(resource, guard) {
+            let view = match ic
+                .device
+                .shared
+                .registry()
+                .ic_live(&mut ic.token, resource, guard)
+            {
                 Ok(view) => view,
                 Err(e) => {
                     ic.open.map(resource, map);

@@ -1,0 +1,55 @@
+//! The immediate context's lookup cache (`Registry::ic_live`): a handle found before is
+//! answered without a search, and never after its object was really destroyed.
+
+use crate::soft::null::{null_device, CopyCommand};
+use crate::{AppError, DeviceConfig, Error, ResourceDesc};
+
+/// A handle whose object was destroyed, freed, and whose slot a new object took is stale
+/// on the immediate context, though it was found (and cached) there before; the new
+/// object's handle is found (R-E1, R-D1).
+#[test]
+fn r_e1_a_handle_cached_then_freed_and_its_slot_reused_is_stale() {
+    let (device, mut ic) = null_device(DeviceConfig::default()).expect("null device");
+    let desc = ResourceDesc {
+        byte_size: 64,
+        ..Default::default()
+    };
+    let keep = device.create_resource(desc).expect("kept");
+    let old = device.create_resource(desc).expect("old");
+    ic.command(&CopyCommand {
+        dst: keep,
+        src: old,
+    })
+    .expect("found, cached");
+    device.destroy(old).expect("destroy");
+    // Destroyed, not freed yet: refused from the cache too.
+    assert_eq!(
+        ic.command(&CopyCommand {
+            dst: keep,
+            src: old
+        }),
+        Err(Error::Application(AppError::StaleHandle))
+    );
+    // Submitted, then freed: its slot goes back to the free stack after the CPU epoch.
+    for _ in 0..4 {
+        ic.flush().expect("flush");
+        ic.trim();
+    }
+    let new = device.create_resource(desc).expect("new");
+    assert_eq!(new.slot(), old.slot(), "the slot is reused");
+    assert_eq!(
+        ic.command(&CopyCommand {
+            dst: keep,
+            src: old
+        }),
+        Err(Error::Application(AppError::StaleHandle)),
+        "the old handle names nothing"
+    );
+    ic.command(&CopyCommand {
+        dst: keep,
+        src: new,
+    })
+    .expect("the new object is found");
+    ic.destroy_device().expect("destroy device");
+    assert_eq!(device.kernel().errors(), 2, "the two refusals");
+}
