@@ -39,17 +39,24 @@ bitflags! {
 /// at the lock and back at the unlock: [`CpuMapping::owned`]), or the kernel's own memory
 /// ([`CpuMapping::from_raw`], whose caller promises it stays valid and untouched until the
 /// unlock). The engine gives the mapping back to [`crate::Kernel::unlock`] at the Unmap.
-#[derive(Debug)]
+///
+/// Three words either way (a pointer, a length, whose they are), so that the immediate
+/// context moves a mapping between a resource, a Map and its rename pool in three stores.
 pub struct CpuMapping {
-    memory: Memory,
+    ptr: NonNull<u8>,
+    len: usize,
+    /// `ptr` and `len` are a `Box<[u8]>` the mapping owns (made by `owned`, given back by
+    /// `into_owned` or dropped with the mapping); otherwise the kernel's memory.
+    owned: bool,
 }
 
-/// Where a mapping's bytes are. The owned ones are reached only through their box (a raw
-/// pointer kept beside it would be invalidated each time the box moves).
-#[derive(Debug)]
-enum Memory {
-    Owned(Box<[u8]>),
-    Kernel { ptr: NonNull<u8>, len: usize },
+impl core::fmt::Debug for CpuMapping {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CpuMapping")
+            .field("len", &self.len)
+            .field("owned", &self.owned)
+            .finish_non_exhaustive()
+    }
 }
 
 // SAFETY: the bytes are either owned (a `Box<[u8]>`, `Send`) or the kernel's memory, which
@@ -59,8 +66,12 @@ unsafe impl Send for CpuMapping {}
 impl CpuMapping {
     /// A mapping of memory it owns.
     pub fn owned(bytes: Box<[u8]>) -> Self {
+        let len = bytes.len();
+        let ptr = NonNull::new(Box::into_raw(bytes).cast::<u8>()).expect("a box is never null");
         CpuMapping {
-            memory: Memory::Owned(bytes),
+            ptr,
+            len,
+            owned: true,
         }
     }
 
@@ -72,40 +83,48 @@ impl CpuMapping {
     /// has begun.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
         CpuMapping {
-            memory: Memory::Kernel { ptr, len },
+            ptr,
+            len,
+            owned: false,
         }
     }
 
     /// The bytes.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
-        match &self.memory {
-            Memory::Owned(bytes) => bytes,
-            // SAFETY: the kernel's memory is valid for `len` bytes and the mapping's alone
-            // until its unlock (`from_raw`'s contract); `&self` keeps it from being written
-            // through this mapping meanwhile.
-            Memory::Kernel { ptr, len } => unsafe {
-                core::slice::from_raw_parts(ptr.as_ptr(), *len)
-            },
-        }
+        // SAFETY: owned, `ptr` and `len` are the box the mapping holds until it drops;
+        // otherwise the kernel's memory, valid for `len` bytes and the mapping's alone until
+        // its unlock (`from_raw`'s contract). `&self` keeps it from being written through
+        // this mapping meanwhile.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     /// The bytes, to write.
+    #[inline]
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        match &mut self.memory {
-            Memory::Owned(bytes) => bytes,
-            // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
-            Memory::Kernel { ptr, len } => unsafe {
-                core::slice::from_raw_parts_mut(ptr.as_ptr(), *len)
-            },
-        }
+        // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     /// The owned memory back (a kernel that copies it back at the unlock), or `None` for the
     /// kernel's own.
     pub fn into_owned(self) -> Option<Box<[u8]>> {
-        match self.memory {
-            Memory::Owned(bytes) => Some(bytes),
-            Memory::Kernel { .. } => None,
+        let mapping = core::mem::ManuallyDrop::new(self);
+        mapping.owned.then(|| {
+            let slice = core::ptr::slice_from_raw_parts_mut(mapping.ptr.as_ptr(), mapping.len);
+            // SAFETY: owned, `ptr` and `len` came from `Box::into_raw` of this very box in
+            // `owned`, and the mapping (not dropped: `ManuallyDrop`) gives it up here.
+            unsafe { Box::from_raw(slice) }
+        })
+    }
+}
+
+impl Drop for CpuMapping {
+    fn drop(&mut self) {
+        if self.owned {
+            let slice = core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
+            // SAFETY: as in `into_owned`: the box `owned` gave up, freed once, here.
+            drop(unsafe { Box::from_raw(slice) });
         }
     }
 }

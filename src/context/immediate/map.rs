@@ -60,7 +60,8 @@ const VIEWABLE: BindFlags = BindFlags::SHADER_RESOURCE
     .union(BindFlags::UNORDERED_ACCESS);
 
 impl IcMap {
-    fn bytes_mut(&mut self) -> &mut [u8] {
+    #[inline]
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             IcMap::Discard(contents) => contents,
             IcMap::Locked { mapping, .. } | IcMap::Lent { mapping, .. } => mapping.bytes_mut(),

@@ -146,7 +146,7 @@ impl RenamePool {
 
     /// An allocation of `class` that no buffer the GPU has not finished reads, if the pool
     /// has one: its oldest, in O(1).
-    #[inline]
+    #[inline(always)]
     pub(super) fn take(&mut self, class: ClassId, completed: u64) -> Option<Idle> {
         let idle = &mut self.classes[class as usize].idle;
         match idle.front() {
@@ -164,7 +164,7 @@ impl RenamePool {
     /// buffers up to `last_buffer` may read: the open buffer at a rename, never below an
     /// earlier rename's, or 0 for an allocation no buffer read (it takes the newest stamp). Its queue keeps its capacity, so a steady
     /// pattern of discards allocates nothing.
-    #[inline]
+    #[inline(always)]
     pub(super) fn give(
         &mut self,
         class: ClassId,
