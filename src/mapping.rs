@@ -27,7 +27,9 @@ bitflags! {
         /// The engine's own flag, not a `D3DDDICB_LOCKFLAGS` one: the lock may outlive the
         /// Map it was taken for, kept across Maps while buffers that use the allocation
         /// run, until the unlock before its deallocation. Asked only of a kernel that
-        /// answers [`crate::Kernel::persistent_locks`] with `true` (R-M3..R-M5).
+        /// answers [`crate::Kernel::persistent_locks`] with `true` (R-M3..R-M5). A staging
+        /// resource's persistent lock comes without `READ_ONLY` and `WRITE_ONLY` (it serves
+        /// every later Map of the resource); a dynamic buffer's keeps `WRITE_ONLY`.
         const PERSISTENT = 0x8000_0000;
     }
 }

@@ -40,7 +40,7 @@
 #![doc = concat!("```rust,ignore\n", include_str!("null.rs"), "```")]
 
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::null_memory::NullMemory;
 use crate::handle::Resource;
@@ -347,6 +347,8 @@ pub struct NullKernel {
     errors: AtomicU64,
     /// Answers [`Kernel::persistent_locks`] with `false`, as a kernel that copies would.
     copies_locks: bool,
+    /// The flags of the last lock (for tests).
+    last_lock_flags: AtomicU32,
 }
 
 impl NullKernel {
@@ -363,6 +365,11 @@ impl NullKernel {
     /// ([`Kernel::unlock`]).
     pub fn locks(&self) -> (u64, u64) {
         self.memory.lock_counts()
+    }
+
+    /// The flags the last [`Kernel::lock`] was asked with (empty before any).
+    pub fn last_lock_flags(&self) -> LockFlags {
+        LockFlags::from_bits_retain(self.last_lock_flags.load(Ordering::Relaxed))
     }
 
     /// How many allocations were deallocated while locked (R-M4 forbids it; the bytes stay
@@ -423,8 +430,9 @@ impl Kernel for NullKernel {
         !self.copies_locks
     }
 
-    fn lock(&self, allocation: AllocationHandle, _flags: LockFlags) -> Result<CpuMapping> {
+    fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {
         // The GPU is always done (every submission completes at once): nothing to wait for.
+        self.last_lock_flags.store(flags.bits(), Ordering::Relaxed);
         self.memory.lock(allocation)
     }
 

@@ -4,8 +4,8 @@
 use crate::handle::Resource;
 use crate::soft::null::{copy_of, CopyCommand, NullDriver, NullKernel};
 use crate::{
-    AppError, BindFlags, Device, DeviceConfig, Error, Handle, ImmediateContext, Kernel, MapFlags,
-    MapType, ResourceDesc, Texture2d, Usage,
+    AppError, BindFlags, Device, DeviceConfig, Error, Handle, ImmediateContext, Kernel, LockFlags,
+    MapFlags, MapType, ResourceDesc, Texture2d, Usage,
 };
 
 type Ic = ImmediateContext<NullDriver, NullKernel>;
@@ -69,6 +69,12 @@ fn r_m3_r_m4_r_m5_persistent_locks_lock_each_allocation_once() {
             frame(&mut ic, ring, 8);
         }
         let (locks, unlocks) = device.kernel().locks();
+        let flags = device.kernel().last_lock_flags();
+        assert_eq!(
+            flags.contains(LockFlags::PERSISTENT),
+            persistent,
+            "{flags:?}"
+        );
         if persistent {
             // The pool's allocations, each locked at its first Map, cycle: no more locks.
             assert_eq!((locks, unlocks), warm, "kept across Maps");
@@ -110,6 +116,8 @@ fn r_m4_staging_maps_share_one_persistent_lock_until_device_destruction() {
         ic.unmap(staging).expect("unmap");
     }
     assert_eq!(device.kernel().locks(), (1, 0));
+    // Taken by the WRITE Map, it serves the READs: neither read- nor write-only.
+    assert_eq!(device.kernel().last_lock_flags(), LockFlags::PERSISTENT);
     ic.destroy_device().expect("destroy device");
     assert_eq!(device.kernel().locks(), (1, 1));
     assert_eq!(device.kernel().deallocated_while_locked(), 0);

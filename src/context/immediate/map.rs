@@ -533,8 +533,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Locks the allocation of `view` (the resource `resource`) for a Map and notes the
     /// Map: `flags` as [`Kernel::lock`] says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
     /// With persistent locks ([`Kernel::persistent_locks`]) the Map borrows the
-    /// allocation's lock, taken at its first Map for reading and writing whatever the Map,
-    /// and calls no kernel after that.
+    /// allocation's lock, taken at its first Map (a staging resource's for reading and
+    /// writing, whatever that Map's type), and calls no kernel after that.
     fn lock(
         &mut self,
         resource: Handle<Resource>,
@@ -547,9 +547,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let mapping = match view.entry().ic_side(&mut self.token).lock.take() {
                 Some(mapping) => mapping,
                 None => {
-                    let flags = (flags - LockFlags::READ_ONLY - LockFlags::WRITE_ONLY)
-                        | LockFlags::PERSISTENT;
-                    kernel.lock(allocation, flags)?
+                    // A staging resource's lock serves its later Maps of any type: it reads
+                    // and writes. A dynamic buffer's (IGNORE_SYNC) only ever writes.
+                    let flags = match flags.contains(LockFlags::IGNORE_SYNC) {
+                        true => flags,
+                        false => flags - LockFlags::READ_ONLY - LockFlags::WRITE_ONLY,
+                    };
+                    kernel.lock(allocation, flags | LockFlags::PERSISTENT)?
                 }
             };
             IcMap::Lent {
