@@ -40,8 +40,9 @@ mod map;
 mod rename_pool;
 
 /// The objects of a command a call resolves once and keeps for its stamp; a command that
-/// names more is walked again for the rest (the engine's commands name two or three).
-const COMMAND_OBJECTS: usize = 8;
+/// names more is walked again for the rest (a copy names two, a draw's bound state is not
+/// named).
+const COMMAND_OBJECTS: usize = 4;
 
 /// The open command buffer's bookkeeping.
 #[derive(Debug)]

@@ -27,6 +27,7 @@ impl CurrentAllocation {
     }
 
     /// Replaces it (the immediate context, which the caller proves with its token).
+    #[inline]
     pub(crate) fn set(&self, allocation: Option<AllocationHandle>) {
         self.0
             .store(allocation.map_or(0, |a| a.0.get()), Ordering::Relaxed);

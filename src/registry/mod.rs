@@ -200,12 +200,14 @@ impl<D: Driver> Entry<D> {
         &self.object
     }
 
+    #[inline]
     pub(crate) fn allocation(&self) -> Option<AllocationHandle> {
         self.allocation.get()
     }
 
     /// Gives the object another of the device's allocations (R-X5's rotation), on the
     /// immediate context only (the token).
+    #[inline]
     pub(crate) fn set_allocation(&self, token: &mut IcToken, allocation: Option<AllocationHandle>) {
         assert_eq!(token.tag, self.device, "an IC token of another device");
         self.allocation.set(allocation);
