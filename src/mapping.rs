@@ -47,16 +47,23 @@ bitflags! {
 pub struct CpuMapping {
     ptr: NonNull<u8>,
     len: usize,
-    /// `ptr` and `len` are a `Box<[u8]>` the mapping owns (made by `owned`, given back by
-    /// `into_owned` or dropped with the mapping); otherwise the kernel's memory.
-    owned: bool,
+    /// [`OWNED`]: `ptr` and `len` are a `Box<[u8]>` the mapping owns (made by `owned`,
+    /// given back by `into_owned` or dropped with the mapping); [`KERNELS`]: the kernel's
+    /// memory. A byte, not a `bool`: a `bool`'s spare values would become the niche of every
+    /// enum and `Option` around a mapping, and moving one would copy it byte by byte.
+    owner: u8,
 }
+
+/// [`CpuMapping::owner`]: the kernel's memory.
+const KERNELS: u8 = 0;
+/// [`CpuMapping::owner`]: a box the mapping owns.
+const OWNED: u8 = 1;
 
 impl core::fmt::Debug for CpuMapping {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("CpuMapping")
             .field("len", &self.len)
-            .field("owned", &self.owned)
+            .field("owned", &(self.owner == OWNED))
             .finish_non_exhaustive()
     }
 }
@@ -73,7 +80,7 @@ impl CpuMapping {
         CpuMapping {
             ptr,
             len,
-            owned: true,
+            owner: OWNED,
         }
     }
 
@@ -87,7 +94,7 @@ impl CpuMapping {
         CpuMapping {
             ptr,
             len,
-            owned: false,
+            owner: KERNELS,
         }
     }
 
@@ -112,7 +119,7 @@ impl CpuMapping {
     /// kernel's own.
     pub fn into_owned(self) -> Option<Box<[u8]>> {
         let mapping = core::mem::ManuallyDrop::new(self);
-        mapping.owned.then(|| {
+        (mapping.owner == OWNED).then(|| {
             let slice = core::ptr::slice_from_raw_parts_mut(mapping.ptr.as_ptr(), mapping.len);
             // SAFETY: owned, `ptr` and `len` came from `Box::into_raw` of this very box in
             // `owned`, and the mapping (not dropped: `ManuallyDrop`) gives it up here.
@@ -123,7 +130,7 @@ impl CpuMapping {
 
 impl Drop for CpuMapping {
     fn drop(&mut self) {
-        if self.owned {
+        if self.owner == OWNED {
             let slice = core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
             // SAFETY: as in `into_owned`: the box `owned` gave up, freed once, here.
             drop(unsafe { Box::from_raw(slice) });
