@@ -188,3 +188,42 @@ fn r_x5_a_persistent_lock_rotates_with_its_allocation() {
     assert_eq!(device.kernel().locks(), (2, 2));
     assert_eq!(device.kernel().errors(), 0);
 }
+
+/// A Map(DISCARD) hands out zeroed bytes the application writes, whether it renames (a
+/// pooled allocation, written before) or copies (a shared resource's: the context's own
+/// bytes, reused from Map to Map), Map after Map (R-M5).
+#[test]
+fn r_m5_every_discard_hands_out_zeroed_bytes_on_both_paths() {
+    for kernel in [
+        NullKernel::default(),
+        NullKernel::without_persistent_locks(),
+    ] {
+        let (device, mut ic) = device(kernel);
+        let desc = |flags| ResourceDesc {
+            byte_size: 48,
+            bind: BindFlags::CONSTANT_BUFFER,
+            usage: Usage::Dynamic,
+            flags,
+            ..Default::default()
+        };
+        let renamed = device
+            .create_resource(desc(crate::ResourceFlags::empty()))
+            .expect("renamed");
+        let copied = device
+            .create_resource(desc(crate::ResourceFlags::SHARED))
+            .expect("copied");
+        for n in 1..=4u8 {
+            for resource in [renamed, copied] {
+                let bytes = ic.map_discard(resource).expect("discard");
+                assert_eq!(bytes, [0; 48], "zeroed");
+                bytes.fill(n);
+                ic.unmap(resource).expect("unmap");
+            }
+            ic.flush().expect("flush");
+        }
+        ic.destroy_device().expect("destroy device");
+        assert_eq!(device.kernel().errors(), 0);
+        let (locks, unlocks) = device.kernel().locks();
+        assert_eq!(locks, unlocks);
+    }
+}
