@@ -125,7 +125,10 @@ impl From<DeferredId> for ContextId {
 ///    [`Kernel::unlock`] (R-M3, R-M4); for a Map(DISCARD) that renames (R-M5), first
 ///    [`Kernel::allocate`] when the context's pool has no allocation the GPU is done with;
 ///    the allocations a rename left are deallocated at amortised processing once unused for
-///    a while, at [`crate::ImmediateContext::trim`], or at device destruction.
+///    a while, at [`crate::ImmediateContext::trim`], or at device destruction. Where the
+///    kernel keeps locks across Maps ([`Kernel::persistent_locks`]), the lock comes at an
+///    allocation's first Map only, and its unlock right before the allocation's
+///    [`Kernel::deallocate`] (or at device destruction), not at each Unmap.
 /// 4. **Device destruction** (R-D3): a last submit, [`Kernel::wait_for_fence`] for the last
 ///    fence, then [`Kernel::deallocate`] for everything left.
 ///
@@ -136,12 +139,13 @@ impl From<DeferredId> for ContextId {
 /// [`Kernel::set_error`] comes whenever a call fails (R-E2), on its thread.
 ///
 /// # Required callbacks and defaults
-/// Thirteen callbacks in all. Seven are required: [`Kernel::allocate`],
-/// [`Kernel::deallocate`], [`Kernel::submit`], [`Kernel::completed_fence`],
-/// [`Kernel::wait_for_fence`], [`Kernel::set_error`],
+/// Thirteen callbacks in all, and one capability. Seven callbacks are required:
+/// [`Kernel::allocate`], [`Kernel::deallocate`], [`Kernel::submit`],
+/// [`Kernel::completed_fence`], [`Kernel::wait_for_fence`], [`Kernel::set_error`],
 /// [`Kernel::perform_amortized_processing`]. Six have default bodies: the CPU-access pair
 /// ([`Kernel::lock`] answers [`Error::Unsupported`], so the Maps that need it fail, and
-/// [`Kernel::unlock`] does nothing), and the DXGI ones ([`Kernel::present`] and
+/// [`Kernel::unlock`] does nothing; [`Kernel::persistent_locks`], the capability, answers
+/// `false`), and the DXGI ones ([`Kernel::present`] and
 /// [`Kernel::set_display_mode`] answer [`Error::Unsupported`], [`Kernel::set_priority`]
 /// ignores the priority and [`Kernel::query_residency`] answers resident).
 ///

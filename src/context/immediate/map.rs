@@ -101,7 +101,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// allocation is neither shared nor a primary's, the bytes are another
     /// kernel allocation of the resource's size, locked ([`Kernel::lock`]), which the Unmap
     /// makes the resource's: one the GPU is done with from the context's pool, or a new one
-    /// ([`Kernel::allocate`]), zeroed. The allocation the resource had waits in the pool
+    /// ([`Kernel::allocate`]), zeroed. Where the kernel keeps locks across Maps
+    /// ([`Kernel::persistent_locks`]), a pooled allocation comes with its lock, and the
+    /// Unmap keeps the lock: no kernel call. The allocation the resource had waits in the pool
     /// until the GPU finished every buffer that may read it. A pool that keeps
     /// [`crate::DeviceConfig::rename_waiting`] allocations of that size waiting, none done,
     /// allocates no more: the Map goes through the copy below. Otherwise the bytes are the
