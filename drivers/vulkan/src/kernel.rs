@@ -38,7 +38,10 @@ const WAIT: Duration = Duration::from_secs(60);
 ///   host-coherent (the world allocates from a `HOST_VISIBLE | HOST_COHERENT` memory type
 ///   and refuses a device without one), so the lock hands out
 ///   [`CpuMapping::from_raw`] into the mapping, its length the size the allocation was
-///   asked for, and the unlock has nothing to write back. Coherent memory needs no
+///   asked for, and the unlock has nothing to write back. So the kernel answers
+///   [`Kernel::persistent_locks`] with `true`: the engine locks an allocation at its first
+///   Map (with [`LockFlags::PERSISTENT`]) and keeps the lock across Maps, so the checks
+///   below run at that first lock, and unlocks it before deallocating it. Coherent memory needs no
 ///   `vkFlushMappedMemoryRanges` nor `vkInvalidateMappedMemoryRanges`: what the host wrote
 ///   before a `vkQueueSubmit` is visible to the buffers it submits (the submit's host-write
 ///   guarantee), and what a buffer wrote is visible to the host once its fence passed on
@@ -234,6 +237,13 @@ impl Kernel for VulkanKernel {
         let mut ic = lock(&self.world.ic);
         self.world.retire(&mut ic);
         Ok(())
+    }
+
+    /// The memory is the allocation's own, persistently mapped and host-coherent: the
+    /// engine may keep a lock from Map to Map (R-M3..R-M5), and ends it before the
+    /// deallocation (R-M4).
+    fn persistent_locks(&self) -> bool {
+        true
     }
 
     fn lock(&self, allocation: AllocationHandle, flags: LockFlags) -> Result<CpuMapping> {

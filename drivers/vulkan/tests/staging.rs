@@ -662,3 +662,37 @@ fn a_list_recorded_before_a_rename_reads_the_new_memory() {
         assert_clean(world, mode);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Persistent locks
+// ---------------------------------------------------------------------------------------
+
+/// The kernel keeps its locks across Maps (`Kernel::persistent_locks`): a staging resource
+/// read, then written by GPU copies, is read again through the lock its first Map took, and
+/// each read sees the newest copy (host-coherent memory, the engine's wait for the buffer
+/// that wrote it); the lock ends before the memory goes, and nothing is left.
+#[test]
+fn a_persistent_lock_sees_each_gpu_write_to_its_memory() {
+    for mode in ListMode::ALL {
+        let Some((device, mut ic, world)) = vulkan(mode) else {
+            return;
+        };
+        assert!(cmdlist::Kernel::persistent_locks(ic.device().kernel()));
+        let readback = device.create_resource(staging(64)).unwrap();
+        assert_eq!(read_back(&mut ic, readback), vec![0; 64], "{mode:?}");
+        for (seed, via) in VIAS.into_iter().enumerate() {
+            let source = device.create_resource(staging(64)).unwrap();
+            let want = pattern(64, seed as u8 + 1);
+            ic.map(source, MapType::Write, MapFlags::empty())
+                .unwrap()
+                .copy_from_slice(&want);
+            ic.unmap(source).unwrap();
+            copy(&device, &mut ic, via, readback, source);
+            assert_eq!(read_back(&mut ic, readback), want, "{mode:?} {via:?}");
+            device.destroy(source).unwrap();
+        }
+        ic.destroy_device().unwrap();
+        drop((device, ic));
+        assert_clean(world, mode);
+    }
+}
