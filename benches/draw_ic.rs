@@ -81,7 +81,7 @@ const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_563;
 /// The same on a deferred context the engine emulates (a driver without command lists).
 const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 16_988;
+const IMMEDIATE_BUDGET_IR: u64 = 16_604;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 12_321;
@@ -91,10 +91,10 @@ const RING_DRIVER_BUILT_BUDGET_IR: u64 = 11_745;
 const RING_EMULATED_BUDGET_IR: u64 = 12_257;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 13_984;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 13_536;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 9_241;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 8_985;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 

@@ -250,8 +250,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         self.bindings.iter()
     }
 
+    /// `Err(DeviceRemoved)` once device destruction began. Only this context removes the
+    /// device (`destroy_device_inner`, which leaves [`Life::Open`] first), so its own state
+    /// says it: the registry's removal flag is not read again.
     fn check_alive(&self) -> Result<()> {
-        if self.life != Life::Open || self.device.is_removed() {
+        debug_assert!(self.life != Life::Open || !self.device.is_removed());
+        if self.life != Life::Open {
             Err(Error::DeviceRemoved)
         } else {
             Ok(())
