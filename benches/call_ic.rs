@@ -15,14 +15,14 @@
 //! - `append`: a ring's append (R-M2, R-M3): Map(WRITE_NO_OVERWRITE) of a 1 MiB dynamic
 //!   vertex buffer discarded once this recording (or this frame), 64 bytes written at the
 //!   next stretch, Unmap.
-//! - `staging_read`: on the immediate context, Map(READ) of an idle 64-byte staging buffer,
-//!   its 64 bytes read, Unmap (R-M4).
+//!
+//! A staging read (Map(READ) of an idle staging buffer, Unmap) is `draw_ic`'s
+//! `staging immediate`.
 //!
 //! # The gate
 //! Each function carries a hard limit: its budget below plus the headroom of
-//! `common/ic.rs`, and no locked instruction on a deferred context. On the immediate
-//! context the null kernel's lock and unlock take its table's mutex, its stand-in for a
-//! kernel call, where a Map reaches the kernel.
+//! `common/ic.rs`, and no locked instruction (the null kernel keeps its locks across Maps,
+//! so a warm Map reaches no kernel lock).
 
 // gungraun's macros generate public modules, constants and functions without docs.
 #![allow(missing_docs)]
@@ -38,11 +38,8 @@ mod ring_draw;
 
 use std::hint::black_box;
 
-use cmdlist::handle::Resource;
 use cmdlist::soft::null::{NullDriver, NullKernel};
-use cmdlist::{
-    DeferredContext, Handle, ImmediateContext, ListMode, MapFlags, MapType, ResourceDesc, Usage,
-};
+use cmdlist::{DeferredContext, ImmediateContext, ListMode, ResourceDesc, Usage};
 use draw::{warm_device, Draw};
 use gungraun::prelude::*;
 use ring_draw::RingDraw;
@@ -71,12 +68,6 @@ const APPEND_REPLAYED_IR: u64 = 4_293;
 const APPEND_DRIVER_BUILT_IR: u64 = 4_485;
 /// The same on the immediate context.
 const APPEND_IMMEDIATE_IR: u64 = 17_285;
-/// Instructions of [`CALLS`] staging Map(READ)s, 64 bytes read, Unmaps, on the immediate
-/// context.
-const STAGING_READ_IR: u64 = 17_782;
-/// Locked instructions per Map that reaches the null kernel: its lock and unlock each take
-/// its table's mutex (acquire and release).
-const KERNEL_LOCKED_PER_MAP: u64 = 4;
 /// The ring's size.
 const MIB: usize = 1 << 20;
 
@@ -93,14 +84,13 @@ struct Warm {
     ic: ImmediateContext<NullDriver, NullKernel>,
     draw: Draw,
     ring: RingDraw,
-    staging: Handle<Resource>,
     on: On,
     operations: usize,
 }
 
 /// A warm device in list mode `mode` ([`draw::warm_device`], one draw recorded in the
 /// recording), its ring discarded once in the recording (and in the immediate context's
-/// open buffer), and an idle staging buffer the immediate context read once.
+/// open buffer).
 fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
     ic::prepared(move || {
         let (mut dc, mut ic, draw) = warm_device(mode, on == On::Immediate, 1);
@@ -117,13 +107,6 @@ fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
             bytes: MIB,
             copy: draw.copy,
         };
-        let staging = device
-            .create_resource(ResourceDesc {
-                byte_size: 64,
-                usage: Usage::Staging,
-                ..Default::default()
-            })
-            .expect("staging");
         match on {
             On::Deferred => {
                 ring_draw::start_ring(&mut dc, ring);
@@ -132,9 +115,6 @@ fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
             On::Immediate => {
                 ring_draw::start_ring_immediate(&mut ic, ring);
                 append_immediate(&mut ic, ring, 1);
-                read_staging(&mut ic, staging);
-                ic.flush().expect("flush");
-                read_staging(&mut ic, staging);
             }
         }
         let operations = dc.stats().operations;
@@ -143,7 +123,6 @@ fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
             ic,
             draw,
             ring,
-            staging,
             on,
             operations,
         })
@@ -199,16 +178,6 @@ fn append_immediate(ic: &mut ImmediateContext<NullDriver, NullKernel>, ring: Rin
     ic.unmap(ring.ring).expect("unmap");
 }
 
-/// A staging read: Map(READ), the 64 bytes read, Unmap.
-#[inline(always)]
-fn read_staging(ic: &mut ImmediateContext<NullDriver, NullKernel>, staging: Handle<Resource>) {
-    let bytes = ic
-        .map(staging, MapType::Read, MapFlags::empty())
-        .expect("map");
-    black_box(bytes.iter().fold(0u8, |a, b| a ^ b));
-    ic.unmap(staging).expect("unmap");
-}
-
 #[library_benchmark(teardown = check_one_each)]
 #[bench::deferred_replayed(
     args = ((ListMode::Replayed, On::Deferred)),
@@ -250,7 +219,7 @@ fn command(mut w: Box<Warm>) -> Box<Warm> {
 #[bench::immediate(
     args = ((ListMode::Replayed, On::Immediate)),
     setup = warm,
-    config = ic::gated(DISCARD_IMMEDIATE_IR, Some(KERNEL_LOCKED_PER_MAP * CALLS))
+    config = ic::gated(DISCARD_IMMEDIATE_IR, Some(0))
 )]
 fn discard(mut w: Box<Warm>) -> Box<Warm> {
     let constants = w.draw.constants;
@@ -282,7 +251,7 @@ fn discard(mut w: Box<Warm>) -> Box<Warm> {
 #[bench::immediate(
     args = ((ListMode::Replayed, On::Immediate)),
     setup = warm,
-    config = ic::gated(APPEND_IMMEDIATE_IR, Some(KERNEL_LOCKED_PER_MAP * CALLS))
+    config = ic::gated(APPEND_IMMEDIATE_IR, Some(0))
 )]
 fn append(mut w: Box<Warm>) -> Box<Warm> {
     let ring = w.ring;
@@ -291,20 +260,6 @@ fn append(mut w: Box<Warm>) -> Box<Warm> {
             On::Deferred => append_deferred(&mut w.dc, ring, n),
             On::Immediate => append_immediate(&mut w.ic, ring, n),
         }
-    }
-    w
-}
-
-#[library_benchmark(teardown = check_none)]
-#[bench::immediate(
-    args = ((ListMode::Replayed, On::Immediate)),
-    setup = warm,
-    config = ic::gated(STAGING_READ_IR, Some(KERNEL_LOCKED_PER_MAP * CALLS))
-)]
-fn staging_read(mut w: Box<Warm>) -> Box<Warm> {
-    let staging = w.staging;
-    for _ in 0..CALLS {
-        read_staging(&mut w.ic, staging);
     }
     w
 }
@@ -329,7 +284,7 @@ fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
 
 library_benchmark_group!(
     name = call_kind,
-    benchmarks = [command, discard, append, staging_read, floor]
+    benchmarks = [command, discard, append, floor]
 );
 
 main!(config = ic::config(); library_benchmark_groups = call_kind);
