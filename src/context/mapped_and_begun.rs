@@ -58,12 +58,12 @@ impl<M> MappedAndBegun<M> {
         self.mapped.iter().map(|(_, m)| m)
     }
 
-    /// The memory of the open Map of `resource`, or an application error if it is not
-    /// mapped here.
-    pub(crate) fn mapped(&mut self, resource: Handle<Resource>) -> Result<&mut M> {
+    /// The memory of the Map noted last ([`MappedAndBegun::map`]), an application error if
+    /// none is open: a Map's route hands out the memory it just noted without looking for it.
+    #[inline]
+    pub(crate) fn last_mapped_mut(&mut self) -> Result<&mut M> {
         self.mapped
-            .iter_mut()
-            .find(|(r, _)| *r == resource)
+            .last_mut()
             .map(|(_, m)| m)
             .ok_or_else(|| AppError::InvalidState.into())
     }

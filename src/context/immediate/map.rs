@@ -122,7 +122,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     #[inline(always)]
     fn map_discard_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         self.entry(|ic| ic.map_new(resource))?;
-        Ok(self.open.mapped(resource)?.bytes_mut())
+        // The route noted its Map last.
+        Ok(self.open.last_mapped_mut()?.bytes_mut())
     }
 
     fn map_new(&mut self, resource: Handle<Resource>) -> Result<()> {
@@ -348,7 +349,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
             ic.lock(resource, view, flags)
         })?;
-        Ok(self.open.mapped(resource)?.bytes_mut())
+        // The route noted its Map last.
+        Ok(self.open.last_mapped_mut()?.bytes_mut())
     }
 
     /// A staging Map (R-M4): READ, WRITE or READ_WRITE of a `Usage::Staging` resource (any
@@ -407,7 +409,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             ic.lock(resource, view, lock)
         })?;
-        Ok(self.open.mapped(resource)?.bytes_mut())
+        // The route noted its Map last.
+        Ok(self.open.last_mapped_mut()?.bytes_mut())
     }
 
     /// ResourceIsStagingBusy (R-M4): whether a buffer the GPU has not finished uses the
