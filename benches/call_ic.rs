@@ -49,25 +49,25 @@ pub const CALLS: u64 = 32;
 
 /// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
 /// as last recorded (BENCHMARKS.md says when).
-const COMMAND_REPLAYED_IR: u64 = 2_851;
+const COMMAND_REPLAYED_IR: u64 = 2_882;
 /// The same where the driver builds its lists.
-const COMMAND_DRIVER_BUILT_IR: u64 = 2_371;
+const COMMAND_DRIVER_BUILT_IR: u64 = 2_370;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 7_956;
+const COMMAND_IMMEDIATE_IR: u64 = 3_963;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 7_009;
+const DISCARD_REPLAYED_IR: u64 = 6_977;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 5_100;
+const DISCARD_DRIVER_BUILT_IR: u64 = 5_330;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 22_159;
+const DISCARD_IMMEDIATE_IR: u64 = 12_803;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
 const APPEND_REPLAYED_IR: u64 = 4_293;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_485;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_709;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 17_285;
+const APPEND_IMMEDIATE_IR: u64 = 8_805;
 /// The ring's size.
 const MIB: usize = 1 << 20;
 

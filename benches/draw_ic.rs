@@ -75,26 +75,26 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 14_107;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 9_046;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 13_563;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_670;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 14_043;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_982;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 16_604;
+const IMMEDIATE_BUDGET_IR: u64 = 16_640;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 12_321;
+const RING_REPLAYED_BUDGET_IR: u64 = 7_480;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 11_745;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 7_512;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 12_257;
+const RING_EMULATED_BUDGET_IR: u64 = 7_416;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 13_536;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 13_315;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 8_985;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 8_761;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
