@@ -620,6 +620,10 @@ fn r_m4_a_staging_read_flushes_and_waits_for_the_newest_buffer_that_uses_it() {
     let src = device.create_resource(crate::common::buffer(16)).unwrap();
     let other = device.create_resource(crate::common::buffer(16)).unwrap();
     let readback = device.create_resource(staging(16)).unwrap();
+    assert!(
+        !ic.resource_is_busy(readback).unwrap(),
+        "no buffer used it yet (nothing completed either)"
+    );
     ic.update(src, 0, &[7; 16]).unwrap();
     ic.command(&SoftCommand::Copy { dst: readback, src })
         .unwrap();

@@ -227,3 +227,44 @@ fn r_m5_every_discard_hands_out_zeroed_bytes_on_both_paths() {
         assert_eq!(locks, unlocks);
     }
 }
+
+/// A rename's memory is locked to be written whatever the GPU does with the buffer, and as
+/// referenced by no buffer (R-M5: `WRITE_ONLY | IGNORE_SYNC | NO_EXISTING_REFERENCE`), kept
+/// across Maps where the kernel keeps locks; a Map(NO_OVERWRITE)'s lock is the same but
+/// for the last flag (R-M3).
+#[test]
+fn r_m3_r_m5_a_rename_and_an_append_lock_with_their_own_flags() {
+    for persistent in [true, false] {
+        let kernel = match persistent {
+            true => NullKernel::default(),
+            false => NullKernel::without_persistent_locks(),
+        };
+        let (device, mut ic) = device(kernel);
+        let ring = ring(&device);
+        let kept = match persistent {
+            true => LockFlags::PERSISTENT,
+            false => LockFlags::empty(),
+        };
+        ic.map_discard(ring).expect("discard")[..4].fill(1);
+        assert_eq!(
+            device.kernel().last_lock_flags(),
+            LockFlags::WRITE_ONLY
+                | LockFlags::IGNORE_SYNC
+                | LockFlags::NO_EXISTING_REFERENCE
+                | kept,
+            "a rename's lock"
+        );
+        ic.unmap(ring).expect("unmap");
+        if !persistent {
+            ic.map_no_overwrite(ring).expect("append")[4..8].fill(2);
+            assert_eq!(
+                device.kernel().last_lock_flags(),
+                LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC,
+                "an append's lock"
+            );
+            ic.unmap(ring).expect("unmap");
+        }
+        ic.destroy_device().expect("destroy device");
+        assert_eq!(device.kernel().errors(), 0);
+    }
+}
