@@ -31,3 +31,4 @@ mod restore;
 mod retire;
 mod smoke;
 mod threads;
+mod wide;
