@@ -9,7 +9,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use cmdlist::soft::inject::{self, Fault, FaultPlan};
-use cmdlist::soft::{SoftCommand, SoftConfig};
+use cmdlist::soft::{Hook, SoftCommand, SoftConfig};
 use cmdlist::{BindClass, BindPoint, Device, DeviceConfig, Error, Stage};
 
 use crate::common::{buffer, dynamic_buffer};
@@ -232,4 +232,33 @@ fn r_d3_the_immediate_contexts_own_bindings_do_not_keep_objects_past_the_drain()
     assert_eq!(destroyed(&world), [bound_id, held_id]);
     let violations = world.check_after_device_destroyed();
     assert!(violations.is_empty(), "{violations:#?}");
+}
+
+/// After its device's destruction the immediate context answers every call
+/// `DeviceRemoved`, whatever the handles it is given, and calls no hook but the kernel's
+/// error report (R-E2); destroying the device again is a no-op (R-D3).
+#[test]
+fn r_d3_the_immediate_context_after_device_destruction_answers_device_removed() {
+    let (device, mut ic, world) =
+        cmdlist::soft::device(SoftConfig::from_env().unwrap(), DeviceConfig::default()).unwrap();
+    let (src, dst) = (
+        device.create_resource(buffer(64)).unwrap(),
+        device.create_resource(buffer(64)).unwrap(),
+    );
+    let constants = device.create_resource(dynamic_buffer(64)).unwrap();
+    ic.command(&SoftCommand::Copy { dst, src }).unwrap();
+    ic.destroy_device().unwrap();
+    world.clear_trace();
+    let removed = Err(Error::DeviceRemoved);
+    assert_eq!(ic.command(&SoftCommand::Copy { dst, src }), removed);
+    assert_eq!(ic.update(dst, 0, &[1; 8]), removed);
+    assert_eq!(ic.map_discard(constants).map(drop), removed);
+    assert_eq!(ic.map_no_overwrite(constants).map(drop), removed);
+    assert_eq!(ic.unmap(constants), removed);
+    assert_eq!(ic.resource_is_busy(src).map(drop), removed);
+    assert_eq!(ic.flush(), removed);
+    // Each refusal reported to the kernel (R-E2), and nothing else heard.
+    let heard: Vec<_> = world.trace().iter().map(|event| event.hook).collect();
+    assert_eq!(heard, [Hook::SetError; 7]);
+    assert_eq!(ic.destroy_device(), Ok(()));
 }
