@@ -146,12 +146,18 @@ mod tests {
     #[test]
     fn a_mapping_debug_prints_its_length_and_owner() {
         let owned = CpuMapping::owned(vec![0u8; 8].into_boxed_slice());
-        assert_eq!(format!("{owned:?}"), "CpuMapping { len: 8, owned: true, .. }");
+        assert_eq!(
+            format!("{owned:?}"),
+            "CpuMapping { len: 8, owned: true, .. }"
+        );
         let mut memory = [0u8; 4];
         let ptr = core::ptr::NonNull::new(memory.as_mut_ptr()).unwrap();
         // SAFETY: `memory` outlives the mapping and is reached through it alone meanwhile.
         let raw = unsafe { CpuMapping::from_raw(ptr, memory.len()) };
-        assert_eq!(format!("{raw:?}"), "CpuMapping { len: 4, owned: false, .. }");
+        assert_eq!(
+            format!("{raw:?}"),
+            "CpuMapping { len: 4, owned: false, .. }"
+        );
     }
 
     /// Owned memory: written through the mapping, handed back whole; a raw mapping reaches
