@@ -285,6 +285,8 @@ mod tests {
         let c = pool.class(64);
         pool.give(c, a(1), None, 5);
         pool.give(c, a(2), None, 0);
+        let back = pool.classes[c as usize].idle.back();
+        assert_eq!(back.map(|b| (b.allocation, b.last_buffer)), Some((a(2), 5)));
         assert_eq!(taken(&mut pool, c, 4), None);
         assert_eq!(taken(&mut pool, c, 5), Some(a(1)));
         assert_eq!(taken(&mut pool, c, 5), Some(a(2)));
@@ -305,6 +307,28 @@ mod tests {
         let mut gone = vec![];
         pool.release_done(2, |x, lock| gone.push((x, lock.is_some())));
         assert_eq!(gone, [(a(2), false), (a(3), true)]);
+    }
+
+    /// A class's queue stays first-in first-out as its ring grows, from slot 0 and from a
+    /// head past it (a ring that wrapped).
+    #[test]
+    fn a_queue_keeps_its_order_as_it_grows_and_wraps() {
+        let mut pool = RenamePool::default();
+        let c = pool.class(64);
+        for id in 1..=6 {
+            pool.give(c, a(id), None, id);
+        }
+        for id in 1..=3 {
+            assert_eq!(taken(&mut pool, c, 6), Some(a(id)));
+        }
+        // Eight slots, the head at 3: five more wrap, then one more grows the ring again.
+        for id in 7..=13 {
+            pool.give(c, a(id), None, id);
+        }
+        for id in 4..=13 {
+            assert_eq!(taken(&mut pool, c, 13), Some(a(id)));
+        }
+        assert_eq!(taken(&mut pool, c, 13), None);
     }
 
     #[test]
