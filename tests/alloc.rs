@@ -23,8 +23,10 @@ struct Counting;
 
 static COUNTING: AtomicBool = AtomicBool::new(false);
 static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+static FREES: AtomicUsize = AtomicUsize::new(0);
 
-// SAFETY: forwards every call to `System` unchanged; only counts calls while enabled.
+// SAFETY: forwards every call to `System` unchanged; only counts calls while enabled
+// (allocations and reallocations in `ALLOCATIONS`, frees in `FREES`).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
@@ -35,6 +37,9 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            FREES.fetch_add(1, Ordering::Relaxed);
+        }
         // SAFETY: the caller's contract for `dealloc` is passed on unchanged.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -52,6 +57,8 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn main() {
+    r_m4_an_owned_mapping_frees_its_bytes_once();
+    println!("r_m4_an_owned_mapping_frees_its_bytes_once: ok");
     r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use();
     println!("r_r1_warm_one_copy_cycle_and_object_churn_allocate_nothing_per_use: ok");
     r_x5_a_warm_frame_of_the_main_jobs_shape_allocates_nothing();
@@ -112,6 +119,30 @@ fn r_m5_warm_renaming_discards_and_ring_appends_on_the_immediate_context_allocat
     );
     ic.destroy_device().unwrap();
     assert_eq!(device.kernel().errors(), 0);
+}
+
+/// A mapping that owns its bytes (a kernel that copies at the lock) frees them when it is
+/// dropped; handed back with `into_owned`, they are freed once, by their new owner (R-M4).
+fn r_m4_an_owned_mapping_frees_its_bytes_once() {
+    use cmdlist::CpuMapping;
+    let frees = |work: &mut dyn FnMut()| {
+        FREES.store(0, Ordering::Relaxed);
+        COUNTING.store(true, Ordering::Relaxed);
+        work();
+        COUNTING.store(false, Ordering::Relaxed);
+        FREES.load(Ordering::Relaxed)
+    };
+    let mut mapping = Some(CpuMapping::owned(vec![1; 64].into_boxed_slice()));
+    assert_eq!(frees(&mut || drop(mapping.take())), 1, "dropped");
+    let mut mapping = Some(CpuMapping::owned(vec![2; 64].into_boxed_slice()));
+    let mut bytes = None;
+    assert_eq!(
+        frees(&mut || bytes = mapping.take().and_then(CpuMapping::into_owned)),
+        0,
+        "handed back"
+    );
+    assert_eq!(bytes.as_deref(), Some(&[2; 64][..]));
+    assert_eq!(frees(&mut || drop(bytes.take())), 1, "freed by their owner");
 }
 
 /// Counts the allocations of `frames` runs of `frame`, after as many warm-up runs.
