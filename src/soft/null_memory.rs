@@ -190,11 +190,15 @@ mod tests {
         let memory = NullMemory::default();
         memory.allocated(a(2), 4);
         let mut mapping = memory.lock(a(2)).unwrap();
+        assert_eq!(memory.deallocated_while_locked(), 0);
         memory.deallocated(a(2));
+        // Counted: the engine broke R-M4, and a test of the null kernel sees it.
+        assert_eq!(memory.deallocated_while_locked(), 1);
         // Written after the deallocation: still the mapping's bytes (miri checks).
         mapping.bytes_mut().fill(3);
         assert_eq!(mapping.bytes_mut(), &[3; 4]);
         memory.unlock(a(2), mapping);
+        assert_eq!(memory.lock_counts(), (1, 1));
         assert!(memory.lock(a(2)).is_err());
         assert!(memory.table().is_empty());
     }
