@@ -1,5 +1,6 @@
 //! The null driver (`cmdlist::soft::null`) where it builds lists: the memory its deferred
-//! Maps hand out (R-M1, R-M2), one buffer per resource a context mapped.
+//! Maps hand out (R-M1, R-M2), one buffer per resource a context mapped; and the null
+//! kernel's counts of its locks (R-M4).
 
 use cmdlist::soft::null::null_device_in;
 use cmdlist::{BindFlags, DeviceConfig, ListMode, ResourceDesc, Usage};
@@ -50,4 +51,28 @@ fn r_m2_the_null_driver_keeps_each_resources_map_memory() {
     drop((list, dc));
     ic.flush().unwrap();
     ic.destroy_device().unwrap();
+}
+
+/// The null kernel counts its locks and unlocks, and an allocation deallocated while
+/// locked, which the engine never does (R-M4): the count the engine's tests rely on to
+/// say so.
+#[test]
+fn r_m4_the_null_kernel_counts_an_allocation_deallocated_while_locked() {
+    use cmdlist::soft::null::NullKernel;
+    use cmdlist::{AllocationDesc, Kernel, LockFlags};
+    let kernel = NullKernel::default();
+    let desc = AllocationDesc {
+        size: 8,
+        shared: false,
+        primary: false,
+    };
+    let allocation = kernel.allocate(&desc).unwrap();
+    let mut mapping = kernel.lock(allocation, LockFlags::WRITE_ONLY).unwrap();
+    assert_eq!(kernel.locks(), (1, 0));
+    assert_eq!(kernel.deallocated_while_locked(), 0);
+    kernel.deallocate(allocation);
+    assert_eq!(kernel.deallocated_while_locked(), 1);
+    mapping.bytes_mut().fill(1);
+    kernel.unlock(allocation, mapping);
+    assert_eq!(kernel.locks(), (1, 1));
 }
