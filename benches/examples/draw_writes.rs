@@ -8,6 +8,10 @@
 //! cargo run -p cmdlist-benches --release --example draw_writes -- replayed 16
 //! ```
 //!
+//! `.ci/run` builds it with line tables (`CARGO_PROFILE_RELEASE_DEBUG=line-tables-only`):
+//! the recording path is inlined here, and the script knows the deferred context's inlined
+//! frames by their source file.
+//!
 //! The draw and the warm-up are the instruction-count bench's (`common/draw.rs`); `N` draws
 //! fit in the warm recording (at most 64), so that the two runs differ by the draws alone.
 
