@@ -432,6 +432,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if let Some(e) = failed {
                 return Err(e);
             }
+            // The second pass is for what the first could not hold, only.
+            debug_assert!(!more || found == COMMAND_OBJECTS);
             let more = more.then_some(command);
             ic.run_hook(guard, &objects[..found], more, |driver, imm, resolver| {
                 driver.execute(imm, resolver, Op::Command(command))
