@@ -12,16 +12,22 @@ use crate::handle::{Handle, Query, Resource};
 /// that was not begun is allowed (an event query is only ended). Executing a command list
 /// that maps a resource mapped here, or begins or ends a query begun here, is refused by the
 /// executing context (R-C4), which asks [`MappedAndBegun::check_list`].
+///
+/// An application maps one resource at a time and unmaps it before the next: the open Map
+/// is kept in a slot of its own (`first`), and only a second at once goes to a list. `first`
+/// is empty only while `more` is, so the slot is the one place a lone open Map can be.
 #[derive(Debug)]
 pub(crate) struct MappedAndBegun<M> {
-    mapped: Vec<(Handle<Resource>, M)>,
+    first: Option<(Handle<Resource>, M)>,
+    more: Vec<(Handle<Resource>, M)>,
     begun: Vec<Handle<Query>>,
 }
 
 impl<M> Default for MappedAndBegun<M> {
     fn default() -> Self {
         MappedAndBegun {
-            mapped: Vec::new(),
+            first: None,
+            more: Vec::new(),
             begun: Vec::new(),
         }
     }
@@ -31,7 +37,7 @@ impl<M> MappedAndBegun<M> {
     /// How many operations the open Maps and begun queries still owe: the Unmap of each
     /// Map and the End of each Begin, which Finish adds if the application does not (R-C4).
     pub(crate) fn owed(&self) -> usize {
-        self.mapped.len() + self.begun.len()
+        usize::from(self.first.is_some()) + self.more.len() + self.begun.len()
     }
 
     /// Whether `query` is begun.
@@ -39,68 +45,98 @@ impl<M> MappedAndBegun<M> {
         self.begun.contains(&query)
     }
 
-    /// Refuses a second Map of `resource` (nothing changes).
-    pub(crate) fn check_map(&self, resource: Handle<Resource>) -> Result<()> {
-        if self.mapped.iter().any(|(r, _)| *r == resource) {
-            return Err(AppError::InvalidState.into());
-        }
-        Ok(())
-    }
-
-    /// Notes the Map of `resource`, after [`MappedAndBegun::check_map`] passed.
-    pub(crate) fn map(&mut self, resource: Handle<Resource>, memory: M) {
-        debug_assert!(self.check_map(resource).is_ok());
-        self.mapped.push((resource, memory));
+    /// Every open Map, the slot's first.
+    fn mapped(&self) -> impl Iterator<Item = &(Handle<Resource>, M)> {
+        self.first.iter().chain(&self.more)
     }
 
     /// The memory of every open Map.
     pub(crate) fn maps(&self) -> impl Iterator<Item = &M> {
-        self.mapped.iter().map(|(_, m)| m)
+        self.mapped().map(|(_, m)| m)
+    }
+
+    /// Refuses a second Map of `resource` (nothing changes).
+    #[inline]
+    pub(crate) fn check_map(&self, resource: Handle<Resource>) -> Result<()> {
+        match &self.first {
+            None => Ok(()),
+            Some((r, _)) if *r == resource => Err(AppError::InvalidState.into()),
+            Some(_) if self.more.iter().any(|(r, _)| *r == resource) => {
+                Err(AppError::InvalidState.into())
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Notes the Map of `resource`, after [`MappedAndBegun::check_map`] passed.
+    #[inline]
+    pub(crate) fn map(&mut self, resource: Handle<Resource>, memory: M) {
+        debug_assert!(self.check_map(resource).is_ok());
+        match self.first {
+            None => self.first = Some((resource, memory)),
+            Some(_) => self.more.push((resource, memory)),
+        }
     }
 
     /// The memory of the Map noted last ([`MappedAndBegun::map`]), an application error if
     /// none is open: a Map's route hands out the memory it just noted without looking for it.
     #[inline]
     pub(crate) fn last_mapped_mut(&mut self) -> Result<&mut M> {
-        self.mapped
-            .last_mut()
-            .map(|(_, m)| m)
-            .ok_or_else(|| AppError::InvalidState.into())
+        match self.more.last_mut() {
+            Some((_, m)) => Ok(m),
+            None => self
+                .first
+                .as_mut()
+                .map(|(_, m)| m)
+                .ok_or_else(|| AppError::InvalidState.into()),
+        }
     }
 
     /// Where the open Map of `resource` is, for [`MappedAndBegun::mapped_at`] and
     /// [`MappedAndBegun::unmap_at`], or an application error if it is not mapped here: an
-    /// Unmap finds its Map once.
+    /// Unmap finds its Map once. 0 is the slot, `i + 1` the list's `i`.
     #[inline]
     pub(crate) fn find_mapped(&self, resource: Handle<Resource>) -> Result<usize> {
-        self.mapped
-            .iter()
-            .position(|(r, _)| *r == resource)
-            .ok_or_else(|| AppError::InvalidState.into())
+        match &self.first {
+            Some((r, _)) if *r == resource => Ok(0),
+            Some(_) => self
+                .more
+                .iter()
+                .position(|(r, _)| *r == resource)
+                .map(|i| i + 1)
+                .ok_or_else(|| AppError::InvalidState.into()),
+            None => Err(AppError::InvalidState.into()),
+        }
     }
 
     /// The memory of the open Map at `at` ([`MappedAndBegun::find_mapped`]).
     #[inline]
     pub(crate) fn mapped_at(&self, at: usize) -> &M {
-        &self.mapped[at].1
+        match (at, &self.first) {
+            (0, Some((_, m))) => m,
+            _ => &self.more[at - 1].1,
+        }
     }
 
     /// Ends the open Map at `at` ([`MappedAndBegun::find_mapped`], nothing mapped or
-    /// unmapped since), giving its memory back.
+    /// unmapped since), giving its memory back. The slot, emptied, takes the list's last.
     #[inline]
     pub(crate) fn unmap_at(&mut self, at: usize) -> M {
-        self.mapped.swap_remove(at).1
+        if at == 0 {
+            let next = self.more.pop();
+            let (_, memory) = core::mem::replace(&mut self.first, next)
+                .expect("find_mapped answered the slot, which holds a Map");
+            return memory;
+        }
+        self.more.swap_remove(at - 1).1
     }
 
     /// Ends the Map of `resource`, giving its memory back, or an application error if it is
     /// not mapped here.
+    #[inline]
     pub(crate) fn unmap(&mut self, resource: Handle<Resource>) -> Result<M> {
-        let i = self
-            .mapped
-            .iter()
-            .position(|(r, _)| *r == resource)
-            .ok_or(AppError::InvalidState)?;
-        Ok(self.mapped.swap_remove(i).1)
+        let at = self.find_mapped(resource)?;
+        Ok(self.unmap_at(at))
     }
 
     /// Refuses a Begin of a query already begun (an End is always accepted).
@@ -135,11 +171,7 @@ impl<M> MappedAndBegun<M> {
         maps: &[Handle<Resource>],
         queries: &[Handle<Query>],
     ) -> Result<()> {
-        if self
-            .mapped
-            .iter()
-            .any(|(m, _)| maps.binary_search(m).is_ok())
-        {
+        if self.mapped().any(|(m, _)| maps.binary_search(m).is_ok()) {
             return Err(AppError::MapConflict.into());
         }
         if self.begun.iter().any(|q| queries.binary_search(q).is_ok()) {
@@ -155,12 +187,119 @@ impl<M> MappedAndBegun<M> {
 
     /// Takes one still-open Map, to unmap it.
     pub(crate) fn pop_mapped(&mut self) -> Option<(Handle<Resource>, M)> {
-        self.mapped.pop()
+        self.more.pop().or_else(|| self.first.take())
     }
 
     /// Forgets every Map and Begin (the recording they belonged to is gone).
     pub(crate) fn clear(&mut self) {
-        self.mapped.clear();
+        self.first = None;
+        self.more.clear();
         self.begun.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::num::NonZeroU32;
+
+    use super::*;
+    use crate::error::Error;
+
+    fn resource(slot: u32) -> Handle<Resource> {
+        Handle::new(1, slot, NonZeroU32::MIN)
+    }
+
+    fn refused<T: core::fmt::Debug>(result: Result<T>) {
+        assert_eq!(
+            result.unwrap_err(),
+            Error::Application(AppError::InvalidState),
+            "R-C4: an application error"
+        );
+    }
+
+    #[test]
+    fn r_c4_a_lone_map_is_found_ended_and_refused_twice() {
+        let mut open = MappedAndBegun::<u32>::default();
+        let (a, b) = (resource(1), resource(2));
+        refused(open.find_mapped(a));
+        refused(open.last_mapped_mut());
+        open.check_map(a).unwrap();
+        open.map(a, 10);
+        assert_eq!(open.owed(), 1);
+        refused(open.check_map(a));
+        open.check_map(b).unwrap();
+        refused(open.find_mapped(b));
+        assert_eq!(*open.last_mapped_mut().unwrap(), 10);
+        let at = open.find_mapped(a).unwrap();
+        assert_eq!(*open.mapped_at(at), 10);
+        assert_eq!(open.unmap_at(at), 10);
+        assert_eq!(open.owed(), 0);
+        refused(open.unmap(a));
+        open.check_map(a).unwrap();
+    }
+
+    #[test]
+    fn r_c4_maps_at_once_each_found_and_the_last_noted_handed_out() {
+        let mut open = MappedAndBegun::<u32>::default();
+        let [a, b, c, d] = [1, 2, 3, 4].map(resource);
+        open.map(a, 10);
+        open.map(b, 20);
+        assert_eq!(*open.last_mapped_mut().unwrap(), 20);
+        open.map(c, 30);
+        assert_eq!(*open.last_mapped_mut().unwrap(), 30);
+        assert_eq!(open.owed(), 3);
+        for (r, m) in [(a, 10), (b, 20), (c, 30)] {
+            refused(open.check_map(r));
+            assert_eq!(*open.mapped_at(open.find_mapped(r).unwrap()), m);
+        }
+        open.check_map(d).unwrap();
+        refused(open.find_mapped(d));
+        // The slot's Map ends first: the list's last takes the slot, the others stay found.
+        assert_eq!(open.unmap(a).unwrap(), 10);
+        assert_eq!(open.owed(), 2);
+        open.check_map(a).unwrap();
+        assert_eq!(*open.mapped_at(open.find_mapped(b).unwrap()), 20);
+        assert_eq!(*open.mapped_at(open.find_mapped(c).unwrap()), 30);
+        open.map(d, 40);
+        assert_eq!(*open.last_mapped_mut().unwrap(), 40);
+        assert_eq!(open.unmap(b).unwrap(), 20);
+        assert_eq!(open.unmap(d).unwrap(), 40);
+        assert_eq!(open.unmap(c).unwrap(), 30);
+        assert_eq!(open.owed(), 0);
+        refused(open.unmap(c));
+    }
+
+    #[test]
+    fn r_c4_every_open_map_is_seen_by_a_list_check_and_popped() {
+        let mut open = MappedAndBegun::<u32>::default();
+        let [a, b, c] = [1, 2, 3].map(resource);
+        open.check_list(&[a, b, c], &[]).unwrap();
+        open.map(a, 10);
+        open.map(b, 20);
+        assert_eq!(
+            open.check_list(&[a], &[]).unwrap_err(),
+            Error::Application(AppError::MapConflict)
+        );
+        assert_eq!(
+            open.check_list(&[b, c], &[]).unwrap_err(),
+            Error::Application(AppError::MapConflict)
+        );
+        open.check_list(&[c], &[]).unwrap();
+        let mut maps: Vec<u32> = open.maps().copied().collect();
+        maps.sort_unstable();
+        assert_eq!(maps, [10, 20]);
+        let mut popped = Vec::new();
+        while let Some((r, m)) = open.pop_mapped() {
+            popped.push((r, m));
+        }
+        popped.sort_unstable_by_key(|&(_, m)| m);
+        assert_eq!(popped, [(a, 10), (b, 20)]);
+        assert_eq!(open.owed(), 0);
+        open.map(c, 30);
+        open.map(a, 10);
+        open.clear();
+        assert_eq!(open.owed(), 0);
+        open.check_map(c).unwrap();
+        refused(open.find_mapped(a));
     }
 }
