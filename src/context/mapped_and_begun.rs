@@ -171,8 +171,13 @@ impl<M> MappedAndBegun<M> {
         maps: &[Handle<Resource>],
         queries: &[Handle<Query>],
     ) -> Result<()> {
-        if self.mapped().any(|(m, _)| maps.binary_search(m).is_ok()) {
-            return Err(AppError::MapConflict.into());
+        // Nothing in the slot, nothing open.
+        if let Some((first, _)) = &self.first {
+            if maps.binary_search(first).is_ok()
+                || self.more.iter().any(|(m, _)| maps.binary_search(m).is_ok())
+            {
+                return Err(AppError::MapConflict.into());
+            }
         }
         if self.begun.iter().any(|q| queries.binary_search(q).is_ok()) {
             return Err(AppError::QueryConflict.into());
@@ -187,7 +192,10 @@ impl<M> MappedAndBegun<M> {
 
     /// Takes one still-open Map, to unmap it.
     pub(crate) fn pop_mapped(&mut self) -> Option<(Handle<Resource>, M)> {
-        self.more.pop().or_else(|| self.first.take())
+        match self.first {
+            None => None,
+            Some(_) => self.more.pop().or_else(|| self.first.take()),
+        }
     }
 
     /// Forgets every Map and Begin (the recording they belonged to is gone).
