@@ -16,6 +16,10 @@
 //! - `recorded_draw::run immediate_*`: on the immediate context, the same warm-up, then
 //!   [`DRAWS`] draws into the open buffer (every object already referenced by it). The
 //!   flush is per buffer, not per draw, and is not counted.
+//! - `recorded_draw::through_ddi *`: the same draw with each of its calls made through a
+//!   function of its own, kept out of line (`common/ddi.rs`), as a driver's DDI entry points
+//!   call the engine: each call pays its own frame, and the count moves only with the
+//!   engine's code, not with how the bench's loop inlines it.
 //! - `recorded_draw::ring deferred_*`: a ring draw on a deferred context (R-M2): the draw's
 //!   64 bytes appended with Map(WRITE_NO_OVERWRITE) into a dynamic vertex buffer of 1 MiB
 //!   or 16 MiB that the recording discarded once when it began, Unmap, the same command.
@@ -51,6 +55,8 @@
 // gungraun's macros generate public modules, constants and functions without docs.
 #![allow(missing_docs)]
 
+#[path = "common/ddi.rs"]
+mod ddi_calls;
 #[path = "common/draw.rs"]
 mod draw;
 #[path = "common/ic.rs"]
@@ -95,6 +101,13 @@ const RING_IMMEDIATE_BUDGET_IR: u64 = 13_315;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
 const STAGING_IMMEDIATE_BUDGET_IR: u64 = 8_761;
+/// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
+/// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
+const DDI_REPLAYED_BUDGET_IR: u64 = 10_427;
+/// The same where the driver builds its lists.
+const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 9_083;
+/// The same on the immediate context.
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 16_860;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
@@ -175,6 +188,36 @@ fn run(mut w: Box<Warm>) -> Box<Warm> {
     } else {
         for n in 0..DRAWS {
             draw_deferred(&mut w.dc, draw, n);
+        }
+    }
+    w
+}
+
+#[library_benchmark(teardown = check)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, false)),
+    setup = warm,
+    config = ic::gated(DDI_REPLAYED_BUDGET_IR, Some(0))
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, false)),
+    setup = warm,
+    config = ic::gated(DDI_DRIVER_BUILT_BUDGET_IR, Some(0))
+)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, true)),
+    setup = warm,
+    config = ic::gated(DDI_IMMEDIATE_BUDGET_IR, Some(0))
+)]
+fn through_ddi(mut w: Box<Warm>) -> Box<Warm> {
+    let draw = w.draw;
+    if w.on_immediate {
+        for n in 0..DRAWS {
+            ddi_calls::draw_immediate(&mut w.ic, draw, n);
+        }
+    } else {
+        for n in 0..DRAWS {
+            ddi_calls::draw_deferred(&mut w.dc, draw, n);
         }
     }
     w
@@ -352,7 +395,7 @@ fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
 
 library_benchmark_group!(
     name = recorded_draw,
-    benchmarks = [run, ring, staging, floor]
+    benchmarks = [run, through_ddi, ring, staging, floor]
 );
 
 main!(config = ic::config(); library_benchmark_groups = recorded_draw);
