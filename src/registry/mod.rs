@@ -209,7 +209,8 @@ impl<D: Driver> Entry<D> {
     /// immediate context only (the token).
     #[inline]
     pub(crate) fn set_allocation(&self, token: &mut IcToken, allocation: Option<AllocationHandle>) {
-        assert_eq!(token.tag, self.device, "an IC token of another device");
+        // The entry is of the token's device (the invariant of `IcToken`).
+        debug_assert_eq!(token.tag, self.device, "an IC token of another device");
         self.allocation.set(allocation);
     }
 
@@ -303,14 +304,15 @@ impl<D: Driver> Entry<D> {
     /// and borrowing it mutably for as long as the result lives keeps that result the only
     /// reference to any IC side.
     ///
-    /// Panics when `token` belongs to another device's immediate context (a bug of the
-    /// engine, never of its caller's input).
+    /// The entry is of the token's device: every entry an immediate context reaches is
+    /// (see [`IcToken`]); debug builds check it.
+    #[inline]
     pub(crate) fn ic_side<'t>(&'t self, token: &'t mut IcToken) -> &'t mut IcSide<D> {
-        assert_eq!(token.tag, self.device, "an IC token of another device");
-        // SAFETY: `token` is the one token of this entry's device (checked above), owned by
-        // its immediate context and not `Sync`, so this is that context's thread; the
-        // exclusive borrow of the token for `'t` means no other IC-side reference exists
-        // while the result lives.
+        debug_assert_eq!(token.tag, self.device, "an IC token of another device");
+        // SAFETY: `token` is the one token of this entry's device (the invariant of
+        // `IcToken`), owned by its immediate context and not `Sync`, so this is that
+        // context's thread; the exclusive borrow of the token for `'t` means no other
+        // IC-side reference exists while the result lives.
         unsafe { &mut *self.ic.get() }
     }
 
@@ -762,6 +764,13 @@ unsafe impl<D: Driver> Sync for Registry<D> {}
 /// The witness that its holder is the immediate context of one registry's device (the
 /// single reclaimer): made once per registry ([`Registry::take_ic_token`]), owned by the
 /// immediate context, neither `Clone` nor `Sync`.
+///
+/// Every entry its holder reaches is of its device: found in the token's registry (whose
+/// lookups check the token, [`Registry::ic_live`], [`Registry::ic_guard`]), or held by a
+/// command list of the same device (an execute refuses another device's list before it
+/// reaches an entry), or the dependency of one of those (the same registry). So the
+/// accessors of an entry's IC side ([`Entry::ic_side`], [`Entry::set_allocation`]), called
+/// several times a draw, only check in debug builds that the entry is the token's device's.
 ///
 /// It also keeps the immediate context's lookup cache ([`Registry::ic_live`]): as the
 /// single reclaimer, only its holder unlinks entries ([`Registry::free`], which takes the
