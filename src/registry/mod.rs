@@ -765,12 +765,15 @@ unsafe impl<D: Driver> Sync for Registry<D> {}
 /// single reclaimer): made once per registry ([`Registry::take_ic_token`]), owned by the
 /// immediate context, neither `Clone` nor `Sync`.
 ///
-/// Every entry its holder reaches is of its device: found in the token's registry (whose
-/// lookups check the token, [`Registry::ic_live`], [`Registry::ic_guard`]), or held by a
-/// command list of the same device (an execute refuses another device's list before it
-/// reaches an entry), or the dependency of one of those (the same registry). So the
-/// accessors of an entry's IC side ([`Entry::ic_side`], [`Entry::set_allocation`]), called
-/// several times a draw, only check in debug builds that the entry is the token's device's.
+/// Its holder uses it with the registry that made it alone: the immediate context takes it
+/// when it is made and keeps it beside the device whose registry made it, neither replaced
+/// for its life. Every entry it reaches is of its device: found in the token's registry, or
+/// held by a command list of the same device (an execute refuses another device's list
+/// before it reaches an entry), or the dependency of one of those (the same registry). So
+/// the lookups ([`Registry::ic_live`], [`Registry::ic_guard`]) and the accessors of an
+/// entry's IC side ([`Entry::ic_side`], [`Entry::set_allocation`]), several a draw, check
+/// the token's device only in debug builds; the rarer calls (a rotation's, a free's) check
+/// it always.
 ///
 /// It also keeps the immediate context's lookup cache ([`Registry::ic_live`]): as the
 /// single reclaimer, only its holder unlinks entries ([`Registry::free`], which takes the
@@ -1036,12 +1039,13 @@ impl<D: Driver> Registry<D> {
         handle: Handle<T>,
         guard: &'g Guard,
     ) -> Result<ObjectView<'g, D>> {
-        assert_eq!(token.tag, self.tag, "an IC token of another device");
+        // The token is this registry's (the invariant of `IcToken`).
+        debug_assert_eq!(token.tag, self.tag, "an IC token of another device");
         let bits = handle.to_bits();
         let line = &mut token.cache[handle.slot() as usize & (IC_CACHE - 1)];
         let entry = if line.bits == bits {
             // SAFETY: the line was filled below, by this registry (the token is its one
-            // token: tag checked above), with an entry found linked under a handle of these
+            // token: the invariant of `IcToken`), with an entry found linked under a handle of these
             // bits; entries are unlinked only by `free`, which takes this token and clears
             // the line of the slot it unlinks, so the entry is still linked, and a linked
             // entry is valid for the immediate context without a pin (`ic_guard`). The
@@ -1193,7 +1197,8 @@ impl<D: Driver> Registry<D> {
     /// uses it, pinned or not (the CPU epoch protects other threads from its unlinks, not
     /// itself). Never used to defer work: deferring on it would run at once.
     pub(crate) fn ic_guard(&self, token: &IcToken) -> &'static Guard {
-        assert_eq!(token.tag, self.tag, "an IC token of another device");
+        // The token is this registry's (the invariant of `IcToken`).
+        debug_assert_eq!(token.tag, self.tag, "an IC token of another device");
         // SAFETY: see above: entries reached through this guard are linked ones, found by
         // the single reclaimer, which cannot unlink them while it reads them; the limbo (and
         // so slot reuse) never defers through it (`seal` takes a pinned guard).
