@@ -123,9 +123,13 @@ impl<M> MappedAndBegun<M> {
     #[inline]
     pub(crate) fn unmap_at(&mut self, at: usize) -> M {
         if at == 0 {
-            let next = self.more.pop();
-            let (_, memory) = core::mem::replace(&mut self.first, next)
-                .expect("find_mapped answered the slot, which holds a Map");
+            // Taken, not replaced by the list's last (which may be none): the lone Map's
+            // end writes the slot's tag alone.
+            let first = match self.more.pop() {
+                None => self.first.take(),
+                Some(last) => self.first.replace(last),
+            };
+            let (_, memory) = first.expect("find_mapped answered the slot, which holds a Map");
             return memory;
         }
         self.more.swap_remove(at - 1).1
