@@ -53,21 +53,21 @@ const COMMAND_REPLAYED_IR: u64 = 2_882;
 /// The same where the driver builds its lists.
 const COMMAND_DRIVER_BUILT_IR: u64 = 2_370;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 3_963;
+const COMMAND_IMMEDIATE_IR: u64 = 3_611;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_977;
+const DISCARD_REPLAYED_IR: u64 = 6_402;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 5_330;
+const DISCARD_DRIVER_BUILT_IR: u64 = 4_754;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 12_803;
+const DISCARD_IMMEDIATE_IR: u64 = 11_013;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 4_293;
+const APPEND_REPLAYED_IR: u64 = 3_973;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_709;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_357;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 8_805;
+const APPEND_IMMEDIATE_IR: u64 = 7_077;
 /// The ring's size.
 const MIB: usize = 1 << 20;
 

@@ -81,33 +81,33 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 9_046;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_473;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_670;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_033;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_982;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_409;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 16_640;
+const IMMEDIATE_BUDGET_IR: u64 = 14_466;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 7_480;
+const RING_REPLAYED_BUDGET_IR: u64 = 7_164;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 7_512;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 7_132;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 7_416;
+const RING_EMULATED_BUDGET_IR: u64 = 7_100;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 13_315;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 11_269;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 8_761;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 7_193;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
 const DDI_REPLAYED_BUDGET_IR: u64 = 10_427;
 /// The same where the driver builds its lists.
-const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 9_083;
+const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 9_019;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 16_860;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 15_228;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
