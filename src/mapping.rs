@@ -87,9 +87,11 @@ impl CpuMapping {
     /// A mapping of the kernel's memory at `ptr`, `len` bytes.
     ///
     /// # Safety
-    /// `ptr` is valid for reads and writes of `len` bytes, and nothing else reads or writes
-    /// them (nor frees them) until the kernel's [`crate::Kernel::unlock`] for this mapping
-    /// has begun.
+    /// `ptr` is valid for reads and writes of `len` bytes, which are initialised (memory the
+    /// kernel mapped, or the GPU or the driver wrote, is; memory fresh from an allocator that
+    /// nobody wrote is not: the engine hands these bytes to the application as they are), and
+    /// nothing else reads or writes them (nor frees them) until the kernel's
+    /// [`crate::Kernel::unlock`] for this mapping has begun.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
         CpuMapping {
             ptr,

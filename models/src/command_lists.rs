@@ -412,7 +412,8 @@ pub enum DcOp {
     },
     /// A soft-driver command.
     Command(Cmd),
-    /// Map(DISCARD), then writes at the start of the mapped (zeroed) contents.
+    /// Map(DISCARD), then writes the data at the start of the new contents and zeroes after
+    /// it (a discard's bytes are undefined until written, R-M1).
     MapWrite {
         /// The resource.
         resource: u8,
@@ -475,8 +476,8 @@ pub enum IcOp {
     },
     /// A soft-driver command.
     Command(Cmd),
-    /// Map(DISCARD), then writes at the start of the mapped (zeroed) contents (R-C4: lists
-    /// that recorded a Map of it conflict until the Unmap).
+    /// Map(DISCARD), then writes the data at the start of the new contents and zeroes after
+    /// it (R-C4: lists that recorded a Map of it conflict until the Unmap).
     Map {
         /// The resource.
         resource: u8,
@@ -1253,8 +1254,11 @@ fn call(dc: &mut Dc, call: &Call) -> Result<Mapped> {
         Call::Map(r, data) => {
             let bytes = dc.map_discard(*r)?;
             let seen = (bytes.len(), bytes.iter().all(|b| *b == 0), true);
+            // A discard's bytes are undefined until written (R-M1): the whole new contents
+            // written, the data and zeroes after it.
             let n = data.len().min(bytes.len());
             bytes[..n].copy_from_slice(&data[..n]);
+            bytes[n..].fill(0);
             Ok(Some(seen))
         }
         Call::MapAppend(r, kept, at, data) => {
@@ -1988,11 +1992,11 @@ impl Harness {
                     assert!(*zero, "scratch bytes are zeroed");
                     self.expected_errors.push((id, Error::OutOfMemory));
                 }
-                (Ok(Some((len, zero, kept))), Ok(())) => {
+                (Ok(Some((len, _, kept))), Ok(())) => {
                     assert_eq!(*len, size, "a Map hands out the whole resource");
-                    match append {
-                        true => assert!(*kept, "Map(NO_OVERWRITE) hands out the discard's bytes"),
-                        false => assert!(*zero, "Map(DISCARD) hands out zeroed contents"),
+                    // A Map(DISCARD)'s bytes are undefined until written (R-M1).
+                    if append {
+                        assert!(*kept, "Map(NO_OVERWRITE) hands out the discard's bytes");
                     }
                 }
                 (Err(a), Err(e)) if *a == e && e != Error::OutOfMemory => {
@@ -2194,8 +2198,9 @@ impl Harness {
                 let data = data.make(size);
                 let actual = ic.map_discard(m.res[r].handle).map(|contents| {
                     assert_eq!(contents.len(), size, "Map(DISCARD) hands out the resource");
-                    assert!(contents.iter().all(|b| *b == 0), "zeroed contents");
+                    // Undefined until written (R-M1): the data, and zeroes after it.
                     contents[..data.len()].copy_from_slice(&data);
+                    contents[data.len()..].fill(0);
                 });
                 let expected = if m.res[r].destroyed {
                     Err(AppError::StaleHandle.into())

@@ -1457,15 +1457,18 @@ impl Harness {
         let size = self.objs[i].bytes.len();
         let len = len.min(size);
         let r = self.ic().map_discard(h.retype()).map(|contents| {
-            let fresh = contents.len() == size && contents.iter().all(|b| *b == 0);
+            let whole = contents.len() == size;
+            // Undefined until written (R-M1): the whole new contents written, `len` bytes
+            // of `byte` and zeroes after them.
             let written = len.min(contents.len());
             contents[..written].fill(byte);
-            fresh
+            contents[written..].fill(0);
+            whole
         });
-        if let Some(fresh) = self.expect("map_discard", r, want, true) {
-            if !fresh {
+        if let Some(whole) = self.expect("map_discard", r, want, true) {
+            if !whole {
                 self.fail(format_args!(
-                    "map_discard: the new contents are not {size} zeroed bytes"
+                    "map_discard: the new contents are not the resource's {size} bytes"
                 ));
             }
             self.mapped.push((h, len, byte));

@@ -71,6 +71,24 @@ pub(crate) struct Payloads {
     /// Whether anything was allocated since the last reset: most small lists carry no
     /// payload, and their reset is then nothing.
     used: bool,
+    /// The bytes of the arena known written: see [`Written`].
+    written: Written,
+}
+
+/// Where the arena's bytes are known written (initialised), so that a Map(DISCARD)'s bytes,
+/// whose values are undefined (R-M1), are zeroed only the first time they are handed out.
+///
+/// Every payload is bytes (alignment 1) written whole when it is allocated (copied in, or
+/// zeroed); bumpalo fills a chunk downward from its end without gaps, and its reset keeps
+/// the current chunk without writing its bytes. So in the chunk of the last allocation
+/// (known by where its data begins), every byte from the lowest address handed out in it
+/// to the chunk's end was written at least once, in this recording or an earlier one.
+#[derive(Clone, Copy, Debug, Default)]
+struct Written {
+    /// The address where the data of the chunk of the last allocation begins (0: none).
+    chunk: usize,
+    /// The lowest address handed out in that chunk.
+    low: usize,
 }
 
 // SAFETY: `Bump` is `!Sync` because its allocation methods use `Cell`s; those are only
@@ -86,25 +104,53 @@ impl Payloads {
             .bump
             .try_alloc_slice_copy(data)
             .map_err(|_| Error::OutOfMemory)?;
+        let ptr: NonNull<u8> = NonNull::from(&mut bytes[0..]).cast();
+        // Written whole by the copy.
+        self.first_written(ptr);
         Ok(Payload {
-            ptr: NonNull::from(&mut bytes[0..]).cast(),
+            ptr,
             len: data.len(),
         })
     }
 
-    /// `len` zeroed bytes in the arena.
+    /// `len` bytes in the arena for a Map(DISCARD), whose values are undefined (R-M1): an
+    /// earlier payload's where the arena handed these bytes out before, zero where it never
+    /// did, so that every byte handed out is initialised ([`Written`]).
     #[inline]
-    pub(crate) fn zeroed(&mut self, len: usize) -> Result<Payload> {
+    pub(crate) fn for_discard(&mut self, len: usize) -> Result<Payload> {
         self.used = true;
         let layout = Layout::from_size_align(len, 1).map_err(|_| Error::OutOfMemory)?;
         let ptr = self
             .bump
             .try_alloc_layout(layout)
             .map_err(|_| Error::OutOfMemory)?;
-        // SAFETY: `ptr` addresses `len` bytes just allocated for this payload alone; one
-        // `memset` initialises them all (bumpalo's fill writes them one by one).
-        unsafe { ptr.as_ptr().write_bytes(0, len) };
+        if self.first_written(ptr) {
+            // SAFETY: `ptr` addresses `len` bytes just allocated for this payload alone,
+            // which nothing refers to yet; one `memset` initialises them all.
+            unsafe { ptr.as_ptr().write_bytes(0, len) };
+        }
         Ok(Payload { ptr, len })
+    }
+
+    /// Whether the allocation just made at `ptr` is handed out for the first time (in
+    /// another chunk than the allocation before it, or below the lowest address handed out
+    /// in that chunk: [`Written`]), noting it written from here on: its caller writes it
+    /// whole. Addresses are compared, never dereferenced.
+    #[inline]
+    fn first_written(&mut self, ptr: NonNull<u8>) -> bool {
+        let at = ptr.as_ptr().addr();
+        // The allocation just made is the current chunk's lowest: its data begins the
+        // chunk's remaining capacity below it. (Wrapping: a zero-length allocation may be a
+        // dangling address below any chunk; its answer does not matter, it hands out no
+        // byte.)
+        let chunk = at.wrapping_sub(self.bump.chunk_capacity());
+        if chunk == self.written.chunk && at >= self.written.low {
+            return false;
+        }
+        // A new chunk starts its own record; in the same chunk, a chunk filled downward
+        // makes this the lowest address handed out.
+        self.written = Written { chunk, low: at };
+        true
     }
 
     /// The bytes of `payload`.
@@ -328,7 +374,7 @@ mod tests {
             "an empty recording owns no chunk"
         );
         let first = arena.copy(&[1, 2, 3]).unwrap();
-        let mapped = arena.zeroed(100).unwrap();
+        let mapped = arena.for_discard(100).unwrap();
         // SAFETY: both payloads come from `arena`, not reset since.
         let bytes = unsafe { arena.bytes_mut(mapped) };
         bytes[99] = 7;
@@ -360,11 +406,59 @@ mod tests {
         assert_eq!(a.ptr, b.ptr);
         arena.reset();
         arena.reset();
-        let c = arena.zeroed(8).unwrap();
+        let c = arena.for_discard(8).unwrap();
         assert_eq!(b.ptr, c.ptr);
         arena.reset();
         let d = arena.copy(&[4; 8]).unwrap();
-        assert_eq!(c.ptr, d.ptr, "a zeroed payload is freed by the reset too");
+        assert_eq!(
+            c.ptr, d.ptr,
+            "a discard's payload is freed by the reset too"
+        );
+    }
+
+    /// R-M1: a discard's bytes are zero where the arena never handed them out, and an
+    /// earlier payload's where it did (a recycled recording's), read as initialised bytes
+    /// (miri checks the reads); the record of what was written follows a new chunk.
+    #[test]
+    fn r_m1_a_discard_hands_out_zeroes_first_then_the_bytes_written_before() {
+        let mut arena = Payloads::default();
+        let first = arena.for_discard(64).unwrap();
+        // SAFETY: every payload here comes from `arena`, not reset since it was made.
+        let bytes = unsafe { arena.bytes_mut(first) };
+        assert_eq!(bytes, &[0; 64][..], "never handed out: zeroed");
+        bytes.fill(0xA5);
+        let copied = arena.copy(&[7; 16]).unwrap();
+        arena.reset();
+        // The same bytes again, top down: the discard's, then the copy's.
+        let again = arena.for_discard(64).unwrap();
+        assert_eq!(again.ptr, first.ptr);
+        // SAFETY: as above.
+        assert_eq!(unsafe { arena.bytes(again) }, &[0xA5; 64][..]);
+        let over_the_copy = arena.for_discard(16).unwrap();
+        assert_eq!(over_the_copy.ptr, copied.ptr);
+        // SAFETY: as above.
+        assert_eq!(unsafe { arena.bytes(over_the_copy) }, &[7; 16][..]);
+        // Below everything handed out before: zeroed.
+        let below = arena.for_discard(32).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { arena.bytes(below) }, &[0; 32][..]);
+        // A payload larger than the chunk has room for: a new chunk, zeroed.
+        let capacity = arena.bump.chunk_capacity();
+        let big = arena.for_discard(capacity + 4096).unwrap();
+        // SAFETY: as above.
+        let big_bytes = unsafe { arena.bytes_mut(big) };
+        assert!(
+            big_bytes.iter().all(|&b| b == 0),
+            "a new chunk's bytes are zeroed"
+        );
+        big_bytes.fill(0x3C);
+        arena.reset();
+        // The reset keeps the newest chunk, whose bytes were written: handed out as they are.
+        let kept = arena.for_discard(64).unwrap();
+        // SAFETY: as above.
+        assert_eq!(unsafe { arena.bytes(kept) }, &[0x3C; 64][..]);
+        let empty = arena.for_discard(0).unwrap();
+        assert_eq!(empty.len(), 0);
     }
 
     /// The figure `OPERATION_BYTES` documents: the engine's record of an operation fits in

@@ -135,7 +135,8 @@ fn r_m2_a_ring_discarded_again_appends_to_its_new_discard() {
         assert_eq!(&first[..16], &[3; 16], "{mode:?}");
         assert_eq!(&first[32..48], &[4; 16], "{mode:?}");
         if mode.replays() {
-            // The engine's discards are zeroed: nothing of the first discard is left.
+            // A discard's bytes are new arena bytes (a new device's: zero), never the first
+            // discard's: nothing of it is left.
             assert_eq!(&first[16..32], &[0; 16], "{mode:?}");
         }
         let second = read(other);
@@ -190,7 +191,8 @@ fn r_m2_every_ring_of_a_recording_discarded_again_appends_to_its_new_discard() {
                 "{mode:?}: ring {i}'s last discard"
             );
             if i > 0 && mode.replays() {
-                assert_eq!(&bytes[16..32], &[0; 16], "{mode:?}: ring {i}, zeroed");
+                // New arena bytes (a new device's: zero), not the first discard's.
+                assert_eq!(&bytes[16..32], &[0; 16], "{mode:?}: ring {i}, new bytes");
             }
             bytes[32..48].fill(first(i) + 2);
             dc.unmap(r).unwrap();
@@ -205,7 +207,7 @@ fn r_m2_every_ring_of_a_recording_discarded_again_appends_to_its_new_discard() {
             assert_eq!(&landed[32..48], &[first(i) + 2; 16], "{mode:?}: ring {i}");
             let appended = match i {
                 0 => Some(first(i) + 1),
-                // The engine's discards are zeroed: nothing of the first discard is left.
+                // The second discard's new arena bytes: nothing of the first is left.
                 _ if mode.replays() => Some(0),
                 _ => None,
             };

@@ -58,12 +58,10 @@ fn viewed_buffer(
     (viewed, view)
 }
 
+/// Map(DISCARD) of `r`, every byte written with `value`, Unmap. The bytes handed out are
+/// undefined (R-M1): an earlier discard's where the rename reuses an allocation.
 fn write_discard(ic: &mut SoftImmediate, r: Handle<Resource>, value: u8) {
     let bytes = ic.map_discard(r).unwrap();
-    assert!(
-        bytes.iter().all(|&b| b == 0),
-        "zeroed, whichever allocation"
-    );
     bytes.fill(value);
     ic.unmap(r).unwrap();
 }

@@ -292,7 +292,7 @@ impl Kernel for VulkanKernel {
         locked.insert(id, Locked { kept: None });
         // SAFETY: `ptr` is the start of the allocation's memory, mapped whole and persistently
         // (`VulkanWorld::host_buffer`), at least `len` bytes long (`host_bytes` caps `len` at
-        // the buffer's size); it stays mapped until the memory is freed, which waits for this
+        // the buffer's size), initialised as memory the Vulkan driver maps is; it stays mapped until the memory is freed, which waits for this
         // lock's unlock (`deallocate` keeps the memory of a locked allocation in its
         // `Locked::kept` until `unlock`, and the world, which frees what is left when it is
         // dropped, outlives this kernel's mappings: the device holds the kernel, and the

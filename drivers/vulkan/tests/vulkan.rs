@@ -2980,7 +2980,8 @@ fn record_ring<D, K>(
             len: STRETCH as u64,
         };
         let bytes = dc.map_discard(ring).unwrap();
-        assert_eq!(bytes, &[0; RING][..], "a discard's bytes are zeroed");
+        // Undefined until written (R-M1): the whole ring handed out.
+        assert_eq!(bytes.len(), RING, "a discard hands out the whole ring");
         bytes[..STRETCH].copy_from_slice(&stretch(seed, 0));
         dc.unmap(ring).unwrap();
         for k in 1..STRETCHES {

@@ -51,7 +51,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Map(DISCARD) of a dynamic resource (any other is
     /// [`AppError::NotMappable`](crate::AppError::NotMappable)): memory for
     /// the resource's new contents, to write until [`DeferredContext::unmap`]. Where the
-    /// engine replays lists the bytes are zeroed and live in the recording's arena, replayed
+    /// engine replays lists the bytes live in the recording's arena (their values undefined,
+    /// as D3D's: zero, or bytes an earlier recording of the device wrote), replayed
     /// with the list every time it is executed; where the driver builds its lists they are
     /// the driver's ([`Driver::map_discard_deferred`]), as the DDI's ResourceMap on a
     /// deferred context returns the driver's pointer.
@@ -126,12 +127,12 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         Ok(size)
     }
 
-    /// The arena's zeroed bytes for a Map(DISCARD) where the engine replays lists, once the
-    /// driver heard the Map; the Map noted open.
+    /// The arena's bytes for a Map(DISCARD) where the engine replays lists, once the driver
+    /// heard the Map; the Map noted open.
     #[inline]
     fn map_into_arena(&mut self, resource: Handle<Resource>, size: usize) -> Result<Payload> {
         // Allocated before the driver hears the Map, as an update's copy is.
-        let payload = self.rec.payloads.zeroed(size)?;
+        let payload = self.rec.payloads.for_discard(size)?;
         self.rec.payload_bytes += size;
         self.hear(DeferredCall::MapDiscard {
             resource,

@@ -101,7 +101,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// allocation is neither shared nor a primary's, the bytes are another
     /// kernel allocation of the resource's size, locked ([`Kernel::lock`]), which the Unmap
     /// makes the resource's: one the GPU is done with from the context's pool, or a new one
-    /// ([`Kernel::allocate`]), zeroed. Where the kernel keeps locks across Maps
+    /// ([`Kernel::allocate`]), its bytes as they are (a Map(DISCARD)'s values are undefined,
+    /// R-M1: an earlier contents of an allocation of that size). Where the kernel keeps
+    /// locks across Maps
     /// ([`Kernel::persistent_locks`]), a pooled allocation comes with its lock, and the
     /// Unmap keeps the lock: no kernel call. The allocation the resource had waits in the pool
     /// until the GPU finished every buffer that may read it. A pool that keeps
@@ -172,8 +174,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// if the GPU is done with it, a new one otherwise, unless the pool already keeps
     /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`false`: the
     /// Map goes through the copy). A pooled allocation still locked (persistent locks) calls
-    /// no kernel. Its first `len` bytes (the resource's) are handed out, zeroed; a kernel
-    /// that maps fewer is refused ([`Error::InvalidArg`]).
+    /// no kernel. Its first `len` bytes (the resource's) are handed out as they are; a
+    /// kernel that maps fewer is refused ([`Error::InvalidArg`]).
     fn map_renamed(
         &mut self,
         resource: Handle<Resource>,
@@ -207,17 +209,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             Some(mapping) => mapping,
             None => self.lock_for_rename(class, allocation)?,
         };
-        // Zeroed, as every Map(DISCARD) here hands out (and a deferred context's): the
-        // contents never depend on which allocation the pool had. A ring pays it once per
-        // wrap, as many bytes as its appends write.
-        match mapping.bytes_mut().get_mut(..len) {
-            Some(bytes) => bytes.fill(0),
-            None => {
-                // Back to the pool first: an unlock that panics counts as done.
-                self.rename_pool.give(class, allocation, None, 0);
-                self.device.shared.kernel().unlock(allocation, mapping);
-                return Err(Error::InvalidArg);
-            }
+        // Handed out as they are: a Map(DISCARD)'s values are undefined (R-M1), and the
+        // kernel's memory is initialised (`CpuMapping::from_raw`).
+        if mapping.bytes_mut().len() < len {
+            // Back to the pool first: an unlock that panics counts as done.
+            self.rename_pool.give(class, allocation, None, 0);
+            self.device.shared.kernel().unlock(allocation, mapping);
+            return Err(Error::InvalidArg);
         }
         let map = IcMap::Renamed {
             allocation,
