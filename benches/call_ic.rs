@@ -56,11 +56,11 @@ const COMMAND_DRIVER_BUILT_IR: u64 = 2_370;
 const COMMAND_IMMEDIATE_IR: u64 = 3_611;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_402;
+const DISCARD_REPLAYED_IR: u64 = 6_722;
 /// The same where the driver builds its lists.
 const DISCARD_DRIVER_BUILT_IR: u64 = 4_754;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 11_013;
+const DISCARD_IMMEDIATE_IR: u64 = 10_533;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
 const APPEND_REPLAYED_IR: u64 = 3_973;

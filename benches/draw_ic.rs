@@ -81,13 +81,13 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_473;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_281;
 /// The same where the driver builds its lists.
 const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_033;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_409;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_217;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 14_466;
+const IMMEDIATE_BUDGET_IR: u64 = 13_986;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 7_164;
@@ -103,11 +103,11 @@ const RING_IMMEDIATE_BUDGET_IR: u64 = 11_269;
 const STAGING_IMMEDIATE_BUDGET_IR: u64 = 7_193;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
-const DDI_REPLAYED_BUDGET_IR: u64 = 10_427;
+const DDI_REPLAYED_BUDGET_IR: u64 = 10_203;
 /// The same where the driver builds its lists.
 const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 9_019;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 15_228;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 14_748;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
