@@ -1045,11 +1045,11 @@ impl<D: Driver> Registry<D> {
         let line = &mut token.cache[handle.slot() as usize & (IC_CACHE - 1)];
         let entry = if line.bits == bits {
             // SAFETY: the line was filled below, by this registry (the token is its one
-            // token: the invariant of `IcToken`), with an entry found linked under a handle of these
-            // bits; entries are unlinked only by `free`, which takes this token and clears
-            // the line of the slot it unlinks, so the entry is still linked, and a linked
-            // entry is valid for the immediate context without a pin (`ic_guard`). The
-            // entry's generation never changes, so it is the handle's life.
+            // token: the invariant of `IcToken`), with an entry found linked under a handle
+            // of these bits; entries are unlinked only by `free`, which takes this token and
+            // clears the line of the slot it unlinks, so the entry is still linked, and a
+            // linked entry is valid for the immediate context without a pin (`ic_guard`).
+            // The entry's generation never changes, so it is the handle's life.
             let entry = unsafe { &*line.entry.cast::<Entry<D>>() };
             if !T::accepts(entry.ty) {
                 return Err(AppError::WrongType.into());
