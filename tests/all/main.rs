@@ -26,6 +26,7 @@ mod recycle;
 mod recycle_memory;
 mod registry;
 mod rename;
+mod rename_size;
 mod replay;
 mod restore;
 mod retire;
