@@ -1,5 +1,6 @@
 //! All integration tests in one binary (fast to link).
 
+mod bare_driver;
 mod bound;
 #[cfg(feature = "capture")]
 mod capture;

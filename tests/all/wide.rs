@@ -2,108 +2,14 @@
 //! (four): every object is checked before anything is stamped, and every one is stamped
 //! with the open buffer (R-D1), the fifth and later as the first four.
 
+use crate::bare_driver::{BareDriver, Wide};
 use cmdlist::handle::Resource;
 use cmdlist::soft::null::NullKernel;
 use cmdlist::{
-    AllocationHandle, AnyHandle, AppError, Command, DeferredId, Device, DeviceConfig, Driver,
-    Error, Handle, HandleSize, HandleType, ImmediateContext, ListMemory, ObjectDesc, Op, Resolver,
-    ResourceDesc, Result, StateView, ThreadingCaps, Usage,
+    AppError, Device, DeviceConfig, Error, Handle, ImmediateContext, MapCaps, ResourceDesc, Usage,
 };
 
-/// A command naming any number of resources, as a draw names its views and buffers.
-#[derive(Debug)]
-struct Wide(Vec<Handle<Resource>>);
-
-impl Command for Wide {
-    fn for_each_object(&self, visit: &mut dyn FnMut(AnyHandle)) {
-        for resource in &self.0 {
-            visit(resource.any());
-        }
-    }
-}
-
-/// A driver whose one command is [`Wide`]: it checks that the engine resolves every
-/// object the command names, and counts the commands in its open buffer.
-struct WideDriver;
-
-impl Driver for WideDriver {
-    type Object = ();
-    type IcData = ();
-    type Immediate = u64;
-    type Command = Wide;
-    type Deferred = ();
-
-    fn threading_caps(&self) -> ThreadingCaps {
-        ThreadingCaps::empty()
-    }
-    fn check_deferred_context_handle_sizes(&self, _: Option<&mut [HandleSize]>) -> usize {
-        0
-    }
-    fn calc_private_size(&self, _: &ObjectDesc<'_>) -> usize {
-        // Memory of its own (a staging resource needs some to be mapped).
-        16
-    }
-    fn calc_deferred_context_handle_size(&self, _: HandleType, _: Option<&()>) -> usize {
-        0
-    }
-    fn calc_private_command_list_size(&self) -> usize {
-        0
-    }
-    fn create_object(
-        &self,
-        _: &ObjectDesc<'_>,
-        _: Option<AllocationHandle>,
-        _: Option<&()>,
-    ) -> Result<((), ())> {
-        Ok(((), ()))
-    }
-    fn destroy_object(&self, _: HandleType, _: &(), _: &mut ()) {}
-    fn create_immediate(&self) -> Result<u64> {
-        Ok(0)
-    }
-    fn execute(
-        &self,
-        open: &mut u64,
-        objects: &Resolver<'_, Self>,
-        op: Op<'_, Self>,
-    ) -> Result<()> {
-        match op {
-            Op::Command(Wide(resources)) => {
-                for &resource in resources {
-                    objects.get(resource)?;
-                }
-                *open += 1;
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-    fn flush(&self, open: &mut u64) {
-        *open = 0;
-    }
-    fn create_deferred_context(&self, _: DeferredId) -> Result<()> {
-        Ok(())
-    }
-    fn destroy_deferred_context(&self, _: ()) {}
-    fn open_local(
-        &self,
-        _: &mut (),
-        _: HandleType,
-        _: &(),
-        _: Option<&[u8]>,
-        _: &mut [u8],
-    ) -> Result<()> {
-        Ok(())
-    }
-    fn close_local(&self, _: &mut (), _: HandleType, _: &(), _: &mut [u8], _: StateView<'_>) {}
-    fn create_command_list(&self, _: &mut (), _: &mut [u8], _: StateView<'_>) -> Result<()> {
-        Ok(())
-    }
-    fn destroy_command_list(&self, _: ListMemory<'_>) {}
-    fn abandon_command_list(&self, _: &mut ()) {}
-}
-
-type Ic = ImmediateContext<WideDriver, NullKernel>;
+type Ic = ImmediateContext<BareDriver, NullKernel>;
 
 /// Whether a buffer the GPU has not finished (the open one included) uses each resource.
 fn busy(ic: &mut Ic, resources: &[Handle<Resource>]) -> Vec<bool> {
@@ -118,8 +24,13 @@ fn busy(ic: &mut Ic, resources: &[Handle<Resource>]) -> Vec<bool> {
 /// whose sixth object is destroyed is refused before any is stamped (R-E1).
 #[test]
 fn r_d1_r_e1_every_object_of_a_wide_command_is_checked_then_stamped() {
+    // Memory of its own for each resource (a staging resource needs some to be mapped).
+    let driver = BareDriver {
+        private: 16,
+        map_caps: MapCaps::empty(),
+    };
     let (device, mut ic) =
-        Device::new(WideDriver, NullKernel::default(), DeviceConfig::default()).expect("device");
+        Device::new(driver, NullKernel::default(), DeviceConfig::default()).expect("device");
     let staging = ResourceDesc {
         byte_size: 16,
         usage: Usage::Staging,
