@@ -78,9 +78,10 @@ pub(crate) struct Payloads {
 /// Where the arena's bytes are known written (initialised), so that a Map(DISCARD)'s bytes,
 /// whose values are undefined (R-M1), are zeroed only the first time they are handed out.
 ///
-/// Every payload is bytes (alignment 1) written whole when it is allocated (copied in, or
-/// zeroed); bumpalo fills a chunk downward from its end without gaps, and its reset keeps
-/// the current chunk without writing its bytes. So in the chunk of the last allocation
+/// Every payload is bytes (alignment 1), each of them initialised when the payload is
+/// handed out (copied in, zeroed, or written by an earlier payload); bumpalo fills a chunk
+/// downward from its end without gaps, and its reset keeps the current chunk without
+/// writing its bytes. So in the chunk of the last allocation
 /// (known by where its data begins), every byte from the lowest address handed out in it
 /// to the chunk's end was written at least once, in this recording or an earlier one.
 #[derive(Clone, Copy, Debug, Default)]

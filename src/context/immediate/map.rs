@@ -102,7 +102,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// kernel allocation of the resource's size, locked ([`Kernel::lock`]), which the Unmap
     /// makes the resource's: one the GPU is done with from the context's pool, or a new one
     /// ([`Kernel::allocate`]), its bytes as they are (a Map(DISCARD)'s values are undefined,
-    /// R-M1: an earlier contents of an allocation of that size). Where the kernel keeps
+    /// R-M1: the earlier contents of an allocation of that size). Where the kernel keeps
     /// locks across Maps
     /// ([`Kernel::persistent_locks`]), a pooled allocation comes with its lock, and the
     /// Unmap keeps the lock: no kernel call. The allocation the resource had waits in the pool
