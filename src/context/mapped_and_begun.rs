@@ -68,28 +68,19 @@ impl<M> MappedAndBegun<M> {
         }
     }
 
-    /// Notes the Map of `resource`, after [`MappedAndBegun::check_map`] passed.
+    /// Notes the Map of `resource`, after [`MappedAndBegun::check_map`] passed: its memory,
+    /// where it is kept now, for the Map's route to hand out without looking for it.
     #[inline]
-    pub(crate) fn map(&mut self, resource: Handle<Resource>, memory: M) {
+    pub(crate) fn map(&mut self, resource: Handle<Resource>, memory: M) -> &mut M {
         debug_assert!(self.check_map(resource).is_ok());
-        match self.first {
-            None => self.first = Some((resource, memory)),
-            Some(_) => self.more.push((resource, memory)),
-        }
-    }
-
-    /// The memory of the Map noted last ([`MappedAndBegun::map`]), an application error if
-    /// none is open: a Map's route hands out the memory it just noted without looking for it.
-    #[inline]
-    pub(crate) fn last_mapped_mut(&mut self) -> Result<&mut M> {
-        match self.more.last_mut() {
-            Some((_, m)) => Ok(m),
-            None => self
-                .first
-                .as_mut()
-                .map(|(_, m)| m)
-                .ok_or_else(|| AppError::InvalidState.into()),
-        }
+        let (_, memory) = match self.first {
+            None => self.first.insert((resource, memory)),
+            Some(_) => {
+                self.more.push((resource, memory));
+                self.more.last_mut().expect("pushed just above")
+            }
+        };
+        memory
     }
 
     /// Where the open Map of `resource` is, for [`MappedAndBegun::mapped_at`] and
@@ -133,14 +124,6 @@ impl<M> MappedAndBegun<M> {
             return memory;
         }
         self.more.swap_remove(at - 1).1
-    }
-
-    /// Ends the Map of `resource`, giving its memory back, or an application error if it is
-    /// not mapped here.
-    #[inline]
-    pub(crate) fn unmap(&mut self, resource: Handle<Resource>) -> Result<M> {
-        let at = self.find_mapped(resource)?;
-        Ok(self.unmap_at(at))
     }
 
     /// Refuses a Begin of a query already begun (an End is always accepted).
@@ -221,6 +204,12 @@ mod tests {
         Handle::new(1, slot, NonZeroU32::MIN)
     }
 
+    /// An Unmap's two steps, as both contexts take them.
+    fn unmap(open: &mut MappedAndBegun<u32>, r: Handle<Resource>) -> Result<u32> {
+        let at = open.find_mapped(r)?;
+        Ok(open.unmap_at(at))
+    }
+
     fn refused<T: core::fmt::Debug>(result: Result<T>) {
         assert_eq!(
             result.unwrap_err(),
@@ -234,31 +223,28 @@ mod tests {
         let mut open = MappedAndBegun::<u32>::default();
         let (a, b) = (resource(1), resource(2));
         refused(open.find_mapped(a));
-        refused(open.last_mapped_mut());
         open.check_map(a).unwrap();
-        open.map(a, 10);
+        assert_eq!(*open.map(a, 10), 10, "the memory noted, handed back");
         assert_eq!(open.owed(), 1);
         refused(open.check_map(a));
         open.check_map(b).unwrap();
         refused(open.find_mapped(b));
-        assert_eq!(*open.last_mapped_mut().unwrap(), 10);
         let at = open.find_mapped(a).unwrap();
         assert_eq!(*open.mapped_at(at), 10);
         assert_eq!(open.unmap_at(at), 10);
         assert_eq!(open.owed(), 0);
-        refused(open.unmap(a));
+        refused(unmap(&mut open, a));
         open.check_map(a).unwrap();
     }
 
     #[test]
-    fn r_c4_maps_at_once_each_found_and_the_last_noted_handed_out() {
+    fn r_c4_maps_at_once_each_found_and_handed_back_where_kept() {
         let mut open = MappedAndBegun::<u32>::default();
         let [a, b, c, d] = [1, 2, 3, 4].map(resource);
-        open.map(a, 10);
-        open.map(b, 20);
-        assert_eq!(*open.last_mapped_mut().unwrap(), 20);
-        open.map(c, 30);
-        assert_eq!(*open.last_mapped_mut().unwrap(), 30);
+        assert_eq!(*open.map(a, 10), 10);
+        assert_eq!(*open.map(b, 20), 20);
+        // Handed back where it is kept: written there, found there.
+        *open.map(c, 31) -= 1;
         assert_eq!(open.owed(), 3);
         for (r, m) in [(a, 10), (b, 20), (c, 30)] {
             refused(open.check_map(r));
@@ -267,18 +253,17 @@ mod tests {
         open.check_map(d).unwrap();
         refused(open.find_mapped(d));
         // The slot's Map ends first: the list's last takes the slot, the others stay found.
-        assert_eq!(open.unmap(a).unwrap(), 10);
+        assert_eq!(unmap(&mut open, a).unwrap(), 10);
         assert_eq!(open.owed(), 2);
         open.check_map(a).unwrap();
         assert_eq!(*open.mapped_at(open.find_mapped(b).unwrap()), 20);
         assert_eq!(*open.mapped_at(open.find_mapped(c).unwrap()), 30);
-        open.map(d, 40);
-        assert_eq!(*open.last_mapped_mut().unwrap(), 40);
-        assert_eq!(open.unmap(b).unwrap(), 20);
-        assert_eq!(open.unmap(d).unwrap(), 40);
-        assert_eq!(open.unmap(c).unwrap(), 30);
+        assert_eq!(*open.map(d, 40), 40);
+        assert_eq!(unmap(&mut open, b).unwrap(), 20);
+        assert_eq!(unmap(&mut open, d).unwrap(), 40);
+        assert_eq!(unmap(&mut open, c).unwrap(), 30);
         assert_eq!(open.owed(), 0);
-        refused(open.unmap(c));
+        refused(unmap(&mut open, c));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::kernel::{AllocationDesc, AllocationHandle, Kernel};
 use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
 use crate::registry::ObjectView;
+use core::ptr::NonNull;
 use rename_pool::ClassId;
 use scopeguard::ScopeGuard;
 
@@ -123,12 +124,34 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     #[inline(always)]
     fn map_discard_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        self.entry(|ic| ic.map_new(resource))?;
-        // The route noted its Map last.
-        Ok(self.open.last_mapped_mut()?.bytes_mut())
+        let bytes = self.entry(|ic| ic.map_new(resource))?;
+        // SAFETY: the bytes of the Map the route just noted open.
+        Ok(unsafe { self.handed_out(bytes) })
     }
 
-    fn map_new(&mut self, resource: Handle<Resource>) -> Result<()> {
+    /// The bytes of an open Map, handed to the application until its Unmap.
+    ///
+    /// # Safety
+    /// `bytes` are those [`ImmediateContext::note_map`] answered for a Map still open: its
+    /// memory (the context's own bytes, or the kernel's mapping) stays where it is while the
+    /// Map is open, wherever the open Maps move its record, and only an Unmap, which the
+    /// returned borrow of the context excludes, ends it.
+    #[inline(always)]
+    unsafe fn handed_out(&mut self, bytes: NonNull<[u8]>) -> &mut [u8] {
+        // SAFETY: as the caller promised.
+        unsafe { &mut *bytes.as_ptr() }
+    }
+
+    /// Notes the Map of `resource` open with its memory `map`: its bytes, for the route to
+    /// hand out without finding the Map again ([`ImmediateContext::handed_out`]).
+    #[inline]
+    fn note_map(&mut self, resource: Handle<Resource>, map: IcMap) -> NonNull<[u8]> {
+        // A pointer, not a borrow: the route's answer leaves the context through `entry`,
+        // whose report needs the context again.
+        NonNull::from(self.open.map(resource, map).bytes_mut())
+    }
+
+    fn map_new(&mut self, resource: Handle<Resource>) -> Result<NonNull<[u8]>> {
         let guard = self.device.shared.registry().ic_guard(&self.token);
         let view = self
             .device
@@ -153,8 +176,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         .rename_class
                         .insert(self.rename_pool.class(allocation_size)),
                 };
-                if self.map_renamed(resource, class, allocation_size, size)? {
-                    return Ok(());
+                if let Some(bytes) = self.map_renamed(resource, class, allocation_size, size)? {
+                    return Ok(bytes);
                 }
             }
         }
@@ -165,14 +188,13 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             return Err(Error::OutOfMemory);
         }
         contents.resize(size, 0);
-        self.open.map(resource, IcMap::Discard(contents));
-        Ok(())
+        Ok(self.note_map(resource, IcMap::Discard(contents)))
     }
 
     /// Locks an allocation of `size` bytes (of `class` in the pool) that no unfinished
     /// buffer reads, for a Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest
     /// if the GPU is done with it, a new one otherwise, unless the pool already keeps
-    /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`false`: the
+    /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`None`: the
     /// Map goes through the copy). A pooled allocation still locked (persistent locks) calls
     /// no kernel. Its first `len` bytes (the resource's) are handed out as they are; a
     /// kernel that maps fewer is refused ([`Error::InvalidArg`]).
@@ -182,7 +204,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         class: ClassId,
         size: u64,
         len: usize,
-    ) -> Result<bool> {
+    ) -> Result<Option<NonNull<[u8]>>> {
         let mut pooled = self.rename_pool.take(class, self.completed);
         if pooled.is_none() {
             // The fence as the kernel has it now: a pooled allocation may have come free.
@@ -191,7 +213,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         let waiting = self.device.shared.config().rename_waiting;
         if pooled.is_none() && self.rename_pool.waiting(class) >= waiting {
-            return Ok(false);
+            return Ok(None);
         }
         let kernel = self.device.shared.kernel();
         let (allocation, lock) = match pooled {
@@ -223,8 +245,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             class,
             len,
         };
-        self.open.map(resource, map);
-        Ok(true)
+        Ok(Some(self.note_map(resource, map)))
     }
 
     /// The kernel's lock of an allocation a rename takes (R-M5): a new one, or one the pool
@@ -325,7 +346,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     #[inline(always)]
     fn map_no_overwrite_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        self.entry(|ic| {
+        let bytes = self.entry(|ic| {
             let caps = ic.device.shared.map_caps();
             let registry = ic.device.shared.registry();
             let guard = registry.ic_guard(&ic.token);
@@ -347,8 +368,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
             ic.lock(resource, view, flags)
         })?;
-        // The route noted its Map last.
-        Ok(self.open.last_mapped_mut()?.bytes_mut())
+        // SAFETY: the bytes of the Map the route just noted open.
+        Ok(unsafe { self.handed_out(bytes) })
     }
 
     /// A staging Map (R-M4): READ, WRITE or READ_WRITE of a `Usage::Staging` resource (any
@@ -381,7 +402,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         ty: MapType,
         flags: MapFlags,
     ) -> Result<&mut [u8]> {
-        self.entry(|ic| {
+        let bytes = self.entry(|ic| {
             let lock = match ty {
                 MapType::Read => LockFlags::READ_ONLY,
                 MapType::Write => LockFlags::WRITE_ONLY,
@@ -407,8 +428,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             ic.lock(resource, view, lock)
         })?;
-        // The route noted its Map last.
-        Ok(self.open.last_mapped_mut()?.bytes_mut())
+        // SAFETY: the bytes of the Map the route just noted open.
+        Ok(unsafe { self.handed_out(bytes) })
     }
 
     /// ResourceIsStagingBusy (R-M4): whether a buffer the GPU has not finished uses the
@@ -533,7 +554,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Locks the allocation of `view` (the resource `resource`) for a Map and notes the
-    /// Map: `flags` as [`Kernel::lock`] says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
+    /// Map, answering its bytes ([`ImmediateContext::note_map`]): `flags` as [`Kernel::lock`]
+    /// says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
     /// With persistent locks ([`Kernel::persistent_locks`]) the Map borrows the
     /// allocation's lock, taken at its first Map (a staging resource's for reading and
     /// writing, whatever that Map's type), and calls no kernel after that.
@@ -542,7 +564,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         resource: Handle<Resource>,
         view: ObjectView<'_, D>,
         flags: LockFlags,
-    ) -> Result<()> {
+    ) -> Result<NonNull<[u8]>> {
         let allocation = view.allocation().ok_or(AppError::NotMappable)?;
         let kernel = self.device.shared.kernel();
         let map = if self.persistent_locks {
@@ -568,8 +590,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 mapping: kernel.lock(allocation, flags)?,
             }
         };
-        self.open.map(resource, map);
-        Ok(())
+        Ok(self.note_map(resource, map))
     }
 
     /// The allocations the open Maps of resources' own memory hold locked (R-M4), into the
@@ -600,22 +621,16 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn unmap_uncaptured(&mut self, resource: Handle<Resource>) -> Result<()> {
         self.entry(|ic| {
             let guard = ic.device.shared.registry().ic_guard(&ic.token);
-            let map = ic.open.unmap(resource)?;
+            let at = ic.open.find_mapped(resource)?;
             // A resource gone since its Map: refused, the Map left open, whatever its kind
-            // (device destruction ends it).
-            let view = match ic
+            // (device destruction ends it). Checked before the Map is taken out, so that a
+            // refusal has nothing to put back.
+            let view = ic
                 .device
                 .shared
                 .registry()
-                .ic_live(&mut ic.token, resource, guard)
-            {
-                Ok(view) => view,
-                Err(e) => {
-                    ic.open.map(resource, map);
-                    return Err(e);
-                }
-            };
-            match map {
+                .ic_live(&mut ic.token, resource, guard)?;
+            match ic.open.unmap_at(at) {
                 IcMap::Discard(contents) => {
                     let op = Op::WriteDiscard {
                         resource: view,
