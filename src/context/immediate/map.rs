@@ -559,6 +559,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// With persistent locks ([`Kernel::persistent_locks`]) the Map borrows the
     /// allocation's lock, taken at its first Map (a staging resource's for reading and
     /// writing, whatever that Map's type), and calls no kernel after that.
+    #[inline(always)]
     fn lock(
         &mut self,
         resource: Handle<Resource>,
