@@ -68,10 +68,20 @@ impl<M> MappedAndBegun<M> {
         }
     }
 
-    /// Notes the Map of `resource`, after [`MappedAndBegun::check_map`] passed: its memory,
-    /// where it is kept now, for the Map's route to hand out without looking for it.
+    /// Notes the Map of `resource`, after [`MappedAndBegun::check_map`] passed.
     #[inline]
-    pub(crate) fn map(&mut self, resource: Handle<Resource>, memory: M) -> &mut M {
+    pub(crate) fn map(&mut self, resource: Handle<Resource>, memory: M) {
+        debug_assert!(self.check_map(resource).is_ok());
+        match self.first {
+            None => self.first = Some((resource, memory)),
+            Some(_) => self.more.push((resource, memory)),
+        }
+    }
+
+    /// [`MappedAndBegun::map`], answering the memory where it is kept now, for a Map's route
+    /// to hand out without looking for it.
+    #[inline]
+    pub(crate) fn map_noted(&mut self, resource: Handle<Resource>, memory: M) -> &mut M {
         debug_assert!(self.check_map(resource).is_ok());
         let (_, memory) = match self.first {
             None => self.first.insert((resource, memory)),
@@ -224,7 +234,7 @@ mod tests {
         let (a, b) = (resource(1), resource(2));
         refused(open.find_mapped(a));
         open.check_map(a).unwrap();
-        assert_eq!(*open.map(a, 10), 10, "the memory noted, handed back");
+        assert_eq!(*open.map_noted(a, 10), 10, "the memory noted, handed back");
         assert_eq!(open.owed(), 1);
         refused(open.check_map(a));
         open.check_map(b).unwrap();
@@ -241,10 +251,10 @@ mod tests {
     fn r_c4_maps_at_once_each_found_and_handed_back_where_kept() {
         let mut open = MappedAndBegun::<u32>::default();
         let [a, b, c, d] = [1, 2, 3, 4].map(resource);
-        assert_eq!(*open.map(a, 10), 10);
-        assert_eq!(*open.map(b, 20), 20);
+        open.map(a, 10);
+        assert_eq!(*open.map_noted(b, 20), 20);
         // Handed back where it is kept: written there, found there.
-        *open.map(c, 31) -= 1;
+        *open.map_noted(c, 31) -= 1;
         assert_eq!(open.owed(), 3);
         for (r, m) in [(a, 10), (b, 20), (c, 30)] {
             refused(open.check_map(r));
@@ -258,7 +268,7 @@ mod tests {
         open.check_map(a).unwrap();
         assert_eq!(*open.mapped_at(open.find_mapped(b).unwrap()), 20);
         assert_eq!(*open.mapped_at(open.find_mapped(c).unwrap()), 30);
-        assert_eq!(*open.map(d, 40), 40);
+        assert_eq!(*open.map_noted(d, 40), 40);
         assert_eq!(unmap(&mut open, b).unwrap(), 20);
         assert_eq!(unmap(&mut open, d).unwrap(), 40);
         assert_eq!(unmap(&mut open, c).unwrap(), 30);

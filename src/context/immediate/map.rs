@@ -148,7 +148,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn note_map(&mut self, resource: Handle<Resource>, map: IcMap) -> NonNull<[u8]> {
         // A pointer, not a borrow: the route's answer leaves the context through `entry`,
         // whose report needs the context again.
-        NonNull::from(self.open.map(resource, map).bytes_mut())
+        NonNull::from(self.open.map_noted(resource, map).bytes_mut())
     }
 
     fn map_new(&mut self, resource: Handle<Resource>) -> Result<NonNull<[u8]>> {
