@@ -56,18 +56,18 @@ const COMMAND_DRIVER_BUILT_IR: u64 = 2_370;
 const COMMAND_IMMEDIATE_IR: u64 = 3_611;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_722;
+const DISCARD_REPLAYED_IR: u64 = 6_720;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 4_754;
+const DISCARD_DRIVER_BUILT_IR: u64 = 4_752;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 10_533;
+const DISCARD_IMMEDIATE_IR: u64 = 10_115;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 3_973;
+const APPEND_REPLAYED_IR: u64 = 3_971;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_357;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_355;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 7_077;
+const APPEND_IMMEDIATE_IR: u64 = 6_531;
 /// The ring's size.
 const MIB: usize = 1 << 20;
 

@@ -81,33 +81,33 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_281;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_375;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_033;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_031;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_217;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_311;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 13_986;
+const IMMEDIATE_BUDGET_IR: u64 = 13_406;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 7_164;
+const RING_REPLAYED_BUDGET_IR: u64 = 7_100;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 7_132;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 7_100;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 7_100;
+const RING_EMULATED_BUDGET_IR: u64 = 7_036;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 11_269;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 10_405;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 7_193;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_970;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
 const DDI_REPLAYED_BUDGET_IR: u64 = 10_203;
 /// The same where the driver builds its lists.
 const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 9_019;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 14_748;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 13_724;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
