@@ -197,7 +197,8 @@ impl<D: Driver> ClsTable<D> {
 
     /// Uses the open handle at `at` ([`ClsTable::find_open`]) again, for an object the
     /// application named: it must still be live; the driver hears the use with the handle's
-    /// context-local memory (none on an emulated context, `dc` `None`).
+    /// context-local memory (none on an emulated context, `dc` `None`). The handle is
+    /// reached once for both.
     #[inline]
     pub(crate) fn use_live_at(
         &mut self,
@@ -205,8 +206,9 @@ impl<D: Driver> ClsTable<D> {
         dc: Option<&mut D::Deferred>,
         at: usize,
     ) -> Result<()> {
-        self.open[at].held.entry().check_live()?;
-        self.use_at(driver, dc, at);
+        let local = &mut self.open[at];
+        local.held.entry().check_live()?;
+        Self::hear_use(&mut self.bucket, driver, dc, local);
         Ok(())
     }
 
@@ -215,13 +217,23 @@ impl<D: Driver> ClsTable<D> {
     /// (none on an emulated context, `dc` `None`).
     #[inline]
     pub(crate) fn use_at(&mut self, driver: &D, dc: Option<&mut D::Deferred>, at: usize) {
-        let local = &mut self.open[at];
+        Self::hear_use(&mut self.bucket, driver, dc, &mut self.open[at]);
+    }
+
+    /// The driver hears the use of the open handle `local`, with its context-local memory.
+    #[inline(always)]
+    fn hear_use(
+        bucket: &mut BucketAllocator,
+        driver: &D,
+        dc: Option<&mut D::Deferred>,
+        local: &mut LocalHandle<D>,
+    ) {
         let (Some(dc), Some(block)) = (dc, local.block.as_mut()) else {
             return;
         };
         // SAFETY: an open handle's block is this table's allocator's, freed only when the
         // handle closes, and `len` is the length its allocation answered (`open_new`).
-        let bytes = unsafe { self.bucket.bytes_mut_of_len(block, local.len as usize) };
+        let bytes = unsafe { bucket.bytes_mut_of_len(block, local.len as usize) };
         driver.use_local(dc, local.ty, local.held.entry().object(), bytes);
     }
 

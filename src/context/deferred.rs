@@ -617,11 +617,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 stop = Some(None);
                 return;
             };
-            match cls.view_at(at).entry().check_live() {
-                Ok(()) => {
-                    cls.use_at(driver, dc.as_deref_mut(), at);
-                    used += 1;
-                }
+            match cls.use_live_at(driver, dc.as_deref_mut(), at) {
+                Ok(()) => used += 1,
                 Err(e) => stop = Some(Some(e)),
             }
         });
