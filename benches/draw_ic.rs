@@ -32,6 +32,8 @@
 //!   locked already), 64 bytes written at the draw's stretch, Unmap, the command; each frame
 //!   starts the ring with a Map(WRITE_DISCARD), which renames (R-M5). Gated as the others,
 //!   1 MiB and 16 MiB alike.
+//! - `recorded_draw::ring_through_ddi *`: the ring draw with each call through a function of
+//!   its own (`common/ddi.rs`), as `through_ddi` makes the draw; a 1 MiB ring.
 //! - `recorded_draw::staging immediate`: [`DRAWS`] staging reads on the immediate context
 //!   (R-M4): Map(READ) of an idle 64-byte staging resource, one byte read, Unmap. Setup:
 //!   16 flushed frames of 64 reads.
@@ -81,20 +83,20 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_375;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_215;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 7_031;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_871;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_311;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_151;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
 const IMMEDIATE_BUDGET_IR: u64 = 13_406;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 7_100;
+const RING_REPLAYED_BUDGET_IR: u64 = 6_908;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 7_100;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_940;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 7_036;
+const RING_EMULATED_BUDGET_IR: u64 = 6_844;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
 const RING_IMMEDIATE_BUDGET_IR: u64 = 10_405;
@@ -103,11 +105,18 @@ const RING_IMMEDIATE_BUDGET_IR: u64 = 10_405;
 const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_970;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
-const DDI_REPLAYED_BUDGET_IR: u64 = 10_203;
+const DDI_REPLAYED_BUDGET_IR: u64 = 10_043;
 /// The same where the driver builds its lists.
-const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 9_019;
+const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_859;
 /// The same on the immediate context.
 const DDI_IMMEDIATE_BUDGET_IR: u64 = 13_724;
+/// Instructions of a run of [`DRAWS`] ring draws made through DDI-shaped entry points on a
+/// deferred context whose lists the engine replays.
+const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_834;
+/// The same where the driver builds its lists.
+const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_482;
+/// The same on the immediate context.
+const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 10_691;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
@@ -316,6 +325,36 @@ fn ring(mut w: Box<WarmRing>) -> Box<WarmRing> {
     w
 }
 
+#[library_benchmark(teardown = check_ring)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, MIB, false)),
+    setup = warm_ring,
+    config = ic::gated(DDI_RING_REPLAYED_BUDGET_IR, Some(0))
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, MIB, false)),
+    setup = warm_ring,
+    config = ic::gated(DDI_RING_DRIVER_BUILT_BUDGET_IR, Some(0))
+)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, MIB, true)),
+    setup = warm_ring,
+    config = ic::gated(DDI_RING_IMMEDIATE_BUDGET_IR, Some(0))
+)]
+fn ring_through_ddi(mut w: Box<WarmRing>) -> Box<WarmRing> {
+    let draw = w.draw;
+    if w.on_immediate {
+        for n in 0..DRAWS {
+            ddi_calls::draw_ring_immediate(&mut w.ic, draw, PER_LIST - DRAWS + n);
+        }
+    } else {
+        for n in 0..DRAWS {
+            ddi_calls::draw_ring_deferred(&mut w.dc, draw, PER_LIST - DRAWS + n);
+        }
+    }
+    w
+}
+
 /// A warm immediate context and an idle 64-byte staging resource it read before.
 struct WarmStaging {
     ic: ImmediateContext<NullDriver, NullKernel>,
@@ -395,7 +434,7 @@ fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
 
 library_benchmark_group!(
     name = recorded_draw,
-    benchmarks = [run, through_ddi, ring, staging, floor]
+    benchmarks = [run, through_ddi, ring, ring_through_ddi, staging, floor]
 );
 
 main!(config = ic::config(); library_benchmark_groups = recorded_draw);

@@ -15,6 +15,7 @@ use cmdlist::soft::null::{CopyCommand, NullDriver, NullKernel};
 use cmdlist::{DeferredContext, Handle, ImmediateContext, Result};
 
 use crate::draw::Draw;
+use crate::ring_draw::RingDraw;
 
 type Dc = DeferredContext<NullDriver, NullKernel>;
 type Ic = ImmediateContext<NullDriver, NullKernel>;
@@ -23,6 +24,12 @@ type Ic = ImmediateContext<NullDriver, NullKernel>;
 #[inline(never)]
 fn dc_map_discard(dc: &mut Dc, resource: Handle<Resource>) -> Result<&mut [u8]> {
     dc.map_discard(resource)
+}
+
+/// ResourceMap(WRITE_NO_OVERWRITE) on a deferred context.
+#[inline(never)]
+fn dc_map_no_overwrite(dc: &mut Dc, resource: Handle<Resource>) -> Result<&mut [u8]> {
+    dc.map_no_overwrite(resource)
 }
 
 /// ResourceUnmap on a deferred context.
@@ -41,6 +48,12 @@ fn dc_command(dc: &mut Dc, command: CopyCommand) -> Result<()> {
 #[inline(never)]
 fn ic_map_discard(ic: &mut Ic, resource: Handle<Resource>) -> Result<&mut [u8]> {
     ic.map_discard(resource)
+}
+
+/// ResourceMap(WRITE_NO_OVERWRITE) on the immediate context.
+#[inline(never)]
+fn ic_map_no_overwrite(ic: &mut Ic, resource: Handle<Resource>) -> Result<&mut [u8]> {
+    ic.map_no_overwrite(resource)
 }
 
 /// ResourceUnmap on the immediate context.
@@ -70,5 +83,25 @@ pub fn draw_immediate(ic: &mut Ic, draw: Draw, n: u64) {
     let bytes = ic_map_discard(ic, draw.constants).expect("map");
     bytes.fill(black_box(n) as u8);
     ic_unmap(ic, draw.constants).expect("unmap");
+    ic_command(ic, black_box(&draw.copy)).expect("command");
+}
+
+/// [`crate::ring_draw::draw_ring`] through the DDI's entry points.
+#[inline(always)]
+pub fn draw_ring_deferred(dc: &mut Dc, draw: RingDraw, n: u64) {
+    let bytes = dc_map_no_overwrite(dc, draw.ring).expect("map");
+    let at = (n as usize * 64) % draw.bytes;
+    bytes[at..at + 64].fill(black_box(n) as u8);
+    dc_unmap(dc, draw.ring).expect("unmap");
+    dc_command(dc, black_box(draw.copy)).expect("command");
+}
+
+/// [`crate::ring_draw::draw_ring_immediate`] through the DDI's entry points.
+#[inline(always)]
+pub fn draw_ring_immediate(ic: &mut Ic, draw: RingDraw, n: u64) {
+    let bytes = ic_map_no_overwrite(ic, draw.ring).expect("map");
+    let at = (n as usize * 64) % draw.bytes;
+    bytes[at..at + 64].fill(black_box(n) as u8);
+    ic_unmap(ic, draw.ring).expect("unmap");
     ic_command(ic, black_box(&draw.copy)).expect("command");
 }
