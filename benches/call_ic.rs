@@ -49,11 +49,11 @@ pub const CALLS: u64 = 32;
 
 /// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
 /// as last recorded (BENCHMARKS.md says when).
-const COMMAND_REPLAYED_IR: u64 = 2_882;
+const COMMAND_REPLAYED_IR: u64 = 2_721;
 /// The same where the driver builds its lists.
-const COMMAND_DRIVER_BUILT_IR: u64 = 2_370;
+const COMMAND_DRIVER_BUILT_IR: u64 = 2_209;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 3_611;
+const COMMAND_IMMEDIATE_IR: u64 = 3_609;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
 const DISCARD_REPLAYED_IR: u64 = 6_720;
