@@ -3,7 +3,9 @@
 //! call kind"), and a gate on each.
 //!
 //! Each function makes [`CALLS`] calls of one kind on a warm device (the recorded draw's
-//! warm-up, `common/draw.rs`, or the ring's, `common/ring_draw.rs`), so the figure divided
+//! warm-up, `common/draw.rs`, then, on a deferred context, two recordings of what the runs
+//! record, finished and dropped, so that the run's recording is a recycled one whose arena
+//! handed its bytes out before), so the figure divided
 //! by [`CALLS`] is one call's instructions in a warm steady state, the loop's own few
 //! included; `floor` is the application's share (the same loop writing the same 64 bytes
 //! into memory of its own), to subtract from the Map rows.

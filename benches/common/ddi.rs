@@ -1,6 +1,6 @@
-//! The recorded draw as a driver's DDI entry points make it: each call of the draw through
-//! a function of its own, kept out of line, as a translation layer's `extern "C"` entry
-//! point calls the engine (a ResourceMap, a ResourceUnmap, a Draw).
+//! The recorded draw and the ring draw as a driver's DDI entry points make them: each call
+//! of the draw through a function of its own, kept out of line, as a translation layer's
+//! `extern "C"` entry point calls the engine (a ResourceMap, a ResourceUnmap, a Draw).
 //!
 //! Inlined into the bench's loop (`common/draw.rs`), the engine's routes share one frame and
 //! one register allocation with the loop and with each other, and their count moves when

@@ -125,7 +125,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     #[inline(always)]
     fn map_discard_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         let bytes = self.entry(|ic| ic.map_new(resource))?;
-        // SAFETY: the bytes of the Map the route just noted open.
+        // SAFETY: the bytes of the Map the route noted open as its last step; `entry` touches
+        // nothing of the context's on success, so that Map is still open.
         Ok(unsafe { self.handed_out(bytes) })
     }
 
@@ -134,8 +135,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// # Safety
     /// `bytes` are those [`ImmediateContext::note_map`] answered for a Map still open: its
     /// memory (the context's own bytes, or the kernel's mapping) stays where it is while the
-    /// Map is open, wherever the open Maps move its record, and only an Unmap, which the
-    /// returned borrow of the context excludes, ends it.
+    /// Map is open, wherever the open Maps move its record, and only a later call of the
+    /// context ends it (an Unmap, device destruction, the context's drop), which the returned
+    /// borrow of the context excludes.
     #[inline(always)]
     unsafe fn handed_out(&mut self, bytes: NonNull<[u8]>) -> &mut [u8] {
         // SAFETY: as the caller promised.
@@ -195,7 +197,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// buffer reads, for a Map(DISCARD) of `resource` that renames (R-M5): the pool's oldest
     /// if the GPU is done with it, a new one otherwise, unless the pool already keeps
     /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`None`: the
-    /// Map goes through the copy). A pooled allocation still locked (persistent locks) calls
+    /// Map goes through the copy; `Some`: the Map noted, its bytes,
+    /// [`ImmediateContext::note_map`]). A pooled allocation still locked (persistent locks) calls
     /// no kernel. Its first `len` bytes (the resource's) are handed out as they are; a
     /// kernel that maps fewer is refused ([`Error::InvalidArg`]).
     fn map_renamed(
@@ -368,7 +371,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
             ic.lock(resource, view, flags)
         })?;
-        // SAFETY: the bytes of the Map the route just noted open.
+        // SAFETY: the bytes of the Map the route noted open as its last step; `entry` touches
+        // nothing of the context's on success, so that Map is still open.
         Ok(unsafe { self.handed_out(bytes) })
     }
 
@@ -428,7 +432,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             ic.lock(resource, view, lock)
         })?;
-        // SAFETY: the bytes of the Map the route just noted open.
+        // SAFETY: the bytes of the Map the route noted open as its last step; `entry` touches
+        // nothing of the context's on success, so that Map is still open.
         Ok(unsafe { self.handed_out(bytes) })
     }
 
