@@ -980,3 +980,54 @@ fn r_h1_a_commands_objects_are_each_heard_once_in_order() {
     }
     drop(dc.finish().unwrap());
 }
+
+/// A Map names its resource as a command does (R-H1): a Map(DISCARD) and a Map(NO_OVERWRITE)
+/// of a resource open in the recording are each heard as one use of its handle, in every
+/// list mode with deferred-context hooks.
+#[test]
+fn r_h1_a_map_of_an_open_resource_is_heard_as_a_use() {
+    for driver_built in [false, true] {
+        let config = SoftConfig {
+            driver_built,
+            ..native()
+        };
+        let (device, _ic, world) = soft::device(config, DeviceConfig::default()).unwrap();
+        let ring = device
+            .create_resource(ResourceDesc {
+                bind: cmdlist::BindFlags::VERTEX_BUFFER,
+                ..crate::common::dynamic_buffer(64)
+            })
+            .unwrap();
+        let id = id_of(&device, ring);
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::Fill {
+            dst: ring,
+            value: 1,
+        })
+        .unwrap();
+        let uses = |dc: &Dc| count_on(&events_of(&world, dc.id()), Hook::UseLocal, id);
+        let before = uses(&dc);
+        dc.map_discard(ring).unwrap().fill(2);
+        dc.unmap(ring).unwrap();
+        assert_eq!(
+            uses(&dc),
+            before + 1,
+            "driver_built {driver_built}: a discard"
+        );
+        dc.map_no_overwrite(ring).unwrap()[..4].fill(3);
+        dc.unmap(ring).unwrap();
+        assert_eq!(
+            uses(&dc),
+            before + 2,
+            "driver_built {driver_built}: an append"
+        );
+        dc.map_no_overwrite(ring).unwrap()[4..8].fill(4);
+        dc.unmap(ring).unwrap();
+        assert_eq!(
+            uses(&dc),
+            before + 3,
+            "driver_built {driver_built}: a ring's next append"
+        );
+        drop(dc.finish().unwrap());
+    }
+}
