@@ -291,21 +291,22 @@ impl Kernel for VulkanKernel {
         }
         locked.insert(id, Locked { kept: None });
         // SAFETY: `ptr` is the start of the allocation's memory, mapped whole and persistently
-        // (`VulkanWorld::host_buffer`), at least `len` bytes long (`host_bytes` caps `len` at
-        // the buffer's size), initialised as memory the Vulkan driver maps is; it stays mapped until the memory is freed, which waits for this
-        // lock's unlock (`deallocate` keeps the memory of a locked allocation in its
-        // `Locked::kept` until `unlock`, and the world, which frees what is left when it is
-        // dropped, outlives this kernel's mappings: the device holds the kernel, and the
+        // (`VulkanWorld::host_buffer`), at least `len` bytes long (`host_bytes` caps `len` at the
+        // buffer's size), its bytes initialised (memory the Vulkan driver maps holds whatever
+        // values it holds, never Rust's uninitialised bytes); it stays mapped until the memory is
+        // freed, which waits for this lock's unlock (`deallocate` keeps the memory of a locked
+        // allocation in its `Locked::kept` until `unlock`, and the world, which frees what is left
+        // when it is dropped, outlives this kernel's mappings: the device holds the kernel, and the
         // immediate context that holds the mapping holds the device). Nothing else on the host
-        // writes the memory (the driver writes resources through upload memory and GPU copies)
-        // or maps it again until the unlock (a second lock is refused above); only
-        // `VulkanWorld::read`, a test hook, reads it. The GPU: a staging Map waited for the
-        // newest buffer that uses the resource (checked above when the lock reads), and until
-        // the Unmap the application promises, as under D3D11, not to make the GPU use a
-        // mapped staging resource, nor, after a Map(NO_OVERWRITE), to make it write the bytes
-        // it writes or read them (R-M2). This driver's immediate-context Map(DISCARD) is a GPU
-        // copy of the whole resource: the engine waits for its buffer before a
-        // Map(NO_OVERWRITE) locks the resource (R-M3), so no GPU write is pending here.
+        // writes the memory (the driver writes resources through upload memory and GPU copies) or
+        // maps it again until the unlock (a second lock is refused above); only
+        // `VulkanWorld::read`, a test hook, reads it. The GPU: a staging Map waited for the newest
+        // buffer that uses the resource (checked above when the lock reads), and until the Unmap
+        // the application promises, as under D3D11, not to make the GPU use a mapped staging
+        // resource, nor, after a Map(NO_OVERWRITE), to make it write the bytes it writes or read
+        // them (R-M2). This driver's immediate-context Map(DISCARD) is a GPU copy of the whole
+        // resource: the engine waits for its buffer before a Map(NO_OVERWRITE) locks the resource
+        // (R-M3), so no GPU write is pending here.
         Ok(unsafe { CpuMapping::from_raw(ptr, len) })
     }
 
