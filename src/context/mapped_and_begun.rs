@@ -79,7 +79,8 @@ impl<M> MappedAndBegun<M> {
     }
 
     /// [`MappedAndBegun::map`], answering the memory where it is kept now, for a Map's route
-    /// to hand out without looking for it.
+    /// to hand out without looking for it. A method of its own rather than `map`'s answer:
+    /// the deferred context's Map, which needs none, compiled larger through it.
     #[inline]
     pub(crate) fn map_noted(&mut self, resource: Handle<Resource>, memory: M) -> &mut M {
         debug_assert!(self.check_map(resource).is_ok());
