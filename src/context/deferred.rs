@@ -82,12 +82,19 @@ pub enum DeferredMode {
     StateLost,
 }
 
-/// Whether calls are recorded (the driver's state is a separate matter: `dc`).
+/// Whether calls are recorded: the one state every recorded call tests as it begins.
+///
+/// Invariant: while calls are [`Calls::Recorded`], the driver's state (`dc`) is not lost,
+/// so the routes of recorded calls reach it without that case ([`DriverSide::recording`]).
+/// The state is lost only in `renew`, which keeps the invariant around it (also when its
+/// create hook panics), and calls resume after a removal through `resume_calls`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Calls {
     Recorded,
     /// Removed locally (R-E3): see [`DeferredMode::Removed`].
     Removed,
+    /// Not removed, but the driver's state is lost (R-R3): see [`DeferredMode::StateLost`].
+    StateLost,
 }
 
 /// A deferred context: records commands on its own thread for the immediate context to
@@ -285,22 +292,18 @@ fn zeroed(len: usize) -> Result<Box<[u8]>> {
 
 impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// The handle table and what opening and closing handles needs from the context: split
-    /// borrows of one `&mut self`. Without driver state (R-R3) there is nothing to open
-    /// handles on: out of memory. Emulated, handles only hold.
+    /// borrows of one `&mut self`, for a recorded call (which has its driver state, `Calls`'
+    /// invariant). Emulated, handles only hold.
     #[inline]
-    fn cls_parts<'a>(
-        &'a mut self,
-        guard: &'a Guard,
-    ) -> Result<(&'a mut ClsTable<D>, ClsCtx<'a, D>)> {
+    fn cls_parts<'a>(&'a mut self, guard: &'a Guard) -> (&'a mut ClsTable<D>, ClsCtx<'a, D>) {
         let s = &*self.device.shared;
-        let dc = self.dc.for_hooks()?;
         let ctx = ClsCtx {
             driver: s.driver(),
-            dc,
+            dc: self.dc.recording(),
             registry: s.registry(),
             guard,
         };
-        Ok((&mut self.cls, ctx))
+        (&mut self.cls, ctx)
     }
 
     /// This context's number, as the driver's hooks and, in a [`ContextId::Deferred`],
@@ -322,10 +325,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Where the context is: recording, removed after running out of memory (R-E3), or
     /// without driver state (R-R3).
     pub fn mode(&self) -> DeferredMode {
-        match (self.calls, &self.dc) {
-            (Calls::Removed, _) => DeferredMode::Removed,
-            (Calls::Recorded, DriverSide::Lost) => DeferredMode::StateLost,
-            (Calls::Recorded, _) => DeferredMode::Recording,
+        match self.calls {
+            Calls::Recorded => DeferredMode::Recording,
+            Calls::Removed => DeferredMode::Removed,
+            Calls::StateLost => DeferredMode::StateLost,
         }
     }
 
@@ -460,12 +463,39 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// locally.
     #[inline(always)]
     fn record(&mut self, work: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
-        if self.calls == Calls::Removed {
-            return Ok(());
+        if self.calls != Calls::Recorded {
+            return self.unrecorded();
         }
         let _recording = self.trace_recording();
         let result = self.check_alive().and_then(|()| work(self));
         self.settle(result)
+    }
+
+    /// A call of a context whose calls are not recorded: accepted and done nothing where
+    /// it is removed (R-E3); without driver state (R-R3), out of memory, which removes it,
+    /// unless the device is removed (R-D3).
+    #[cold]
+    #[inline(never)]
+    fn unrecorded(&mut self) -> Result<()> {
+        match self.calls {
+            Calls::Removed => Ok(()),
+            Calls::Recorded | Calls::StateLost => self.settle(Err(self.state_lost())),
+        }
+    }
+
+    /// What a call of a context without driver state answers (R-R3): out of memory, or
+    /// the device's removal (R-D3), which comes first.
+    fn state_lost(&self) -> Error {
+        self.check_alive().err().unwrap_or(Error::OutOfMemory)
+    }
+
+    /// Calls are recorded again (a Finish or an Abandon ended a removal): unless the
+    /// driver's state is lost, which keeps them out of the recording (`Calls`' invariant).
+    fn resume_calls(&mut self) {
+        self.calls = match self.dc.is_lost() {
+            true => Calls::StateLost,
+            false => Calls::Recorded,
+        };
     }
 
     /// Opens the `record` span at the first call after a Finish, and enters it for this call
@@ -562,7 +592,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline]
     fn hear(&mut self, call: DeferredCall<'_, D>) -> Result<()> {
         let s = &*self.device.shared;
-        let Some(dc) = self.dc.for_hooks()? else {
+        let Some(dc) = self.dc.recording() else {
             return Ok(());
         };
         let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
@@ -586,7 +616,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let s = &*self.device.shared;
         let mut ctx = ClsCtx {
             driver: s.driver(),
-            dc: self.dc.for_hooks()?,
+            dc: self.dc.recording(),
             registry: s.registry(),
             guard: guard.get_or_insert_with(epoch::pin),
         };
@@ -604,7 +634,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             return self.use_rest_of(command, 0);
         }
         let driver = self.device.shared.driver();
-        let mut dc = self.dc.for_hooks()?;
+        let mut dc = self.dc.recording();
         let cls = &mut self.cls;
         let mut used = 0usize;
         // The first pass's end: an object not open here, or one no longer live.
@@ -634,7 +664,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline]
     fn use_rest_of(&mut self, command: &D::Command, skip: usize) -> Result<()> {
         let guard = epoch::pin();
-        let (cls, mut ctx) = self.cls_parts(&guard)?;
+        let (cls, mut ctx) = self.cls_parts(&guard);
         let mut seen = 0usize;
         let mut failed = None;
         command.for_each_object(&mut |h| {
@@ -698,7 +728,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         match open {
             Some(at) => {
                 let driver = self.device.shared.driver();
-                self.cls.use_live_at(driver, self.dc.for_hooks()?, at)
+                self.cls.use_live_at(driver, self.dc.recording(), at)
             }
             None => self.use_first(handle, guard),
         }
@@ -940,7 +970,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve_op()?;
         {
             let guard = epoch::pin();
-            let (cls, mut ctx) = self.cls_parts(&guard)?;
+            let (cls, mut ctx) = self.cls_parts(&guard);
             cls.use_open(&mut ctx, object)?;
         }
         self.record_bind(point, Some(object))
@@ -958,7 +988,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let index = u32::try_from(dc.rec.lists.len()).map_err(|_| Error::OutOfMemory)?;
         dc.open.check_list(&inner.maps, &inner.queries)?;
         let s = &*dc.device.shared;
-        if let Some(driver_dc) = dc.dc.for_hooks()? {
+        if let Some(driver_dc) = dc.dc.recording() {
             s.driver().execute_command_list_deferred(
                 driver_dc,
                 &body.private,
@@ -1018,7 +1048,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         self.reserve_op()?;
         {
             let guard = epoch::pin();
-            let (cls, mut ctx) = self.cls_parts(&guard)?;
+            let (cls, mut ctx) = self.cls_parts(&guard);
             cls.use_held(&mut ctx, object)?;
         }
         self.record_bind(point, Some(object))
@@ -1045,7 +1075,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// [`DeferredContext::finish`]'s work.
     fn finish_list(&mut self) -> Result<CommandList<D, K>> {
         if self.calls == Calls::Removed {
-            self.calls = Calls::Recorded;
+            self.resume_calls();
             return Err(Error::OutOfMemory);
         }
         // The recording's span ends where its Finish begins, both carrying the list's number.
@@ -1057,12 +1087,17 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
         }
         let _span = span!("finish", context = self.id.get(), list = self.finishing);
-        let result = match catch_unwind(AssertUnwindSafe(|| self.finish_inner())) {
-            Ok(result) => result,
-            Err(panic) => {
-                self.abandon_after_panic();
-                resume_unwind(panic)
-            }
+        let result = match self.calls {
+            // No driver state to finish a list with (R-R3): out of memory, which removes the
+            // context and makes the state again.
+            Calls::StateLost | Calls::Removed => Err(self.state_lost()),
+            Calls::Recorded => match catch_unwind(AssertUnwindSafe(|| self.finish_inner())) {
+                Ok(result) => result,
+                Err(panic) => {
+                    self.abandon_after_panic();
+                    resume_unwind(panic)
+                }
+            },
         };
         if let Err(error) = result {
             if error != Error::OutOfMemory {
@@ -1071,7 +1106,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             }
         }
         let result = self.settle(result);
-        self.calls = Calls::Recorded;
+        self.resume_calls();
         result
     }
 
@@ -1270,6 +1305,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Makes the driver's context state ready for the next recording: recycled when the
     /// device recycles (R-R7, out of memory as a return value, R-R3), else destroyed and
     /// created again. Emulated, there is none to make.
+    #[inline]
     fn renew(&mut self) -> Result<()> {
         let s = &*self.device.shared;
         let recycled = match &mut self.dc {
@@ -1282,10 +1318,27 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if recycled {
             return Ok(());
         }
+        self.recreate()
+    }
+
+    /// [`DeferredContext::renew`] where the state is not recycled: destroyed and created
+    /// again (R-R3), out of line (a recycling device renews without it).
+    #[cold]
+    #[inline(never)]
+    fn recreate(&mut self) -> Result<()> {
+        let s = &*self.device.shared;
+        // Lost until the create returns: calls stay out of the recording meanwhile, also if
+        // a hook below fails or panics (`Calls`' invariant).
+        if self.calls == Calls::Recorded {
+            self.calls = Calls::StateLost;
+        }
         if let DriverSide::Native(dc) = core::mem::replace(&mut self.dc, DriverSide::Lost) {
             s.driver().destroy_deferred_context(dc);
         }
         self.dc = DriverSide::Native(s.driver().create_deferred_context(self.id)?);
+        if self.calls == Calls::StateLost {
+            self.calls = Calls::Recorded;
+        }
         Ok(())
     }
 
@@ -1299,7 +1352,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     fn abandon_recording(&mut self) -> Result<()> {
         if self.calls == Calls::Removed {
-            self.calls = Calls::Recorded;
+            self.resume_calls();
             return Ok(());
         }
         let result = self.abandon_sequence();
@@ -1381,6 +1434,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// last, also if ending a list panics).
     fn end_lists_and_state(&mut self) {
         let shared = &*self.device.shared;
+        // The context's last call: nothing records after it, but `Calls`' invariant holds.
+        if self.calls == Calls::Recorded {
+            self.calls = Calls::StateLost;
+        }
         let state = core::mem::replace(&mut self.dc, DriverSide::Lost);
         let _state = scopeguard::guard(state, |dc| {
             if let DriverSide::Native(dc) = dc {
@@ -1449,7 +1506,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let result = map(self).map(|bytes| bytes as *mut [u8]);
         // A removed context's Map hands out scratch bytes that its next Map reuses (and may
         // move): nothing of them reaches a list, and the capture does not read them.
-        let recorded = self.calls != Calls::Removed;
+        let recorded = self.calls == Calls::Recorded;
         if let Some(capture) = &mut self.capture {
             // Where the bytes are: the capture reads them at the Unmap, or before a call
             // that may end the Map.

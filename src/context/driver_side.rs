@@ -33,6 +33,28 @@ impl<T> DriverSide<T> {
         }
     }
 
+    /// [`DriverSide::for_hooks`] for a call of a context whose calls are recorded, which has
+    /// its state (the invariant of the context's `Calls::Recorded`): one test of the tag
+    /// where `for_hooks` makes two. A lost state, which that invariant rules out, answers
+    /// `None` as an emulated context's would (debug builds stop there).
+    #[inline]
+    pub(crate) fn recording(&mut self) -> Option<&mut T> {
+        match self {
+            DriverSide::Native(state) => Some(state),
+            DriverSide::Emulated => None,
+            DriverSide::Lost => {
+                debug_assert!(false, "a recorded call of a context without driver state");
+                None
+            }
+        }
+    }
+
+    /// Whether the state is lost (R-R3).
+    #[inline]
+    pub(crate) fn is_lost(&self) -> bool {
+        matches!(self, DriverSide::Lost)
+    }
+
     /// The driver's state, if it has one.
     pub(crate) fn native(&self) -> Option<&T> {
         match self {

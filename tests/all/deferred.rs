@@ -13,7 +13,7 @@ use cmdlist::{
     ViewDesc,
 };
 
-use crate::common::{allocation, count, events_of, hooks, id_of, native};
+use crate::common::{allocation, count, dynamic_buffer, events_of, hooks, id_of, native};
 
 type Dev = Device<SoftDriver, SoftKernel>;
 type Ic = ImmediateContext<SoftDriver, SoftKernel>;
@@ -1089,6 +1089,172 @@ fn r_e3_r_r3_deferred_context_modes() {
     drop(dc.finish().unwrap());
     drop(dc);
     assert!(world.violations().is_empty(), "{:#?}", world.violations());
+}
+
+/// A create hook that panics while an Abandon makes the context's driver state again
+/// (R-R3) leaves the context without state, as one that fails does: calls run out of
+/// memory until a removal makes the state again, a Map then hands out scratch memory, and
+/// nothing reaches the driver without a state to record on. Where the create that panics
+/// is a Finish's, the Finish abandons the recording, whose own create makes the state
+/// again: the context records. In either list mode the engine records in.
+#[test]
+fn r_r3_a_create_that_panics_leaves_the_context_without_state_until_a_removal() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan, InjectedPanic};
+    use cmdlist::DeferredMode;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::Arc;
+
+    inject::silence_injected_panics();
+    let config = DeviceConfig::default().with_recycle(false);
+    for driver_built in [false, true] {
+        for finishing in [false, true] {
+            let case = format!("driver-built {driver_built}, in a Finish {finishing}");
+            let soft = SoftConfig {
+                driver_built,
+                ..native()
+            };
+            let run = |plan: &Arc<FaultPlan>| {
+                let (driver, kernel, world) = inject::new(plan, soft.clone());
+                let (device, ic) = Device::new(driver, kernel, config.clone()).unwrap();
+                let r = device.create_resource(crate::common::buffer(64)).unwrap();
+                let d = device.create_resource(dynamic_buffer(64)).unwrap();
+                let dc = device.create_deferred_context().unwrap();
+                (device, ic, world, r, d, dc)
+            };
+            let end = |dc: &mut DeferredContext<_, _>| match finishing {
+                true => dc.finish().map(drop),
+                false => dc.abandon(),
+            };
+            // The reference run: which hook call is the end's CreateDeferredContext.
+            let counting = Arc::new(FaultPlan::counting().with_log());
+            let (_device, _ic, _world, r, _d, mut dc) = run(&counting);
+            dc.update(r, 0, &[1; 8]).unwrap();
+            let before = counting.calls();
+            end(&mut dc).unwrap();
+            let log = counting.log();
+            let create = (before as usize..log.len())
+                .find(|&i| log[i] == "create_deferred_context")
+                .expect("the end makes the context's state again");
+            drop(dc);
+
+            let plan = Arc::new(FaultPlan::at(create as u64, Fault::Panic));
+            let (_device, _ic, world, r, d, mut dc) = run(&plan);
+            dc.update(r, 0, &[1; 8]).unwrap();
+            let payload = catch_unwind(AssertUnwindSafe(|| end(&mut dc))).unwrap_err();
+            assert!(InjectedPanic::of(&*payload).is_some(), "{case}");
+            assert!(plan.injected(), "{case}");
+            if finishing {
+                assert_eq!(dc.mode(), DeferredMode::Recording, "{case}");
+                assert!(dc.driver_state().is_some(), "{case}");
+            } else {
+                assert_eq!(dc.mode(), DeferredMode::StateLost, "{case}");
+                assert!(dc.driver_state().is_none(), "{case}");
+                // A Map runs out of memory, removes the context, and hands out scratch bytes;
+                // the removal made the state again.
+                assert_eq!(dc.map_discard(d).map(|b| b.len()), Ok(64), "{case}");
+                assert_eq!(dc.mode(), DeferredMode::Removed, "{case}");
+                assert!(dc.driver_state().is_some(), "{case}");
+                assert_eq!(dc.finish().err(), Some(Error::OutOfMemory), "{case}");
+            }
+            assert_eq!(dc.mode(), DeferredMode::Recording, "{case}");
+            dc.update(r, 0, &[4; 8]).unwrap();
+            drop(dc.finish().unwrap());
+            drop(dc);
+            assert!(
+                world.violations().is_empty(),
+                "{case}: {:#?}",
+                world.violations()
+            );
+        }
+    }
+}
+
+/// Each way into a context without driver state answers as a call of it does (R-R3):
+/// out of memory, which removes the context, for a command, a Map and a Finish alike; the
+/// device's removal first (R-D3).
+#[test]
+fn r_r3_every_call_of_a_context_without_state_runs_out_of_memory() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::DeferredMode;
+    use std::sync::Arc;
+
+    let config = DeviceConfig::default().with_recycle(false);
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (driver, kernel, _world) = inject::new(&counting, native());
+    let (_device, _ic, _r, _d, mut dc) = {
+        let (device, ic) = Device::new(driver, kernel, config.clone()).unwrap();
+        let r = device.create_resource(crate::common::buffer(64)).unwrap();
+        let d = device.create_resource(dynamic_buffer(64)).unwrap();
+        let dc = device.create_deferred_context().unwrap();
+        (device, ic, r, d, dc)
+    };
+    let before = counting.calls();
+    dc.abandon().unwrap();
+    let log = counting.log();
+    let create = (before as usize..log.len())
+        .find(|&i| log[i] == "create_deferred_context")
+        .expect("Abandon makes the context's state again");
+    drop(dc);
+
+    type Call = fn(
+        &mut inject::FaultSoftDeferredContext,
+        Handle<Resource>,
+        Handle<Resource>,
+    ) -> Result<(), Error>;
+    let calls: [(&str, Call); 4] = [
+        ("command", |dc, r, _| {
+            dc.command(SoftCommand::Fill { dst: r, value: 1 })
+        }),
+        ("update", |dc, r, _| dc.update(r, 0, &[2; 8])),
+        ("map", |dc, _, d| dc.map_discard(d).map(drop)),
+        ("finish", |dc, _, _| dc.finish().map(drop)),
+    ];
+    for (name, call) in calls {
+        let plan =
+            Arc::new(FaultPlan::at(create as u64, Fault::Error(Error::InvalidArg)).with_log());
+        let (driver, kernel, world) = inject::new(&plan, native());
+        let (device, ic) = Device::new(driver, kernel, config.clone()).unwrap();
+        let r = device.create_resource(crate::common::buffer(64)).unwrap();
+        let d = device.create_resource(dynamic_buffer(64)).unwrap();
+        let mut dc = device.create_deferred_context().unwrap();
+        assert_eq!(dc.abandon(), Err(Error::InvalidArg), "{name}");
+        assert_eq!(dc.mode(), DeferredMode::StateLost, "{name}");
+        let heard = plan.calls();
+        let answer = call(&mut dc, r, d);
+        if name == "map" {
+            // A Map's answer is scratch memory; its failure is on the context's sink.
+            assert_eq!(answer, Ok(()), "{name}");
+            assert_eq!(
+                world.errors().last().map(|e| e.1),
+                Some(Error::OutOfMemory),
+                "{name}"
+            );
+        } else {
+            assert_eq!(answer, Err(Error::OutOfMemory), "{name}");
+        }
+        // The removal abandoned and made the state again; no call reached a recording.
+        let log = plan.log();
+        assert!(
+            !log[heard as usize..].contains(&"record_deferred"),
+            "{name}: {:?}",
+            &log[heard as usize..]
+        );
+        match name {
+            "finish" => assert_eq!(dc.mode(), DeferredMode::Recording, "{name}"),
+            _ => assert_eq!(dc.mode(), DeferredMode::Removed, "{name}"),
+        }
+        // With the device removed, a context without state answers the removal.
+        assert_eq!(dc.abandon(), Ok(()), "{name}");
+        drop(ic);
+        assert_eq!(dc.mode(), DeferredMode::Recording, "{name}");
+        assert_eq!(
+            dc.command(SoftCommand::Fill { dst: r, value: 1 }),
+            Err(Error::DeviceRemoved),
+            "{name}"
+        );
+        drop(dc);
+        drop(device);
+    }
 }
 
 /// Dropping the immediate context destroys the device even while a deferred context still

@@ -71,8 +71,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// panics, leaves nothing to undo.
     #[inline(always)]
     fn map_discard_inner(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        if self.calls == Calls::Removed {
-            return self.scratch_map(resource);
+        if self.calls != Calls::Recorded {
+            return self.map_unrecorded(resource);
         }
         let _recording = self.trace_recording();
         let size = match self.check_discard(resource) {
@@ -112,7 +112,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let size = view.discard_len()?;
         self.reserve(OPERATION_BYTES.saturating_add(size))?;
         let driver = self.device.shared.driver();
-        self.cls.use_at(driver, self.dc.for_hooks()?, at);
+        self.cls.use_at(driver, self.dc.recording(), at);
         Ok(size)
     }
 
@@ -148,9 +148,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline]
     fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
-        // Where the engine does not replay, the driver builds the lists: it has state, or
-        // lost it (R-R3), which is out of memory.
-        let Ok(Some(dc)) = self.dc.for_hooks() else {
+        // Where the engine does not replay, the driver builds the lists: a recorded call's
+        // context has its state (`Calls`' invariant); none would be out of memory (R-R3).
+        let Some(dc) = self.dc.recording() else {
             return self.map_refused(resource, Error::OutOfMemory, false);
         };
         let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
@@ -197,6 +197,21 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         match result {
             Err(_) if self.calls == Calls::Removed => self.scratch_map(resource),
             other => other,
+        }
+    }
+
+    /// A Map of a context whose calls are not recorded: scratch bytes where it is removed
+    /// (R-E3); without driver state (R-R3), out of memory, which removes it and hands out
+    /// scratch bytes all the same.
+    #[cold]
+    #[inline(never)]
+    fn map_unrecorded(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
+        match self.calls {
+            Calls::Removed => self.scratch_map(resource),
+            Calls::Recorded | Calls::StateLost => {
+                let error = self.state_lost();
+                self.map_refused(resource, error, false)
+            }
         }
     }
 
@@ -247,8 +262,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// Map noted open once its memory is there.
     #[inline(always)]
     fn map_no_overwrite_inner(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
-        if self.calls == Calls::Removed {
-            return self.scratch_map(resource);
+        if self.calls != Calls::Recorded {
+            return self.map_unrecorded(resource);
         }
         let _recording = self.trace_recording();
         let payload = match self.check_append(resource) {
@@ -311,7 +326,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // Its Unmap is owed as any Map's (R-E3), though it records nothing.
         self.reserve(0)?;
         let driver = self.device.shared.driver();
-        self.cls.use_at(driver, self.dc.for_hooks()?, at);
+        self.cls.use_at(driver, self.dc.recording(), at);
         Ok(memory)
     }
 
@@ -366,7 +381,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         len: usize,
     ) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
-        let Ok(Some(dc)) = self.dc.for_hooks() else {
+        let Some(dc) = self.dc.recording() else {
             return self.map_refused(resource, Error::OutOfMemory, false);
         };
         let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
@@ -410,7 +425,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline(always)]
     pub(super) fn record_unmap(&mut self, resource: Handle<Resource>, map: OpenMap) -> Result<()> {
         let s = &*self.device.shared;
-        if let Some(dc) = self.dc.for_hooks()? {
+        if let Some(dc) = self.dc.recording() {
             let data = match map {
                 OpenMap::Discard(payload) | OpenMap::NoOverwrite(payload) => {
                     // SAFETY: the payload comes from this recording's arena, not reset since
