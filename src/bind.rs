@@ -72,43 +72,128 @@ impl BindPoint {
     pub const fn new(class: BindClass, slot: u16) -> Self {
         BindPoint { class, slot }
     }
+
+    /// The point as one number, ordered as points are (`Ord`): the class's place among
+    /// the classes (a stage's classes one per stage, in the stages' order) above the
+    /// slot. A binding table compares these, one instruction each, where comparing two
+    /// points compares classes, stages and slots in turn.
+    #[inline]
+    pub(crate) const fn key(self) -> u32 {
+        let class = match self.class {
+            BindClass::VertexBuffer => 0,
+            BindClass::IndexBuffer => 1,
+            BindClass::InputLayout => 2,
+            BindClass::Shader(stage) => 3 + stage as u32,
+            BindClass::ConstantBuffer(stage) => 3 + STAGES + stage as u32,
+            BindClass::ShaderResource(stage) => 3 + 2 * STAGES + stage as u32,
+            BindClass::Sampler(stage) => 3 + 3 * STAGES + stage as u32,
+            BindClass::RenderTarget => 3 + 4 * STAGES,
+            BindClass::DepthStencil => 4 + 4 * STAGES,
+            BindClass::UnorderedAccess => 5 + 4 * STAGES,
+            BindClass::BlendState => 6 + 4 * STAGES,
+            BindClass::DepthStencilState => 7 + 4 * STAGES,
+            BindClass::RasterizerState => 8 + 4 * STAGES,
+            BindClass::StreamOutput => 9 + 4 * STAGES,
+            BindClass::Predicate => 10 + 4 * STAGES,
+        };
+        (class << 16) | self.slot as u32
+    }
+
+    /// The point whose [`BindPoint::key`] `key` is.
+    pub(crate) const fn from_key(key: u32) -> Self {
+        const fn stage(of: u32) -> Stage {
+            match of % STAGES {
+                0 => Stage::Vertex,
+                1 => Stage::Hull,
+                2 => Stage::Domain,
+                3 => Stage::Geometry,
+                4 => Stage::Pixel,
+                _ => Stage::Compute,
+            }
+        }
+        let class = key >> 16;
+        let class = match class {
+            0 => BindClass::VertexBuffer,
+            1 => BindClass::IndexBuffer,
+            2 => BindClass::InputLayout,
+            c if c < 3 + STAGES => BindClass::Shader(stage(c - 3)),
+            c if c < 3 + 2 * STAGES => BindClass::ConstantBuffer(stage(c - 3)),
+            c if c < 3 + 3 * STAGES => BindClass::ShaderResource(stage(c - 3)),
+            c if c < 3 + 4 * STAGES => BindClass::Sampler(stage(c - 3)),
+            c => match c - 3 - 4 * STAGES {
+                0 => BindClass::RenderTarget,
+                1 => BindClass::DepthStencil,
+                2 => BindClass::UnorderedAccess,
+                3 => BindClass::BlendState,
+                4 => BindClass::DepthStencilState,
+                5 => BindClass::RasterizerState,
+                6 => BindClass::StreamOutput,
+                _ => BindClass::Predicate,
+            },
+        };
+        BindPoint {
+            class,
+            slot: key as u16,
+        }
+    }
 }
+
+/// The stages, for [`BindPoint::key`]: a stage's classes take one place each per stage.
+const STAGES: u32 = 6;
 
 /// A context's current bindings, sorted by point. Small (tens of entries): a sorted vector
 /// beats a hash map here and keeps its capacity across clears, so steady state allocates
-/// nothing.
+/// nothing. Each entry is kept under its point's [`BindPoint::key`], which the search
+/// compares.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Bindings {
-    entries: Vec<(BindPoint, AnyHandle)>,
+    entries: Vec<(u32, AnyHandle)>,
 }
 
 impl Bindings {
+    /// Where `point` is, or would be, in the sorted entries.
+    #[inline]
+    fn search(&self, point: BindPoint) -> core::result::Result<usize, usize> {
+        let key = point.key();
+        self.entries.binary_search_by(|(k, _)| k.cmp(&key))
+    }
+
     /// What is bound at `point`.
+    #[inline]
     pub(crate) fn get(&self, point: BindPoint) -> Option<AnyHandle> {
-        self.entries
-            .binary_search_by(|(p, _)| p.cmp(&point))
-            .ok()
-            .map(|i| self.entries[i].1)
+        self.search(point).ok().map(|i| self.entries[i].1)
     }
 
     /// Binds `object` at `point` (`None` unbinds).
+    #[inline]
     pub(crate) fn set(&mut self, point: BindPoint, object: Option<AnyHandle>) {
-        match (
-            self.entries.binary_search_by(|(p, _)| p.cmp(&point)),
-            object,
-        ) {
-            (Ok(i), Some(h)) => self.entries[i].1 = h,
-            (Ok(i), None) => {
-                self.entries.remove(i);
+        self.replace(point, object);
+    }
+
+    /// Binds `object` at `point` (`None` unbinds) and answers what was bound there: one
+    /// search for both.
+    #[inline]
+    pub(crate) fn replace(
+        &mut self,
+        point: BindPoint,
+        object: Option<AnyHandle>,
+    ) -> Option<AnyHandle> {
+        match (self.search(point), object) {
+            (Ok(i), Some(h)) => Some(core::mem::replace(&mut self.entries[i].1, h)),
+            (Ok(i), None) => Some(self.entries.remove(i).1),
+            (Err(i), Some(h)) => {
+                self.entries.insert(i, (point.key(), h));
+                None
             }
-            (Err(i), Some(h)) => self.entries.insert(i, (point, h)),
-            (Err(_), None) => {}
+            (Err(_), None) => None,
         }
     }
 
     /// Every binding, sorted by point.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + '_ {
-        self.entries.iter().copied()
+        self.entries
+            .iter()
+            .map(|&(key, handle)| (BindPoint::from_key(key), handle))
     }
 
     /// Whether nothing is bound.
@@ -159,8 +244,99 @@ impl<'a> StateView<'a> {
 
     /// Every binding, sorted by point.
     pub fn iter(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + 'a {
-        self.bindings
+        self.bindings.into_iter().flat_map(|b| b.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every class, each stage's classes once per stage.
+    fn classes() -> Vec<BindClass> {
+        let stages = [
+            Stage::Vertex,
+            Stage::Hull,
+            Stage::Domain,
+            Stage::Geometry,
+            Stage::Pixel,
+            Stage::Compute,
+        ];
+        let mut classes = vec![
+            BindClass::VertexBuffer,
+            BindClass::IndexBuffer,
+            BindClass::InputLayout,
+        ];
+        for per_stage in [
+            BindClass::Shader,
+            BindClass::ConstantBuffer,
+            BindClass::ShaderResource,
+            BindClass::Sampler,
+        ] {
+            classes.extend(stages.map(per_stage));
+        }
+        classes.extend([
+            BindClass::RenderTarget,
+            BindClass::DepthStencil,
+            BindClass::UnorderedAccess,
+            BindClass::BlendState,
+            BindClass::DepthStencilState,
+            BindClass::RasterizerState,
+            BindClass::StreamOutput,
+            BindClass::Predicate,
+        ]);
+        classes
+    }
+
+    fn points() -> Vec<BindPoint> {
+        classes()
             .into_iter()
-            .flat_map(|b| b.entries.iter().copied())
+            .flat_map(|class| [0, 1, 7, 255, 256, u16::MAX].map(|slot| BindPoint { class, slot }))
+            .collect()
+    }
+
+    fn handle(n: u32) -> AnyHandle {
+        AnyHandle::from_bits((1 << 32) | u64::from(n)).expect("a generation of 1")
+    }
+
+    #[test]
+    fn r_c1_a_points_key_gives_the_point_back_and_keys_order_as_points_do() {
+        let points = points();
+        assert_eq!(classes().len(), 3 + 4 * STAGES as usize + 8);
+        for &p in &points {
+            assert_eq!(BindPoint::from_key(p.key()), p, "{p:?}");
+            for &q in &points {
+                assert_eq!(p.key().cmp(&q.key()), p.cmp(&q), "{p:?} against {q:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn r_c1_a_binding_replaced_answers_what_was_bound_and_the_table_stays_sorted() {
+        let mut bindings = Bindings::default();
+        let points = points();
+        // Bound in reverse order: each insert lands before the others.
+        for (n, &p) in points.iter().enumerate().rev() {
+            assert_eq!(bindings.replace(p, Some(handle(n as u32))), None);
+        }
+        let listed: Vec<_> = bindings.iter().map(|(p, _)| p).collect();
+        assert_eq!(listed, points, "sorted by point");
+        let sv = points[5];
+        assert_eq!(bindings.get(sv), Some(handle(5)));
+        assert_eq!(bindings.replace(sv, Some(handle(99))), Some(handle(5)));
+        assert_eq!(bindings.get(sv), Some(handle(99)));
+        assert_eq!(StateView::of(&bindings).get(sv), Some(handle(99)));
+        assert_eq!(bindings.replace(sv, None), Some(handle(99)));
+        assert_eq!(bindings.get(sv), None);
+        assert_eq!(bindings.replace(sv, None), None);
+        assert_eq!(StateView::of(&bindings).len(), points.len() - 1);
+        bindings.set(sv, Some(handle(7)));
+        assert_eq!(bindings.iter().nth(5), Some((sv, handle(7))));
+        assert_eq!(
+            StateView::of(&bindings).iter().collect::<Vec<_>>(),
+            bindings.iter().collect::<Vec<_>>()
+        );
+        bindings.clear();
+        assert!(bindings.is_empty() && StateView::of(&bindings).is_empty());
     }
 }

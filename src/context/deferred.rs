@@ -833,8 +833,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// the new binding while the driver hears it (as during the DDI's SetX); a refused or
     /// panicking bind leaves the old one.
     fn record_bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
-        let old = self.bindings.get(point);
-        self.bindings.set(point, object);
+        let old = self.bindings.replace(point, object);
         let mut dc = scopeguard::guard(&mut *self, |dc| dc.bindings.set(point, old));
         dc.hear(DeferredCall::Bind { point, object })?;
         ScopeGuard::into_inner(dc).push_op(Recorded::Bind { point, object });

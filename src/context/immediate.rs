@@ -516,11 +516,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if let Some(view) = view {
                 view.entry().hold();
             }
-            if let Some(old) = ic.bindings.get(point) {
+            if let Some(old) = ic.bindings.replace(point, object) {
                 let registry = ic.device.shared.registry();
                 Self::unbind(&mut ic.buffer, &mut ic.token, registry, guard, old);
             }
-            ic.bindings.set(point, object);
             Ok(())
         })
     }
@@ -755,11 +754,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     if restored.is_ok() {
                         // The hold taken above becomes the binding's, in place of what an
                         // execute cut short left there.
-                        if let Some(old) = ic.bindings.get(point) {
+                        if let Some(old) = ic.bindings.replace(point, Some(handle)) {
                             let registry = shared.registry();
                             Self::unbind(&mut ic.buffer, &mut ic.token, registry, guard, old);
                         }
-                        ic.bindings.set(point, Some(handle));
                         pending.1 += 1;
                         continue;
                     }
