@@ -543,10 +543,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         guard: &Guard,
         handle: AnyHandle,
     ) {
-        if let Ok(view) = registry.held(handle, guard) {
+        // The binding's hold keeps the entry linked: found once, for both.
+        if let Ok(view) = registry.ic_held(token, handle, guard) {
             Self::reference(buffer, token, registry, guard, view);
+            view.entry().release();
         }
-        Self::release_hold(registry, guard, handle);
     }
 
     /// Clear-state's unbinding: ends every binding. Inlined for its test: after an

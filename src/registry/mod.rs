@@ -1039,11 +1039,42 @@ impl<D: Driver> Registry<D> {
         handle: Handle<T>,
         guard: &'g Guard,
     ) -> Result<ObjectView<'g, D>> {
+        let entry = self.ic_find(token, handle, guard)?;
+        entry.check_live()?;
+        Ok(ObjectView {
+            handle: handle.any(),
+            entry,
+        })
+    }
+
+    /// [`Registry::held`] for the immediate context, as [`Registry::ic_live`] finds it:
+    /// the object `handle` names, live or destroyed by the application but not yet really
+    /// destroyed (a binding holds it).
+    #[inline]
+    pub(crate) fn ic_held<'g>(
+        &self,
+        token: &mut IcToken,
+        handle: AnyHandle,
+        guard: &'g Guard,
+    ) -> Result<ObjectView<'g, D>> {
+        let entry = self.ic_find(token, handle, guard)?;
+        Ok(ObjectView { handle, entry })
+    }
+
+    /// The linked entry `handle` names, of its type, from the token's cache or else the
+    /// slot (which fills the cache): [`Registry::ic_live`] and [`Registry::ic_held`].
+    #[inline(always)]
+    fn ic_find<'g, T: ObjectKind>(
+        &self,
+        token: &mut IcToken,
+        handle: Handle<T>,
+        guard: &'g Guard,
+    ) -> Result<&'g Entry<D>> {
         // The token is this registry's (the invariant of `IcToken`).
         debug_assert_eq!(token.tag, self.tag, "an IC token of another device");
         let bits = handle.to_bits();
         let line = &mut token.cache[handle.slot() as usize & (IC_CACHE - 1)];
-        let entry = if line.bits == bits {
+        if line.bits == bits {
             // SAFETY: the line was filled below, by this registry (the token is its one
             // token: the invariant of `IcToken`), with an entry found linked under a handle
             // of these bits; entries are unlinked only by `free`, which takes this token and
@@ -1054,20 +1085,14 @@ impl<D: Driver> Registry<D> {
             if !T::accepts(entry.ty) {
                 return Err(AppError::WrongType.into());
             }
-            entry
-        } else {
-            let entry = self.find_linked(handle, guard)?;
-            *line = IcCached {
-                bits,
-                entry: core::ptr::from_ref(entry).cast(),
-            };
-            entry
+            return Ok(entry);
+        }
+        let entry = self.find_linked(handle, guard)?;
+        *line = IcCached {
+            bits,
+            entry: core::ptr::from_ref(entry).cast(),
         };
-        entry.check_live()?;
-        Ok(ObjectView {
-            handle: handle.any(),
-            entry,
-        })
+        Ok(entry)
     }
 
     /// The object `handle` names while something holds it (a command list being replayed):
