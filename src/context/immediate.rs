@@ -513,8 +513,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             )?;
             // A binding holds its object (as D3D's references do): a bound object destroyed by
             // the application is really destroyed only once unbound (R-D4's ClearState; Flush).
+            // Counted in the object's IC side: no locked instruction.
             if let Some(view) = view {
-                view.entry().hold();
+                view.entry().ic_side(&mut ic.token).bound += 1;
             }
             if let Some(old) = ic.bindings.replace(point, object) {
                 let registry = ic.device.shared.registry();
@@ -536,6 +537,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// then the binding's hold is given back. With the flush's [`Self::reference_bindings`],
     /// an object is in every buffer that ran while it was bound, and its memory waits for
     /// the last of them.
+    #[inline]
     fn unbind(
         buffer: &mut OpenBuffer,
         token: &mut IcToken,
@@ -543,10 +545,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         guard: &Guard,
         handle: AnyHandle,
     ) {
-        // The binding's hold keeps the entry linked: found once, for both.
+        // The binding keeps the entry linked: found once, for both.
         if let Ok(view) = registry.ic_held(token, handle, guard) {
             Self::reference(buffer, token, registry, guard, view);
-            view.entry().release();
+            view.entry().ic_side(token).bound -= 1;
         }
     }
 
@@ -753,13 +755,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     };
                     restored = ic.run(guard, &[Some(view)], op);
                     if restored.is_ok() {
-                        // The hold taken above becomes the binding's, in place of what an
-                        // execute cut short left there.
+                        // Bound again, in place of what an execute cut short left there: the
+                        // binding counts the object, and the hold taken above goes back.
+                        view.entry().ic_side(&mut ic.token).bound += 1;
                         if let Some(old) = ic.bindings.replace(point, Some(handle)) {
                             let registry = shared.registry();
                             Self::unbind(&mut ic.buffer, &mut ic.token, registry, guard, old);
                         }
                         pending.1 += 1;
+                        Self::release_hold(shared.registry(), guard, handle);
                         continue;
                     }
                 }
@@ -1265,8 +1269,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             if !entry.mark_destroyed() {
                 return Err(AppError::DoubleDestroy.into());
             }
-            if !entry.try_seal() {
-                // Views of a primary keep it: it goes through the queue like any object.
+            if entry.ic_side(&mut ic.token).bound != 0 || !entry.try_seal() {
+                // Bindings or views of a primary keep it: it goes through the queue like any
+                // object.
                 let slot = s
                     .registry()
                     .slot(primary.slot())
@@ -1379,7 +1384,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // holds of others decide what a drain leaves.
         let registry = s.registry();
         for (_, handle) in self.bindings.iter() {
-            Self::release_hold(registry, &guard, handle);
+            if let Ok(view) = registry.ic_held(&mut self.token, handle, &guard) {
+                view.entry().ic_side(&mut self.token).bound -= 1;
+            }
         }
         self.bindings.clear();
         let drain = match registry.removal().contexts_alive_after_removal() {

@@ -22,9 +22,9 @@
 //! | state | holders | meaning | next, and who moves it |
 //! |---|---|---|---|
 //! | (slot reserved) | | a create in progress holds the slot | `link` (creating thread) → `LIVE`; a failed create gives the slot back |
-//! | `LIVE` | n | live, held by n views, open context-local handles, lists, bindings | `mark_destroyed` (any thread, once: a second is a double destroy, R-E1) → `DESTROYED`, queued for the immediate context |
+//! | `LIVE` | n | live, held by n views, open context-local handles, lists (the immediate context's bindings count in its side, `IcSide::bound`) | `mark_destroyed` (any thread, once: a second is a double destroy, R-E1) → `DESTROYED`, queued for the immediate context |
 //! | `DESTROYED` | n > 0 | destroyed by the application, still held: its holders (a list replaying it) use it, lookups for a live object refuse it | the last `release` (any thread) → n = 0 |
-//! | `DESTROYED` | 0 | waiting for its buffer's submit (R-D1) | `try_seal` (immediate context, once the clock allows) → `FREED` |
+//! | `DESTROYED` | 0 | waiting for its buffer's submit (R-D1) and its bindings on the immediate context | `try_seal` (immediate context, once the clock allows and nothing is bound there) → `FREED` |
 //! | `LIVE` or `DESTROYED` | any | device destruction | `claim_for_drain` (immediate context) → `CLAIMED`, then `seal` → `FREED` whatever holds it |
 //! | any | `FREED` | really destroyed: `destroy_object` ran, nothing can take a hold | `free` (immediate context) unlinks it into the limbo; the slot comes back after the CPU epoch (`reclaim`) |
 //!
@@ -145,6 +145,11 @@ pub(crate) struct IcSide<D: Driver> {
     /// lent to each Map and given back at its Unmap (`None` meanwhile), ended before the
     /// allocation is deallocated (R-M4).
     pub(crate) lock: Option<CpuMapping>,
+    /// How many of the immediate context's bindings bind the object. Each keeps it from its
+    /// real destruction as a hold does (R-D4: a bound object is destroyed once unbound),
+    /// counted here, on the context's own thread, where a hold is a locked instruction: the
+    /// reclaimer (the same thread) seals no entry a binding counts.
+    pub(crate) bound: u32,
     /// The driver's IC data.
     pub(crate) data: D::IcData,
 }
@@ -314,6 +319,17 @@ impl<D: Driver> Entry<D> {
         // context's thread; the exclusive borrow of the token for `'t` means no other
         // IC-side reference exists while the result lives.
         unsafe { &mut *self.ic.get() }
+    }
+
+    /// [`Entry::ic_side`] to read: a shared borrow of the token excludes every mutable
+    /// reference to an IC side (each borrows the token mutably) for as long as the result
+    /// lives.
+    #[inline]
+    pub(crate) fn ic_side_ref<'t>(&'t self, token: &'t IcToken) -> &'t IcSide<D> {
+        debug_assert_eq!(token.tag, self.device, "an IC token of another device");
+        // SAFETY: as in `ic_side`, this is the immediate context's thread; the shared borrow
+        // of the token for `'t` excludes any `&mut` to an IC side while the result lives.
+        unsafe { &*self.ic.get() }
     }
 
     /// The driver's IC data of several entries at once, for a rotation (R-X5): `None` unless
@@ -951,6 +967,7 @@ impl<D: Driver> Registry<D> {
                 allocation_size: new.allocation_size,
                 rename_class: None,
                 lock: None,
+                bound: 0,
                 data: new.ic_data,
             })),
         };

@@ -237,9 +237,10 @@ impl RetireQueue {
         }
         if pass.clocks.drain == Drain::Everything {
             entry.seal();
-        } else if !entry.try_seal() {
-            // Held by views (R-H3), context-local handles or command lists: at a drain that
-            // leaves what is held, it stays queued until the queue goes with its context.
+        } else if entry.ic_side_ref(pass.token).bound != 0 || !entry.try_seal() {
+            // Bound on the immediate context, or held by views (R-H3), context-local handles
+            // or command lists: at a drain that leaves what is held, it stays queued until
+            // the queue goes with its context.
             return None;
         }
         Some(entry)
