@@ -271,3 +271,63 @@ fn r_d1_stream_output_targets_and_the_predicate_stay_while_set() {
         world.assert_clean();
     }
 }
+
+/// A binding keeps its object from its real destruction for as long as it lasts (R-D4), each
+/// binding on its own: an object bound at two points and destroyed by the application stays
+/// through flushes and completed buffers while either binding lasts, and goes once both
+/// ended; a restoring execute that binds it again (R-C3) keeps it as the binding did.
+#[test]
+fn r_d4_an_object_stays_while_any_binding_of_it_on_the_immediate_context_lasts() {
+    const CB1: BindPoint = BindPoint::new(BindClass::ConstantBuffer(Stage::Vertex), 1);
+    let settle = |ic: &mut SoftImmediate, world: &SoftWorld| {
+        for _ in 0..3 {
+            world.complete_all();
+            ic.flush().unwrap();
+        }
+    };
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let cb = device.create_resource(buffer(64)).unwrap();
+        let memory = allocation(&device, cb);
+        ic.bind(CB0, Some(cb.any())).unwrap();
+        ic.bind(CB1, Some(cb.any())).unwrap();
+        device.destroy(cb).unwrap();
+        settle(&mut ic, &world);
+        assert!(world.is_allocated(memory), "{mode:?}: bound twice");
+        ic.bind(CB0, None).unwrap();
+        settle(&mut ic, &world);
+        assert!(world.is_allocated(memory), "{mode:?}: still bound once");
+
+        // A restoring execute: the list's clear-state unbinds it, the restore binds it again.
+        let mut dc = device.create_deferred_context().unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list_restoring(&list).unwrap();
+        drop(list);
+        drop(dc);
+        assert_eq!(ic.binding(CB1), Some(cb.any()), "{mode:?}");
+        settle(&mut ic, &world);
+        assert!(
+            world.is_allocated(memory),
+            "{mode:?}: bound again by the restore"
+        );
+        // A plain execute's clear-state ends the binding.
+        let mut dc = device.create_deferred_context().unwrap();
+        let list = dc.finish().unwrap();
+        ic.execute_command_list(&list).unwrap();
+        drop(list);
+        drop(dc);
+        assert_eq!(ic.binding(CB1), None, "{mode:?}");
+        settle(&mut ic, &world);
+        assert!(
+            !world.is_allocated(memory),
+            "{mode:?}: unbound everywhere, yet kept"
+        );
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:?}",
+            world.violations()
+        );
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
