@@ -53,3 +53,31 @@ fn r_e1_a_handle_cached_then_freed_and_its_slot_reused_is_stale() {
     ic.destroy_device().expect("destroy device");
     assert_eq!(device.kernel().errors(), 2, "the two refusals");
 }
+
+/// An object bound on the immediate context and destroyed is found for its unbind through
+/// the lookup cache (`Registry::ic_held`), counted by its binding until then
+/// (`IcSide::bound`, read by the reclaimer through `Entry::ic_side_ref`), and freed once
+/// unbound (R-D4).
+#[test]
+fn r_d4_a_bound_object_destroyed_is_freed_once_unbound() {
+    use crate::{BindClass, BindPoint, Stage};
+    let (device, mut ic) = null_device(DeviceConfig::default()).expect("null device");
+    let desc = ResourceDesc {
+        byte_size: 64,
+        ..Default::default()
+    };
+    let point = BindPoint::new(BindClass::ConstantBuffer(Stage::Pixel), 0);
+    let bound = device.create_resource(desc).expect("bound");
+    ic.bind(point, Some(bound.any())).expect("bind");
+    device.destroy(bound).expect("destroy");
+    for _ in 0..4 {
+        ic.flush().expect("flush");
+    }
+    assert_eq!(ic.retire_stats().destroyed, 0, "kept by its binding");
+    ic.bind(point, None).expect("unbind");
+    for _ in 0..4 {
+        ic.flush().expect("flush");
+    }
+    assert_eq!(ic.retire_stats().destroyed, 1, "freed once unbound");
+    ic.destroy_device().expect("destroy device");
+}
