@@ -51,25 +51,25 @@ pub const CALLS: u64 = 32;
 
 /// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
 /// as last recorded (BENCHMARKS.md says when).
-const COMMAND_REPLAYED_IR: u64 = 2_721;
+const COMMAND_REPLAYED_IR: u64 = 2_466;
 /// The same where the driver builds its lists.
-const COMMAND_DRIVER_BUILT_IR: u64 = 2_209;
+const COMMAND_DRIVER_BUILT_IR: u64 = 2_050;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 3_609;
+const COMMAND_IMMEDIATE_IR: u64 = 3_610;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_224;
+const DISCARD_REPLAYED_IR: u64 = 6_001;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 4_752;
+const DISCARD_DRIVER_BUILT_IR: u64 = 4_656;
 /// The same on the immediate context.
 const DISCARD_IMMEDIATE_IR: u64 = 10_115;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 3_971;
+const APPEND_REPLAYED_IR: u64 = 3_813;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_355;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_261;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 6_531;
+const APPEND_IMMEDIATE_IR: u64 = 6_533;
 /// The ring's size.
 const MIB: usize = 1 << 20;
 

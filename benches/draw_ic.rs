@@ -83,38 +83,38 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 8_215;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 7_694;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_871;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_574;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 8_151;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_534;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 13_406;
+const IMMEDIATE_BUDGET_IR: u64 = 13_470;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 6_908;
+const RING_REPLAYED_BUDGET_IR: u64 = 6_516;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_940;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_612;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 6_844;
+const RING_EMULATED_BUDGET_IR: u64 = 6_356;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 10_405;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 10_404;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
 const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_970;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
-const DDI_REPLAYED_BUDGET_IR: u64 = 10_043;
+const DDI_REPLAYED_BUDGET_IR: u64 = 9_659;
 /// The same where the driver builds its lists.
-const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_859;
+const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_635;
 /// The same on the immediate context.
 const DDI_IMMEDIATE_BUDGET_IR: u64 = 13_724;
 /// Instructions of a run of [`DRAWS`] ring draws made through DDI-shaped entry points on a
 /// deferred context whose lists the engine replays.
-const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_834;
+const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_546;
 /// The same where the driver builds its lists.
-const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_482;
+const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_258;
 /// The same on the immediate context.
 const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 10_691;
 /// The rings' sizes.

@@ -76,9 +76,10 @@ pub enum DeferredMode {
     /// context records again.
     Removed,
     /// The driver's state of the context could not be made again after a Finish or an
-    /// Abandon (its recycle-create and create both failed, R-R3): calls fail with
-    /// [`Error::OutOfMemory`], which removes the context, until a Finish or an Abandon makes
-    /// the state again.
+    /// Abandon (its recycle-create and create both failed, or panicked, R-R3): each call
+    /// fails with [`Error::OutOfMemory`] before any other check (but the device's removal,
+    /// [`Error::DeviceRemoved`], R-D3), which removes the context; the removal makes the
+    /// state again, and the context records after the next Finish or Abandon.
     StateLost,
 }
 
