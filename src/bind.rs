@@ -101,38 +101,8 @@ impl BindPoint {
 
     /// The point whose [`BindPoint::key`] `key` is.
     pub(crate) const fn from_key(key: u32) -> Self {
-        const fn stage(of: u32) -> Stage {
-            match of % STAGES {
-                0 => Stage::Vertex,
-                1 => Stage::Hull,
-                2 => Stage::Domain,
-                3 => Stage::Geometry,
-                4 => Stage::Pixel,
-                _ => Stage::Compute,
-            }
-        }
-        let class = key >> 16;
-        let class = match class {
-            0 => BindClass::VertexBuffer,
-            1 => BindClass::IndexBuffer,
-            2 => BindClass::InputLayout,
-            c if c < 3 + STAGES => BindClass::Shader(stage(c - 3)),
-            c if c < 3 + 2 * STAGES => BindClass::ConstantBuffer(stage(c - 3)),
-            c if c < 3 + 3 * STAGES => BindClass::ShaderResource(stage(c - 3)),
-            c if c < 3 + 4 * STAGES => BindClass::Sampler(stage(c - 3)),
-            c => match c - 3 - 4 * STAGES {
-                0 => BindClass::RenderTarget,
-                1 => BindClass::DepthStencil,
-                2 => BindClass::UnorderedAccess,
-                3 => BindClass::BlendState,
-                4 => BindClass::DepthStencilState,
-                5 => BindClass::RasterizerState,
-                6 => BindClass::StreamOutput,
-                _ => BindClass::Predicate,
-            },
-        };
         BindPoint {
-            class,
+            class: CLASSES[(key >> 16) as usize],
             slot: key as u16,
         }
     }
@@ -140,6 +110,49 @@ impl BindPoint {
 
 /// The stages, for [`BindPoint::key`]: a stage's classes take one place each per stage.
 const STAGES: u32 = 6;
+
+/// Every class at its place in [`BindPoint::key`]: [`BindPoint::from_key`]'s answer.
+const CLASSES: [BindClass; 3 + 4 * STAGES as usize + 8] = {
+    use BindClass::*;
+    use Stage::*;
+    [
+        VertexBuffer,
+        IndexBuffer,
+        InputLayout,
+        Shader(Vertex),
+        Shader(Hull),
+        Shader(Domain),
+        Shader(Geometry),
+        Shader(Pixel),
+        Shader(Compute),
+        ConstantBuffer(Vertex),
+        ConstantBuffer(Hull),
+        ConstantBuffer(Domain),
+        ConstantBuffer(Geometry),
+        ConstantBuffer(Pixel),
+        ConstantBuffer(Compute),
+        ShaderResource(Vertex),
+        ShaderResource(Hull),
+        ShaderResource(Domain),
+        ShaderResource(Geometry),
+        ShaderResource(Pixel),
+        ShaderResource(Compute),
+        Sampler(Vertex),
+        Sampler(Hull),
+        Sampler(Domain),
+        Sampler(Geometry),
+        Sampler(Pixel),
+        Sampler(Compute),
+        RenderTarget,
+        DepthStencil,
+        UnorderedAccess,
+        BlendState,
+        DepthStencilState,
+        RasterizerState,
+        StreamOutput,
+        Predicate,
+    ]
+};
 
 /// A context's current bindings, sorted by point. Small (tens of entries): a sorted vector
 /// beats a hash map here and keeps its capacity across clears, so steady state allocates
@@ -302,7 +315,7 @@ mod tests {
     #[test]
     fn r_c1_a_points_key_gives_the_point_back_and_keys_order_as_points_do() {
         let points = points();
-        assert_eq!(classes().len(), 3 + 4 * STAGES as usize + 8);
+        assert_eq!(classes(), CLASSES, "every class, each at its key");
         for &p in &points {
             assert_eq!(BindPoint::from_key(p.key()), p, "{p:?}");
             for &q in &points {
