@@ -534,7 +534,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Ends a binding of `handle` (R-D1): the object is referenced in the open buffer, the
     /// last that ran while it was bound (a draw reads bound objects without naming them),
-    /// then the binding's hold is given back. With the flush's [`Self::reference_bindings`],
+    /// then the binding's count of it ends (`IcSide::bound`). With the flush's
+    /// [`Self::reference_bindings`],
     /// an object is in every buffer that ran while it was bound, and its memory waits for
     /// the last of them.
     #[inline]
@@ -1380,8 +1381,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let s = &*self.device.shared;
         Self::free_retired_lists(s, &mut self.lists_in_flight, true);
         let guard = epoch::pin();
-        // The context's own bindings hold what they bind: given back first, so that only the
-        // holds of others decide what a drain leaves.
+        // The context's own bindings keep what they bind: their counts end first, so that only
+        // the holds of others decide what a drain leaves.
         let registry = s.registry();
         for (_, handle) in self.bindings.iter() {
             if let Ok(view) = registry.ic_held(&mut self.token, handle, &guard) {
