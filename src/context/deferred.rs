@@ -88,7 +88,8 @@ pub enum DeferredMode {
 /// Invariant: while calls are [`Calls::Recorded`], the driver's state (`dc`) is not lost,
 /// so the routes of recorded calls reach it without that case ([`DriverSide::recording`]).
 /// The state is lost only in `renew`, which keeps the invariant around it (also when its
-/// create hook panics), and calls resume after a removal through `resume_calls`.
+/// create hook panics), and as the context ends (its drop, after which no call comes);
+/// calls resume after a removal through `resume_calls`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Calls {
     Recorded,
@@ -1434,10 +1435,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// last, also if ending a list panics).
     fn end_lists_and_state(&mut self) {
         let shared = &*self.device.shared;
-        // The context's last call: nothing records after it, but `Calls`' invariant holds.
-        if self.calls == Calls::Recorded {
-            self.calls = Calls::StateLost;
-        }
         let state = core::mem::replace(&mut self.dc, DriverSide::Lost);
         let _state = scopeguard::guard(state, |dc| {
             if let DriverSide::Native(dc) = dc {

@@ -1169,6 +1169,68 @@ fn r_r3_a_create_that_panics_leaves_the_context_without_state_until_a_removal() 
     }
 }
 
+/// A removal (R-E3) whose abandon cannot make the driver's state again leaves the context
+/// without state (R-R3): the Finish that ends the removal answers out of memory, and the
+/// context is then one without state, whose next call runs out of memory and removes it
+/// again, that removal making the state; after its Finish the context records.
+#[test]
+fn r_e3_r_r3_a_removal_that_cannot_make_the_state_again_leaves_the_context_without_state() {
+    use cmdlist::soft::inject::{self, Fault, FaultPlan};
+    use cmdlist::DeferredMode;
+    use std::sync::Arc;
+
+    let config = DeviceConfig::default()
+        .with_recycle(false)
+        .with_deferred_budget(4096);
+    let run = |plan: &Arc<FaultPlan>| {
+        let (driver, kernel, world) = inject::new(plan, native());
+        let (device, ic) = Device::new(driver, kernel, config.clone()).unwrap();
+        let r = device
+            .create_resource(crate::common::buffer(1 << 16))
+            .unwrap();
+        let dc = device.create_deferred_context().unwrap();
+        (device, ic, world, r, dc)
+    };
+    let over_budget = vec![7u8; 1 << 15];
+    // The reference run: which hook call is the removal's CreateDeferredContext.
+    let counting = Arc::new(FaultPlan::counting().with_log());
+    let (_device, _ic, _world, r, mut dc) = run(&counting);
+    dc.update(r, 0, &[1; 8]).unwrap();
+    let before = counting.calls();
+    assert_eq!(dc.update(r, 0, &over_budget), Err(Error::OutOfMemory));
+    let log = counting.log();
+    let create = (before as usize..log.len())
+        .find(|&i| log[i] == "create_deferred_context")
+        .expect("the removal makes the context's state again");
+    drop(dc);
+
+    let plan = Arc::new(FaultPlan::at(
+        create as u64,
+        Fault::Error(Error::InvalidArg),
+    ));
+    let (_device, _ic, world, r, mut dc) = run(&plan);
+    dc.update(r, 0, &[1; 8]).unwrap();
+    assert_eq!(dc.update(r, 0, &over_budget), Err(Error::OutOfMemory));
+    assert!(plan.injected());
+    assert_eq!(dc.mode(), DeferredMode::Removed);
+    assert!(dc.driver_state().is_none(), "the removal's create failed");
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    assert_eq!(
+        dc.mode(),
+        DeferredMode::StateLost,
+        "calls resume without state"
+    );
+    assert_eq!(dc.update(r, 0, &[2; 8]), Err(Error::OutOfMemory));
+    assert_eq!(dc.mode(), DeferredMode::Removed);
+    assert!(dc.driver_state().is_some(), "this removal made the state");
+    assert_eq!(dc.finish().err(), Some(Error::OutOfMemory));
+    assert_eq!(dc.mode(), DeferredMode::Recording);
+    dc.update(r, 0, &[3; 8]).unwrap();
+    drop(dc.finish().unwrap());
+    drop(dc);
+    assert!(world.violations().is_empty(), "{:#?}", world.violations());
+}
+
 /// Each way into a context without driver state answers as a call of it does (R-R3):
 /// out of memory, which removes the context, for a command, a Map and a Finish alike; the
 /// device's removal first (R-D3).
