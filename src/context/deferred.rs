@@ -77,9 +77,11 @@ pub enum DeferredMode {
     Removed,
     /// The driver's state of the context could not be made again after a Finish or an
     /// Abandon (its recycle-create and create both failed, or panicked, R-R3): each call
-    /// fails with [`Error::OutOfMemory`] before any other check (but the device's removal,
+    /// that records, a Map of DISCARD or NO_OVERWRITE, and Finish fail with
+    /// [`Error::OutOfMemory`] before their other checks (but the device's removal,
     /// [`Error::DeviceRemoved`], R-D3), which removes the context; the removal makes the
-    /// state again, and the context records after the next Finish or Abandon.
+    /// state again, and the context records after the next Finish or Abandon. An Abandon
+    /// makes the state again itself.
     StateLost,
 }
 
@@ -1089,9 +1091,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         }
         let _span = span!("finish", context = self.id.get(), list = self.finishing);
         let result = match self.calls {
-            // No driver state to finish a list with (R-R3): out of memory, which removes the
-            // context and makes the state again.
-            Calls::StateLost | Calls::Removed => Err(self.state_lost()),
             Calls::Recorded => match catch_unwind(AssertUnwindSafe(|| self.finish_inner())) {
                 Ok(result) => result,
                 Err(panic) => {
@@ -1099,6 +1098,10 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                     resume_unwind(panic)
                 }
             },
+            // Without driver state (R-R3; a removed context answered above): no state to
+            // finish a list with, out of memory, which removes the context and makes the
+            // state again.
+            Calls::StateLost | Calls::Removed => Err(self.state_lost()),
         };
         if let Err(error) = result {
             if error != Error::OutOfMemory {
