@@ -158,9 +158,16 @@ const CLASSES: [BindClass; 3 + 4 * STAGES as usize + 8] = {
 /// beats a hash map here and keeps its capacity across clears, so steady state allocates
 /// nothing. Each entry is kept under its point's [`BindPoint::key`], which the search
 /// compares.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Bindings {
     entries: Vec<(u32, AnyHandle)>,
+}
+
+/// Each binding with its point, as [`Bindings::iter`] gives them (not the keys).
+impl core::fmt::Debug for Bindings {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
 }
 
 impl Bindings {
@@ -348,6 +355,11 @@ mod tests {
         assert_eq!(
             StateView::of(&bindings).iter().collect::<Vec<_>>(),
             bindings.iter().collect::<Vec<_>>()
+        );
+        let shown = format!("{:?}", StateView::of(&bindings));
+        assert!(
+            shown.contains("BindPoint { class: VertexBuffer, slot: 0 }"),
+            "{shown}"
         );
         bindings.clear();
         assert!(bindings.is_empty() && StateView::of(&bindings).is_empty());
