@@ -111,8 +111,9 @@ impl BindPoint {
 /// The stages, for [`BindPoint::key`]: a stage's classes take one place each per stage.
 const STAGES: u32 = 6;
 
-/// Every class at its place in [`BindPoint::key`]: [`BindPoint::from_key`]'s answer.
-const CLASSES: [BindClass; 3 + 4 * STAGES as usize + 8] = {
+/// Every class at its place in [`BindPoint::key`]: [`BindPoint::from_key`]'s answer, and
+/// the list of every class the tests walk.
+pub(crate) const CLASSES: [BindClass; 3 + 4 * STAGES as usize + 8] = {
     use BindClass::*;
     use Stage::*;
     [
@@ -272,44 +273,8 @@ impl<'a> StateView<'a> {
 mod tests {
     use super::*;
 
-    /// Every class, each stage's classes once per stage.
-    fn classes() -> Vec<BindClass> {
-        let stages = [
-            Stage::Vertex,
-            Stage::Hull,
-            Stage::Domain,
-            Stage::Geometry,
-            Stage::Pixel,
-            Stage::Compute,
-        ];
-        let mut classes = vec![
-            BindClass::VertexBuffer,
-            BindClass::IndexBuffer,
-            BindClass::InputLayout,
-        ];
-        for per_stage in [
-            BindClass::Shader,
-            BindClass::ConstantBuffer,
-            BindClass::ShaderResource,
-            BindClass::Sampler,
-        ] {
-            classes.extend(stages.map(per_stage));
-        }
-        classes.extend([
-            BindClass::RenderTarget,
-            BindClass::DepthStencil,
-            BindClass::UnorderedAccess,
-            BindClass::BlendState,
-            BindClass::DepthStencilState,
-            BindClass::RasterizerState,
-            BindClass::StreamOutput,
-            BindClass::Predicate,
-        ]);
-        classes
-    }
-
     fn points() -> Vec<BindPoint> {
-        classes()
+        CLASSES
             .into_iter()
             .flat_map(|class| [0, 1, 7, 255, 256, u16::MAX].map(|slot| BindPoint { class, slot }))
             .collect()
@@ -322,7 +287,6 @@ mod tests {
     #[test]
     fn r_c1_a_points_key_gives_the_point_back_and_keys_order_as_points_do() {
         let points = points();
-        assert_eq!(classes(), CLASSES, "every class, each at its key");
         for &p in &points {
             assert_eq!(BindPoint::from_key(p.key()), p, "{p:?}");
             for &q in &points {

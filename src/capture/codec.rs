@@ -300,34 +300,9 @@ mod tests {
         assert_eq!(dec.finish(), Ok(()));
     }
 
-    fn classes() -> Vec<BindClass> {
-        let mut all = vec![
-            BindClass::VertexBuffer,
-            BindClass::IndexBuffer,
-            BindClass::InputLayout,
-            BindClass::RenderTarget,
-            BindClass::DepthStencil,
-            BindClass::UnorderedAccess,
-            BindClass::BlendState,
-            BindClass::DepthStencilState,
-            BindClass::RasterizerState,
-            BindClass::StreamOutput,
-            BindClass::Predicate,
-        ];
-        for s in STAGES {
-            all.extend([
-                BindClass::Shader(s),
-                BindClass::ConstantBuffer(s),
-                BindClass::ShaderResource(s),
-                BindClass::Sampler(s),
-            ]);
-        }
-        all
-    }
-
     #[test]
     fn every_binding_point_round_trips_and_other_codes_are_refused() {
-        let all = classes();
+        let all = crate::bind::CLASSES;
         let mut codes = std::collections::BTreeSet::new();
         for class in &all {
             let p = BindPoint::new(*class, 7);
