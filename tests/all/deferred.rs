@@ -1037,6 +1037,19 @@ fn r_c2_abandon_after_an_error_runs_the_abandon_sequence() {
 /// A deferred context's mode (R-E3, R-R3): recording; without driver state when making
 /// that state again fails (here at an Abandon), until a call runs out of memory and removes
 /// the context, which makes the state again; removed until its Finish.
+/// Which hook call (its index as `counting`, a plan that logs, counts them) is the first
+/// CreateDeferredContext that `during` makes: where a fault plan aims to fail the making of a
+/// context's driver state again (R-R3).
+fn create_hook_during(counting: &cmdlist::soft::inject::FaultPlan, during: impl FnOnce()) -> u64 {
+    let before = counting.calls() as usize;
+    during();
+    let log = counting.log();
+    let create = (before..log.len())
+        .find(|&i| log[i] == "create_deferred_context")
+        .expect("the call makes the context's state again");
+    create as u64
+}
+
 #[test]
 fn r_e3_r_r3_deferred_context_modes() {
     use cmdlist::soft::inject::{self, Fault, FaultPlan};
@@ -1058,18 +1071,12 @@ fn r_e3_r_r3_deferred_context_modes() {
     let (_device, _ic, _world, r, mut dc) = run(&counting);
     assert_eq!(dc.mode(), DeferredMode::Recording);
     dc.update(r, 0, &[1; 8]).unwrap();
-    let before = counting.calls();
-    dc.abandon().unwrap();
-    let log = counting.log();
-    let create = (before as usize..log.len())
-        .find(|&i| log[i] == "create_deferred_context")
-        .expect("Abandon makes the context's state again");
+    let create = create_hook_during(&counting, || {
+        dc.abandon().unwrap();
+    });
     drop(dc);
 
-    let plan = Arc::new(FaultPlan::at(
-        create as u64,
-        Fault::Error(Error::InvalidArg),
-    ));
+    let plan = Arc::new(FaultPlan::at(create, Fault::Error(Error::InvalidArg)));
     let (_device, _ic, world, r, mut dc) = run(&plan);
     dc.update(r, 0, &[1; 8]).unwrap();
     assert_eq!(dc.abandon(), Err(Error::InvalidArg));
@@ -1129,15 +1136,12 @@ fn r_r3_a_create_that_panics_leaves_the_context_without_state_until_a_removal() 
             let counting = Arc::new(FaultPlan::counting().with_log());
             let (_device, _ic, _world, r, _d, mut dc) = run(&counting);
             dc.update(r, 0, &[1; 8]).unwrap();
-            let before = counting.calls();
-            end(&mut dc).unwrap();
-            let log = counting.log();
-            let create = (before as usize..log.len())
-                .find(|&i| log[i] == "create_deferred_context")
-                .expect("the end makes the context's state again");
+            let create = create_hook_during(&counting, || {
+                end(&mut dc).unwrap();
+            });
             drop(dc);
 
-            let plan = Arc::new(FaultPlan::at(create as u64, Fault::Panic));
+            let plan = Arc::new(FaultPlan::at(create, Fault::Panic));
             let (_device, _ic, world, r, d, mut dc) = run(&plan);
             dc.update(r, 0, &[1; 8]).unwrap();
             let payload = catch_unwind(AssertUnwindSafe(|| end(&mut dc))).unwrap_err();
@@ -1196,18 +1200,12 @@ fn r_e3_r_r3_a_removal_that_cannot_make_the_state_again_leaves_the_context_witho
     let counting = Arc::new(FaultPlan::counting().with_log());
     let (_device, _ic, _world, r, mut dc) = run(&counting);
     dc.update(r, 0, &[1; 8]).unwrap();
-    let before = counting.calls();
-    assert_eq!(dc.update(r, 0, &over_budget), Err(Error::OutOfMemory));
-    let log = counting.log();
-    let create = (before as usize..log.len())
-        .find(|&i| log[i] == "create_deferred_context")
-        .expect("the removal makes the context's state again");
+    let create = create_hook_during(&counting, || {
+        assert_eq!(dc.update(r, 0, &over_budget), Err(Error::OutOfMemory));
+    });
     drop(dc);
 
-    let plan = Arc::new(FaultPlan::at(
-        create as u64,
-        Fault::Error(Error::InvalidArg),
-    ));
+    let plan = Arc::new(FaultPlan::at(create, Fault::Error(Error::InvalidArg)));
     let (_device, _ic, world, r, mut dc) = run(&plan);
     dc.update(r, 0, &[1; 8]).unwrap();
     assert_eq!(dc.update(r, 0, &over_budget), Err(Error::OutOfMemory));
@@ -1250,12 +1248,9 @@ fn r_r3_every_call_of_a_context_without_state_runs_out_of_memory() {
         let dc = device.create_deferred_context().unwrap();
         (device, ic, r, d, dc)
     };
-    let before = counting.calls();
-    dc.abandon().unwrap();
-    let log = counting.log();
-    let create = (before as usize..log.len())
-        .find(|&i| log[i] == "create_deferred_context")
-        .expect("Abandon makes the context's state again");
+    let create = create_hook_during(&counting, || {
+        dc.abandon().unwrap();
+    });
     drop(dc);
 
     type Call = fn(
@@ -1272,8 +1267,7 @@ fn r_r3_every_call_of_a_context_without_state_runs_out_of_memory() {
         ("finish", |dc, _, _| dc.finish().map(drop)),
     ];
     for (name, call) in calls {
-        let plan =
-            Arc::new(FaultPlan::at(create as u64, Fault::Error(Error::InvalidArg)).with_log());
+        let plan = Arc::new(FaultPlan::at(create, Fault::Error(Error::InvalidArg)).with_log());
         let (driver, kernel, world) = inject::new(&plan, native());
         let (device, ic) = Device::new(driver, kernel, config.clone()).unwrap();
         let r = device.create_resource(crate::common::buffer(64)).unwrap();
