@@ -30,10 +30,21 @@ fn r_e1_a_handle_cached_then_freed_and_its_slot_reused_is_stale() {
         }),
         Err(Error::Application(AppError::StaleHandle))
     );
-    // Submitted, then freed: its slot goes back to the free stack after the CPU epoch.
-    for _ in 0..4 {
+    // Submitted, then freed: its slot goes back to the free stack after the CPU epoch. The
+    // epoch is the process's, so another test's pinned thread can hold it back a while:
+    // the test waits for the reclamation (bounded) instead of counting flushes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
         ic.flush().expect("flush");
         ic.trim();
+        if ic.retire_stats().waiting_reclamation == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the CPU epoch moved on within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let new = device.create_resource(desc).expect("new");
     assert_eq!(new.slot(), old.slot(), "the slot is reused");
