@@ -75,28 +75,11 @@ impl BindPoint {
 
     /// The point as one number, ordered as points are (`Ord`): the class's place among
     /// the classes (a stage's classes one per stage, in the stages' order) above the
-    /// slot. A binding table compares these, one instruction each, where comparing two
-    /// points compares classes, stages and slots in turn.
-    #[inline]
+    /// slot. A binding table's spilled points are compared by these, one instruction each,
+    /// where comparing two points compares classes, stages and slots in turn.
+    #[inline(always)]
     pub(crate) const fn key(self) -> u32 {
-        let class = match self.class {
-            BindClass::VertexBuffer => 0,
-            BindClass::IndexBuffer => 1,
-            BindClass::InputLayout => 2,
-            BindClass::Shader(stage) => 3 + stage as u32,
-            BindClass::ConstantBuffer(stage) => 3 + STAGES + stage as u32,
-            BindClass::ShaderResource(stage) => 3 + 2 * STAGES + stage as u32,
-            BindClass::Sampler(stage) => 3 + 3 * STAGES + stage as u32,
-            BindClass::RenderTarget => 3 + 4 * STAGES,
-            BindClass::DepthStencil => 4 + 4 * STAGES,
-            BindClass::UnorderedAccess => 5 + 4 * STAGES,
-            BindClass::BlendState => 6 + 4 * STAGES,
-            BindClass::DepthStencilState => 7 + 4 * STAGES,
-            BindClass::RasterizerState => 8 + 4 * STAGES,
-            BindClass::StreamOutput => 9 + 4 * STAGES,
-            BindClass::Predicate => 10 + 4 * STAGES,
-        };
-        (class << 16) | self.slot as u32
+        (class_index(self.class) << 16) | self.slot as u32
     }
 
     /// The point whose [`BindPoint::key`] `key` is.
@@ -110,6 +93,30 @@ impl BindPoint {
 
 /// The stages, for [`BindPoint::key`]: a stage's classes take one place each per stage.
 const STAGES: u32 = 6;
+
+/// A class's place in [`CLASSES`]: a stage's classes one place per stage, in the stages'
+/// order.
+#[inline(always)]
+const fn class_index(class: BindClass) -> u32 {
+    let (first, stage) = match class {
+        BindClass::VertexBuffer => (0, 0),
+        BindClass::IndexBuffer => (1, 0),
+        BindClass::InputLayout => (2, 0),
+        BindClass::Shader(stage) => (3, stage as u32),
+        BindClass::ConstantBuffer(stage) => (3 + STAGES, stage as u32),
+        BindClass::ShaderResource(stage) => (3 + 2 * STAGES, stage as u32),
+        BindClass::Sampler(stage) => (3 + 3 * STAGES, stage as u32),
+        BindClass::RenderTarget => (3 + 4 * STAGES, 0),
+        BindClass::DepthStencil => (4 + 4 * STAGES, 0),
+        BindClass::UnorderedAccess => (5 + 4 * STAGES, 0),
+        BindClass::BlendState => (6 + 4 * STAGES, 0),
+        BindClass::DepthStencilState => (7 + 4 * STAGES, 0),
+        BindClass::RasterizerState => (8 + 4 * STAGES, 0),
+        BindClass::StreamOutput => (9 + 4 * STAGES, 0),
+        BindClass::Predicate => (10 + 4 * STAGES, 0),
+    };
+    first + stage
+}
 
 /// Every class at its place in [`BindPoint::key`]: [`BindPoint::from_key`]'s answer, and
 /// the list of every class the tests walk.
@@ -155,13 +162,104 @@ pub(crate) const CLASSES: [BindClass; 3 + 4 * STAGES as usize + 8] = {
     ]
 };
 
-/// A context's current bindings, sorted by point. Small (tens of entries): a sorted vector
-/// beats a hash map here and keeps its capacity across clears, so steady state allocates
-/// nothing. Each entry is kept under its point's [`BindPoint::key`], which the search
-/// compares.
+/// How many slots of each class (at its place in [`CLASSES`]) a binding table keeps at their
+/// own place, found by index: Direct3D 11's counts (32 vertex buffers; per stage one
+/// shader, 14 constant buffers, 128 shader-resource views, 16 samplers; 8 render targets;
+/// 64 unordered-access views; 4 stream-output targets; one of each other class). A slot past
+/// its class's count is kept too, in a short sorted list searched instead.
+const DIRECT_SLOTS: [u16; CLASSES.len()] = {
+    let mut slots = [1; CLASSES.len()];
+    let mut class = 0;
+    while class < CLASSES.len() {
+        slots[class] = match CLASSES[class] {
+            BindClass::VertexBuffer => 32,
+            BindClass::ConstantBuffer(_) => 14,
+            BindClass::ShaderResource(_) => 128,
+            BindClass::Sampler(_) => 16,
+            BindClass::RenderTarget => 8,
+            BindClass::UnorderedAccess => 64,
+            BindClass::StreamOutput => 4,
+            _ => 1,
+        };
+        class += 1;
+    }
+    slots
+};
+
+/// Where each class's direct slots begin in a table's slots, and (last) their total.
+const DIRECT_AT: [usize; CLASSES.len() + 1] = {
+    let mut at = [0; CLASSES.len() + 1];
+    let mut class = 0;
+    while class < CLASSES.len() {
+        at[class + 1] = at[class] + DIRECT_SLOTS[class] as usize;
+        class += 1;
+    }
+    at
+};
+
+/// Each class's first direct slot and its count of them, together: one load for a bind.
+const DIRECT: [(u16, u16); CLASSES.len()] = {
+    let mut direct = [(0, 0); CLASSES.len()];
+    let mut class = 0;
+    while class < CLASSES.len() {
+        direct[class] = (DIRECT_AT[class] as u16, DIRECT_SLOTS[class]);
+        class += 1;
+    }
+    direct
+};
+
+/// Direct slots of every class together.
+const DIRECT_TOTAL: usize = DIRECT_AT[CLASSES.len()];
+
+/// Words of the bit set that marks the direct slots bound.
+const BOUND_WORDS: usize = DIRECT_TOTAL.div_ceil(64);
+
+/// The class (its place in [`CLASSES`]) of each direct slot.
+const CLASS_OF: [u8; DIRECT_TOTAL] = {
+    let mut of = [0; DIRECT_TOTAL];
+    let mut class = 0;
+    while class < CLASSES.len() {
+        let mut i = DIRECT_AT[class];
+        while i < DIRECT_AT[class + 1] {
+            of[i] = class as u8;
+            i += 1;
+        }
+        class += 1;
+    }
+    of
+};
+
+impl BindPoint {
+    /// The point's place among a binding table's direct slots, if it has one.
+    #[inline(always)]
+    fn direct(self) -> Option<usize> {
+        let (at, slots) = DIRECT[class_index(self.class) as usize];
+        (self.slot < slots).then_some(at as usize + self.slot as usize)
+    }
+
+    /// The key (`BindPoint::key`) of direct slot `at`.
+    fn key_of_direct(at: usize) -> u32 {
+        let class = CLASS_OF[at] as usize;
+        ((class as u32) << 16) | (at - DIRECT_AT[class]) as u32
+    }
+}
+
+/// A context's current bindings (R-C1, R-C3). A bind finds its point by index, whatever
+/// is bound: every slot of Direct3D 11's counts ([`DIRECT_SLOTS`]) has its own place, made
+/// at the table's first bind and kept across clears, so steady state allocates nothing. A
+/// bit set marks the places bound, which walking and clearing follow, in points' order.
+/// The rare slot past its class's count is kept in a sorted list, under its point's
+/// [`BindPoint::key`].
 #[derive(Clone, Default)]
 pub(crate) struct Bindings {
-    entries: Vec<(u32, AnyHandle)>,
+    /// Each direct slot's binding; empty until the first bind.
+    slots: Box<[Option<AnyHandle>]>,
+    /// Bit `i` set: `slots[i]` holds a binding.
+    bound: [u64; BOUND_WORDS],
+    /// How many direct slots hold a binding.
+    direct_len: usize,
+    /// The bindings past their class's direct slots, sorted by key.
+    spilled: Vec<(u32, AnyHandle)>,
 }
 
 /// Each binding with its point, as [`Bindings::iter`] gives them (not the keys).
@@ -172,17 +270,24 @@ impl core::fmt::Debug for Bindings {
 }
 
 impl Bindings {
-    /// Where `point` is, or would be, in the sorted entries.
-    #[inline]
-    fn search(&self, point: BindPoint) -> core::result::Result<usize, usize> {
+    /// Where a spilled `point` is, or would be, in the sorted list.
+    fn search_spilled(&self, point: BindPoint) -> core::result::Result<usize, usize> {
         let key = point.key();
-        self.entries.binary_search_by(|(k, _)| k.cmp(&key))
+        self.spilled.binary_search_by(|(k, _)| k.cmp(&key))
     }
 
     /// What is bound at `point`.
     #[inline]
     pub(crate) fn get(&self, point: BindPoint) -> Option<AnyHandle> {
-        self.search(point).ok().map(|i| self.entries[i].1)
+        match point.direct() {
+            Some(at) => self.slots.get(at).copied().flatten(),
+            None => self.get_spilled(point),
+        }
+    }
+
+    #[cold]
+    fn get_spilled(&self, point: BindPoint) -> Option<AnyHandle> {
+        self.search_spilled(point).ok().map(|i| self.spilled[i].1)
     }
 
     /// Binds `object` at `point` (`None` unbinds).
@@ -191,19 +296,59 @@ impl Bindings {
         self.replace(point, object);
     }
 
-    /// Binds `object` at `point` (`None` unbinds) and answers what was bound there: one
-    /// search for both.
-    #[inline]
+    /// Binds `object` at `point` (`None` unbinds) and answers what was bound there.
+    #[inline(always)]
     pub(crate) fn replace(
         &mut self,
         point: BindPoint,
         object: Option<AnyHandle>,
     ) -> Option<AnyHandle> {
-        match (self.search(point), object) {
-            (Ok(i), Some(h)) => Some(core::mem::replace(&mut self.entries[i].1, h)),
-            (Ok(i), None) => Some(self.entries.remove(i).1),
+        let Some(at) = point.direct() else {
+            return self.replace_spilled(point, object);
+        };
+        let Some(slot) = self.slots.get_mut(at) else {
+            return self.replace_first(at, object);
+        };
+        let old = core::mem::replace(slot, object);
+        if old.is_some() != object.is_some() {
+            self.toggle(at, old.is_none());
+        }
+        old
+    }
+
+    /// Marks direct slot `at` bound (`bound`) or unbound: it was the other.
+    #[inline(always)]
+    fn toggle(&mut self, at: usize, bound: bool) {
+        self.bound[at / 64] ^= 1 << (at % 64);
+        match bound {
+            true => self.direct_len += 1,
+            false => self.direct_len -= 1,
+        }
+    }
+
+    /// [`Bindings::replace`] at direct slot `at` of a table that has no places yet: made
+    /// for a bind, none for an unbind.
+    #[cold]
+    fn replace_first(&mut self, at: usize, object: Option<AnyHandle>) -> Option<AnyHandle> {
+        if object.is_some() {
+            self.slots = vec![None; DIRECT_TOTAL].into_boxed_slice();
+            self.slots[at] = object;
+            self.toggle(at, true);
+        }
+        None
+    }
+
+    #[cold]
+    fn replace_spilled(
+        &mut self,
+        point: BindPoint,
+        object: Option<AnyHandle>,
+    ) -> Option<AnyHandle> {
+        match (self.search_spilled(point), object) {
+            (Ok(i), Some(h)) => Some(core::mem::replace(&mut self.spilled[i].1, h)),
+            (Ok(i), None) => Some(self.spilled.remove(i).1),
             (Err(i), Some(h)) => {
-                self.entries.insert(i, (point.key(), h));
+                self.spilled.insert(i, (point.key(), h));
                 None
             }
             (Err(_), None) => None,
@@ -211,21 +356,128 @@ impl Bindings {
     }
 
     /// Every binding, sorted by point.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (BindPoint, AnyHandle)> + '_ {
-        self.entries
-            .iter()
-            .map(|&(key, handle)| (BindPoint::from_key(key), handle))
+    #[inline]
+    pub(crate) fn iter(&self) -> Iter<'_> {
+        Iter {
+            slots: &self.slots,
+            direct: BoundSlots::new(&self.bound, self.direct_len),
+            ahead: None,
+            spilled: self.spilled.iter(),
+        }
+    }
+
+    /// How many points have something bound.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.direct_len + self.spilled.len()
     }
 
     /// Whether nothing is bound.
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len() == 0
     }
 
-    /// Unbinds everything (clear-state), keeping the capacity.
+    /// Unbinds everything (clear-state), keeping the places. Visits the words of the bit
+    /// set only until every binding is found: nothing at all for an empty table.
     pub(crate) fn clear(&mut self) {
-        self.entries.clear();
+        let (mut left, mut word) = (self.direct_len, 0);
+        while left != 0 {
+            let mut bits = core::mem::take(&mut self.bound[word]);
+            while bits != 0 {
+                self.slots[word * 64 + bits.trailing_zeros() as usize] = None;
+                bits &= bits - 1;
+                left -= 1;
+            }
+            word += 1;
+        }
+        self.direct_len = 0;
+        self.spilled.clear();
+    }
+}
+
+/// Every binding of a table, sorted by point ([`Bindings::iter`]): the direct slots' in
+/// their order, merged with the spilled ones'.
+pub(crate) struct Iter<'a> {
+    slots: &'a [Option<AnyHandle>],
+    direct: BoundSlots<'a>,
+    /// The next direct binding, found while a spilled one went first.
+    ahead: Option<(u32, AnyHandle)>,
+    spilled: core::slice::Iter<'a, (u32, AnyHandle)>,
+}
+
+impl Iter<'_> {
+    /// The next direct binding, with its key.
+    #[inline]
+    fn next_direct(&mut self) -> Option<(u32, AnyHandle)> {
+        if let Some(ahead) = self.ahead.take() {
+            return Some(ahead);
+        }
+        let at = self.direct.next()?;
+        // A marked place holds a binding (`Bindings::toggle`).
+        let handle = self.slots[at]?;
+        Some((BindPoint::key_of_direct(at), handle))
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = (BindPoint, AnyHandle);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, handle) = match (self.next_direct(), self.spilled.as_slice().first()) {
+            (Some(direct), Some(&spilled)) if spilled.0 < direct.0 => {
+                self.ahead = Some(direct);
+                self.spilled.next();
+                spilled
+            }
+            (Some(direct), _) => direct,
+            (None, _) => *self.spilled.next()?,
+        };
+        Some((BindPoint::from_key(key), handle))
+    }
+}
+
+/// The places a binding table's bit set marks, in order; stops at the last of `left`.
+struct BoundSlots<'a> {
+    bound: &'a [u64; BOUND_WORDS],
+    /// The word `bits` came from.
+    word: usize,
+    /// What is left of that word's bits.
+    bits: u64,
+    /// Places still to find.
+    left: usize,
+}
+
+impl<'a> BoundSlots<'a> {
+    /// The `len` places `bound` marks.
+    #[inline]
+    fn new(bound: &'a [u64; BOUND_WORDS], len: usize) -> Self {
+        BoundSlots {
+            bound,
+            word: 0,
+            bits: bound[0],
+            left: len,
+        }
+    }
+}
+
+impl Iterator for BoundSlots<'_> {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        if self.left == 0 {
+            return None;
+        }
+        while self.bits == 0 {
+            self.word += 1;
+            self.bits = *self.bound.get(self.word)?;
+        }
+        let at = self.word * 64 + self.bits.trailing_zeros() as usize;
+        self.bits &= self.bits - 1;
+        self.left -= 1;
+        Some(at)
     }
 }
 
@@ -255,7 +507,7 @@ impl<'a> StateView<'a> {
 
     /// How many points have something bound.
     pub fn len(&self) -> usize {
-        self.bindings.map_or(0, |b| b.entries.len())
+        self.bindings.map_or(0, Bindings::len)
     }
 
     /// Whether nothing is bound.
@@ -327,5 +579,59 @@ mod tests {
         );
         bindings.clear();
         assert!(bindings.is_empty() && StateView::of(&bindings).is_empty());
+    }
+
+    /// Every direct slot of every class and the spilled points past them, bound in a
+    /// scrambled order: listed in points' order, each found, counted, and all gone after a
+    /// clear, which keeps the places for the next binds (R-C1, R-C3).
+    #[test]
+    fn r_c3_every_slot_bound_is_listed_in_order_and_cleared() {
+        let mut points: Vec<BindPoint> = CLASSES
+            .into_iter()
+            .enumerate()
+            .flat_map(|(c, class)| {
+                (0..DIRECT_SLOTS[c] + 2).map(move |slot| BindPoint { class, slot })
+            })
+            .collect();
+        points.push(BindPoint::new(BindClass::Predicate, u16::MAX));
+        assert_eq!(points.len(), DIRECT_TOTAL + 2 * CLASSES.len() + 1);
+        let mut bindings = Bindings::default();
+        for round in 0..2 {
+            // A stride prime to the count visits every point once, out of order.
+            let n = points.len();
+            for i in 0..n {
+                let at = (i * 97 + round) % n;
+                assert_eq!(bindings.replace(points[at], Some(handle(at as u32))), None);
+            }
+            assert_eq!(bindings.len(), n);
+            let listed: Vec<_> = bindings.iter().collect();
+            let expected: Vec<_> = (0..n).map(|i| (points[i], handle(i as u32))).collect();
+            assert_eq!(listed, expected);
+            for (i, &p) in points.iter().enumerate() {
+                assert_eq!(bindings.get(p), Some(handle(i as u32)), "{p:?}");
+            }
+            bindings.clear();
+            assert!(bindings.is_empty());
+            assert_eq!(bindings.iter().count(), 0);
+            assert!(points.iter().all(|&p| bindings.get(p).is_none()));
+            assert_eq!(bindings.slots.len(), DIRECT_TOTAL, "the places are kept");
+        }
+    }
+
+    /// Unbinding a point nothing was bound at, before the table's first bind, makes no
+    /// places; a direct slot unbound leaves the others as they are.
+    #[test]
+    fn r_c1_an_unbind_of_an_empty_table_allocates_nothing() {
+        let mut bindings = Bindings::default();
+        let p = BindPoint::new(BindClass::Sampler(Stage::Compute), 3);
+        assert_eq!(bindings.replace(p, None), None);
+        assert!(bindings.slots.is_empty());
+        let q = BindPoint::new(BindClass::Sampler(Stage::Compute), 4);
+        bindings.set(p, Some(handle(1)));
+        bindings.set(q, Some(handle(2)));
+        assert_eq!(bindings.replace(p, None), Some(handle(1)));
+        assert_eq!(bindings.replace(p, None), None);
+        assert_eq!(bindings.len(), 1);
+        assert_eq!(bindings.iter().collect::<Vec<_>>(), [(q, handle(2))]);
     }
 }

@@ -1390,10 +1390,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             return self.renew();
         };
         s.driver().abandon_command_list(dc);
-        loop {
-            let Some((point, _)) = self.bindings.iter().next() else {
-                break;
-            };
+        while let Some((point, _)) = self.bindings.iter().next() {
             self.bindings.set(point, None);
             s.driver()
                 .abandon_unbind(dc, point, StateView::of(&self.bindings));

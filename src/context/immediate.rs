@@ -589,6 +589,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         token: &mut IcToken,
         registry: &Registry<D>,
     ) {
+        if bindings.is_empty() {
+            return;
+        }
         let guard = registry.ic_guard(token);
         for (_, handle) in bindings.iter() {
             if let Ok(view) = registry.held(handle, guard) {
