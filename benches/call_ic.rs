@@ -17,6 +17,9 @@
 //! - `append`: a ring's append (R-M2, R-M3): Map(WRITE_NO_OVERWRITE) of a 1 MiB dynamic
 //!   vertex buffer discarded once this recording (or this frame), 64 bytes written at the
 //!   next stretch, Unmap.
+//! - `bind`: a bind at the pixel stage's shader-resource slot 0 of one of two objects in
+//!   turn, each replacing the other (R-C1), both open in the recording (deferred) or
+//!   referenced by the open buffer already (immediate); the table bound once before.
 //!
 //! A staging read (Map(READ) of an idle staging buffer, Unmap) is `draw_ic`'s
 //! `staging immediate`.
@@ -41,7 +44,9 @@ mod ring_draw;
 use std::hint::black_box;
 
 use cmdlist::soft::null::{NullDriver, NullKernel};
-use cmdlist::{DeferredContext, ImmediateContext, ListMode, ResourceDesc, Usage};
+use cmdlist::{
+    BindClass, BindPoint, DeferredContext, ImmediateContext, ListMode, ResourceDesc, Stage, Usage,
+};
 use draw::{warm_device, Draw};
 use gungraun::prelude::*;
 use ring_draw::RingDraw;
@@ -70,6 +75,14 @@ const APPEND_REPLAYED_IR: u64 = 3_813;
 const APPEND_DRIVER_BUILT_IR: u64 = 4_261;
 /// The same on the immediate context.
 const APPEND_IMMEDIATE_IR: u64 = 6_533;
+/// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.
+const BIND_REPLAYED_IR: u64 = 3_564;
+/// The same where the driver builds its lists.
+const BIND_DRIVER_BUILT_IR: u64 = 3_148;
+/// The same on the immediate context.
+const BIND_IMMEDIATE_IR: u64 = 4_760;
+/// Where `bind` binds.
+const BIND_AT: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
 /// The ring's size.
 const MIB: usize = 1 << 20;
 
@@ -96,7 +109,12 @@ struct Warm {
 /// finished, executed and dropped: the measured recording is a recycled one, its arena's
 /// bytes written before, as a frame's lists are from the second frame on.
 fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
-    ic::prepared(move || {
+    ic::prepared(move || make(mode, on))
+}
+
+/// [`warm`]'s device, made on the thread that calls it.
+fn make(mode: ListMode, on: On) -> Box<Warm> {
+    {
         let (mut dc, mut ic, draw) = warm_device(mode, on == On::Immediate, 1);
         let device = ic.device().clone();
         let ring = RingDraw {
@@ -145,7 +163,7 @@ fn warm((mode, on): (ListMode, On)) -> Box<Warm> {
             on,
             operations,
         })
-    })
+    }
 }
 
 /// Checks that the run recorded what its calls record (`per_call` operations each on a
@@ -283,6 +301,49 @@ fn append(mut w: Box<Warm>) -> Box<Warm> {
     w
 }
 
+/// [`warm`], the command's source bound once at [`BIND_AT`]: the table's places made, as
+/// a frame's binds find them from its first draw on.
+fn warm_bound((mode, on): (ListMode, On)) -> Box<Warm> {
+    ic::prepared(move || {
+        let mut w = make(mode, on);
+        let src = w.draw.copy.src.any();
+        match w.on {
+            On::Deferred => w.dc.bind(BIND_AT, Some(src)).expect("bind"),
+            On::Immediate => w.ic.bind(BIND_AT, Some(src)).expect("bind"),
+        }
+        w.operations = w.dc.stats().operations;
+        w
+    })
+}
+
+#[library_benchmark(teardown = check_one_each)]
+#[bench::deferred_replayed(
+    args = ((ListMode::Replayed, On::Deferred)),
+    setup = warm_bound,
+    config = ic::gated(BIND_REPLAYED_IR, Some(0))
+)]
+#[bench::deferred_driver_built(
+    args = ((ListMode::DriverBuilt, On::Deferred)),
+    setup = warm_bound,
+    config = ic::gated(BIND_DRIVER_BUILT_IR, Some(0))
+)]
+#[bench::immediate(
+    args = ((ListMode::Replayed, On::Immediate)),
+    setup = warm_bound,
+    config = ic::gated(BIND_IMMEDIATE_IR, Some(0))
+)]
+fn bind(mut w: Box<Warm>) -> Box<Warm> {
+    let objects = [w.draw.copy.dst.any(), w.draw.copy.src.any()];
+    for n in 0..CALLS as usize {
+        let object = Some(black_box(objects[n % 2]));
+        match w.on {
+            On::Deferred => w.dc.bind(BIND_AT, object).expect("bind"),
+            On::Immediate => w.ic.bind(BIND_AT, object).expect("bind"),
+        }
+    }
+    w
+}
+
 /// The floor's bytes: the application's own 64.
 fn constants() -> Box<[u8; 64]> {
     Box::new([0; 64])
@@ -303,7 +364,7 @@ fn floor(mut bytes: Box<[u8; 64]>) -> Box<[u8; 64]> {
 
 library_benchmark_group!(
     name = call_kind,
-    benchmarks = [command, discard, append, floor]
+    benchmarks = [command, discard, append, bind, floor]
 );
 
 main!(config = ic::config(); library_benchmark_groups = call_kind);
