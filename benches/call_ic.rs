@@ -60,7 +60,7 @@ const COMMAND_REPLAYED_IR: u64 = 2_466;
 /// The same where the driver builds its lists.
 const COMMAND_DRIVER_BUILT_IR: u64 = 2_050;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 3_610;
+const COMMAND_IMMEDIATE_IR: u64 = 3_578;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
 const DISCARD_REPLAYED_IR: u64 = 6_001;
@@ -76,11 +76,11 @@ const APPEND_DRIVER_BUILT_IR: u64 = 4_261;
 /// The same on the immediate context.
 const APPEND_IMMEDIATE_IR: u64 = 6_533;
 /// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.
-const BIND_REPLAYED_IR: u64 = 3_564;
+const BIND_REPLAYED_IR: u64 = 2_122;
 /// The same where the driver builds its lists.
-const BIND_DRIVER_BUILT_IR: u64 = 3_148;
+const BIND_DRIVER_BUILT_IR: u64 = 1_706;
 /// The same on the immediate context.
-const BIND_IMMEDIATE_IR: u64 = 4_760;
+const BIND_IMMEDIATE_IR: u64 = 3_830;
 /// Where `bind` binds.
 const BIND_AT: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
 /// The ring's size.

@@ -836,6 +836,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// The bind itself, once its object's handle is open: the state-refresh query answers
     /// the new binding while the driver hears it (as during the DDI's SetX); a refused or
     /// panicking bind leaves the old one.
+    #[inline(always)]
     fn record_bind(&mut self, point: BindPoint, object: Option<AnyHandle>) -> Result<()> {
         let old = self.bindings.replace(point, object);
         let mut dc = scopeguard::guard(&mut *self, |dc| dc.bindings.set(point, old));

@@ -345,6 +345,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Runs one operation whose handles are resolved: [`Self::run_hook`] with
     /// [`Driver::execute`].
+    #[inline(always)]
     fn run<'g>(
         &mut self,
         guard: &'g Guard,
@@ -368,6 +369,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// it references is freed before that submit. Nothing the hook can reach reads the
     /// stamps, so stamping first is the whole of this call's panic safety: no state to
     /// repair afterwards.
+    #[inline(always)]
     fn run_hook<'g>(
         &mut self,
         guard: &'g Guard,
