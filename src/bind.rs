@@ -618,6 +618,53 @@ mod tests {
         }
     }
 
+    /// Direct3D 11's slots have places of their own and the slot past each class's count
+    /// spills: a bind of any slot a game uses indexes, never searches.
+    #[test]
+    fn r_c1_direct3d_11s_slots_have_places_and_the_rest_spills() {
+        use BindClass::*;
+        let counts = [
+            (VertexBuffer, 32),
+            (IndexBuffer, 1),
+            (InputLayout, 1),
+            (Shader(Stage::Hull), 1),
+            (ConstantBuffer(Stage::Vertex), 14),
+            (ShaderResource(Stage::Pixel), 128),
+            (Sampler(Stage::Compute), 16),
+            (RenderTarget, 8),
+            (DepthStencil, 1),
+            (UnorderedAccess, 64),
+            (BlendState, 1),
+            (DepthStencilState, 1),
+            (RasterizerState, 1),
+            (StreamOutput, 4),
+            (Predicate, 1),
+        ];
+        for (class, count) in counts {
+            let last = BindPoint::new(class, count - 1);
+            let past = BindPoint::new(class, count);
+            assert!(last.direct().is_some(), "{last:?}");
+            assert_eq!(past.direct(), None, "{past:?}");
+            let mut bindings = Bindings::default();
+            bindings.set(last, Some(handle(1)));
+            bindings.set(past, Some(handle(2)));
+            assert_eq!((bindings.direct_len, bindings.spilled.len()), (1, 1));
+        }
+        // 32 + 1 + 1, and per stage 1 + 14 + 128 + 16, then 8 + 1 + 64 + 1 + 1 + 1 + 4 + 1.
+        assert_eq!(DIRECT_TOTAL, 34 + 6 * 159 + 81);
+    }
+
+    /// A walk of the bound places reads no word of the bit set past the last binding's: an
+    /// almost empty table is walked in a word or two, not all of them.
+    #[test]
+    fn a_walk_stops_at_the_last_binding() {
+        let mut bindings = Bindings::default();
+        bindings.set(BindPoint::new(BindClass::VertexBuffer, 3), Some(handle(1)));
+        let mut walk = BoundSlots::new(&bindings.bound, bindings.direct_len);
+        assert_eq!(walk.by_ref().collect::<Vec<_>>(), [3]);
+        assert_eq!(walk.word, 0, "no word past the binding's was read");
+    }
+
     /// Unbinding a point nothing was bound at, before the table's first bind, makes no
     /// places; a direct slot unbound leaves the others as they are.
     #[test]
