@@ -599,12 +599,31 @@ impl<'a, D: Driver> Resolver<'a, D> {
         }
     }
 
-    /// The object `handle` names, or the application error that explains why not.
+    /// The object `handle` names, or the application error that explains why not. An object
+    /// the application destroyed is still found while the state-refresh query answers it
+    /// bound (R-D4: a binding keeps its object, as D3D's references do, so a draw reads
+    /// it) and, replaying a list, while the list holds it.
     pub fn get<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectView<'a, D>> {
         if self.held {
+            return self.registry.held(handle, self.guard);
+        }
+        match self.registry.live(handle, self.guard) {
+            Err(Error::Application(AppError::StaleHandle)) => self.get_bound(handle),
+            found => found,
+        }
+    }
+
+    /// [`Resolver::get`] of a handle that names no live object: its object if it is bound
+    /// (destroyed by the application, kept by the binding), stale otherwise. A binding on
+    /// the immediate context keeps its entry linked (`IcSide::bound`: the reclaimer seals
+    /// none that a binding counts), so the lookup that accepts a destroyed object is sound;
+    /// it checks the type as `get`'s does.
+    #[cold]
+    fn get_bound<T: ObjectKind>(&self, handle: Handle<T>) -> Result<ObjectView<'a, D>> {
+        if self.state.iter().any(|(_, bound)| bound == handle.any()) {
             self.registry.held(handle, self.guard)
         } else {
-            self.registry.live(handle, self.guard)
+            Err(AppError::StaleHandle.into())
         }
     }
 

@@ -331,3 +331,50 @@ fn r_d4_an_object_stays_while_any_binding_of_it_on_the_immediate_context_lasts()
         world.assert_clean();
     }
 }
+
+/// A draw reads what is bound even after the application destroyed it (R-D4: the binding
+/// keeps its object, as D3D's references do): the immediate context's hook resolves a bound
+/// object through its binding (`Resolver::get`); once unbound, the handle is stale again
+/// (R-E1) and the object goes.
+#[test]
+fn r_d4_a_draw_reads_a_bound_object_the_application_destroyed() {
+    const RT0: BindPoint = BindPoint::new(BindClass::RenderTarget, 0);
+    for (device, mut ic, world) in devices() {
+        let mode = device.list_mode();
+        let target = device.create_resource(buffer(64)).unwrap();
+        let memory = allocation(&device, target);
+        ic.bind(RT0, Some(target.any())).unwrap();
+        device.destroy(target).unwrap();
+        ic.command(&SoftCommand::FillBound {
+            point: RT0,
+            value: 7,
+        })
+        .unwrap_or_else(|e| panic!("{mode:?}: the bound target is read: {e:?}"));
+        world.complete_all();
+        ic.flush().unwrap();
+        world.complete_all();
+        assert_eq!(world.read(memory).unwrap(), vec![7; 64], "{mode:?}");
+        // Unbound: the handle names a destroyed object again.
+        ic.bind(RT0, None).unwrap();
+        assert_eq!(
+            ic.command(&SoftCommand::Fill {
+                dst: target,
+                value: 8
+            }),
+            Err(cmdlist::Error::Application(cmdlist::AppError::StaleHandle)),
+            "{mode:?}"
+        );
+        for _ in 0..3 {
+            world.complete_all();
+            ic.flush().unwrap();
+        }
+        assert!(!world.is_allocated(memory), "{mode:?}: freed once unbound");
+        assert!(
+            world.violations().is_empty(),
+            "{mode:?}: {:?}",
+            world.violations()
+        );
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+}
