@@ -348,6 +348,26 @@ where
             value: 0x99,
         })
         .unwrap();
+        // A view the application destroyed while it is bound: the binding keeps it, and a
+        // draw still writes through it (R-D4).
+        let v3 = device
+            .create_view(
+                HandleType::RenderTargetView,
+                ViewDesc {
+                    resource: r[0],
+                    first_byte: 5,
+                    byte_len: 20,
+                },
+            )
+            .unwrap();
+        ic.bind(RT0, Some(v3.any())).unwrap();
+        device.destroy(v3).unwrap();
+        ic.command(&SoftCommand::FillBound {
+            point: RT0,
+            value: 0x3C,
+        })
+        .unwrap();
+        ic.bind(RT0, None).unwrap();
         ic.flush().unwrap();
         run(ic, &n, &mut list_executes);
         *ic.ic_data_mut(r[5]).unwrap() = 0x44;
