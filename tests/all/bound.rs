@@ -354,8 +354,10 @@ fn r_d4_a_draw_reads_a_bound_object_the_application_destroyed() {
         ic.flush().unwrap();
         world.complete_all();
         assert_eq!(world.read(memory).unwrap(), vec![7; 64], "{mode:?}");
-        // Unbound: the handle names a destroyed object again.
+        // Unbound: the handle names a destroyed object again, whatever else is bound.
         ic.bind(RT0, None).unwrap();
+        let other = device.create_resource(buffer(64)).unwrap();
+        ic.bind(SRV0, Some(other.any())).unwrap();
         assert_eq!(
             ic.command(&SoftCommand::Fill {
                 dst: target,
