@@ -414,9 +414,12 @@ impl Iter<'_> {
             return Some(ahead);
         }
         let at = self.direct.next()?;
-        // A marked place holds a binding (`Bindings::toggle`).
-        let handle = self.slots[at]?;
-        Some((BindPoint::key_of_direct(at), handle))
+        let handle = self.slots[at];
+        debug_assert!(
+            handle.is_some(),
+            "a marked place holds a binding (`toggle`)"
+        );
+        Some((BindPoint::key_of_direct(at), handle?))
     }
 }
 

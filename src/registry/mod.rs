@@ -1626,6 +1626,57 @@ mod tests {
             world_b.assert_clean();
         }
 
+        /// A hook's lookup of an object the application destroyed: found while the state
+        /// the resolver answers has it bound (R-D4), typed as any lookup; stale when only
+        /// other objects are bound (R-E1).
+        #[test]
+        fn r_d4_a_resolver_finds_a_destroyed_object_only_while_it_is_bound() {
+            use crate::bind::{BindClass, BindPoint, Bindings, StateView};
+            let (device, mut ic, world) = soft::device(config(), DeviceConfig::default()).unwrap();
+            let desc = ResourceDesc {
+                byte_size: 4,
+                ..Default::default()
+            };
+            let (gone, other) = (
+                device.create_resource(desc).unwrap(),
+                device.create_resource(desc).unwrap(),
+            );
+            device.destroy(gone).unwrap();
+            let point = BindPoint::new(BindClass::RenderTarget, 0);
+            let mut bound = Bindings::default();
+            bound.set(point, Some(other.any()));
+            {
+                // No flush since the destroy: the entry is still linked, as a binding keeps
+                // it; this thread drives the immediate context, which holds no IC side.
+                let registry = device.shared.registry();
+                let guard = crossbeam_epoch::pin();
+                let stale = Err(Error::Application(AppError::StaleHandle));
+                let resolver =
+                    super::Resolver::new(registry, &guard, StateView::of(&bound), false, 1);
+                assert_eq!(
+                    resolver.get(gone).map(|v| v.handle()),
+                    stale,
+                    "another is bound"
+                );
+                assert_eq!(resolver.get(other).map(|v| v.handle()), Ok(other.any()));
+                bound.set(point, Some(gone.any()));
+                let resolver =
+                    super::Resolver::new(registry, &guard, StateView::of(&bound), false, 1);
+                assert_eq!(
+                    resolver.get(gone).map(|v| v.handle()),
+                    Ok(gone.any()),
+                    "bound"
+                );
+                assert_eq!(
+                    resolver.get(gone.cast::<crate::handle::Query>()).err(),
+                    Some(Error::Application(AppError::WrongType)),
+                    "typed as any lookup"
+                );
+            }
+            ic.destroy_device().unwrap();
+            world.assert_clean();
+        }
+
         #[test]
         fn r_e1_lookups_reject_stale_forged_and_wrong_type_handles() {
             let (device, mut ic, world) = soft::device(config(), DeviceConfig::default()).unwrap();
