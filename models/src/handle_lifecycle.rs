@@ -244,6 +244,15 @@ pub enum Step {
         /// Which point (modulo the table).
         point: u8,
     },
+    /// Fills what is bound at one of a few binding points with `byte` (`FillBound`, which
+    /// reads the binding as a draw does): a resource whole, a view its range; found even
+    /// after the application destroyed it (R-D4).
+    FillBound {
+        /// Which point (modulo the table).
+        point: u8,
+        /// The value.
+        byte: u8,
+    },
     /// Begins the picked query.
     BeginQuery {
         /// The query.
@@ -899,6 +908,9 @@ impl Harness {
                 }
                 self.open_ops += 1;
             }
+            Step::FillBound { point, byte } => {
+                self.fill_bound(POINTS[point as usize % POINTS.len()], byte)
+            }
             Step::BeginQuery { pick } => {
                 if let Some(i) = self.pick(pick) {
                     self.query_op(i, true);
@@ -1379,6 +1391,40 @@ impl Harness {
         if self.command("clear_view", &[i], command, view.is_some()) {
             let (resource, first, len) = view.expect("only views clear");
             self.write(resource, first, len, byte);
+        }
+    }
+
+    /// `FillBound` at `point`: nothing bound fills nothing; a bound view fills its range of
+    /// its resource, anything else bound its own memory. The binding keeps what it binds
+    /// (R-D4), destroyed or not; what has no memory to fill is refused.
+    fn fill_bound(&mut self, point: BindPoint, byte: u8) {
+        let bound = self
+            .bindings
+            .get(&point)
+            .map(|h| self.objs.iter().position(|o| o.handle == *h));
+        let target = match bound {
+            None => None,
+            Some(None) => self.fail(format_args!(
+                "a binding at {point:?} of an object the model lost"
+            )),
+            Some(Some(i)) => Some(match self.objs[i].kind {
+                Kind::View {
+                    resource,
+                    first,
+                    len,
+                } => self.objs[resource]
+                    .allocation
+                    .map(|_| (resource, first, len)),
+                Kind::Resource { .. } | Kind::Query => self.objs[i]
+                    .allocation
+                    .map(|_| (i, 0, self.objs[i].bytes.len())),
+            }),
+        };
+        let command = SoftCommand::FillBound { point, value: byte };
+        if self.command("fill_bound", &[], command, target != Some(None)) {
+            if let Some(Some((i, first, len))) = target {
+                self.write(i, first, len, byte);
+            }
         }
     }
 

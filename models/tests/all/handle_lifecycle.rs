@@ -402,3 +402,38 @@ fn r_m5_renames_up_to_the_limit_then_copies() {
     ]);
     run(&steps);
 }
+
+/// A resource and a view, each bound and then destroyed by the application: a fill through
+/// each binding still writes it (R-D4), across a flush; once unbound and flushed, both go.
+#[test]
+fn r_d4_fill_bound_reaches_destroyed_objects_through_their_bindings() {
+    run(&[
+        Step::CreateResource {
+            size: 32,
+            view: true,
+            shared: false,
+        },
+        // The resource at point 2 (a render target), its view at point 0.
+        Step::Bind { pick: 0, point: 2 },
+        Step::Bind { pick: 1, point: 0 },
+        Step::Destroy {
+            pick: 1,
+            elsewhere: false,
+        },
+        Step::Destroy {
+            pick: 0,
+            elsewhere: true,
+        },
+        Step::FillBound { point: 2, byte: 5 },
+        Step::Flush,
+        Step::CompleteAll,
+        Step::FillBound { point: 0, byte: 6 },
+        Step::Flush,
+        Step::Unbind { point: 0 },
+        Step::Unbind { point: 2 },
+        Step::Flush,
+        Step::CompleteAll,
+        Step::Flush,
+        Step::Flush,
+    ]);
+}
