@@ -34,6 +34,15 @@ fn devices() -> impl Iterator<Item = (SoftDevice, SoftImmediate, Arc<SoftWorld>)
         })
 }
 
+/// Every buffer completed and flushed, three times: whatever nothing holds any more is gone
+/// (a view at one flush, the resource it held at the next).
+fn settle(ic: &mut SoftImmediate, world: &SoftWorld) {
+    for _ in 0..3 {
+        world.complete_all();
+        ic.flush().unwrap();
+    }
+}
+
 /// A buffer, and a shader-resource view of it.
 fn resource_and_view(device: &SoftDevice) -> (Handle<Resource>, Handle<View>) {
     let r = device.create_resource(buffer(64)).unwrap();
@@ -279,12 +288,6 @@ fn r_d1_stream_output_targets_and_the_predicate_stay_while_set() {
 #[test]
 fn r_d4_an_object_stays_while_any_binding_of_it_on_the_immediate_context_lasts() {
     const CB1: BindPoint = BindPoint::new(BindClass::ConstantBuffer(Stage::Vertex), 1);
-    let settle = |ic: &mut SoftImmediate, world: &SoftWorld| {
-        for _ in 0..3 {
-            world.complete_all();
-            ic.flush().unwrap();
-        }
-    };
     for (device, mut ic, world) in devices() {
         let mode = device.list_mode();
         let cb = device.create_resource(buffer(64)).unwrap();
@@ -366,10 +369,7 @@ fn r_d4_a_bound_object_the_application_destroyed_is_read_through_its_binding() {
             Err(cmdlist::Error::Application(cmdlist::AppError::StaleHandle)),
             "{mode:?}"
         );
-        for _ in 0..3 {
-            world.complete_all();
-            ic.flush().unwrap();
-        }
+        settle(&mut ic, &world);
         assert!(!world.is_allocated(memory), "{mode:?}: freed once unbound");
         assert!(
             world.violations().is_empty(),
