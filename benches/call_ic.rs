@@ -67,7 +67,7 @@ const DISCARD_REPLAYED_IR: u64 = 6_001;
 /// The same where the driver builds its lists.
 const DISCARD_DRIVER_BUILT_IR: u64 = 4_656;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 10_115;
+const DISCARD_IMMEDIATE_IR: u64 = 9_379;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
 const APPEND_REPLAYED_IR: u64 = 3_813;

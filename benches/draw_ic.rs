@@ -89,7 +89,7 @@ const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_574;
 /// The same on a deferred context the engine emulates (a driver without command lists).
 const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_534;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 13_470;
+const IMMEDIATE_BUDGET_IR: u64 = 12_734;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 6_516;
@@ -109,7 +109,7 @@ const DDI_REPLAYED_BUDGET_IR: u64 = 9_659;
 /// The same where the driver builds its lists.
 const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_635;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 13_724;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 12_988;
 /// Instructions of a run of [`DRAWS`] ring draws made through DDI-shaped entry points on a
 /// deferred context whose lists the engine replays.
 const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_546;

@@ -20,7 +20,7 @@ use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
 use crate::registry::ObjectView;
 use core::ptr::NonNull;
-use rename_pool::ClassId;
+use rename_pool::{ClassId, RecordId, RenamePool};
 use scopeguard::ScopeGuard;
 
 use super::rename_pool;
@@ -43,10 +43,11 @@ pub(super) enum IcMap {
         mapping: CpuMapping,
     },
     /// Map(DISCARD) that renames (R-M5): an allocation no unfinished buffer reads, locked
-    /// until the Unmap makes it the resource's (and, with persistent locks, locked after it).
+    /// until the Unmap makes it the resource's (and, with persistent locks, locked after it);
+    /// the pool keeps it and its lock in place meanwhile.
     Renamed {
-        allocation: AllocationHandle,
-        mapping: CpuMapping,
+        /// The allocation's record in the rename pool, lent to the Map with its lock.
+        record: RecordId,
         /// Its size class in the rename pool (the resource's allocation's size).
         class: ClassId,
         /// The bytes handed out (the resource's; the mapping may be larger).
@@ -61,13 +62,14 @@ const VIEWABLE: BindFlags = BindFlags::SHADER_RESOURCE
     .union(BindFlags::UNORDERED_ACCESS);
 
 impl IcMap {
+    /// The Map's bytes, where they are: its own, or `pool`'s for a rename.
     #[inline]
-    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
+    pub(super) fn bytes_mut<'a>(&'a mut self, pool: &'a mut RenamePool) -> &'a mut [u8] {
         match self {
             IcMap::Discard(contents) => contents,
             IcMap::Locked { mapping, .. } | IcMap::Lent { mapping, .. } => mapping.bytes_mut(),
-            // Checked at the Map: `len` is within the mapping.
-            IcMap::Renamed { mapping, len, .. } => &mut mapping.bytes_mut()[..*len],
+            // Checked at the Map: `len` is within the record's lock.
+            IcMap::Renamed { record, len, .. } => pool.lent_bytes(*record, *len),
         }
     }
 }
@@ -146,11 +148,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
 
     /// Notes the Map of `resource` open with its memory `map`: its bytes, for the route to
     /// hand out without finding the Map again ([`ImmediateContext::handed_out`]).
-    #[inline]
+    #[inline(always)]
     fn note_map(&mut self, resource: Handle<Resource>, map: IcMap) -> NonNull<[u8]> {
         // A pointer, not a borrow: the route's answer leaves the context through `entry`,
         // whose report needs the context again.
-        NonNull::from(self.open.map_noted(resource, map).bytes_mut())
+        NonNull::from(
+            self.open
+                .map_noted(resource, map)
+                .bytes_mut(&mut self.rename_pool),
+        )
     }
 
     fn map_new(&mut self, resource: Handle<Resource>) -> Result<NonNull<[u8]>> {
@@ -218,60 +224,61 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         if pooled.is_none() && self.rename_pool.waiting(class) >= waiting {
             return Ok(None);
         }
-        let kernel = self.device.shared.kernel();
-        let (allocation, lock) = match pooled {
-            Some(idle) => (idle.allocation, idle.lock),
+        let id = match pooled {
+            Some(id) => id,
             None => {
                 let desc = AllocationDesc {
                     size,
                     shared: false,
                     primary: false,
                 };
-                (kernel.allocate(&desc)?, None)
+                let allocation = self.device.shared.kernel().allocate(&desc)?;
+                self.rename_pool.admit(allocation)
             }
         };
-        let mut mapping = match lock {
-            Some(mapping) => mapping,
-            None => self.lock_for_rename(class, allocation)?,
+        let locked = match &self.rename_pool.record_mut(id).lock {
+            Some(mapping) => mapping.bytes().len(),
+            None => self.lock_for_rename(class, id)?,
         };
         // Handed out as they are: a Map(DISCARD)'s values are undefined (R-M1), and the
         // kernel's memory is initialised (`CpuMapping::from_raw`).
-        if mapping.bytes_mut().len() < len {
+        if locked < len {
+            let record = self.rename_pool.record_mut(id);
+            let (allocation, mapping) = (record.allocation, record.lock.take());
             // Back to the pool first: an unlock that panics counts as done.
-            self.rename_pool.give(class, allocation, None, 0);
-            self.device.shared.kernel().unlock(allocation, mapping);
+            self.rename_pool.put_back(class, id);
+            if let Some(mapping) = mapping {
+                self.device.shared.kernel().unlock(allocation, mapping);
+            }
             return Err(Error::InvalidArg);
         }
         let map = IcMap::Renamed {
-            allocation,
-            mapping,
+            record: id,
             class,
             len,
         };
         Ok(Some(self.note_map(resource, map)))
     }
 
-    /// The kernel's lock of an allocation a rename takes (R-M5): a new one, or one the pool
-    /// keeps unlocked. Until the lock hands it out the allocation is the pool's (no buffer
+    /// The kernel's lock of the allocation of the lent record `id` a rename takes (R-M5): a
+    /// new one, or one the pool keeps unlocked; the lock goes into the record, and its
+    /// length is the answer. Until the lock hands it out the record is the pool's (no buffer
     /// referenced it): back there if the lock fails or panics.
     #[cold]
-    fn lock_for_rename(
-        &mut self,
-        class: ClassId,
-        allocation: AllocationHandle,
-    ) -> Result<CpuMapping> {
+    fn lock_for_rename(&mut self, class: ClassId, id: RecordId) -> Result<usize> {
         let kernel = self.device.shared.kernel();
         let mut flags =
             LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC | LockFlags::NO_EXISTING_REFERENCE;
         if self.persistent_locks {
             flags |= LockFlags::PERSISTENT;
         }
-        let back = scopeguard::guard(&mut self.rename_pool, |pool| {
-            pool.give(class, allocation, None, 0)
-        });
+        let allocation = self.rename_pool.record_mut(id).allocation;
+        let back = scopeguard::guard(&mut self.rename_pool, |pool| pool.put_back(class, id));
         let mapping = kernel.lock(allocation, flags)?;
-        ScopeGuard::into_inner(back);
-        Ok(mapping)
+        let pool = ScopeGuard::into_inner(back);
+        let locked = mapping.bytes().len();
+        pool.record_mut(id).lock = Some(mapping);
+        Ok(locked)
     }
 
     /// The Unmap of a Map(DISCARD) that renamed (R-M5): the allocation written becomes the
@@ -285,8 +292,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         &mut self,
         resource: Handle<Resource>,
         view: ObjectView<'_, D>,
-        allocation: AllocationHandle,
-        lock: Option<CpuMapping>,
+        record: RecordId,
         class: ClassId,
     ) -> Result<()> {
         let entry = view.entry();
@@ -294,14 +300,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let previous = entry
             .allocation()
             .expect("a renamed resource has an allocation");
+        let side = entry.ic_side(&mut self.token);
+        let allocation =
+            self.rename_pool
+                .exchange(class, record, previous, &mut side.lock, self.buffer.number);
         entry.set_allocation(&mut self.token, Some(allocation));
         // The buffer's operations from here on read the new one; the resource is stamped
         // with the buffer already, so its next use would not list it.
         self.buffer.allocations.push(allocation);
         let side = entry.ic_side(&mut self.token);
-        let previous_lock = core::mem::replace(&mut side.lock, lock);
-        self.rename_pool
-            .give(class, previous, previous_lock, self.buffer.number);
         let viewable = view.bind_flags().intersects(VIEWABLE);
         if viewable {
             // Its views embed the old allocation: refreshed before their next use (R-X5).
@@ -669,28 +676,23 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     view.entry().ic_side(&mut ic.token).lock = Some(mapping);
                     Ok(())
                 }
-                IcMap::Renamed {
-                    allocation,
-                    mapping,
-                    class,
-                    ..
-                } => {
-                    let lock = match ic.persistent_locks {
-                        true => Some(mapping),
-                        false => {
-                            // An unlock that panics counts as done: the allocation, never
-                            // the resource's, goes back to the pool.
-                            let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
-                                pool.give(class, allocation, None, 0)
-                            });
+                IcMap::Renamed { record, class, .. } => {
+                    if !ic.persistent_locks {
+                        let held = ic.rename_pool.record_mut(record);
+                        let (allocation, mapping) = (held.allocation, held.lock.take());
+                        // An unlock that panics counts as done: the allocation, never the
+                        // resource's, goes back to the pool.
+                        let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
+                            pool.put_back(class, record)
+                        });
+                        if let Some(mapping) = mapping {
                             ic.device.shared.kernel().unlock(allocation, mapping);
-                            ScopeGuard::into_inner(back);
-                            None
                         }
-                    };
+                        ScopeGuard::into_inner(back);
+                    }
                     // Renamed whatever comes next: a bound view the driver refuses to bind
                     // again is this Unmap's error, the Map ended.
-                    ic.rename(resource, view, allocation, lock, class)
+                    ic.rename(resource, view, record, class)
                 }
             }
         })
@@ -711,17 +713,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     allocation,
                     mapping,
                 } => kernel.unlock(allocation, mapping),
-                IcMap::Renamed {
-                    allocation,
-                    mapping,
-                    class,
-                    ..
-                } => {
+                IcMap::Renamed { record, class, .. } => {
+                    let held = self.rename_pool.record_mut(record);
+                    let (allocation, mapping) = (held.allocation, held.lock.take());
                     // Into the pool whether the unlock returns or panics.
-                    let _back = scopeguard::guard(&mut self.rename_pool, |p| {
-                        p.give(class, allocation, None, 0)
-                    });
-                    kernel.unlock(allocation, mapping);
+                    self.rename_pool.put_back(class, record);
+                    if let Some(mapping) = mapping {
+                        kernel.unlock(allocation, mapping);
+                    }
                 }
             }
         }
