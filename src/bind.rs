@@ -260,6 +260,9 @@ pub(crate) struct Bindings {
     direct_len: usize,
     /// The bindings past their class's direct slots, sorted by key.
     spilled: Vec<(u32, AnyHandle)>,
+    /// Whether a clear found bindings since the last [`Bindings::trim`]: a context that
+    /// binds keeps its places, one that stopped binding gives them back.
+    cleared_bindings: bool,
 }
 
 /// Each binding with its point, as [`Bindings::iter`] gives them (not the keys).
@@ -383,6 +386,7 @@ impl Bindings {
     /// walk rather than [`BoundSlots`]: it zeroes each word as it takes it, where zeroing
     /// the walked words afterwards cost a `memset` call a clear.
     pub(crate) fn clear(&mut self) {
+        self.cleared_bindings |= self.direct_len != 0 || !self.spilled.is_empty();
         let (mut left, mut word) = (self.direct_len, 0);
         while left != 0 {
             let mut bits = core::mem::take(&mut self.bound[word]);
@@ -395,6 +399,29 @@ impl Bindings {
         }
         self.direct_len = 0;
         self.spilled.clear();
+    }
+
+    /// Memory the table keeps: its places, made at the first bind and kept across clears,
+    /// and its spill list's capacity.
+    pub(crate) fn retained_bytes(&self) -> usize {
+        core::mem::size_of_val::<[Option<AnyHandle>]>(&self.slots)
+            + self.spilled.capacity() * core::mem::size_of::<(u32, AnyHandle)>()
+    }
+
+    /// Gives back the places and the spill list (R-A2) where nothing is bound and no clear
+    /// found a binding in what was `recorded` since the last trim: a context that stopped
+    /// binding keeps nothing, one that binds keeps its table. As the list cache does, a
+    /// trim after nothing recorded keeps what the last window needed. The next bind makes
+    /// them again.
+    pub(crate) fn trim(&mut self, recorded: bool) {
+        if !recorded {
+            return;
+        }
+        let idle = !core::mem::take(&mut self.cleared_bindings);
+        if idle && self.direct_len == 0 && self.spilled.is_empty() {
+            self.slots = Box::default();
+            self.spilled = Vec::new();
+        }
     }
 }
 
@@ -685,5 +712,40 @@ mod tests {
         assert_eq!(bindings.replace(p, None), None);
         assert_eq!(bindings.len(), 1);
         assert_eq!(bindings.iter().collect::<Vec<_>>(), [(q, handle(2))]);
+    }
+
+    /// R-A2: the table's places and spill list are counted, kept while clears find
+    /// bindings or something is bound or nothing was recorded, and given back after a
+    /// recorded window without a binding.
+    #[test]
+    fn r_a2_a_table_unused_through_a_trim_window_is_given_back() {
+        let mut bindings = Bindings::default();
+        assert_eq!(bindings.retained_bytes(), 0);
+        let direct = BindPoint::new(BindClass::VertexBuffer, 0);
+        let spilled = BindPoint::new(BindClass::VertexBuffer, 40);
+        bindings.set(direct, Some(handle(1)));
+        bindings.set(spilled, Some(handle(2)));
+        let places = DIRECT_TOTAL * core::mem::size_of::<Option<AnyHandle>>();
+        let spill = bindings.spilled.capacity() * core::mem::size_of::<(u32, AnyHandle)>();
+        assert!(spill > 0);
+        assert_eq!(bindings.retained_bytes(), places + spill);
+        // Bound: kept.
+        bindings.trim(true);
+        bindings.trim(true);
+        assert_eq!(bindings.retained_bytes(), places + spill);
+        // A clear that found bindings keeps the table through the next trim.
+        bindings.clear();
+        bindings.trim(true);
+        assert_eq!(bindings.retained_bytes(), places + spill);
+        // Nothing recorded: kept as the last window needed.
+        bindings.trim(false);
+        assert_eq!(bindings.retained_bytes(), places + spill);
+        // A recorded window without a binding: given back.
+        bindings.trim(true);
+        assert_eq!(bindings.retained_bytes(), 0);
+        // Bound again, it is made again.
+        bindings.set(direct, Some(handle(3)));
+        assert_eq!(bindings.retained_bytes(), places);
+        assert_eq!(bindings.iter().collect::<Vec<_>>(), [(direct, handle(3))]);
     }
 }

@@ -362,7 +362,8 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             recorded_bytes: self.rec.bytes(),
             retained_bytes: self.rec.retained_bytes()
                 + self.cls.retained_bytes()
-                + self.lists.retained_bytes(),
+                + self.lists.retained_bytes()
+                + self.bindings.retained_bytes(),
             cached_lists: self.lists.cached(),
             waiting_lists: self.lists.waiting(),
             ..self.stats
@@ -1301,9 +1302,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// last trim is no window's need).
     fn trim_pools(&mut self) -> usize {
         let before = self.stats().retained_bytes;
-        if self.lists.trim() {
+        let recorded = self.lists.trim();
+        if recorded {
             self.cls.trim();
         }
+        self.bindings.trim(recorded);
         before.saturating_sub(self.stats().retained_bytes)
     }
 
