@@ -11,8 +11,9 @@
 //! The open handles are a vector in the order they were opened: handles are only ever closed
 //! all together (Finish, Abandon), last opened first, so dependents close before their
 //! dependencies (R-H3). Later uses find a handle in O(1) without hashing: a two-level table
-//! indexed by the object's registry slot gives its position in that vector. Closing clears
-//! only the table entries it set: O(handles opened), not O(objects).
+//! indexed by the object's registry slot gives its position in that vector. Closing leaves
+//! the table as it is: a lookup compares the handle at the position an entry names, which
+//! tells a stale entry apart, and the next open of that slot overwrites it.
 
 pub mod bucket;
 pub(crate) mod local_handles;
@@ -94,9 +95,10 @@ impl<D: Driver> ClsTable<D> {
             + self.scratch.capacity()
     }
 
-    /// Gives back bucket pages down to the high watermark (R-A2).
-    pub(crate) fn trim(&mut self) -> usize {
-        self.bucket.trim()
+    /// Gives back bucket pages down to the high watermark (R-A2); the context counts what
+    /// went from its retained bytes.
+    pub(crate) fn trim(&mut self) {
+        self.bucket.trim();
     }
 
     /// The object and context-local memory of `handle`'s open handle, if it is open and has
@@ -126,8 +128,8 @@ impl<D: Driver> ClsTable<D> {
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
         // 0 (not open) wraps to a position past any table's end, which `get` refuses.
         let at = page[slot % TABLE_PAGE].wrapping_sub(1) as usize;
-        // The open handle holds its object, so the slot cannot have been reused while open;
-        // the comparison is a cheap guard all the same.
+        // An entry outlives its handle's close (`clear_position`): the handle at its position
+        // tells a stale entry from the open handle's.
         (self.open.get(at)?.held.handle() == handle).then(|| {
             self.recent.note(handle, at);
             at
@@ -148,15 +150,14 @@ impl<D: Driver> ClsTable<D> {
         page[slot % TABLE_PAGE] = value;
     }
 
-    /// Takes a closing handle out of the slot-to-position table: its page exists, since
-    /// opening it set its entry.
+    /// Forgets a closing handle among the recent ones, whose matches are not checked
+    /// against `open`. Its entry in the slot-to-position table stays: a lookup checks the
+    /// handle at the position an entry names ([`ClsTable::position_in_table`]), which is
+    /// another handle, or none, once this one closed; the next open of the slot overwrites
+    /// it.
     #[inline(always)]
     fn clear_position(&mut self, handle: AnyHandle) {
         self.recent.forget(handle);
-        let slot = handle.slot() as usize;
-        if let Some(Some(page)) = self.table.get_mut(slot / TABLE_PAGE) {
-            page[slot % TABLE_PAGE] = 0;
-        }
     }
 
     /// Uses `handle`, which the application named, in the recording: it must be live (an
@@ -409,5 +410,62 @@ impl<D: Driver> ClsTable<D> {
                 driver.close_local(dc, ty, held.entry().object(), bytes, state);
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "soft")]
+mod tests {
+    use super::*;
+    use crate::handle::HandleSize;
+    use crate::soft::null::NullDriver;
+    use core::mem::size_of;
+
+    fn handle(slot: u32) -> AnyHandle {
+        AnyHandle::from_bits((1 << 32) | u64::from(slot)).unwrap()
+    }
+
+    /// What the table keeps: the bucket's pages, the slot-to-position pages made, and each
+    /// vector's capacity at its element's size (capacities apart, so that no other sum or
+    /// product of the terms gives the same total).
+    #[test]
+    fn retained_bytes_count_the_pages_and_every_vector() {
+        let sizes = HandleSizeTable::new([HandleSize {
+            ty: HandleType::Resource,
+            size: 16,
+        }])
+        .unwrap();
+        let mut cls = ClsTable::<NullDriver>::new(&sizes).unwrap();
+        assert_eq!(cls.retained_bytes(), 0);
+        // Two pages of the slot table made, in a table of three.
+        cls.set_position(handle(3), 1);
+        cls.set_position(handle(2 * TABLE_PAGE as u32 + 1), 2);
+        cls.open.reserve_exact(3);
+        cls.scratch.reserve_exact(7);
+        let block = cls.bucket.alloc_class_len(0).unwrap().0;
+        let reserved = cls.bucket.stats().bytes_reserved;
+        assert!(reserved > 0);
+        let expected = reserved
+            + 2 * size_of::<[u32; TABLE_PAGE]>()
+            + cls.table.capacity() * size_of::<Option<Box<[u32; TABLE_PAGE]>>>()
+            + cls.open.capacity() * size_of::<LocalHandle<NullDriver>>()
+            + cls.scratch.capacity();
+        assert_eq!(cls.table.len(), 3);
+        assert_eq!(cls.retained_bytes(), expected);
+        cls.bucket.free(block).unwrap();
+    }
+
+    /// A closed handle's entry stays in the slot table, and is told apart from an open one
+    /// by the handle at the position it names: not found once closed, found again once
+    /// opened at another position.
+    #[test]
+    fn a_stale_entry_finds_nothing() {
+        let sizes = HandleSizeTable::new([]).unwrap();
+        let mut cls = ClsTable::<NullDriver>::new(&sizes).unwrap();
+        let h = handle(5);
+        cls.set_position(h, 1);
+        assert_eq!(cls.position_in_table(h), None, "nothing open at position 0");
+        cls.clear_position(h);
+        assert_eq!(cls.position_of(h), None);
     }
 }
