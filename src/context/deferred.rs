@@ -1548,6 +1548,33 @@ mod tests {
         }
     }
 
+    /// What a driver's hook sees of the recording's context-local handles
+    /// (`LocalHandles`): how many are open, each one's object and memory, and its Debug
+    /// naming the count and lengths, never the bytes.
+    #[test]
+    fn local_handles_count_and_describe_the_open_handles() {
+        use crate::bind::StateView;
+        use crate::cls::local_handles::LocalHandles;
+        let (device, mut ic, world) = soft::device(native(), DeviceConfig::default()).unwrap();
+        let (a, b) = (
+            device.create_resource(dynamic_16()).unwrap(),
+            device.create_resource(dynamic_16()).unwrap(),
+        );
+        let mut dc = device.create_deferred_context().unwrap();
+        dc.command(SoftCommand::Copy { dst: a, src: b }).unwrap();
+        let mut locals = LocalHandles::new(&mut dc.cls, StateView::of(&dc.bindings));
+        assert_eq!(locals.open(), 2);
+        assert_eq!(format!("{locals:?}"), "LocalHandles { open: 2, .. }");
+        let local = locals.get(a.any()).expect("open");
+        assert_eq!(local.view.handle(), a.any());
+        let described = format!("{local:?}");
+        assert!(described.starts_with("LocalHandle { view: "), "{described}");
+        assert!(described.ends_with(&format!("local_len: {} }}", local.local.len())));
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
+
     /// Payload pointers (Map(DISCARD) bytes handed out, then replayed) and recycled list
     /// nodes, small enough for miri: record, finish, execute twice, drop on another thread,
     /// recycle.

@@ -366,6 +366,44 @@ impl<C, L> Recording<C, L> {
 mod tests {
     use super::*;
 
+    /// What a recording keeps is each vector's capacity at its element's size, plus the
+    /// arena's chunks: every term counted once (the capacities distinct primes, so that no
+    /// other sum or product of them gives the same total).
+    #[test]
+    fn retained_bytes_count_every_vector_and_the_arena() {
+        use core::mem::size_of;
+        let mut rec = Recording::<u64, [u8; 24]>::default();
+        assert_eq!(rec.retained_bytes(), 0, "an empty recording keeps nothing");
+        rec.ops.reserve_exact(3);
+        rec.maps.reserve_exact(5);
+        rec.queries.reserve_exact(7);
+        rec.lists.reserve_exact(11);
+        rec.discarded.reserve_exact(13);
+        rec.rings.reserve_exact(17);
+        let payload = rec.payloads.copy(&[1; 40]).unwrap();
+        assert_eq!(payload.len(), 40);
+        let arena = rec.payloads.allocated_bytes();
+        assert!(arena >= 40, "the arena counts its chunk: {arena}");
+        let capacities = [
+            rec.ops.capacity() * size_of::<Recorded<u64>>(),
+            rec.maps.capacity() * size_of::<Handle<Resource>>(),
+            rec.queries.capacity() * size_of::<Handle<Query>>(),
+            rec.lists.capacity() * 24,
+            rec.discarded.capacity() * size_of::<Handle<Resource>>(),
+            rec.rings.capacity() * size_of::<Ring>(),
+        ];
+        assert_eq!(
+            rec.retained_bytes(),
+            capacities.iter().sum::<usize>() + arena
+        );
+        // Clearing keeps the capacities.
+        rec.clear();
+        assert_eq!(
+            rec.retained_bytes(),
+            capacities.iter().sum::<usize>() + arena
+        );
+    }
+
     #[test]
     fn payloads_keep_their_bytes_and_addresses_across_growth() {
         let mut arena = Payloads::default();

@@ -250,3 +250,40 @@ fn r_a2_the_binding_table_is_counted_and_given_back_once_unused() {
     ic.destroy_device().unwrap();
     world.assert_clean();
 }
+
+/// R-A2: a trim keeps as many recycled lists as the context made since the last trim (the
+/// lists a frame needs), not one fewer, and ends the rest.
+#[test]
+fn r_a2_a_trim_keeps_the_lists_made_since_the_last_trim() {
+    let (device, mut ic, world, src, dst) = setup();
+    let mut dc = device.create_deferred_context().unwrap();
+    // Five lists made and back in the cache, then a trim: the count starts there.
+    let frame = |dc: &mut SoftDeferredContext, ic: &mut SoftImmediate, lists: usize| {
+        let made: Vec<_> = (0..lists)
+            .map(|_| {
+                dc.command(SoftCommand::Copy { dst, src }).unwrap();
+                dc.finish().unwrap()
+            })
+            .collect();
+        for list in &made {
+            ic.execute_command_list(list).unwrap();
+        }
+        drop(made);
+        ic.flush().unwrap();
+        // A Finish takes the lists the flush gave back into the cache.
+        dc.command(SoftCommand::Copy { dst, src }).unwrap();
+        let last = dc.finish().unwrap();
+        ic.execute_command_list(&last).unwrap();
+        drop(last);
+        ic.flush().unwrap();
+        dc.trim();
+        dc.stats().cached_lists
+    };
+    frame(&mut dc, &mut ic, 5);
+    // Three made (and the Finish that takes them back) since: four kept.
+    assert_eq!(frame(&mut dc, &mut ic, 3), 4);
+    assert_eq!(frame(&mut dc, &mut ic, 1), 2);
+    drop(dc);
+    ic.destroy_device().unwrap();
+    world.assert_clean();
+}

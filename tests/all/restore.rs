@@ -124,8 +124,23 @@ fn r_c3_a_restoring_execute_keeps_a_deferred_contexts_bindings_in_force() {
 
         let mut dc = device.create_deferred_context().unwrap();
         dc.bind(RT0, Some(a.any())).unwrap();
+        let from = world.trace().len();
         dc.execute_command_list_restoring(&inner).unwrap();
         assert_eq!(dc.binding(RT0), Some(a.any()), "{mode:?}: still bound");
+        if mode.has_driver_lists() {
+            // The binding recorded again: its handle, open in this recording, used (the
+            // driver hears the use), then its bind.
+            let tail: Vec<_> = world.trace()[from..]
+                .iter()
+                .filter(|e| e.context == Some(dc.id()))
+                .map(|e| e.hook)
+                .collect();
+            assert_eq!(
+                tail[tail.len().saturating_sub(2)..],
+                [Hook::UseLocal, Hook::RecordDeferred],
+                "{mode:?}: {tail:?}"
+            );
+        }
         dc.command(fill_bound(7)).unwrap();
         let outer = dc.finish().unwrap();
         ic.execute_command_list(&outer).unwrap();
