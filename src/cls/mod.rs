@@ -455,6 +455,36 @@ mod tests {
         cls.bucket.free(block).unwrap();
     }
 
+    /// R-A2: a trim gives back the bucket pages past the peak since the last trim.
+    #[test]
+    fn r_a2_a_trim_gives_back_the_pages_past_the_peak() {
+        let sizes = HandleSizeTable::new([HandleSize {
+            ty: HandleType::Resource,
+            size: 64,
+        }])
+        .unwrap();
+        let mut cls = ClsTable::<NullDriver>::new(&sizes).unwrap();
+        let blocks: Vec<_> = (0..256)
+            .map(|_| cls.bucket.alloc_class_len(0).unwrap().0)
+            .collect();
+        for block in blocks {
+            cls.bucket.free(block).unwrap();
+        }
+        let peak = cls.retained_bytes();
+        cls.trim();
+        assert_eq!(
+            cls.retained_bytes(),
+            peak,
+            "the peak since the last trim is kept"
+        );
+        cls.trim();
+        assert!(
+            cls.retained_bytes() < peak,
+            "nothing used since: {} of {peak} bytes kept",
+            cls.retained_bytes()
+        );
+    }
+
     /// A closed handle's entry stays in the slot table, and is told apart from an open one
     /// by the handle at the position it names: not found once closed, found again once
     /// opened at another position.
