@@ -128,7 +128,7 @@ impl<D: Driver> ClsTable<D> {
         let page = self.table.get(slot / TABLE_PAGE)?.as_ref()?;
         // 0 (not open) wraps to a position past any table's end, which `get` refuses.
         let at = page[slot % TABLE_PAGE].wrapping_sub(1) as usize;
-        // An entry outlives its handle's close (`clear_position`): the handle at its position
+        // An entry outlives its handle's close (`forget_closed`): the handle at its position
         // tells a stale entry from the open handle's.
         (self.open.get(at)?.held.handle() == handle).then(|| {
             self.recent.note(handle, at);
@@ -156,7 +156,7 @@ impl<D: Driver> ClsTable<D> {
     /// another handle, or none, once this one closed; the next open of the slot overwrites
     /// it.
     #[inline(always)]
-    fn clear_position(&mut self, handle: AnyHandle) {
+    fn forget_closed(&mut self, handle: AnyHandle) {
         self.recent.forget(handle);
     }
 
@@ -382,10 +382,10 @@ impl<D: Driver> ClsTable<D> {
             ..
         }) = self.open.pop()
         {
-            // Out of the table before the hook runs; its hold and block are handed on even
+            // Forgotten before the hook runs; its hold and block are handed on even
             // if the hook panics (the handles not reached yet stay open, and a later close
             // takes them).
-            self.clear_position(held.handle());
+            self.forget_closed(held.handle());
             let keep_it = keep.as_deref_mut();
             let mut closing =
                 scopeguard::guard((&mut self.bucket, block, held), |(bucket, block, held)| {
@@ -495,7 +495,7 @@ mod tests {
         let h = handle(5);
         cls.set_position(h, 1);
         assert_eq!(cls.position_in_table(h), None, "nothing open at position 0");
-        cls.clear_position(h);
+        cls.forget_closed(h);
         assert_eq!(cls.position_of(h), None);
     }
 }
