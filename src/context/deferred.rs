@@ -1405,11 +1405,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// Trims the context's pools down to their high watermarks now (R-A2); returns the bytes
     /// given back. The context also does this by itself at the Finish after the immediate
-    /// context performed amortised processing, and when it runs out of memory.
+    /// context performed amortised processing, and when it runs out of memory. A trim here
+    /// answers the immediate context's request too: the next Finish does not trim again, so
+    /// what it counts toward the watermark starts at this trim.
     pub fn trim(&mut self) -> usize {
         #[cfg(feature = "capture")]
         self.capture_begin(Call::Trim);
         self.sink = Vec::new();
+        self.trim_seen = self.device.shared.trim_epoch();
         let trimmed = self.trim_pools();
         #[cfg(feature = "capture")]
         self.capture_end(&Ok(()));

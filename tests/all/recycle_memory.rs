@@ -252,38 +252,63 @@ fn r_a2_the_binding_table_is_counted_and_given_back_once_unused() {
 }
 
 /// R-A2: a trim keeps as many recycled lists as the context made since the last trim (the
-/// lists a frame needs), not one fewer, and ends the rest.
+/// lists a frame needs), not one fewer, and ends the rest; whether or not the immediate
+/// context performed amortised processing (which asks the context to trim at its next
+/// Finish) at either flush of the frame, since the trim that follows answers that request.
 #[test]
 fn r_a2_a_trim_keeps_the_lists_made_since_the_last_trim() {
-    let (device, mut ic, world, src, dst) = setup();
-    let mut dc = device.create_deferred_context().unwrap();
-    // Five lists made and back in the cache, then a trim: the count starts there.
-    let frame = |dc: &mut SoftDeferredContext, ic: &mut SoftImmediate, lists: usize| {
-        let made: Vec<_> = (0..lists)
-            .map(|_| {
-                dc.command(SoftCommand::Copy { dst, src }).unwrap();
-                dc.finish().unwrap()
-            })
-            .collect();
-        for list in &made {
-            ic.execute_command_list(list).unwrap();
-        }
-        drop(made);
-        ic.flush().unwrap();
-        // A Finish takes the lists the flush gave back into the cache.
-        dc.command(SoftCommand::Copy { dst, src }).unwrap();
-        let last = dc.finish().unwrap();
-        ic.execute_command_list(&last).unwrap();
-        drop(last);
-        ic.flush().unwrap();
-        dc.trim();
-        dc.stats().cached_lists
-    };
-    frame(&mut dc, &mut ic, 5);
-    // Three made (and the Finish that takes them back) since: four kept.
-    assert_eq!(frame(&mut dc, &mut ic, 3), 4);
-    assert_eq!(frame(&mut dc, &mut ic, 1), 2);
-    drop(dc);
-    ic.destroy_device().unwrap();
-    world.assert_clean();
+    /// Where the immediate context performs amortised processing in a frame, besides where
+    /// a flush performs it by itself (the first ever, and after a millisecond).
+    #[derive(Clone, Copy, PartialEq, Debug)]
+    enum Pump {
+        None,
+        AfterTheLists,
+        AfterTheLast,
+    }
+    for pump in [Pump::None, Pump::AfterTheLists, Pump::AfterTheLast] {
+        let (device, mut ic, world, src, dst) = setup();
+        let mut dc = device.create_deferred_context().unwrap();
+        let flush = |ic: &mut SoftImmediate, here: Pump| {
+            let count = ic.amortized_count();
+            if pump == here {
+                // The end of a frame performs it if the frame had none; else the flush does,
+                // as the first submit of the new frame.
+                ic.end_frame().unwrap();
+            }
+            ic.flush().unwrap();
+            assert!(
+                pump != here || ic.amortized_count() > count,
+                "{pump:?}: performed"
+            );
+        };
+        let frame = |dc: &mut SoftDeferredContext, ic: &mut SoftImmediate, lists: usize| {
+            let made: Vec<_> = (0..lists)
+                .map(|_| {
+                    dc.command(SoftCommand::Copy { dst, src }).unwrap();
+                    dc.finish().unwrap()
+                })
+                .collect();
+            for list in &made {
+                ic.execute_command_list(list).unwrap();
+            }
+            drop(made);
+            flush(ic, Pump::AfterTheLists);
+            // A Finish takes the lists the flush gave back into the cache.
+            dc.command(SoftCommand::Copy { dst, src }).unwrap();
+            let last = dc.finish().unwrap();
+            ic.execute_command_list(&last).unwrap();
+            drop(last);
+            flush(ic, Pump::AfterTheLast);
+            dc.trim();
+            dc.stats().cached_lists
+        };
+        // Five lists made and back in the cache, then a trim: the count starts there.
+        frame(&mut dc, &mut ic, 5);
+        // Three made (and the Finish that takes them back) since: four kept.
+        assert_eq!(frame(&mut dc, &mut ic, 3), 4, "{pump:?}");
+        assert_eq!(frame(&mut dc, &mut ic, 1), 2, "{pump:?}");
+        drop(dc);
+        ic.destroy_device().unwrap();
+        world.assert_clean();
+    }
 }
