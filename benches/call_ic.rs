@@ -67,14 +67,14 @@ const DISCARD_REPLAYED_IR: u64 = 6_001;
 /// The same where the driver builds its lists.
 const DISCARD_DRIVER_BUILT_IR: u64 = 4_656;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 9_379;
+const DISCARD_IMMEDIATE_IR: u64 = 8_803;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
 const APPEND_REPLAYED_IR: u64 = 3_813;
 /// The same where the driver builds its lists.
 const APPEND_DRIVER_BUILT_IR: u64 = 4_261;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 6_533;
+const APPEND_IMMEDIATE_IR: u64 = 6_277;
 /// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.
 const BIND_REPLAYED_IR: u64 = 2_122;
 /// The same where the driver builds its lists.

@@ -89,7 +89,7 @@ const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_574;
 /// The same on a deferred context the engine emulates (a driver without command lists).
 const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_534;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 12_734;
+const IMMEDIATE_BUDGET_IR: u64 = 12_158;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
 const RING_REPLAYED_BUDGET_IR: u64 = 6_516;
@@ -99,24 +99,24 @@ const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_612;
 const RING_EMULATED_BUDGET_IR: u64 = 6_356;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 10_404;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 10_148;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_970;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_650;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
 const DDI_REPLAYED_BUDGET_IR: u64 = 9_659;
 /// The same where the driver builds its lists.
 const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_635;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 12_988;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 12_412;
 /// Instructions of a run of [`DRAWS`] ring draws made through DDI-shaped entry points on a
 /// deferred context whose lists the engine replays.
 const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_546;
 /// The same where the driver builds its lists.
 const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_258;
 /// The same on the immediate context.
-const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 10_691;
+const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 10_435;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 

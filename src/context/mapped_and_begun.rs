@@ -78,22 +78,6 @@ impl<M> MappedAndBegun<M> {
         }
     }
 
-    /// [`MappedAndBegun::map`], answering the memory where it is kept now, for a Map's route
-    /// to hand out without looking for it. A method of its own rather than `map`'s answer:
-    /// the deferred context's Map, which needs none, compiled larger through it.
-    #[inline]
-    pub(crate) fn map_noted(&mut self, resource: Handle<Resource>, memory: M) -> &mut M {
-        debug_assert!(self.check_map(resource).is_ok());
-        let (_, memory) = match self.first {
-            None => self.first.insert((resource, memory)),
-            Some(_) => {
-                self.more.push((resource, memory));
-                self.more.last_mut().expect("pushed just above")
-            }
-        };
-        memory
-    }
-
     /// Where the open Map of `resource` is, for [`MappedAndBegun::mapped_at`] and
     /// [`MappedAndBegun::unmap_at`], or an application error if it is not mapped here: an
     /// Unmap finds its Map once. 0 is the slot, `i + 1` the list's `i`.
@@ -235,8 +219,7 @@ mod tests {
         let (a, b) = (resource(1), resource(2));
         refused(open.find_mapped(a));
         open.check_map(a).unwrap();
-        // Handed back where it is kept: written there, found there.
-        *open.map_noted(a, 11) -= 1;
+        open.map(a, 10);
         assert_eq!(open.owed(), 1);
         refused(open.check_map(a));
         open.check_map(b).unwrap();
@@ -250,13 +233,12 @@ mod tests {
     }
 
     #[test]
-    fn r_c4_maps_at_once_each_found_and_handed_back_where_kept() {
+    fn r_c4_maps_at_once_each_found_where_kept() {
         let mut open = MappedAndBegun::<u32>::default();
         let [a, b, c, d] = [1, 2, 3, 4].map(resource);
         open.map(a, 10);
-        assert_eq!(*open.map_noted(b, 20), 20);
-        // Handed back where it is kept: written there, found there.
-        *open.map_noted(c, 31) -= 1;
+        open.map(b, 20);
+        open.map(c, 30);
         assert_eq!(open.owed(), 3);
         for (r, m) in [(a, 10), (b, 20), (c, 30)] {
             refused(open.check_map(r));
@@ -270,7 +252,7 @@ mod tests {
         open.check_map(a).unwrap();
         assert_eq!(*open.mapped_at(open.find_mapped(b).unwrap()), 20);
         assert_eq!(*open.mapped_at(open.find_mapped(c).unwrap()), 30);
-        assert_eq!(*open.map_noted(d, 40), 40);
+        open.map(d, 40);
         assert_eq!(unmap(&mut open, b).unwrap(), 20);
         assert_eq!(unmap(&mut open, d).unwrap(), 40);
         assert_eq!(unmap(&mut open, c).unwrap(), 30);

@@ -20,7 +20,7 @@ use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
 use crate::registry::ObjectView;
 use core::ptr::NonNull;
-use rename_pool::{ClassId, RecordId, RenamePool};
+use rename_pool::{ClassId, RecordId};
 use scopeguard::ScopeGuard;
 
 use super::rename_pool;
@@ -50,8 +50,6 @@ pub(super) enum IcMap {
         record: RecordId,
         /// Its size class in the rename pool (the resource's allocation's size).
         class: ClassId,
-        /// The bytes handed out (the resource's; the mapping may be larger).
-        len: usize,
     },
 }
 
@@ -60,19 +58,6 @@ const VIEWABLE: BindFlags = BindFlags::SHADER_RESOURCE
     .union(BindFlags::RENDER_TARGET)
     .union(BindFlags::DEPTH_STENCIL)
     .union(BindFlags::UNORDERED_ACCESS);
-
-impl IcMap {
-    /// The Map's bytes, where they are: its own, or `pool`'s for a rename.
-    #[inline]
-    pub(super) fn bytes_mut<'a>(&'a mut self, pool: &'a mut RenamePool) -> &'a mut [u8] {
-        match self {
-            IcMap::Discard(contents) => contents,
-            IcMap::Locked { mapping, .. } | IcMap::Lent { mapping, .. } => mapping.bytes_mut(),
-            // Checked at the Map: `len` is within the record's lock.
-            IcMap::Renamed { record, len, .. } => pool.lent_bytes(*record, *len),
-        }
-    }
-}
 
 impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     /// Map of `ty` with `flags`, as a C shim's ResourceMap passes them (R-M1):
@@ -146,17 +131,21 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         unsafe { &mut *bytes.as_ptr() }
     }
 
-    /// Notes the Map of `resource` open with its memory `map`: its bytes, for the route to
-    /// hand out without finding the Map again ([`ImmediateContext::handed_out`]).
+    /// Notes the Map of `resource` open with its memory `map`, whose bytes are `bytes`
+    /// (taken before the move: a Map's bytes are a box, the kernel's memory or the pool's
+    /// lock, which stay where they are wherever its record moves), for the route to hand out
+    /// without finding the Map again ([`ImmediateContext::handed_out`]). A pointer, not a
+    /// borrow: the route's answer leaves the context through `entry`, whose report needs the
+    /// context again.
     #[inline(always)]
-    fn note_map(&mut self, resource: Handle<Resource>, map: IcMap) -> NonNull<[u8]> {
-        // A pointer, not a borrow: the route's answer leaves the context through `entry`,
-        // whose report needs the context again.
-        NonNull::from(
-            self.open
-                .map_noted(resource, map)
-                .bytes_mut(&mut self.rename_pool),
-        )
+    fn note_map(
+        &mut self,
+        resource: Handle<Resource>,
+        map: IcMap,
+        bytes: NonNull<[u8]>,
+    ) -> NonNull<[u8]> {
+        self.open.map(resource, map);
+        bytes
     }
 
     fn map_new(&mut self, resource: Handle<Resource>) -> Result<NonNull<[u8]>> {
@@ -196,7 +185,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             return Err(Error::OutOfMemory);
         }
         contents.resize(size, 0);
-        Ok(self.note_map(resource, IcMap::Discard(contents)))
+        let bytes = NonNull::from(contents.as_mut_slice());
+        Ok(self.note_map(resource, IcMap::Discard(contents), bytes))
     }
 
     /// Locks an allocation of `size` bytes (of `class` in the pool) that no unfinished
@@ -236,13 +226,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 self.rename_pool.admit(allocation)
             }
         };
-        let locked = match &self.rename_pool.record_mut(id).lock {
-            Some(mapping) => mapping.bytes().len(),
+        // The lock's bytes, reached once: they stay where they are while the record is lent,
+        // wherever the pool moves the record (a mapping's bytes are a box or the kernel's).
+        let locked = match self.rename_pool.record_mut(id).lock.as_mut() {
+            Some(mapping) => NonNull::from(mapping.bytes_mut()),
             None => self.lock_for_rename(class, id)?,
         };
         // Handed out as they are: a Map(DISCARD)'s values are undefined (R-M1), and the
         // kernel's memory is initialised (`CpuMapping::from_raw`).
-        if locked < len {
+        if locked.len() < len {
             let record = self.rename_pool.record_mut(id);
             let (allocation, mapping) = (record.allocation, record.lock.take());
             // Back to the pool first: an unlock that panics counts as done.
@@ -252,20 +244,17 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             }
             return Err(Error::InvalidArg);
         }
-        let map = IcMap::Renamed {
-            record: id,
-            class,
-            len,
-        };
-        Ok(Some(self.note_map(resource, map)))
+        let map = IcMap::Renamed { record: id, class };
+        let bytes = NonNull::slice_from_raw_parts(locked.cast::<u8>(), len);
+        Ok(Some(self.note_map(resource, map, bytes)))
     }
 
     /// The kernel's lock of the allocation of the lent record `id` a rename takes (R-M5): a
     /// new one, or one the pool keeps unlocked; the lock goes into the record, and its
-    /// length is the answer. Until the lock hands it out the record is the pool's (no buffer
+    /// bytes are the answer. Until the lock hands it out the record is the pool's (no buffer
     /// referenced it): back there if the lock fails or panics.
     #[cold]
-    fn lock_for_rename(&mut self, class: ClassId, id: RecordId) -> Result<usize> {
+    fn lock_for_rename(&mut self, class: ClassId, id: RecordId) -> Result<NonNull<[u8]>> {
         let kernel = self.device.shared.kernel();
         let mut flags =
             LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC | LockFlags::NO_EXISTING_REFERENCE;
@@ -276,9 +265,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         let back = scopeguard::guard(&mut self.rename_pool, |pool| pool.put_back(class, id));
         let mapping = kernel.lock(allocation, flags)?;
         let pool = ScopeGuard::into_inner(back);
-        let locked = mapping.bytes().len();
-        pool.record_mut(id).lock = Some(mapping);
-        Ok(locked)
+        let lock = pool.record_mut(id).lock.insert(mapping);
+        Ok(NonNull::from(lock.bytes_mut()))
     }
 
     /// The Unmap of a Map(DISCARD) that renamed (R-M5): the allocation written becomes the
@@ -580,8 +568,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     ) -> Result<NonNull<[u8]>> {
         let allocation = view.allocation().ok_or(AppError::NotMappable)?;
         let kernel = self.device.shared.kernel();
-        let map = if self.persistent_locks {
-            let mapping = match view.entry().ic_side(&mut self.token).lock.take() {
+        let (map, bytes) = if self.persistent_locks {
+            let mut mapping = match view.entry().ic_side(&mut self.token).lock.take() {
                 Some(mapping) => mapping,
                 None => {
                     // A staging resource's lock serves its later Maps of any type: it reads
@@ -593,17 +581,22 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     kernel.lock(allocation, flags | LockFlags::PERSISTENT)?
                 }
             };
-            IcMap::Lent {
+            let bytes = NonNull::from(mapping.bytes_mut());
+            let map = IcMap::Lent {
                 allocation,
                 mapping,
-            }
+            };
+            (map, bytes)
         } else {
-            IcMap::Locked {
+            let mut mapping = kernel.lock(allocation, flags)?;
+            let bytes = NonNull::from(mapping.bytes_mut());
+            let map = IcMap::Locked {
                 allocation,
-                mapping: kernel.lock(allocation, flags)?,
-            }
+                mapping,
+            };
+            (map, bytes)
         };
-        Ok(self.note_map(resource, map))
+        Ok(self.note_map(resource, map, bytes))
     }
 
     /// The allocations the open Maps of resources' own memory hold locked (R-M4), into the

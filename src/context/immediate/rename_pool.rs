@@ -187,14 +187,6 @@ impl RenamePool {
         &mut self.records[id as usize]
     }
 
-    /// The first `len` bytes of a lent record's lock: the bytes of the Map it is lent to,
-    /// which checked that the lock has that many.
-    #[inline]
-    pub(super) fn lent_bytes(&mut self, id: RecordId, len: usize) -> &mut [u8] {
-        let lock = self.records[id as usize].lock.as_mut();
-        &mut lock.expect("a lent record is locked").bytes_mut()[..len]
-    }
-
     /// Allocations of `class` the pool holds, whether the GPU is done with them or not.
     pub(super) fn waiting(&self, class: ClassId) -> usize {
         self.classes[class as usize].idle.len()
@@ -357,11 +349,8 @@ mod tests {
         let lock = || Some(CpuMapping::owned(vec![7; 8].into_boxed_slice()));
         give(&mut pool, c, a(1), lock(), 2);
         let id = pool.take(c, 2).expect("done");
-        assert_eq!(
-            pool.lent_bytes(id, 4),
-            [7; 4],
-            "the Map's bytes, as long as asked"
-        );
+        let lent = pool.record_mut(id).lock.as_ref().expect("locked");
+        assert_eq!(lent.bytes(), [7; 8], "the Map's bytes: the lock's");
         assert_eq!(pool.waiting(c), 0, "lent, not waiting");
         let mut held = None;
         assert_eq!(pool.exchange(c, id, a(2), &mut held, 5), a(1));
