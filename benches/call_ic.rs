@@ -56,31 +56,31 @@ pub const CALLS: u64 = 32;
 
 /// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
 /// as last recorded (BENCHMARKS.md says when).
-const COMMAND_REPLAYED_IR: u64 = 2_466;
+const COMMAND_REPLAYED_IR: u64 = 2_669;
 /// The same where the driver builds its lists.
-const COMMAND_DRIVER_BUILT_IR: u64 = 2_050;
+const COMMAND_DRIVER_BUILT_IR: u64 = 2_157;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 3_578;
+const COMMAND_IMMEDIATE_IR: u64 = 3_045;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_001;
+const DISCARD_REPLAYED_IR: u64 = 6_175;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 4_656;
+const DISCARD_DRIVER_BUILT_IR: u64 = 4_894;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 8_803;
+const DISCARD_IMMEDIATE_IR: u64 = 8_403;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 3_813;
+const APPEND_REPLAYED_IR: u64 = 4_052;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_261;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_564;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 6_277;
+const APPEND_IMMEDIATE_IR: u64 = 5_620;
 /// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.
-const BIND_REPLAYED_IR: u64 = 2_122;
+const BIND_REPLAYED_IR: u64 = 2_251;
 /// The same where the driver builds its lists.
-const BIND_DRIVER_BUILT_IR: u64 = 1_706;
+const BIND_DRIVER_BUILT_IR: u64 = 1_803;
 /// The same on the immediate context.
-const BIND_IMMEDIATE_IR: u64 = 3_830;
+const BIND_IMMEDIATE_IR: u64 = 2_071;
 /// Where `bind` binds.
 const BIND_AT: BindPoint = BindPoint::new(BindClass::ShaderResource(Stage::Pixel), 0);
 /// The ring's size.

@@ -276,6 +276,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     ///
     /// With persistent locks, `lock` (the new allocation's) becomes the resource's, and the
     /// old allocation's goes to the pool with it.
+    #[inline(always)]
     fn rename(
         &mut self,
         resource: Handle<Resource>,
