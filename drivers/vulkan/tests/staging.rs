@@ -20,6 +20,8 @@ use cmdlist_vulkan::{
     VulkanConfig, VulkanDevice, VulkanDriver, VulkanImmediateContext, VulkanKernel, VulkanWorld,
 };
 
+mod turn;
+
 // ---------------------------------------------------------------------------------------
 // Set-up (as in tests/vulkan.rs)
 // ---------------------------------------------------------------------------------------
@@ -177,6 +179,7 @@ fn read_back(ic: &mut VulkanImmediateContext, readback: Handle<Resource>) -> Vec
 /// that buffer still pending (a wait for the whole GPU would time out into DeviceRemoved).
 #[test]
 fn a_staging_read_waits_only_for_the_buffer_that_uses_it() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -244,6 +247,7 @@ fn a_staging_read_waits_only_for_the_buffer_that_uses_it() {
 /// and `resource_is_busy` says so; once released, polling maps the copied bytes.
 #[test]
 fn do_not_wait_answers_was_still_drawing_while_the_copy_is_held() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -311,6 +315,7 @@ fn poll_read(
 /// no failure).
 #[test]
 fn do_not_wait_never_maps_stale_bytes() {
+    let _turn = turn::take();
     const LEN: usize = 4 << 20;
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
@@ -358,6 +363,7 @@ fn do_not_wait_never_maps_stale_bytes() {
 /// without it waits: the held copy carries the bytes before the new ones.
 #[test]
 fn staging_writes_are_what_the_gpu_copies_out() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -435,6 +441,7 @@ fn staging_writes_are_what_the_gpu_copies_out() {
 /// that reads the bytes before it, and that buffer's copy does not see the append.
 #[test]
 fn no_overwrite_on_the_immediate_context_appends_in_place() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -497,6 +504,7 @@ fn no_overwrite_on_the_immediate_context_appends_in_place() {
 /// Unmap: the kernel keeps the memory until the unlock, and nothing is left after.
 #[test]
 fn a_destroyed_or_open_map_is_unlocked_and_freed() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -530,6 +538,7 @@ fn a_destroyed_or_open_map_is_unlocked_and_freed() {
 /// wait it saw zeros, and the copy, running later, overwrote the appends).
 #[test]
 fn no_overwrite_right_after_a_discard_keeps_the_discards_bytes() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -575,6 +584,7 @@ fn no_overwrite_right_after_a_discard_keeps_the_discards_bytes() {
 /// rounds of discards keep the number of allocations bounded.
 #[test]
 fn a_discard_on_the_immediate_context_renames_while_the_gpu_reads_the_old_memory() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -631,6 +641,7 @@ fn a_discard_on_the_immediate_context_renames_while_the_gpu_reads_the_old_memory
 /// only other resources runs its secondaries.
 #[test]
 fn a_list_recorded_before_a_rename_reads_the_new_memory() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;
@@ -675,6 +686,7 @@ fn a_list_recorded_before_a_rename_reads_the_new_memory() {
 /// that wrote it); the lock ends before the memory goes, and nothing is left.
 #[test]
 fn a_persistent_lock_sees_each_gpu_write_to_its_memory() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode) else {
             return;

@@ -20,6 +20,8 @@ use cmdlist::{
 };
 use cmdlist_vulkan::{Faults, VulkanConfig, VulkanDevice, VulkanImmediateContext, VulkanWorld};
 
+mod turn;
+
 // ---------------------------------------------------------------------------------------
 // Set-up
 // ---------------------------------------------------------------------------------------
@@ -481,16 +483,19 @@ fn compare(mode: ListMode) {
 
 #[test]
 fn same_bytes_as_soft_emulated() {
+    let _turn = turn::take();
     compare(ListMode::Emulated);
 }
 
 #[test]
 fn same_bytes_as_soft_replayed() {
+    let _turn = turn::take();
     compare(ListMode::Replayed);
 }
 
 #[test]
 fn same_bytes_as_soft_driver_built() {
+    let _turn = turn::take();
     compare(ListMode::DriverBuilt);
 }
 
@@ -614,6 +619,7 @@ fn hazards(mode: ListMode, barriers: bool) -> Option<(bool, Vec<String>)> {
 
 #[test]
 fn hazards_ordered_in_every_mode() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         if let Some((_, messages)) = hazards(mode, true) {
             assert_eq!(messages, Vec::<String>::new(), "{mode:?}");
@@ -625,6 +631,7 @@ fn hazards_ordered_in_every_mode() {
 /// reports the hazards (where the layer is installed).
 #[test]
 fn hazards_reported_without_the_barriers() {
+    let _turn = turn::take();
     for mode in [ListMode::Replayed, ListMode::DriverBuilt] {
         let Some((validation, messages)) = hazards(mode, false) else {
             return;
@@ -703,6 +710,7 @@ fn ranges_steps([r, s, t]: [Handle<Resource>; 3]) -> (Vec<Step>, [Vec<u8>; 3]) {
 /// and the three kept are.
 #[test]
 fn hazard_barriers_only_where_ranges_meet() {
+    let _turn = turn::take();
     for mode in [ListMode::Replayed, ListMode::DriverBuilt] {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -765,6 +773,7 @@ fn hazard_barriers_only_where_ranges_meet() {
 /// reaches the host alone it passes too.
 #[test]
 fn submissions_in_a_row_are_ordered_by_the_end_barrier() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::Replayed, DeviceConfig::default()) else {
         return;
     };
@@ -801,6 +810,7 @@ fn submissions_in_a_row_are_ordered_by_the_end_barrier() {
 /// with barriers before and after the `vkCmdExecuteCommands` in the primary.
 #[test]
 fn nested_segments_are_ordered_by_their_start_barrier() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -844,6 +854,7 @@ fn nested_segments_are_ordered_by_their_start_barrier() {
 /// pending on the GPU (held by a semaphore the test signals), and goes once it completed.
 #[test]
 fn r_d1_r_d4_pending_buffer_keeps_destroyed_memory() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -890,6 +901,7 @@ fn r_d1_r_d4_pending_buffer_keeps_destroyed_memory() {
 /// kernel memory manager does, without a violation.
 #[test]
 fn r_d1_submitted_clock_memory_waits_for_the_timeline() {
+    let _turn = turn::take();
     let config = DeviceConfig::default().with_retire_clock(Clock::Submitted);
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
         return;
@@ -919,6 +931,7 @@ fn r_d1_submitted_clock_memory_waits_for_the_timeline() {
 /// allocation is pending is a violation under the completed clock (R-D4).
 #[test]
 fn r_d4_kernel_flags_memory_freed_under_a_pending_buffer() {
+    let _turn = turn::take();
     let world = match cmdlist_vulkan::new(VulkanConfig::default()) {
         Ok((driver, kernel, world)) => {
             drop(driver);
@@ -962,6 +975,7 @@ fn r_d4_kernel_flags_memory_freed_under_a_pending_buffer() {
 /// the held buffers run instead of waiting for them forever.
 #[test]
 fn world_dropped_with_the_gpu_held_does_not_hang() {
+    let _turn = turn::take();
     let (driver, kernel, world) = match cmdlist_vulkan::new(VulkanConfig::default()) {
         Ok(parts) => parts,
         Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
@@ -994,6 +1008,7 @@ fn world_dropped_with_the_gpu_held_does_not_hang() {
 /// 16 MiB still running, they are the bytes written.
 #[test]
 fn read_waits_for_the_buffer_that_wrote() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::Replayed, DeviceConfig::default()) else {
         return;
     };
@@ -1014,6 +1029,7 @@ fn read_waits_for_the_buffer_that_wrote() {
 /// calls the kernel itself, and the memory still outlives the buffer.
 #[test]
 fn r_d1_kernel_flags_memory_freed_under_an_unsubmitted_buffer() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::Replayed, DeviceConfig::default()) else {
         return;
     };
@@ -1045,6 +1061,7 @@ fn r_d1_kernel_flags_memory_freed_under_an_unsubmitted_buffer() {
 /// else).
 #[test]
 fn world_creation_failing_at_any_step_leaks_nothing() {
+    let _turn = turn::take();
     match VulkanWorld::new(VulkanConfig::default()) {
         Ok(world) if world.validation_enabled() => drop(world),
         Ok(_) if !required() => return eprintln!("skipped: no validation layer"),
@@ -1107,6 +1124,7 @@ fn world_creation_failing_at_any_step_leaks_nothing() {
 /// buffer freed, and the list's bytes land once the GPU runs.
 #[test]
 fn list_parked_on_a_failed_submit_waits_for_the_buffer_that_carries_it() {
+    let _turn = turn::take();
     let config = VulkanConfig {
         faults: Faults {
             submit: 1,
@@ -1180,6 +1198,7 @@ fn list_parked_on_a_failed_submit_waits_for_the_buffer_that_carries_it() {
 /// Finish after such an error).
 #[test]
 fn a_clear_that_runs_out_of_upload_memory_part_way_writes_nothing() {
+    let _turn = turn::take();
     const CHUNK: usize = 64 << 10;
     for free in 1..12 {
         let config = VulkanConfig {
@@ -1301,6 +1320,7 @@ fn fault_stream(device: &VulkanDevice, ic: &mut VulkanImmediateContext) -> Vec<c
 /// layer reported nothing.
 #[test]
 fn injected_vulkan_faults_are_errors() {
+    let _turn = turn::take();
     if vulkan(ListMode::DriverBuilt, DeviceConfig::default()).is_none() {
         return;
     }
@@ -1405,6 +1425,7 @@ fn injected_vulkan_faults_are_errors() {
 /// re-executed while a previous execution is pending, with recycling off and on.
 #[test]
 fn driver_built_lists_outlive_and_race_their_context() {
+    let _turn = turn::take();
     for recycle in [false, true] {
         let config = DeviceConfig::default().with_recycle(recycle);
         let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, config) else {
@@ -1502,6 +1523,7 @@ fn driver_built_lists_outlive_and_race_their_context() {
 /// passes that buffer, while its context records more lists.
 #[test]
 fn submitted_list_clock_keeps_lists_until_the_gpu_ran_them() {
+    let _turn = turn::take();
     for recycle in [true, false] {
         let config = DeviceConfig::default()
             .with_list_clock(Clock::Submitted)
@@ -1570,6 +1592,7 @@ fn submitted_list_clock_keeps_lists_until_the_gpu_ran_them() {
 /// by its thread alone (the validation layer's thread-safety checks watch the pool).
 #[test]
 fn ic_pool_stays_on_its_thread_while_others_wait_for_the_gpu() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -1613,6 +1636,7 @@ fn ic_pool_stays_on_its_thread_while_others_wait_for_the_gpu() {
 /// as the engine allows) is no violation; the pool's record shows both threads.
 #[test]
 fn driver_built_context_may_move_between_threads() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -1650,6 +1674,7 @@ fn driver_built_context_may_move_between_threads() {
 /// list writes its own resource alone.
 #[test]
 fn driver_built_abandoned_recording_reaches_no_later_list() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -1691,6 +1716,7 @@ fn driver_built_abandoned_recording_reaches_no_later_list() {
 /// through its pool's lock, and the context frees them when it is dropped on its thread.
 #[test]
 fn driver_built_list_destroyed_while_its_context_lives() {
+    let _turn = turn::take();
     let Some((device, ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default()) else {
         return;
     };
@@ -1729,6 +1755,7 @@ fn driver_built_list_destroyed_while_its_context_lives() {
 /// thread is flagged (R-T2).
 #[test]
 fn r_t2_submit_off_the_immediate_thread_is_flagged() {
+    let _turn = turn::take();
     let (driver, kernel, world) = match cmdlist_vulkan::new(VulkanConfig::default()) {
         Ok(parts) => parts,
         Err(e) if required() => panic!("CMDLIST_VULKAN_REQUIRED=1: {e}"),
@@ -1845,6 +1872,7 @@ where
 
 #[test]
 fn r_x5_lists_recorded_before_a_rotation_run_on_the_new_identities() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -2062,6 +2090,7 @@ fn assert_same_bytes(mode: ListMode, got: &[Vec<u8>], want: &[Vec<u8>]) {
 
 #[test]
 fn draws_same_bytes_as_soft_in_every_mode() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -2180,6 +2209,7 @@ where
 
 #[test]
 fn discards_read_in_place_same_bytes_as_soft_in_every_mode() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -2276,6 +2306,7 @@ where
 
 #[test]
 fn a_nested_list_recorded_before_a_rename_reads_the_new_memory() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -2372,6 +2403,7 @@ where
 
 #[test]
 fn fills_into_discarded_targets_same_bytes_as_soft_in_every_mode() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -2397,6 +2429,7 @@ fn fills_into_discarded_targets_same_bytes_as_soft_in_every_mode() {
 /// more per draw for a copy into the buffer the previous draw read.
 #[test]
 fn renamed_discards_need_no_barriers_of_their_own() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -2439,6 +2472,7 @@ fn renamed_discards_need_no_barriers_of_their_own() {
 /// what an update wrote and a copy reading what the draw wrote are reported.
 #[test]
 fn draw_hazards_reported_without_the_barriers() {
+    let _turn = turn::take();
     let config = VulkanConfig {
         hazard_barriers: false,
         ..VulkanConfig::for_mode(ListMode::DriverBuilt)
@@ -2482,6 +2516,7 @@ const SHADERS: &[&str] = &["draw", "blt"];
 /// validation layer stays silent.
 #[test]
 fn draws_past_the_storage_buffer_range_are_unsupported() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -2563,6 +2598,7 @@ fn draws_past_the_storage_buffer_range_are_unsupported() {
 /// the compiler is installed; required with `CMDLIST_SHADERS_REQUIRED=1`.
 #[test]
 fn shipped_spirv_matches_its_source() {
+    let _turn = turn::take();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("shaders");
     let out = std::env::temp_dir().join(format!("cmdlist-vulkan-{}", std::process::id()));
     std::fs::create_dir_all(&out).unwrap();
@@ -2732,6 +2768,7 @@ fn gpu_blt(
 /// one, never more). The rest of the destination is untouched.
 #[test]
 fn r_x6_r_x7_gpu_blt_matches_the_reference() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -2808,6 +2845,7 @@ fn r_x6_r_x7_gpu_blt_matches_the_reference() {
 /// `B8G8R8A8_UNORM` back buffer, filtered in linear light: within one code of the reference.
 #[test]
 fn main_jobs_blt_on_the_gpu_within_one_code() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -2849,6 +2887,7 @@ fn main_jobs_blt_on_the_gpu_within_one_code() {
 /// Formats the GPU Blt does not cover are refused as unsupported, nothing written.
 #[test]
 fn gpu_blt_refuses_what_it_does_not_cover() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -2894,6 +2933,7 @@ fn gpu_blt_refuses_what_it_does_not_cover() {
 /// surface is copied into it too.
 #[test]
 fn r_x1_present_copies_the_surface_to_the_screen() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -3133,6 +3173,7 @@ fn soft_ring_bytes(mode: ListMode) -> Vec<Vec<u8>> {
 /// that reads them was recorded, reach the GPU with the submit).
 #[test]
 fn no_overwrite_ring_same_bytes_as_soft_in_every_mode() {
+    let _turn = turn::take();
     for mode in ListMode::ALL {
         let Some((device, mut ic, world)) = vulkan(mode, DeviceConfig::default()) else {
             return;
@@ -3178,6 +3219,7 @@ fn no_overwrite_ring_same_bytes_as_soft_in_every_mode() {
 /// the resource.
 #[test]
 fn driver_built_no_overwrite_unmap_records_nothing() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
@@ -3230,6 +3272,7 @@ fn driver_built_no_overwrite_unmap_records_nothing() {
 /// append, `out` with the stretch read.
 #[test]
 fn driver_built_no_overwrite_after_a_read_records_nothing() {
+    let _turn = turn::take();
     let Some((device, mut ic, world)) = vulkan(ListMode::DriverBuilt, DeviceConfig::default())
     else {
         return;
