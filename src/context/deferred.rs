@@ -1185,9 +1185,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
             self.renew()?;
         }
         self.stats.finished += 1;
-        let epoch = self.device.shared.trim_epoch();
-        if epoch != self.trim_seen {
-            self.trim_seen = epoch;
+        if self.device.shared.trim_epoch() != self.trim_seen {
             self.trim_pools();
         }
         Ok(list)
@@ -1299,8 +1297,11 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// beyond what was made since the last trim, oversized list memory, bucket pages. A trim
     /// with no list made since the last one keeps what the last window that made lists
     /// needed: the list pool shrinks to it, and the bucket pages stay (their peak since the
-    /// last trim is no window's need).
+    /// last trim is no window's need). Every trim answers the immediate context's requests
+    /// so far (R-A1): the next Finish trims again only after another one, so what a trim
+    /// counts toward the watermark never starts at a trim made twice.
     fn trim_pools(&mut self) -> usize {
+        self.trim_seen = self.device.shared.trim_epoch();
         let before = self.stats().retained_bytes;
         let recorded = self.lists.trim();
         if recorded {
@@ -1412,7 +1413,6 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         #[cfg(feature = "capture")]
         self.capture_begin(Call::Trim);
         self.sink = Vec::new();
-        self.trim_seen = self.device.shared.trim_epoch();
         let trimmed = self.trim_pools();
         #[cfg(feature = "capture")]
         self.capture_end(&Ok(()));
