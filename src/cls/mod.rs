@@ -425,17 +425,21 @@ mod tests {
         AnyHandle::from_bits((1 << 32) | u64::from(slot)).unwrap()
     }
 
+    /// A table whose resources' context-local handles are `size` bytes (none: no size).
+    fn table(size: Option<usize>) -> ClsTable<NullDriver> {
+        let sizes = size.map(|size| HandleSize {
+            ty: HandleType::Resource,
+            size,
+        });
+        ClsTable::new(&HandleSizeTable::new(sizes).unwrap()).unwrap()
+    }
+
     /// What the table keeps: the bucket's pages, the slot-to-position pages made, and each
     /// vector's capacity at its element's size (capacities apart, so that no other sum or
     /// product of the terms gives the same total).
     #[test]
     fn retained_bytes_count_the_pages_and_every_vector() {
-        let sizes = HandleSizeTable::new([HandleSize {
-            ty: HandleType::Resource,
-            size: 16,
-        }])
-        .unwrap();
-        let mut cls = ClsTable::<NullDriver>::new(&sizes).unwrap();
+        let mut cls = table(Some(16));
         assert_eq!(cls.retained_bytes(), 0);
         // Two pages of the slot table made, in a table of three.
         cls.set_position(handle(3), 1);
@@ -458,12 +462,7 @@ mod tests {
     /// R-A2: a trim gives back the bucket pages past the peak since the last trim.
     #[test]
     fn r_a2_a_trim_gives_back_the_pages_past_the_peak() {
-        let sizes = HandleSizeTable::new([HandleSize {
-            ty: HandleType::Resource,
-            size: 64,
-        }])
-        .unwrap();
-        let mut cls = ClsTable::<NullDriver>::new(&sizes).unwrap();
+        let mut cls = table(Some(64));
         let blocks: Vec<_> = (0..256)
             .map(|_| cls.bucket.alloc_class_len(0).unwrap().0)
             .collect();
@@ -486,12 +485,11 @@ mod tests {
     }
 
     /// A closed handle's entry stays in the slot table, and is told apart from an open one
-    /// by the handle at the position it names: not found once closed, found again once
-    /// opened at another position.
+    /// by the handle at the position it names: an entry naming a position that holds no
+    /// such handle finds nothing, before and after the handle is forgotten.
     #[test]
     fn a_stale_entry_finds_nothing() {
-        let sizes = HandleSizeTable::new([]).unwrap();
-        let mut cls = ClsTable::<NullDriver>::new(&sizes).unwrap();
+        let mut cls = table(None);
         let h = handle(5);
         cls.set_position(h, 1);
         assert_eq!(cls.position_in_table(h), None, "nothing open at position 0");
