@@ -452,10 +452,22 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         if !self.replays {
             return;
         }
-        if self.rec.ops.capacity() == 0 {
-            self.rec.ops.reserve_exact(1);
+        let ops = &mut self.rec.ops;
+        if ops.len() == ops.capacity() {
+            Self::grow_ops(ops);
         }
-        self.rec.ops.push(op);
+        ops.push(op);
+    }
+
+    /// Room for one more operation in a full vector, out of line: exactly one in an empty
+    /// one (a one-command list is one operation big), doubling otherwise, as `push` would.
+    #[cold]
+    #[inline(never)]
+    fn grow_ops(ops: &mut Vec<Recorded<D::Command>>) {
+        match ops.capacity() {
+            0 => ops.reserve_exact(1),
+            _ => ops.reserve(1),
+        }
     }
 
     fn reserve_op(&mut self) -> Result<()> {
