@@ -138,7 +138,9 @@ pub(crate) struct IcSide<D: Driver> {
     /// know by its handle.
     pub(crate) allocation_size: u64,
     /// Where the rename pool keeps allocations of `allocation_size` bytes (R-M5), found at
-    /// the first rename; `None` before it, and after a rotation moved the size.
+    /// the first rename; `None` before it, after a rotation moved the size, and always where
+    /// no rename applies (a driver that does not rename, an `allocation_size` of 0): `Some`
+    /// says that a Map(DISCARD) of the object renames.
     pub(crate) rename_class: Option<u32>,
     /// The persistent lock of the object's current allocation (R-M3..R-M5, where the
     /// kernel keeps locks across Maps, `Kernel::persistent_locks`): taken at its first Map,

@@ -157,25 +157,15 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             .ic_live(&mut self.token, resource, guard)?;
         let size = view.discard_len()?;
         self.open.check_map(resource)?;
-        if self
-            .device
-            .shared
-            .map_caps()
-            .contains(MapCaps::DISCARD_RENAMES)
-        {
-            let side = view.entry().ic_side(&mut self.token);
-            // 0: no allocation, or one that other devices or the display know (not renamed).
-            let allocation_size = side.allocation_size;
-            if allocation_size != 0 {
-                let class = match side.rename_class {
-                    Some(class) => class,
-                    None => *side
-                        .rename_class
-                        .insert(self.rename_pool.class(allocation_size)),
-                };
-                if let Some(bytes) = self.map_renamed(resource, class, allocation_size, size)? {
-                    return Ok(bytes);
-                }
+        let side = view.entry().ic_side(&mut self.token);
+        let (class, allocation_size) = (side.rename_class, side.allocation_size);
+        let class = match class {
+            Some(class) => Some(class),
+            None => self.rename_class_of(view),
+        };
+        if let Some(class) = class {
+            if let Some(bytes) = self.map_renamed(resource, class, allocation_size, size)? {
+                return Ok(bytes);
             }
         }
         let mut contents = self.spare_contents.pop().unwrap_or_default();
@@ -187,6 +177,29 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         contents.resize(size, 0);
         let bytes = NonNull::from(contents.as_mut_slice());
         Ok(self.note_map(resource, IcMap::Discard(contents), bytes))
+    }
+
+    /// The rename pool's class of `view`'s allocation, where a Map(DISCARD) of it renames
+    /// (R-M5): found at its first rename and kept in its immediate-context side, whose
+    /// class is then the whole question for its later Maps. None where the driver does not
+    /// rename, and for a resource without an allocation or whose allocation other devices or
+    /// the display know (its `allocation_size` 0).
+    #[cold]
+    #[inline(never)]
+    fn rename_class_of(&mut self, view: ObjectView<'_, D>) -> Option<ClassId> {
+        if !self
+            .device
+            .shared
+            .map_caps()
+            .contains(MapCaps::DISCARD_RENAMES)
+        {
+            return None;
+        }
+        let side = view.entry().ic_side(&mut self.token);
+        match side.allocation_size {
+            0 => None,
+            size => Some(*side.rename_class.insert(self.rename_pool.class(size))),
+        }
     }
 
     /// Locks an allocation of `size` bytes (of `class` in the pool) that no unfinished
