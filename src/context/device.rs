@@ -162,6 +162,9 @@ pub(crate) struct DeviceShared<D: Driver, K: Kernel> {
     mode: ListMode,
     handle_sizes: HandleSizeTable,
     config: DeviceConfig,
+    /// Whether list memory is recycled, decided at creation from the config, the caps and
+    /// the mode ([`DeviceShared::recycles`]): asked at every Finish and list drop.
+    recycles: bool,
     /// The next deferred context's number.
     next_deferred_id: AtomicU32,
     /// Command lists ended for good while a buffer that executed them may still read their
@@ -292,11 +295,12 @@ impl<D: Driver, K: Kernel> DeviceShared<D, K> {
         self.trim_epoch.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Whether list memory is recycled: through the recycle hooks (R-R7), or, emulating,
-    /// without them.
+    /// Whether list memory is recycled: through the recycle hooks (R-R7), where the config
+    /// asks for it and the driver's caps have `COMMANDLISTS_BUILD_2`, or, emulating, without
+    /// them.
+    #[inline]
     pub(crate) fn recycles(&self) -> bool {
-        self.config.recycle
-            && (self.caps.contains(ThreadingCaps::COMMANDLISTS_BUILD_2) || self.emulates_lists())
+        self.recycles
     }
 
     /// Whether the engine emulates deferred contexts (the driver's caps lack
@@ -407,6 +411,9 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                 map_caps,
                 mode,
                 handle_sizes,
+                recycles: config.recycle
+                    && (caps.contains(ThreadingCaps::COMMANDLISTS_BUILD_2)
+                        || mode == ListMode::Emulated),
                 config,
                 next_deferred_id: AtomicU32::new(0),
                 retired_lists: DropStack::new(),
