@@ -1159,7 +1159,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         // queries still answer the context's bindings (R-C1).
         {
             let _span = span!("recycle_lists");
-            self.recycle_destroyed()?;
+            self.recycle_destroyed();
         }
         // Until it is a `CommandList`, the list ends for good (its holds released,
         // DestroyCommandList) if a hook below panics.
@@ -1169,7 +1169,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
         let s = &*self.device.shared;
         {
             let _span = span!("close_handles");
-            let dc = self.dc.for_hooks()?;
+            let dc = self.dc.recording();
             let body = &mut node.value.body;
             body.held.clear();
             self.cls
@@ -1204,13 +1204,14 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     }
 
     /// R-R5: takes the context's whole lock-free list of destroyed lists at once and
-    /// recycles each whose executing buffer has passed the clock; the rest wait.
-    fn recycle_destroyed(&mut self) -> Result<()> {
+    /// recycles each whose executing buffer has passed the clock; the rest wait. Part of a
+    /// Finish of recorded calls, whose context has its driver state (`Calls`' invariant).
+    fn recycle_destroyed(&mut self) {
         let s = &*self.device.shared;
         if !s.recycles() {
-            return Ok(());
+            return;
         }
-        let mut dc = self.dc.for_hooks()?;
+        let mut dc = self.dc.recording();
         self.lists.take_destroyed(|node| {
             // Emulated: the engine's memory alone, no hook.
             if let Some(dc) = dc.as_deref_mut() {
@@ -1218,15 +1219,15 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                     .recycle_command_list(dc, node.value.body.memory());
             }
         });
-        Ok(())
     }
 
     /// A list for this recording: recycled memory through RecycleCreateCommandList when
     /// some is ready (R-R6; out of memory falls back, R-R3), else CalcPrivateCommandListSize,
-    /// CalcDeferredContextHandleSize(COMMANDLIST) and CreateCommandList.
+    /// CalcDeferredContextHandleSize(COMMANDLIST) and CreateCommandList. Part of a Finish of
+    /// recorded calls, as [`DeferredContext::recycle_destroyed`].
     fn make_list(&mut self) -> Result<Box<ListNode<D, K>>> {
         let s = &*self.device.shared;
-        let Some(dc) = self.dc.for_hooks()? else {
+        let Some(dc) = self.dc.recording() else {
             // Emulated: the engine's memory alone, no hook.
             if let Some(node) = self.lists.pop_cached() {
                 let _span = span!("recycle_create_list");
