@@ -4,6 +4,7 @@
 use crate::capture::Call;
 use core::cell::Cell;
 use core::marker::PhantomData;
+use core::mem::MaybeUninit;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -360,7 +361,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn run<'g>(
         &mut self,
         guard: &'g Guard,
-        objects: &[Option<ObjectView<'g, D>>],
+        objects: &[ObjectView<'g, D>],
         op: Op<'_, D>,
     ) -> Result<()> {
         self.run_hook(guard, objects, None, |driver, imm, resolver| {
@@ -384,7 +385,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     fn run_hook<'g>(
         &mut self,
         guard: &'g Guard,
-        objects: &[Option<ObjectView<'g, D>>],
+        objects: &[ObjectView<'g, D>],
         more: Option<&D::Command>,
         hook: impl FnOnce(&D, &mut D::Immediate, &Resolver<'_, D>) -> Result<()>,
     ) -> Result<()> {
@@ -393,7 +394,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         }
         let s = &*self.device.shared;
         let (buffer, token) = (&mut self.buffer, &mut self.token);
-        for view in objects.iter().flatten() {
+        for view in objects {
             Self::reference(buffer, token, s.registry(), guard, *view);
         }
         if let Some(command) = more {
@@ -432,11 +433,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let guard = registry.ic_guard(&ic.token);
             // Each handle looked up once: the views found validate the command and are the
             // ones stamped. Nothing is stamped unless every handle is good.
-            let mut objects = [None; COMMAND_OBJECTS];
+            let mut objects =
+                [const { MaybeUninit::<ObjectView<'_, D>>::uninit() }; COMMAND_OBJECTS];
             let (mut found, mut failed, mut more) = (0, None, false);
             command.for_each_object(&mut |h| match registry.ic_live(&mut ic.token, h, guard) {
                 Ok(view) if found < COMMAND_OBJECTS => {
-                    objects[found] = Some(view);
+                    objects[found].write(view);
                     found += 1;
                 }
                 Ok(_) => more = true,
@@ -448,7 +450,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // The second pass is for what the first could not hold, only.
             debug_assert!(!more || found == COMMAND_OBJECTS);
             let more = more.then_some(command);
-            ic.run_hook(guard, &objects[..found], more, |driver, imm, resolver| {
+            // SAFETY: each of the first `found` views was written before `found` counted it,
+            // and nothing else writes the array; `MaybeUninit<T>` has `T`'s layout, so its
+            // initialised prefix is a slice of `T`.
+            let objects =
+                unsafe { &*(core::ptr::from_ref(&objects[..found]) as *const [ObjectView<'_, D>]) };
+            ic.run_hook(guard, objects, more, |driver, imm, resolver| {
                 driver.execute(imm, resolver, Op::Command(command))
             })
         })
@@ -484,7 +491,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             view.check_write(offset, data.len())?;
             ic.run(
                 guard,
-                &[Some(view)],
+                &[view],
                 Op::Update {
                     resource: view,
                     offset,
@@ -518,7 +525,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             };
             ic.run(
                 guard,
-                &[view],
+                view.as_slice(),
                 Op::Bind {
                     point,
                     object: view,
@@ -669,7 +676,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         } else {
             Op::EndQuery(view)
         };
-        self.run(guard, &[Some(view)], op)?;
+        self.run(guard, &[view], op)?;
         self.open.query(query, begin);
         if !begin {
             view.entry().ic_side(&mut self.token).query_end = self.buffer.number;
@@ -770,7 +777,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         point,
                         object: Some(view),
                     };
-                    restored = ic.run(guard, &[Some(view)], op);
+                    restored = ic.run(guard, &[view], op);
                     if restored.is_ok() {
                         // Bound again, in place of what an execute cut short left there: the
                         // binding counts the object, and the hold taken above goes back.

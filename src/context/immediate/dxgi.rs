@@ -97,8 +97,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 flags: args.flags,
             };
             match dst {
-                Some((d, _)) => ic.run(guard, &[Some(src), Some(d)], op)?,
-                None => ic.run(guard, &[Some(src)], op)?,
+                Some((d, _)) => ic.run(guard, &[src, d], op)?,
+                None => ic.run(guard, &[src], op)?,
             }
             // R-X1: partially built buffers go through the render callback first.
             ic.flush_inner()?;
@@ -457,7 +457,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 point,
                 object: Some(view),
             };
-            result = self.run(guard, &[Some(view)], op);
+            result = self.run(guard, &[view], op);
             if result.is_err() {
                 break;
             }
@@ -471,12 +471,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     pub(super) fn refresh_views(
         &mut self,
         guard: &Guard,
-        objects: &[Option<ObjectView<'_, D>>],
+        objects: &[ObjectView<'_, D>],
         command: Option<&D::Command>,
     ) -> Result<()> {
         let s = &*self.device.shared;
         let (token, imm) = (&mut self.token, &mut self.imm);
-        for view in objects.iter().flatten() {
+        for view in objects {
             Self::refresh_view(s, token, imm, guard, *view)?;
         }
         if let Some(command) = command {
@@ -540,12 +540,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             };
             let caps = ic.device.shared.driver().blt_caps();
             let plan = validate_blt(args.src == args.dst, side(src), side(dst), args, caps)?;
-            ic.run_hook(
-                guard,
-                &[Some(src), Some(dst)],
-                None,
-                |driver, imm, objects| driver.blt(imm, objects, src, dst, &plan),
-            )
+            ic.run_hook(guard, &[src, dst], None, |driver, imm, objects| {
+                driver.blt(imm, objects, src, dst, &plan)
+            })
         })
     }
 }

@@ -656,7 +656,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                         resource: view,
                         data: &contents,
                     };
-                    match ic.run(guard, &[Some(view)], op) {
+                    match ic.run(guard, &[view], op) {
                         Ok(()) => {
                             // What a Map(NO_OVERWRITE) after it waits for (R-M3).
                             view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
