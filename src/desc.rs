@@ -112,6 +112,26 @@ pub struct ResourceDesc {
 }
 
 impl ResourceDesc {
+    /// Whether a Map(NO_OVERWRITE) may take a resource of this description on a driver
+    /// with `caps` (R-M3): a dynamic buffer, not a texture, bound as a vertex or index
+    /// buffer, or as a constant buffer or shader resource where `caps` allow it, and never
+    /// bound in a way they leave out.
+    pub(crate) fn takes_no_overwrite(&self, caps: crate::caps::MapCaps) -> bool {
+        use crate::caps::MapCaps;
+        let mut allowed = BindFlags::VERTEX_BUFFER | BindFlags::INDEX_BUFFER;
+        if caps.contains(MapCaps::NO_OVERWRITE_CONSTANT_BUFFER) {
+            allowed |= BindFlags::CONSTANT_BUFFER;
+        }
+        if caps.contains(MapCaps::NO_OVERWRITE_BUFFER_SRV) {
+            allowed |= BindFlags::SHADER_RESOURCE;
+        }
+        let limited = BindFlags::CONSTANT_BUFFER | BindFlags::SHADER_RESOURCE;
+        self.usage == Usage::Dynamic
+            && self.texture.is_none()
+            && self.bind.intersects(allowed)
+            && (self.bind & (limited - allowed)).is_empty()
+    }
+
     /// A texture resource of `texture`'s shape with these bind flags, its `byte_size` the
     /// bytes the shape takes: exactly, in a display format (the layout of [`Texture2d`]); at
     /// least its texels' bits in any other DXGI format. `None` for a shape creation refuses

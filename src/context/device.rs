@@ -622,6 +622,10 @@ impl<D: Driver, K: Kernel> Device<D, K> {
                     ObjectDesc::Resource(r) => r.texture,
                     _ => None,
                 },
+                appendable: match desc {
+                    ObjectDesc::Resource(r) => r.takes_no_overwrite(s.map_caps()),
+                    _ => false,
+                },
                 object,
                 ic_data,
             },

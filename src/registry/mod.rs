@@ -58,7 +58,6 @@ use crossbeam_epoch::{self as epoch, Atomic, Guard, Shared};
 use crossbeam_utils::CachePadded;
 
 use crate::bind::StateView;
-use crate::caps::MapCaps;
 use crate::desc::{BindFlags, Texture2d, Usage};
 use crate::driver::Driver;
 use crate::error::{AppError, Error, Result};
@@ -177,6 +176,9 @@ pub(crate) struct Entry<D: Driver> {
     usage: Usage,
     /// A texture resource's shape (R-X1, R-X5, R-X7).
     texture: Option<Texture2d>,
+    /// Whether a Map(NO_OVERWRITE) may take the resource (R-M3): decided at creation from
+    /// its description and the device's map caps, neither of which changes after.
+    appendable: bool,
     /// The bucket size class of the object's context-local handles (R-H4), found once after
     /// creation; none when the driver answered a size its table does not list.
     local_class: Option<u16>,
@@ -466,28 +468,15 @@ impl<'a, D: Driver> ObjectView<'a, D> {
         usize::try_from(self.entry.byte_size).map_err(|_| Error::OutOfMemory)
     }
 
-    /// The bytes a Map(NO_OVERWRITE) hands out (R-M3): a dynamic buffer, not a texture,
-    /// bound as a vertex or index buffer, or as a constant buffer or shader resource where
-    /// the driver's `caps` allow it (and never bound in a way they leave out); an
-    /// application error otherwise.
-    pub(crate) fn no_overwrite_len(&self, caps: MapCaps) -> Result<usize> {
-        let e = self.entry;
-        let mut allowed = BindFlags::VERTEX_BUFFER | BindFlags::INDEX_BUFFER;
-        if caps.contains(MapCaps::NO_OVERWRITE_CONSTANT_BUFFER) {
-            allowed |= BindFlags::CONSTANT_BUFFER;
-        }
-        if caps.contains(MapCaps::NO_OVERWRITE_BUFFER_SRV) {
-            allowed |= BindFlags::SHADER_RESOURCE;
-        }
-        let limited = BindFlags::CONSTANT_BUFFER | BindFlags::SHADER_RESOURCE;
-        let ok = e.usage == Usage::Dynamic
-            && e.texture.is_none()
-            && e.bind.intersects(allowed)
-            && (e.bind & (limited - allowed)).is_empty();
-        if !ok {
+    /// The bytes a Map(NO_OVERWRITE) hands out (R-M3): a resource that takes one
+    /// (`ResourceDesc::takes_no_overwrite`, decided at its creation);
+    /// an application error otherwise.
+    #[inline]
+    pub(crate) fn no_overwrite_len(&self) -> Result<usize> {
+        if !self.entry.appendable {
             return Err(AppError::NotMappable.into());
         }
-        usize::try_from(e.byte_size).map_err(|_| Error::OutOfMemory)
+        usize::try_from(self.entry.byte_size).map_err(|_| Error::OutOfMemory)
     }
 }
 
@@ -762,6 +751,8 @@ pub(crate) struct NewEntry<D: Driver> {
     pub(crate) bind: BindFlags,
     pub(crate) usage: Usage,
     pub(crate) texture: Option<Texture2d>,
+    /// See [`Entry`]'s field.
+    pub(crate) appendable: bool,
     pub(crate) object: D::Object,
     pub(crate) ic_data: D::IcData,
 }
@@ -977,6 +968,7 @@ impl<D: Driver> Registry<D> {
             bind: new.bind,
             usage: new.usage,
             texture: new.texture,
+            appendable: new.appendable,
             state: AtomicU32::new(LIVE),
             holders: AtomicU32::new(0),
             object: new.object,

@@ -335,9 +335,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     #[inline(never)]
     fn check_append_first(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         let mut guard = None;
-        let caps = self.device.shared.map_caps();
-        let (len, open) =
-            self.with_live(resource, &mut guard, |view| view.no_overwrite_len(caps))?;
+        let (len, open) = self.with_live(resource, &mut guard, |view| view.no_overwrite_len())?;
         let memory = self.first_append(resource, len)?;
         self.reserve(0)?;
         self.use_checked(resource.any(), open, &mut guard)?;

@@ -359,11 +359,10 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     #[inline(always)]
     fn map_no_overwrite_uncaptured(&mut self, resource: Handle<Resource>) -> Result<&mut [u8]> {
         let bytes = self.entry(|ic| {
-            let caps = ic.device.shared.map_caps();
             let registry = ic.device.shared.registry();
             let guard = registry.ic_guard(&ic.token);
             let mut view = registry.ic_live(&mut ic.token, resource, guard)?;
-            view.no_overwrite_len(caps)?;
+            view.no_overwrite_len()?;
             view.allocation().ok_or(AppError::NotMappable)?;
             ic.open.check_map(resource)?;
             let discarded = view.entry().ic_side(&mut ic.token).discarded_in;
