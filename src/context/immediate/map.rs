@@ -363,7 +363,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let guard = registry.ic_guard(&ic.token);
             let mut view = registry.ic_live(&mut ic.token, resource, guard)?;
             view.no_overwrite_len()?;
-            view.allocation().ok_or(AppError::NotMappable)?;
+            let mut allocation = view.allocation().ok_or(AppError::NotMappable)?;
             ic.open.check_map(resource)?;
             let discarded = view.entry().ic_side(&mut ic.token).discarded_in;
             if discarded > ic.completed {
@@ -374,10 +374,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     .shared
                     .registry()
                     .ic_live(&mut ic.token, resource, guard)?;
+                allocation = view.allocation().ok_or(AppError::NotMappable)?;
             }
             // The GPU may still read the buffer: the kernel must not wait.
             let flags = LockFlags::WRITE_ONLY | LockFlags::IGNORE_SYNC;
-            ic.lock(resource, view, flags)
+            ic.lock(resource, view, allocation, flags)
         })?;
         // SAFETY: the bytes of the Map the route noted open as its last step; `entry` touches
         // nothing of the context's on success, so that Map is still open.
@@ -426,7 +427,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             let registry = ic.device.shared.registry();
             let guard = registry.ic_guard(&ic.token);
             let mut view = registry.ic_live(&mut ic.token, resource, guard)?;
-            Self::staging_allocation_of(view)?;
+            let mut allocation = Self::staging_allocation_of(view)?;
             ic.open.check_map(resource)?;
             let last = view.entry().ic_side(&mut ic.token).last_buffer;
             if last > ic.completed {
@@ -437,8 +438,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                     .shared
                     .registry()
                     .ic_live(&mut ic.token, resource, guard)?;
+                allocation = Self::staging_allocation_of(view)?;
             }
-            ic.lock(resource, view, lock)
+            ic.lock(resource, view, allocation, lock)
         })?;
         // SAFETY: the bytes of the Map the route noted open as its last step; `entry` touches
         // nothing of the context's on success, so that Map is still open.
@@ -566,8 +568,8 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         Ok(())
     }
 
-    /// Locks the allocation of `view` (the resource `resource`) for a Map and notes the
-    /// Map, answering its bytes ([`ImmediateContext::note_map`]): `flags` as [`Kernel::lock`]
+    /// Locks `allocation`, the current one of `view` (the resource `resource`, found by the
+    /// caller's checks), for a Map and notes the Map, answering its bytes ([`ImmediateContext::note_map`]): `flags` as [`Kernel::lock`]
     /// says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
     /// With persistent locks ([`Kernel::persistent_locks`]) the Map borrows the
     /// allocation's lock, taken at its first Map (a staging resource's for reading and
@@ -577,9 +579,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         &mut self,
         resource: Handle<Resource>,
         view: ObjectView<'_, D>,
+        allocation: AllocationHandle,
         flags: LockFlags,
     ) -> Result<NonNull<[u8]>> {
-        let allocation = view.allocation().ok_or(AppError::NotMappable)?;
         let kernel = self.device.shared.kernel();
         let (map, bytes) = if self.persistent_locks {
             let mut mapping = match view.entry().ic_side(&mut self.token).lock.take() {
