@@ -422,22 +422,9 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// already.
     #[inline(always)]
     pub(super) fn record_unmap(&mut self, resource: Handle<Resource>, map: OpenMap) -> Result<()> {
-        let s = &*self.device.shared;
-        if let Some(dc) = self.dc.recording() {
-            let data = match map {
-                OpenMap::Discard(payload) | OpenMap::NoOverwrite(payload) => {
-                    // SAFETY: the payload comes from this recording's arena, not reset since
-                    // the Map; the application's borrow of its bytes ended with the Map's.
-                    Some(unsafe { self.rec.payloads.bytes(payload) })
-                }
-                OpenMap::DriverDiscard | OpenMap::DriverNoOverwrite => None,
-            };
-            let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
-            let call = DeferredCall::Unmap { resource, data };
-            s.driver().record_deferred(dc, call, &mut locals)?;
-        }
         match map {
             OpenMap::Discard(payload) => {
+                self.hear_unmap(resource, Some(payload))?;
                 note_in_set(&mut self.rec.maps, resource);
                 // A ring discarded again: its appends from now on write the new bytes.
                 if !self.rec.rings.is_empty() {
@@ -446,14 +433,32 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
                 self.push_op(Recorded::WriteDiscard { resource, payload });
             }
             OpenMap::DriverDiscard => {
+                self.hear_unmap(resource, None)?;
                 note_in_set(&mut self.rec.maps, resource);
                 note_in_set(&mut self.rec.discarded, resource);
                 self.rec.operations += 1;
             }
             // The discard's operation replays these bytes; the list maps the resource
             // already (R-C4).
-            OpenMap::NoOverwrite(_) | OpenMap::DriverNoOverwrite => {}
+            OpenMap::NoOverwrite(payload) => self.hear_unmap(resource, Some(payload))?,
+            OpenMap::DriverNoOverwrite => self.hear_unmap(resource, None)?,
         }
         Ok(())
+    }
+
+    /// The driver hears an Unmap on this thread, with the contents where the engine keeps
+    /// them (`payload`: none where the driver's memory has them); emulated, nobody does.
+    #[inline(always)]
+    fn hear_unmap(&mut self, resource: Handle<Resource>, payload: Option<Payload>) -> Result<()> {
+        let s = &*self.device.shared;
+        let Some(dc) = self.dc.recording() else {
+            return Ok(());
+        };
+        // SAFETY: the payload comes from this recording's arena, not reset since the Map;
+        // the application's borrow of its bytes ended with the Map's.
+        let data = payload.map(|payload| unsafe { self.rec.payloads.bytes(payload) });
+        let mut locals = LocalHandles::new(&mut self.cls, StateView::of(&self.bindings));
+        let call = DeferredCall::Unmap { resource, data };
+        s.driver().record_deferred(dc, call, &mut locals)
     }
 }
