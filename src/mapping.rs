@@ -42,28 +42,26 @@ bitflags! {
 /// ([`CpuMapping::from_raw`], whose caller promises it stays valid and untouched until the
 /// unlock). The engine gives the mapping back to [`crate::Kernel::unlock`] at the Unmap.
 ///
-/// Three words either way (a pointer, a length, whose they are), so that the immediate
-/// context moves a mapping between a resource, a Map and its rename pool in three stores.
+/// Two words either way (a pointer, and a length that also says whose the bytes are), so
+/// that the immediate context moves a mapping between a resource, a Map and its rename pool
+/// in two stores.
 pub struct CpuMapping {
     ptr: NonNull<u8>,
-    len: usize,
-    /// [`OWNED`]: `ptr` and `len` are a `Box<[u8]>` the mapping owns (made by `owned`,
-    /// given back by `into_owned` or dropped with the mapping); [`KERNELS`]: the kernel's
-    /// memory. A byte, not a `bool`: a `bool`'s spare values would become the niche of every
-    /// enum and `Option` around a mapping, and moving one would copy it byte by byte.
-    owner: u8,
+    /// The length in bytes, with [`OWNED`] set where `ptr` and the length are a `Box<[u8]>`
+    /// the mapping owns (made by `owned`, given back by `into_owned` or dropped with the
+    /// mapping), clear for the kernel's memory. The bit is free in every length: a slice
+    /// never spans more than `isize::MAX` bytes.
+    len_owned: usize,
 }
 
-/// [`CpuMapping::owner`]: the kernel's memory.
-const KERNELS: u8 = 0;
-/// [`CpuMapping::owner`]: a box the mapping owns.
-const OWNED: u8 = 1;
+/// [`CpuMapping::len_owned`]'s top bit: a box the mapping owns.
+const OWNED: usize = 1 << (usize::BITS - 1);
 
 impl core::fmt::Debug for CpuMapping {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("CpuMapping")
-            .field("len", &self.len)
-            .field("owned", &(self.owner == OWNED))
+            .field("len", &self.len())
+            .field("owned", &self.is_owned())
             .finish_non_exhaustive()
     }
 }
@@ -79,8 +77,7 @@ impl CpuMapping {
         let ptr = NonNull::new(Box::into_raw(bytes).cast::<u8>()).expect("a box is never null");
         CpuMapping {
             ptr,
-            len,
-            owner: OWNED,
+            len_owned: len | OWNED,
         }
     }
 
@@ -91,13 +88,26 @@ impl CpuMapping {
     /// kernel mapped, or the GPU or the driver wrote, is; memory fresh from an allocator that
     /// nobody wrote is not: the engine hands these bytes to the application as they are), and
     /// nothing else reads or writes them (nor frees them) until the kernel's
-    /// [`crate::Kernel::unlock`] for this mapping has begun.
+    /// [`crate::Kernel::unlock`] for this mapping has begun. As for any slice, `len` is at
+    /// most `isize::MAX`.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Self {
+        debug_assert!(len & OWNED == 0, "a slice spans at most isize::MAX bytes");
         CpuMapping {
             ptr,
-            len,
-            owner: KERNELS,
+            len_owned: len & !OWNED,
         }
+    }
+
+    /// The length in bytes.
+    #[inline]
+    fn len(&self) -> usize {
+        self.len_owned & !OWNED
+    }
+
+    /// Whether the bytes are a box the mapping owns.
+    #[inline]
+    fn is_owned(&self) -> bool {
+        self.len_owned & OWNED != 0
     }
 
     /// The bytes.
@@ -107,22 +117,22 @@ impl CpuMapping {
         // otherwise the kernel's memory, valid for `len` bytes and the mapping's alone until
         // its unlock (`from_raw`'s contract). `&self` keeps it from being written through
         // this mapping meanwhile.
-        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len()) }
     }
 
     /// The bytes, to write.
     #[inline]
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: as in `bytes`; `&mut self` makes this the only reference.
-        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len()) }
     }
 
     /// The owned memory back (a kernel that copies it back at the unlock), or `None` for the
     /// kernel's own.
     pub fn into_owned(self) -> Option<Box<[u8]>> {
         let mapping = core::mem::ManuallyDrop::new(self);
-        (mapping.owner == OWNED).then(|| {
-            let slice = core::ptr::slice_from_raw_parts_mut(mapping.ptr.as_ptr(), mapping.len);
+        mapping.is_owned().then(|| {
+            let slice = core::ptr::slice_from_raw_parts_mut(mapping.ptr.as_ptr(), mapping.len());
             // SAFETY: owned, `ptr` and `len` came from `Box::into_raw` of this very box in
             // `owned`, and the mapping (not dropped: `ManuallyDrop`) gives it up here.
             unsafe { Box::from_raw(slice) }
@@ -132,8 +142,8 @@ impl CpuMapping {
 
 impl Drop for CpuMapping {
     fn drop(&mut self) {
-        if self.owner == OWNED {
-            let slice = core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
+        if self.is_owned() {
+            let slice = core::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len());
             // SAFETY: as in `into_owned`: the box `owned` gave up, freed once, here.
             drop(unsafe { Box::from_raw(slice) });
         }
@@ -160,6 +170,15 @@ mod tests {
             format!("{raw:?}"),
             "CpuMapping { len: 4, owned: false, .. }"
         );
+    }
+
+    /// Two words, and as an `Option` too (the pointer's niche): what a move between a
+    /// resource, a Map and the rename pool copies.
+    #[test]
+    fn a_mapping_is_two_words() {
+        let word = core::mem::size_of::<usize>();
+        assert_eq!(core::mem::size_of::<CpuMapping>(), 2 * word);
+        assert_eq!(core::mem::size_of::<Option<CpuMapping>>(), 2 * word);
     }
 
     /// Owned memory: written through the mapping, handed back whole; a raw mapping reaches
