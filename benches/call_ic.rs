@@ -56,27 +56,27 @@ pub const CALLS: u64 = 32;
 
 /// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
 /// as last recorded (BENCHMARKS.md says when).
-const COMMAND_REPLAYED_IR: u64 = 2_669;
+const COMMAND_REPLAYED_IR: u64 = 2_606;
 /// The same where the driver builds its lists.
-const COMMAND_DRIVER_BUILT_IR: u64 = 2_157;
+const COMMAND_DRIVER_BUILT_IR: u64 = 2_158;
 /// The same on the immediate context.
-const COMMAND_IMMEDIATE_IR: u64 = 3_045;
+const COMMAND_IMMEDIATE_IR: u64 = 2_630;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_175;
+const DISCARD_REPLAYED_IR: u64 = 5_855;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 4_894;
+const DISCARD_DRIVER_BUILT_IR: u64 = 4_734;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 8_403;
+const DISCARD_IMMEDIATE_IR: u64 = 8_051;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 4_052;
+const APPEND_REPLAYED_IR: u64 = 3_700;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_564;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_308;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 5_620;
+const APPEND_IMMEDIATE_IR: u64 = 4_724;
 /// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.
-const BIND_REPLAYED_IR: u64 = 2_251;
+const BIND_REPLAYED_IR: u64 = 2_187;
 /// The same where the driver builds its lists.
 const BIND_DRIVER_BUILT_IR: u64 = 1_803;
 /// The same on the immediate context.

@@ -83,40 +83,40 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 7_769;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 7_289;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_745;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_553;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_609;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_289;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 10_980;
+const IMMEDIATE_BUDGET_IR: u64 = 10_148;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 6_707;
+const RING_REPLAYED_BUDGET_IR: u64 = 6_259;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_739;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_483;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 6_547;
+const RING_EMULATED_BUDGET_IR: u64 = 6_259;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 8_808;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 7_496;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_618;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_298;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
-const DDI_REPLAYED_BUDGET_IR: u64 = 9_659;
+const DDI_REPLAYED_BUDGET_IR: u64 = 9_211;
 /// The same where the driver builds its lists.
-const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_635;
+const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_475;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 12_092;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 11_356;
 /// Instructions of a run of [`DRAWS`] ring draws made through DDI-shaped entry points on a
 /// deferred context whose lists the engine replays.
-const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_546;
+const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_162;
 /// The same where the driver builds its lists.
-const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_258;
+const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_098;
 /// The same on the immediate context.
-const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 10_083;
+const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 8_771;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
