@@ -273,7 +273,18 @@ pub(crate) fn note_in_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
     if set.last() == Some(&item) {
         return;
     }
-    if set.len() == set.capacity() && !set.is_empty() {
+    if set.len() == set.capacity() {
+        return note_in_full_set(set, item);
+    }
+    set.push(item);
+}
+
+/// [`note_in_set`] where the vector is full, out of line: sorted and made duplicate-free
+/// first (an empty one is only grown), grown if that left less than half of it free.
+#[cold]
+#[inline(never)]
+fn note_in_full_set<T: Ord + Copy>(set: &mut Vec<T>, item: T) {
+    if !set.is_empty() {
         sort_set(set);
         if set.len() > set.capacity() / 2 {
             set.reserve(set.len());
