@@ -20,6 +20,7 @@ use crate::map_type::{MapFlags, MapType};
 use crate::mapping::{CpuMapping, LockFlags};
 use crate::registry::ObjectView;
 use core::ptr::NonNull;
+use crossbeam_epoch::Guard;
 use rename_pool::{ClassId, RecordId};
 use scopeguard::ScopeGuard;
 
@@ -168,6 +169,14 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 return Ok(bytes);
             }
         }
+        self.map_copied(resource, size)
+    }
+
+    /// A Map(DISCARD) that does not rename: the context's own `size` bytes, zeroed (reused
+    /// from Map to Map, allocated fallibly), the Map noted. Out of line, so that a renaming
+    /// Map's route keeps its registers.
+    #[inline(never)]
+    fn map_copied(&mut self, resource: Handle<Resource>, size: usize) -> Result<NonNull<[u8]>> {
         let mut contents = self.spare_contents.pop().unwrap_or_default();
         contents.clear();
         if contents.try_reserve_exact(size).is_err() {
@@ -217,27 +226,12 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         size: u64,
         len: usize,
     ) -> Result<Option<NonNull<[u8]>>> {
-        let mut pooled = self.rename_pool.take(class, self.completed);
-        if pooled.is_none() {
-            // The fence as the kernel has it now: a pooled allocation may have come free.
-            let completed = self.completed_fence()?;
-            pooled = self.rename_pool.take(class, completed);
-        }
-        let waiting = self.device.shared.config().rename_waiting;
-        if pooled.is_none() && self.rename_pool.waiting(class) >= waiting {
-            return Ok(None);
-        }
-        let id = match pooled {
+        let id = match self.rename_pool.take(class, self.completed) {
             Some(id) => id,
-            None => {
-                let desc = AllocationDesc {
-                    size,
-                    shared: false,
-                    primary: false,
-                };
-                let allocation = self.device.shared.kernel().allocate(&desc)?;
-                self.rename_pool.admit(allocation)
-            }
+            None => match self.unpooled(class, size)? {
+                Some(id) => id,
+                None => return Ok(None),
+            },
         };
         // The lock's bytes, reached once: they stay where they are while the record is lent,
         // wherever the pool moves the record (a mapping's bytes are a box or the kernel's).
@@ -248,18 +242,50 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
         // Handed out as they are: a Map(DISCARD)'s values are undefined (R-M1), and the
         // kernel's memory is initialised (`CpuMapping::from_raw`).
         if locked.len() < len {
-            let record = self.rename_pool.record_mut(id);
-            let (allocation, mapping) = (record.allocation, record.lock.take());
-            // Back to the pool first: an unlock that panics counts as done.
-            self.rename_pool.put_back(class, id);
-            if let Some(mapping) = mapping {
-                self.device.shared.kernel().unlock(allocation, mapping);
-            }
-            return Err(Error::InvalidArg);
+            return Err(self.refuse_short_lock(class, id));
         }
         let map = IcMap::Renamed { record: id, class };
         let bytes = NonNull::slice_from_raw_parts(locked.cast::<u8>(), len);
         Ok(Some(self.note_map(resource, map, bytes)))
+    }
+
+    /// [`ImmediateContext::map_renamed`] where the pool has no allocation of `class` the GPU
+    /// is done with: the kernel's completed fence asked again (one may have come free since),
+    /// else a new allocation of `size` bytes, admitted lent, unless the pool already keeps
+    /// [`crate::DeviceConfig::rename_waiting`] of that size waiting for the GPU (`None`: the
+    /// Map goes through the copy).
+    #[cold]
+    #[inline(never)]
+    fn unpooled(&mut self, class: ClassId, size: u64) -> Result<Option<RecordId>> {
+        let completed = self.completed_fence()?;
+        if let Some(id) = self.rename_pool.take(class, completed) {
+            return Ok(Some(id));
+        }
+        if self.rename_pool.waiting(class) >= self.device.shared.config().rename_waiting {
+            return Ok(None);
+        }
+        let desc = AllocationDesc {
+            size,
+            shared: false,
+            primary: false,
+        };
+        let allocation = self.device.shared.kernel().allocate(&desc)?;
+        Ok(Some(self.rename_pool.admit(allocation)))
+    }
+
+    /// A lent record whose lock maps fewer bytes than the resource has: back to the pool,
+    /// unlocked unless its lock persists, and the kernel's error (R-E1).
+    #[cold]
+    #[inline(never)]
+    fn refuse_short_lock(&mut self, class: ClassId, id: RecordId) -> Error {
+        let record = self.rename_pool.record_mut(id);
+        let (allocation, mapping) = (record.allocation, record.lock.take());
+        // Back to the pool first: an unlock that panics counts as done.
+        self.rename_pool.put_back(class, id);
+        if let Some(mapping) = mapping {
+            self.device.shared.kernel().unlock(allocation, mapping);
+        }
+        Error::InvalidArg
     }
 
     /// The kernel's lock of the allocation of the lent record `id` a rename takes (R-M5): a
@@ -652,26 +678,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 .registry()
                 .ic_live(&mut ic.token, resource, guard)?;
             match ic.open.unmap_at(at) {
-                IcMap::Discard(contents) => {
-                    let op = Op::WriteDiscard {
-                        resource: view,
-                        data: &contents,
-                    };
-                    match ic.run(guard, &[view], op) {
-                        Ok(()) => {
-                            // What a Map(NO_OVERWRITE) after it waits for (R-M3).
-                            view.entry().ic_side(&mut ic.token).discarded_in = ic.buffer.number;
-                            ic.spare_contents.push(contents);
-                            Ok(())
-                        }
-                        // A refused Unmap leaves the resource mapped, as before the call (a
-                        // driver hook that panics ends the Map instead).
-                        Err(e) => {
-                            ic.open.map(resource, IcMap::Discard(contents));
-                            Err(e)
-                        }
-                    }
-                }
+                IcMap::Discard(contents) => ic.unmap_copied(guard, resource, view, contents),
                 IcMap::Locked {
                     allocation,
                     mapping,
@@ -686,17 +693,7 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 }
                 IcMap::Renamed { record, class, .. } => {
                     if !ic.persistent_locks {
-                        let held = ic.rename_pool.record_mut(record);
-                        let (allocation, mapping) = (held.allocation, held.lock.take());
-                        // An unlock that panics counts as done: the allocation, never the
-                        // resource's, goes back to the pool.
-                        let back = scopeguard::guard_on_unwind(&mut ic.rename_pool, |pool| {
-                            pool.put_back(class, record)
-                        });
-                        if let Some(mapping) = mapping {
-                            ic.device.shared.kernel().unlock(allocation, mapping);
-                        }
-                        ScopeGuard::into_inner(back);
+                        ic.unlock_lent(record, class);
                     }
                     // Renamed whatever comes next: a bound view the driver refuses to bind
                     // again is this Unmap's error, the Map ended.
@@ -704,6 +701,51 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
                 }
             }
         })
+    }
+
+    /// The Unmap of a Map(DISCARD) that did not rename: the driver hears the new contents
+    /// (`Op::WriteDiscard`), and the bytes go back to the context's spares. A refused Unmap
+    /// leaves the resource mapped, as before the call (a driver hook that panics ends the Map
+    /// instead). Out of line, as [`ImmediateContext::map_copied`] is.
+    #[inline(never)]
+    fn unmap_copied(
+        &mut self,
+        guard: &Guard,
+        resource: Handle<Resource>,
+        view: ObjectView<'_, D>,
+        contents: Vec<u8>,
+    ) -> Result<()> {
+        let op = Op::WriteDiscard {
+            resource: view,
+            data: &contents,
+        };
+        match self.run(guard, &[view], op) {
+            Ok(()) => {
+                // What a Map(NO_OVERWRITE) after it waits for (R-M3).
+                view.entry().ic_side(&mut self.token).discarded_in = self.buffer.number;
+                self.spare_contents.push(contents);
+                Ok(())
+            }
+            Err(e) => {
+                self.open.map(resource, IcMap::Discard(contents));
+                Err(e)
+            }
+        }
+    }
+
+    /// The lock of a rename's lent record ended at its Unmap, where locks do not persist. An
+    /// unlock that panics counts as done: the allocation, never the resource's, goes back
+    /// to the pool.
+    #[inline(never)]
+    fn unlock_lent(&mut self, record: RecordId, class: ClassId) {
+        let held = self.rename_pool.record_mut(record);
+        let (allocation, mapping) = (held.allocation, held.lock.take());
+        let back =
+            scopeguard::guard_on_unwind(&mut self.rename_pool, |pool| pool.put_back(class, record));
+        if let Some(mapping) = mapping {
+            self.device.shared.kernel().unlock(allocation, mapping);
+        }
+        ScopeGuard::into_inner(back);
     }
 
     /// Unlocks every Map of a resource's own memory left open, persistent locks lent to a
