@@ -63,18 +63,18 @@ const COMMAND_DRIVER_BUILT_IR: u64 = 2_158;
 const COMMAND_IMMEDIATE_IR: u64 = 2_630;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 5_855;
+const DISCARD_REPLAYED_IR: u64 = 5_800;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 4_734;
+const DISCARD_DRIVER_BUILT_IR: u64 = 4_644;
 /// The same on the immediate context.
-const DISCARD_IMMEDIATE_IR: u64 = 8_051;
+const DISCARD_IMMEDIATE_IR: u64 = 7_548;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 3_700;
+const APPEND_REPLAYED_IR: u64 = 3_627;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 4_308;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_235;
 /// The same on the immediate context.
-const APPEND_IMMEDIATE_IR: u64 = 4_724;
+const APPEND_IMMEDIATE_IR: u64 = 4_555;
 /// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.
 const BIND_REPLAYED_IR: u64 = 2_187;
 /// The same where the driver builds its lists.

@@ -83,40 +83,40 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the engine
 /// replays, as last recorded (BENCHMARKS.md says when).
-const DEFERRED_REPLAYED_BUDGET_IR: u64 = 7_289;
+const DEFERRED_REPLAYED_BUDGET_IR: u64 = 7_258;
 /// The same where the driver builds its lists.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_553;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 6_426;
 /// The same on a deferred context the engine emulates (a driver without command lists).
-const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_289;
+const DEFERRED_EMULATED_BUDGET_IR: u64 = 7_258;
 /// Instructions of a run of [`DRAWS`] draws on the immediate context.
-const IMMEDIATE_BUDGET_IR: u64 = 10_148;
+const IMMEDIATE_BUDGET_IR: u64 = 9_759;
 /// Instructions of a run of [`DRAWS`] ring draws (Map(NO_OVERWRITE) appends) on a deferred
 /// context whose lists the engine replays, whatever the ring's size.
-const RING_REPLAYED_BUDGET_IR: u64 = 6_259;
+const RING_REPLAYED_BUDGET_IR: u64 = 6_228;
 /// The same where the driver builds its lists.
-const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_483;
+const RING_DRIVER_BUILT_BUDGET_IR: u64 = 6_452;
 /// The same on a deferred context the engine emulates.
-const RING_EMULATED_BUDGET_IR: u64 = 6_259;
+const RING_EMULATED_BUDGET_IR: u64 = 6_228;
 /// Instructions of a run of [`DRAWS`] ring draws on the immediate context (Map(NO_OVERWRITE)
 /// of the ring's own memory through the kernel's lock, R-M3), whatever the ring's size.
-const RING_IMMEDIATE_BUDGET_IR: u64 = 7_496;
+const RING_IMMEDIATE_BUDGET_IR: u64 = 7_427;
 /// Instructions of a run of [`DRAWS`] staging reads on the immediate context: Map(READ) of
 /// an idle 64-byte staging resource (R-M4), one byte read, Unmap.
-const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_298;
+const STAGING_IMMEDIATE_BUDGET_IR: u64 = 5_170;
 /// Instructions of a run of [`DRAWS`] draws made through DDI-shaped entry points
 /// (`common/ddi.rs`) on a deferred context whose lists the engine replays.
-const DDI_REPLAYED_BUDGET_IR: u64 = 9_211;
+const DDI_REPLAYED_BUDGET_IR: u64 = 9_115;
 /// The same where the driver builds its lists.
-const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_475;
+const DDI_DRIVER_BUILT_BUDGET_IR: u64 = 8_315;
 /// The same on the immediate context.
-const DDI_IMMEDIATE_BUDGET_IR: u64 = 11_356;
+const DDI_IMMEDIATE_BUDGET_IR: u64 = 11_004;
 /// Instructions of a run of [`DRAWS`] ring draws made through DDI-shaped entry points on a
 /// deferred context whose lists the engine replays.
-const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_162;
+const DDI_RING_REPLAYED_BUDGET_IR: u64 = 8_066;
 /// The same where the driver builds its lists.
-const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_098;
+const DDI_RING_DRIVER_BUILT_BUDGET_IR: u64 = 8_002;
 /// The same on the immediate context.
-const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 8_771;
+const DDI_RING_IMMEDIATE_BUDGET_IR: u64 = 8_675;
 /// The rings' sizes.
 const MIB: usize = 1 << 20;
 
