@@ -595,8 +595,9 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
     }
 
     /// Locks `allocation`, the current one of `view` (the resource `resource`, found by the
-    /// caller's checks), for a Map and notes the Map, answering its bytes ([`ImmediateContext::note_map`]): `flags` as [`Kernel::lock`]
-    /// says (IGNORE_SYNC for a Map(NO_OVERWRITE) alone).
+    /// caller's checks), for a Map and notes the Map, answering its bytes
+    /// ([`ImmediateContext::note_map`]): `flags` as [`Kernel::lock`] says (IGNORE_SYNC for a
+    /// Map(NO_OVERWRITE) alone).
     /// With persistent locks ([`Kernel::persistent_locks`]) the Map borrows the
     /// allocation's lock, taken at its first Map (a staging resource's for reading and
     /// writing, whatever that Map's type), and calls no kernel after that.
