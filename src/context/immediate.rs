@@ -450,11 +450,11 @@ impl<D: Driver, K: Kernel> ImmediateContext<D, K> {
             // The second pass is for what the first could not hold, only.
             debug_assert!(!more || found == COMMAND_OBJECTS);
             let more = more.then_some(command);
+            let written = core::ptr::from_ref(&objects[..found]) as *const [ObjectView<'_, D>];
             // SAFETY: each of the first `found` views was written before `found` counted it,
             // and nothing else writes the array; `MaybeUninit<T>` has `T`'s layout, so its
             // initialised prefix is a slice of `T`.
-            let objects =
-                unsafe { &*(core::ptr::from_ref(&objects[..found]) as *const [ObjectView<'_, D>]) };
+            let objects = unsafe { &*written };
             ic.run_hook(guard, objects, more, |driver, imm, resolver| {
                 driver.execute(imm, resolver, Op::Command(command))
             })
