@@ -33,9 +33,9 @@ pub const DRAWS: u64 = 32;
 
 /// Instructions of a run of [`DRAWS`] draws on a deferred context recording to a capture,
 /// as last recorded (BENCHMARKS.md says when).
-const ON_BUDGET_IR: u64 = 24_315;
+const ON_BUDGET_IR: u64 = 24_297;
 /// The same on the immediate context.
-const IMMEDIATE_ON_BUDGET_IR: u64 = 25_596;
+const IMMEDIATE_ON_BUDGET_IR: u64 = 25_640;
 
 struct Warm {
     dc: DeferredContext<NullDriver, NullKernel>,
@@ -87,16 +87,28 @@ fn check(w: Box<Warm>) {
 )]
 fn run(mut w: Box<Warm>) -> Box<Warm> {
     let draw = w.draw;
-    if w.on_immediate {
-        for n in 0..DRAWS {
-            draw_immediate(&mut w.ic, draw, n);
-        }
-    } else {
-        for n in 0..DRAWS {
-            draw_deferred(&mut w.dc, draw, n);
-        }
+    match w.on_immediate {
+        true => draws_immediate(&mut w.ic, draw),
+        false => draws_deferred(&mut w.dc, draw),
     }
     w
+}
+
+/// [`run`]'s draws on a deferred context: a loop of its own, out of line, so that its code
+/// (and count) does not move with the immediate context's.
+#[inline(never)]
+fn draws_deferred(dc: &mut DeferredContext<NullDriver, NullKernel>, draw: Draw) {
+    for n in 0..DRAWS {
+        draw_deferred(dc, draw, n);
+    }
+}
+
+/// [`run`]'s draws on the immediate context, out of line as [`draws_deferred`] is.
+#[inline(never)]
+fn draws_immediate(ic: &mut ImmediateContext<NullDriver, NullKernel>, draw: Draw) {
+    for n in 0..DRAWS {
+        draw_immediate(ic, draw, n);
+    }
 }
 
 library_benchmark_group!(name = captured_draw, benchmarks = [run]);
