@@ -69,16 +69,16 @@ const COMMAND_DRIVER_BUILT_IR: u64 = 2_666;
 const COMMAND_IMMEDIATE_IR: u64 = 2_471;
 /// Instructions of [`CALLS`] Map(DISCARD)s, 64 bytes written, Unmaps, on a deferred context
 /// whose lists the engine replays.
-const DISCARD_REPLAYED_IR: u64 = 6_893;
+const DISCARD_REPLAYED_IR: u64 = 6_103;
 /// The same where the driver builds its lists.
-const DISCARD_DRIVER_BUILT_IR: u64 = 6_571;
+const DISCARD_DRIVER_BUILT_IR: u64 = 5_778;
 /// The same on the immediate context.
 const DISCARD_IMMEDIATE_IR: u64 = 7_811;
 /// Instructions of [`CALLS`] ring appends on a deferred context whose lists the engine
 /// replays.
-const APPEND_REPLAYED_IR: u64 = 4_711;
+const APPEND_REPLAYED_IR: u64 = 3_922;
 /// The same where the driver builds its lists.
-const APPEND_DRIVER_BUILT_IR: u64 = 5_223;
+const APPEND_DRIVER_BUILT_IR: u64 = 4_434;
 /// The same on the immediate context.
 const APPEND_IMMEDIATE_IR: u64 = 5_095;
 /// Instructions of [`CALLS`] binds on a deferred context whose lists the engine replays.

@@ -95,7 +95,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// resource's use in the recording (R-H1): its size. A resource open in this recording
     /// is checked through its handle, without a pin (the handle holds it, R-H2); a first use
     /// opens it ([`DeferredContext::check_discard_first`]).
-    #[inline]
+    #[inline(always)]
     fn check_discard(&mut self, resource: Handle<Resource>) -> Result<usize> {
         self.check_alive()?;
         self.open.check_map(resource)?;
@@ -129,7 +129,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
 
     /// The arena's bytes for a Map(DISCARD) where the engine replays lists, once the driver
     /// heard the Map; the Map noted open.
-    #[inline]
+    #[inline(always)]
     fn map_into_arena(&mut self, resource: Handle<Resource>, size: usize) -> Result<Payload> {
         // Allocated before the driver hears the Map, as an update's copy is.
         let payload = self.rec.payloads.for_discard(size)?;
@@ -145,7 +145,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// The driver's memory for a Map(DISCARD) that passed the checks
     /// ([`ListMode::DriverBuilt`](crate::ListMode::DriverBuilt)), the Map noted open once
     /// the driver handed it out; a refusal is settled as any failed call.
-    #[inline]
+    #[inline(always)]
     fn map_with_driver(&mut self, resource: Handle<Resource>, len: usize) -> Result<&mut [u8]> {
         let s = &*self.device.shared;
         // Where the engine does not replay, the driver builds the lists: a recorded call's
@@ -313,7 +313,7 @@ impl<D: Driver, K: Kernel> DeferredContext<D, K> {
     /// resource appended to earlier in this recording, so open here, and its description
     /// checked then and unchanged since) checks only the resource's life again; a first
     /// append checks it all ([`DeferredContext::check_append_first`]).
-    #[inline]
+    #[inline(always)]
     fn check_append(&mut self, resource: Handle<Resource>) -> Result<MapMemory> {
         self.check_alive()?;
         self.open.check_map(resource)?;
