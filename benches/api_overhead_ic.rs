@@ -48,7 +48,7 @@ use gungraun::prelude::*;
 const IMMEDIATE_BUDGET_IR: u64 = 29_565;
 /// Instructions of a run of [`DRAWS`] draws on a deferred context whose lists the driver
 /// builds, the recording thread's share, as last measured.
-const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 25_861;
+const DEFERRED_DRIVER_BUILT_BUDGET_IR: u64 = 25_773;
 
 /// Draws per measured run: a multiple of [`api_mix::CONSTANTS_EVERY`], so that every run holds as
 /// many constant-buffer discards.

@@ -56,8 +56,9 @@ use ring_draw::RingDraw;
 /// Calls per measured run.
 pub const CALLS: u64 = 32;
 
-/// The contexts the calls are made on.
+/// The deferred context the calls are made on.
 type Dc = DeferredContext<NullDriver, NullKernel>;
+/// The immediate context the calls are made on.
 type Ic = ImmediateContext<NullDriver, NullKernel>;
 
 /// Instructions of [`CALLS`] commands on a deferred context whose lists the engine replays,
@@ -99,7 +100,7 @@ enum On {
     Immediate,
 }
 
-/// A warm device, its deferred context, the draw's objects, a ring and a staging buffer.
+/// A warm device, its deferred context, the draw's objects and a ring.
 struct Warm {
     dc: DeferredContext<NullDriver, NullKernel>,
     ic: ImmediateContext<NullDriver, NullKernel>,
@@ -247,8 +248,8 @@ fn command(mut w: Box<Warm>) -> Box<Warm> {
 }
 
 /// [`command`]'s calls on a deferred context: a loop of its own, out of line, so that its
-/// code (and count) does not move with the immediate context's; each function below is
-/// one context's loop in the same way.
+/// code (and count) does not move with the immediate context's. Each bench function's
+/// loops below are out of line in the same way, one per context.
 #[inline(never)]
 fn commands_deferred(dc: &mut Dc, copy: CopyCommand) {
     for _ in 0..CALLS {
@@ -256,6 +257,7 @@ fn commands_deferred(dc: &mut Dc, copy: CopyCommand) {
     }
 }
 
+/// [`command`]'s calls on the immediate context.
 #[inline(never)]
 fn commands_immediate(ic: &mut Ic, copy: CopyCommand) {
     for _ in 0..CALLS {
@@ -288,6 +290,7 @@ fn discard(mut w: Box<Warm>) -> Box<Warm> {
     w
 }
 
+/// [`discard`]'s Maps and Unmaps on a deferred context.
 #[inline(never)]
 fn discards_deferred(dc: &mut Dc, constants: Handle<Resource>) {
     for n in 0..CALLS {
@@ -297,6 +300,7 @@ fn discards_deferred(dc: &mut Dc, constants: Handle<Resource>) {
     }
 }
 
+/// [`discard`]'s Maps and Unmaps on the immediate context.
 #[inline(never)]
 fn discards_immediate(ic: &mut Ic, constants: Handle<Resource>) {
     for n in 0..CALLS {
@@ -331,6 +335,7 @@ fn append(mut w: Box<Warm>) -> Box<Warm> {
     w
 }
 
+/// [`append`]'s appends on a deferred context.
 #[inline(never)]
 fn appends_deferred(dc: &mut Dc, ring: RingDraw) {
     for n in 2..2 + CALLS {
@@ -338,6 +343,7 @@ fn appends_deferred(dc: &mut Dc, ring: RingDraw) {
     }
 }
 
+/// [`append`]'s appends on the immediate context.
 #[inline(never)]
 fn appends_immediate(ic: &mut Ic, ring: RingDraw) {
     for n in 2..2 + CALLS {
@@ -385,6 +391,7 @@ fn bind(mut w: Box<Warm>) -> Box<Warm> {
     w
 }
 
+/// [`bind`]'s binds on a deferred context.
 #[inline(never)]
 fn binds_deferred(dc: &mut Dc, objects: [AnyHandle; 2]) {
     for n in 0..CALLS as usize {
@@ -393,6 +400,7 @@ fn binds_deferred(dc: &mut Dc, objects: [AnyHandle; 2]) {
     }
 }
 
+/// [`bind`]'s binds on the immediate context.
 #[inline(never)]
 fn binds_immediate(ic: &mut Ic, objects: [AnyHandle; 2]) {
     for n in 0..CALLS as usize {
