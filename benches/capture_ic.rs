@@ -95,7 +95,8 @@ fn run(mut w: Box<Warm>) -> Box<Warm> {
 }
 
 /// [`run`]'s draws on a deferred context: a loop of its own, out of line, so that its code
-/// (and count) does not move with the immediate context's.
+/// (and count) does not move with the immediate context's. In this file, as `draw_ic`'s is
+/// in its own, for the reason given there.
 #[inline(never)]
 fn draws_deferred(dc: &mut DeferredContext<NullDriver, NullKernel>, draw: Draw) {
     for n in 0..DRAWS {
